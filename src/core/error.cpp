@@ -1,0 +1,7 @@
+#include "core/error.h"
+
+namespace aerie {
+
+void throw_error(const std::string& message) { throw Error(message); }
+
+}  // namespace aerie

@@ -1,0 +1,77 @@
+// WeightStore: every tensor of a checkpoint folder, as views into memory-mapped files (no copy of the
+// weights). It opens, in this order of preference:
+//   model.safetensors.index.json (sharded safetensors), model.safetensors, pytorch_model.bin.index.json,
+//   pytorch_model.bin (torch.save zip format).
+// Every malformed file is an aerie::Error naming the file and the problem.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace aerie {
+
+class MappedFile;
+
+// Called while loading: tensors and bytes done so far out of the totals.
+struct LoadProgress {
+  int64_t tensors_done = 0;
+  int64_t tensors_total = 0;
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+};
+using ProgressFn = std::function<void(const LoadProgress&)>;
+
+class WeightStore {
+ public:
+  WeightStore();
+  ~WeightStore();
+  WeightStore(WeightStore&&) noexcept;
+  WeightStore& operator=(WeightStore&&) noexcept;
+  WeightStore(const WeightStore&) = delete;
+  WeightStore& operator=(const WeightStore&) = delete;
+
+  // Opens the checkpoint in `dir` (see above). Throws aerie::Error if there is none or it is malformed.
+  static WeightStore open_dir(const std::filesystem::path& dir, const ProgressFn& progress = nullptr);
+  // Opens one file: *.safetensors or a torch zip (*.bin / *.pt).
+  static WeightStore open_file(const std::filesystem::path& file);
+
+  bool contains(const std::string& name) const;
+  // The tensor named `name`; throws "<source>: missing tensor 'name'" when absent.
+  const Tensor& get(const std::string& name) const;
+  // get() plus a shape check; throws "tensor 'name' has shape [a, b], expected [c, d]".
+  const Tensor& get(const std::string& name, const Shape& expected) const;
+  // nullptr when absent.
+  const Tensor* find(const std::string& name) const;
+
+  std::vector<std::string> names() const;  // sorted
+  size_t size() const { return tensors_.size(); }
+  uint64_t total_bytes() const;  // sum of tensor byte sizes
+  // Where the tensors came from (the folder or file), for error messages.
+  const std::string& source() const { return source_; }
+
+  // Touches every page of every tensor (so the first forward does not pay page faults), calling
+  // `progress` as it goes; returns the resident bytes of the mappings afterwards.
+  uint64_t prefault(const ProgressFn& progress = nullptr) const;
+  // Bytes of the mapped files currently resident in RAM (mincore).
+  uint64_t resident_bytes() const;
+
+  // Used by the readers: adds a tensor that views into `file`. Throws on a duplicate name.
+  void add(const std::string& name, const Tensor& tensor, std::shared_ptr<MappedFile> file);
+  // Owned tensors (converted from a layout that cannot be viewed, e.g. non-contiguous torch storage).
+  void add_owned(const std::string& name, DType dtype, const Shape& shape, std::vector<uint8_t> bytes);
+  void set_source(std::string source) { source_ = std::move(source); }
+
+ private:
+  std::map<std::string, Tensor> tensors_;
+  std::vector<std::shared_ptr<MappedFile>> files_;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> owned_;
+  std::string source_;
+};
+
+}  // namespace aerie

@@ -1,0 +1,68 @@
+// THE kernel API. Every op here has a naive scalar twin in ops/ref (ref::name, same signature minus the
+// pool) that tests compare against; the versions here dispatch at run time to AVX-512-BF16 / AVX-512 /
+// AVX2 / scalar code (core/cpu_features.h) and use the thread pool.
+//
+// Conventions: activations are float32, row-major, contiguous. Weights are Tensors in their stored dtype
+// (F32, BF16, F16) laid out as PyTorch nn.Linear stores them: [n_out, n_in]. Accumulation is float32.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace aerie::ops {
+
+// y[r, o] = sum_i x[r, i] * w[o, i]  (+ bias[o] when bias is non-null)
+//   x: [n_rows, n_in] f32;  w: [n_out, n_in] F32|BF16|F16;  bias: [n_out] any float dtype or null
+//   y: [n_rows, n_out] f32 (overwritten)
+// Small n_rows (decode, verification of K drafts) stream each weight row once for all rows, so a
+// forward over 8 tokens costs little more than over 1; large n_rows use a GEMM (oneDNN where it wins).
+void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias, float* y, ThreadPool& pool);
+
+// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight    (HF LlamaRMSNorm: the normalisation is
+// computed in f32, then multiplied by the weight)
+//   x, out: [n_rows, n] f32 (may alias); weight: [n] F32|BF16|F16
+void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, float eps, float* out,
+              ThreadPool& pool);
+
+// Rotary embedding in the Hugging Face (non-interleaved, "rotate_half") layout, in place:
+//   for each row r, head h, i < head_dim/2, with angle = positions[r] * inv_freq[i]:
+//     x1 = v[i], x2 = v[i + head_dim/2]
+//     v[i] = x1 cos - x2 sin;   v[i + head_dim/2] = x2 cos + x1 sin
+//   v: [n_rows, n_head, head_dim] f32;  positions: [n_rows];  inv_freq: [head_dim/2]
+// cos/sin are computed in f32 from a f32 angle, as HF does.
+void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int64_t* positions,
+          const float* inv_freq, ThreadPool& pool);
+
+// out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)).   out may alias gate.
+void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool);
+
+// Causal grouped-query attention of one sequence's new queries over its KV cache.
+//   q:   [n_q, n_head, head_dim] f32;  query i sits at position pos0 + i and sees cache rows [0, pos0 + i]
+//   k,v: [n_kv, n_head_kv, head_dim] f32 (n_kv >= pos0 + n_q; row j is position j); head h reads kv head
+//        h / (n_head / n_head_kv)
+//   out: [n_q, n_head, head_dim] f32
+//   scale: multiplies q.k (1/sqrt(head_dim) for Llama)
+// Softmax is computed in f32 with the running-max (online) form.
+void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
+               ThreadPool& pool);
+
+// out[r, :] = table[ids[r], :] converted to f32.   table: [n_vocab, n] F32|BF16|F16
+void embedding(const Tensor& table, const int64_t* ids, int64_t n_rows, float* out);
+
+// x[i] += y[i]
+void add_inplace(float* x, const float* y, int64_t n);
+
+// In-place softmax over each row of [n_rows, n].
+void softmax(float* x, int64_t n_rows, int64_t n);
+
+// Index of the largest value (the first one on ties), as torch.argmax does.
+int64_t argmax(const float* x, int64_t n);
+
+// Which kernel family matmul would use for this weight dtype ("avx512_bf16", "avx512", "avx2",
+// "scalar"); for bench output and logs.
+const char* matmul_isa(DType weight_dtype);
+
+}  // namespace aerie::ops
