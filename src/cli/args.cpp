@@ -1,0 +1,94 @@
+#include "cli/args.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace aerie::cli {
+namespace {
+
+const OptionSpec* find_spec(const std::vector<OptionSpec>& specs, const std::string& name) {
+  for (const OptionSpec& s : specs)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+Args::Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    std::string name = argv[i];
+    std::optional<std::string> value;
+    if (const size_t eq = name.find('='); eq != std::string::npos && name.rfind("--", 0) == 0) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    const OptionSpec* spec = find_spec(specs, name);
+    AERIE_CHECK(spec != nullptr, "unknown option '", name, "'");
+    if (spec->takes_value && !value) {
+      AERIE_CHECK(i + 1 < argv.size(), "option ", name, " needs a value");
+      value = argv[++i];
+    }
+    AERIE_CHECK(spec->takes_value || !value, "option ", name, " takes no value");
+    values_[name] = value.value_or("");
+  }
+}
+
+std::string Args::str(const std::string& name, const std::string& fallback) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+std::string Args::required(const std::string& name) const {
+  AERIE_CHECK(has(name), "missing required option ", name);
+  return values_.at(name);
+}
+
+int64_t Args::integer(const std::string& name, int64_t fallback) const {
+  if (!has(name)) return fallback;
+  const std::string& text = values_.at(name);
+  int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  AERIE_CHECK(ec == std::errc() && ptr == text.data() + text.size(), "option ", name,
+              " expects an integer, got '", text, "'");
+  return value;
+}
+
+double Args::number(const std::string& name, double fallback) const {
+  if (!has(name)) return fallback;
+  const std::string& text = values_.at(name);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  AERIE_CHECK(!text.empty() && end == text.c_str() + text.size(), "option ", name, " expects a number, got '",
+              text, "'");
+  return value;
+}
+
+std::vector<int64_t> Args::integers(const std::string& name) const { return parse_int_list(required(name), name); }
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    int64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    AERIE_CHECK(!item.empty() && ec == std::errc() && ptr == item.data() + item.size(), what,
+                ": expected comma-separated integers, got '", text, "'");
+    out.push_back(value);
+  }
+  AERIE_CHECK(!out.empty(), what, ": expected at least one integer");
+  return out;
+}
+
+std::string usage(const std::string& command, const std::vector<OptionSpec>& specs) {
+  std::ostringstream out;
+  out << "usage: aerie " << command << " [options]\n";
+  for (const OptionSpec& s : specs)
+    out << "  " << s.name << (s.takes_value ? " VALUE" : "") << "\n      " << s.help << "\n";
+  return out.str();
+}
+
+}  // namespace aerie::cli

@@ -1,0 +1,74 @@
+// aerie logits: one prefill of the given ids; float32 logits for every position as .npy [n, n_vocab],
+// and optionally hidden states per requested layer as PREFIX<layer>.npy [n, n_embd]. Layer i is the
+// residual stream entering decoder layer i (0 = embedding output, n_layer = the last layer's output
+// before the final norm); "final_norm" is the normalised state the head reads.
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+
+#include "cli/common.h"
+#include "core/error.h"
+#include "io/npy.h"
+
+namespace aerie::cli {
+namespace {
+
+std::vector<int> parse_layers(const std::string& text, int64_t n_layer) {
+  std::vector<int> layers;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item == "final_norm") {
+      layers.push_back(kFinalNormLayer);
+      continue;
+    }
+    const std::vector<int64_t> value = parse_int_list(item, "--hidden-layers");
+    AERIE_CHECK(value[0] >= 0 && value[0] <= n_layer, "--hidden-layers: layer ", value[0], " is outside [0, ",
+                n_layer, "] (or final_norm)");
+    layers.push_back(int(value[0]));
+  }
+  return layers;
+}
+
+}  // namespace
+
+int run_logits(const std::vector<std::string>& argv) {
+  std::vector<OptionSpec> specs = model_options();
+  specs.push_back({"--ids", true, "comma-separated token ids (one sequence, prefilled at positions 0..n-1)"});
+  specs.push_back({"--out", true, "output .npy for the logits, float32 [n, n_vocab]"});
+  specs.push_back({"--hidden-layers", true, "comma-separated layers (0..n_layer, or final_norm) to dump"});
+  specs.push_back({"--hidden-out", true, "prefix of the hidden-state files: PREFIX<layer>.npy"});
+  specs.push_back({"--help", false, "this text"});
+  const Args args(argv, specs);
+  if (args.has("--help")) {
+    std::fputs(usage("logits", specs).c_str(), stdout);
+    return 0;
+  }
+  const std::vector<int64_t> ids = args.integers("--ids");
+  const std::string out_path = args.required("--out");
+  ThreadPool pool(thread_count(args));
+  std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"));
+
+  std::vector<int> layers;
+  if (args.has("--hidden-layers")) {
+    layers = parse_layers(args.str("--hidden-layers"), model->n_layer());
+    AERIE_CHECK(args.has("--hidden-out"), "--hidden-layers needs --hidden-out PREFIX");
+  }
+  const int64_t n = int64_t(ids.size());
+  KvCache kv = model->make_kv_cache(n);
+  const SequenceRows seq{0, n, &kv};
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  std::iota(rows.begin(), rows.end(), 0);
+  const StepBatch batch{ids, std::span(&seq, 1), rows, layers};
+  const ForwardOutput out = model->forward(batch);
+  write_npy_f32(out_path, out.logits, {n, out.n_vocab});
+  for (const CapturedHidden& h : out.hidden) {
+    const std::string name = h.layer == kFinalNormLayer ? "final_norm" : std::to_string(h.layer);
+    write_npy_f32(args.str("--hidden-out") + name + ".npy", h.data, {n, out.n_embd});
+  }
+  std::fprintf(stderr, "wrote %s [%lld, %lld]%s\n", out_path.c_str(), (long long)n, (long long)out.n_vocab,
+               layers.empty() ? "" : " and hidden states");
+  return 0;
+}
+
+}  // namespace aerie::cli

@@ -1,0 +1,29 @@
+// Pieces shared by the subcommands: loading a model with terminal progress, thread counts.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "core/thread_pool.h"
+#include "models/model.h"
+
+namespace aerie::cli {
+
+// Loads the model in `dir`, printing progress to stderr when it is a terminal (and a one-line summary
+// with the resident size unless quiet).
+std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet);
+
+// --threads N (0 or absent: every core).
+int thread_count(const Args& args);
+
+// Options every model-running command accepts.
+std::vector<OptionSpec> model_options();
+
+int run_generate(const std::vector<std::string>& argv);
+int run_logits(const std::vector<std::string>& argv);
+int run_bench(const std::vector<std::string>& argv);
+
+}  // namespace aerie::cli

@@ -1,0 +1,45 @@
+// aerie: the command-line entry point. Each subcommand lives in its own file.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/common.h"
+#include "core/error.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: aerie <command> [options]\n"
+    "commands:\n"
+    "  generate   generate tokens from a prompt (--model DIR --ids 1,2,3 | --prompt TEXT)\n"
+    "  logits     write one prefill's logits (and hidden states) as .npy for checking against a reference\n"
+    "  bench      prefill / decode / k-token forward speed and achieved memory bandwidth\n"
+    "run 'aerie <command> --help' for a command's options\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> rest(argv + 2, argv + argc);
+  try {
+    if (command == "generate") return aerie::cli::run_generate(rest);
+    if (command == "logits") return aerie::cli::run_logits(rest);
+    if (command == "bench") return aerie::cli::run_bench(rest);
+    if (command == "--help" || command == "-h" || command == "help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    std::fprintf(stderr, "aerie: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const aerie::Error& e) {
+    std::fprintf(stderr, "aerie %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "aerie %s: internal error: %s\n", command.c_str(), e.what());
+    return 3;
+  }
+}

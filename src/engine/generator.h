@@ -1,0 +1,40 @@
+// Generator: one sequence, plain (non-speculative) generation: prefill the prompt, then one token per
+// forward, sampled with the request's parameters, until max_tokens or a stop token. It owns the sequence's
+// KV cache; the continuous-batching engine replaces it for serving.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "sample/sampling.h"
+
+namespace aerie {
+
+struct GenerateOptions {
+  int64_t max_tokens = 128;
+  SamplingParams sampling;
+  std::vector<int64_t> stop_token_ids;  // generation ends after emitting one of these
+  int64_t max_length = 0;               // KV capacity (prompt + output); 0: prompt + max_tokens
+};
+
+struct GenerateResult {
+  std::vector<int64_t> tokens;  // generated ids (including the stop token, if one ended it)
+  std::string finish_reason;    // "stop" or "length"
+  int64_t n_prompt = 0;
+  double prefill_seconds = 0;   // the prompt's forward (and the first token)
+  double decode_seconds = 0;    // every later token
+  double prefill_tokens_per_second() const;
+  double decode_tokens_per_second() const;  // (tokens - 1) / decode_seconds
+};
+
+// on_token(id) is called for each generated token as soon as it is known; returning false stops early.
+using TokenCallback = std::function<bool(int64_t token)>;
+
+GenerateResult generate(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
+                        const TokenCallback& on_token = nullptr);
+
+}  // namespace aerie

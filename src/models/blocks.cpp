@@ -1,0 +1,52 @@
+#include "models/blocks.h"
+
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace aerie {
+
+void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
+                   const int64_t* positions, int64_t layer, const AttentionWeights& w,
+                   const AttentionShape& shape, const float* inv_freq, AttentionScratch& scratch, float* out,
+                   ThreadPool& pool) {
+  const int64_t q_width = shape.n_head * shape.head_dim;      // n_head * head_dim
+  const int64_t kv_width = shape.n_head_kv * shape.head_dim;  // n_head_kv * head_dim
+  float* q = scratch.q.reserve(n_tokens * q_width);           // [n_tokens, n_head, head_dim]
+  float* k = scratch.k.reserve(n_tokens * kv_width);          // [n_tokens, n_head_kv, head_dim]
+  float* v = scratch.v.reserve(n_tokens * kv_width);          // [n_tokens, n_head_kv, head_dim]
+  float* attn = scratch.attn.reserve(n_tokens * q_width);     // [n_tokens, n_head, head_dim]
+  ops::matmul(x, n_tokens, *w.q, w.q_bias, q, pool);
+  ops::matmul(x, n_tokens, *w.k, w.k_bias, k, pool);
+  ops::matmul(x, n_tokens, *w.v, w.v_bias, v, pool);
+  ops::rope(q, n_tokens, shape.n_head, shape.head_dim, positions, inv_freq, pool);
+  ops::rope(k, n_tokens, shape.n_head_kv, shape.head_dim, positions, inv_freq, pool);
+
+  for (const SequenceRows& seq : sequences) {
+    KvCache& kv = *seq.kv;
+    const int64_t pos0 = positions[seq.row_begin];
+    float* k_cache = kv.keys(layer);    // [capacity, n_head_kv, head_dim]
+    float* v_cache = kv.values(layer);  // [capacity, n_head_kv, head_dim]
+    std::memcpy(k_cache + pos0 * kv_width, k + seq.row_begin * kv_width,
+                size_t(seq.n_rows * kv_width) * sizeof(float));
+    std::memcpy(v_cache + pos0 * kv_width, v + seq.row_begin * kv_width,
+                size_t(seq.n_rows * kv_width) * sizeof(float));
+    ops::attention(q + seq.row_begin * q_width, seq.n_rows, pos0, k_cache, v_cache, pos0 + seq.n_rows,
+                   shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale, attn + seq.row_begin * q_width,
+                   pool);
+  }
+  ops::matmul(attn, n_tokens, *w.o, w.o_bias, out, pool);
+}
+
+void swiglu_mlp(const float* x, int64_t n_tokens, const MlpWeights& w, MlpScratch& scratch, float* out,
+                ThreadPool& pool) {
+  const int64_t n_ff = w.gate->dim(0);
+  float* gate = scratch.gate.reserve(n_tokens * n_ff);  // [n_tokens, n_ff]
+  float* up = scratch.up.reserve(n_tokens * n_ff);      // [n_tokens, n_ff]
+  ops::matmul(x, n_tokens, *w.gate, nullptr, gate, pool);
+  ops::matmul(x, n_tokens, *w.up, nullptr, up, pool);
+  ops::silu_mul(gate, up, n_tokens * n_ff, gate, pool);
+  ops::matmul(gate, n_tokens, *w.down, nullptr, out, pool);
+}
+
+}  // namespace aerie

@@ -1,0 +1,63 @@
+// Blocks shared by targets and draft heads: grouped-query attention over per-sequence KV caches and the
+// SiLU-gated MLP. Each takes the already-normalised input and returns the block's output (the caller adds
+// the residual), so an architecture file reads as the recipe: norm -> block -> residual.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "models/model.h"
+#include "models/scratch.h"
+
+namespace aerie {
+
+struct AttentionWeights {
+  const Tensor* q = nullptr;  // [n_head * head_dim, n_in]
+  const Tensor* k = nullptr;  // [n_head_kv * head_dim, n_in]
+  const Tensor* v = nullptr;  // [n_head_kv * head_dim, n_in]
+  const Tensor* o = nullptr;  // [n_out, n_head * head_dim]
+  const Tensor* q_bias = nullptr;  // optional biases (attention_bias)
+  const Tensor* k_bias = nullptr;
+  const Tensor* v_bias = nullptr;
+  const Tensor* o_bias = nullptr;
+};
+
+struct AttentionShape {
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  float scale = 0.0f;  // multiplies q.k
+};
+
+struct AttentionScratch {
+  ScratchBuffer q, k, v, attn;
+};
+
+// Causal GQA with RoPE for every sequence of the batch at decoder layer `layer`:
+//   x:         [n_tokens, n_in] f32 (normalised input)
+//   positions: [n_tokens] (each row's position in its sequence)
+//   out:       [n_tokens, n_out] f32
+// Writes each row's rotated key and value into its sequence's cache at its position; does not advance
+// the caches (the caller does once after the last layer).
+void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
+                   const int64_t* positions, int64_t layer, const AttentionWeights& w,
+                   const AttentionShape& shape, const float* inv_freq, AttentionScratch& scratch, float* out,
+                   ThreadPool& pool);
+
+struct MlpWeights {
+  const Tensor* gate = nullptr;  // [n_ff, n_in]
+  const Tensor* up = nullptr;    // [n_ff, n_in]
+  const Tensor* down = nullptr;  // [n_out, n_ff]
+};
+
+struct MlpScratch {
+  ScratchBuffer gate, up;
+};
+
+// out = down(silu(gate(x)) * up(x));  x: [n_tokens, n_in], out: [n_tokens, n_out]
+void swiglu_mlp(const float* x, int64_t n_tokens, const MlpWeights& w, MlpScratch& scratch, float* out,
+                ThreadPool& pool);
+
+}  // namespace aerie

@@ -1,0 +1,73 @@
+// Llama 3 (LlamaForCausalLM): GQA attention with RoPE (llama3 frequency scaling), SwiGLU MLP, RMSNorm,
+// tied or untied output head. Weights are the checkpoint's own tensors, viewed in place.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "io/llama_config.h"
+#include "io/weight_store.h"
+#include "models/blocks.h"
+#include "models/model.h"
+
+namespace aerie {
+
+struct LlamaLayerWeights {
+  const Tensor* attn_norm;  // input_layernorm            [n_embd]
+  AttentionWeights attn;    // self_attn.{q,k,v,o}_proj
+  const Tensor* ffn_norm;   // post_attention_layernorm   [n_embd]
+  MlpWeights mlp;           // mlp.{gate,up,down}_proj
+};
+
+struct LlamaWeights {
+  const Tensor* embed = nullptr;   // model.embed_tokens.weight [n_vocab, n_embd]
+  std::vector<LlamaLayerWeights> layers;
+  const Tensor* norm = nullptr;    // model.norm.weight [n_embd]
+  const Tensor* output = nullptr;  // lm_head.weight [n_vocab, n_embd], or the embedding when tied
+};
+
+// Binds every tensor by its published name, checking shapes against the config; a missing tensor or a
+// wrong shape is an aerie::Error naming it.
+LlamaWeights bind_llama_weights(const WeightStore& store, const LlamaConfig& config);
+
+class LlamaModel final : public Model {
+ public:
+  LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool);
+
+  ForwardOutput forward(const StepBatch& batch) override;
+  KvCache make_kv_cache(int64_t capacity) const override;
+  int64_t n_vocab() const override { return config_.n_vocab; }
+  int64_t n_embd() const override { return config_.n_embd; }
+  int64_t n_layer() const override { return config_.n_layer; }
+  int64_t max_position_embeddings() const override { return config_.max_position_embeddings; }
+  uint64_t decode_weight_bytes() const override;
+  const std::vector<int64_t>& eos_token_ids() const override { return config_.eos_token_ids; }
+  const std::vector<int64_t>& bos_token_ids() const override { return config_.bos_token_ids; }
+  std::string describe() const override;
+
+  const LlamaConfig& config() const { return config_; }
+  const LlamaWeights& weights() const { return weights_; }
+  const WeightStore& store() const { return store_; }
+
+ private:
+  void check_batch(const StepBatch& batch) const;
+  void capture(const StepBatch& batch, int layer, const float* x, int64_t n_tokens, ForwardOutput& out);
+
+  LlamaConfig config_;
+  WeightStore store_;
+  LlamaWeights weights_;
+  ThreadPool& pool_;
+  std::vector<float> inv_freq_;  // [head_dim / 2]
+  AttentionShape attn_shape_;
+
+  // Activations, reused across forwards.
+  ScratchBuffer x_, cur_, block_out_, logits_in_, logits_;
+  std::vector<ScratchBuffer> captured_;
+  std::vector<int64_t> positions_;
+  AttentionScratch attn_scratch_;
+  MlpScratch mlp_scratch_;
+};
+
+}  // namespace aerie

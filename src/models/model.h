@@ -1,0 +1,69 @@
+// The model interface: a pure function of (weights, batch, KV caches) -> logits and captured hidden states.
+// A model never allocates KV storage, never sees request ids and never samples.
+//
+// A batch is ragged: the tokens of several sequences concatenated, each sequence a run of rows. A prompt
+// chunk, one decode token and a verification of K draft tokens are all just rows:
+//   sequences a (prefill of 3), b (decode), c (verify 2 drafts after its last token)
+//   token_ids = [a0 a1 a2 | b0 | c0 c1 c2]   rows 0-2 -> a, row 3 -> b, rows 4-6 -> c
+// Each sequence's rows sit at positions kv.length(), kv.length()+1, ... of its cache, which the forward
+// fills and advances.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache.h"
+
+namespace aerie {
+
+// Layer index of the final-normed hidden state in capture requests (layer i < kFinalNormLayer is the
+// residual stream entering decoder layer i; i = n_layer is the last layer's output before the norm).
+inline constexpr int kFinalNormLayer = -1;
+
+struct SequenceRows {
+  int64_t row_begin = 0;   // first row of this sequence in token_ids
+  int64_t n_rows = 0;
+  KvCache* kv = nullptr;   // positions kv->length() .. + n_rows are written and appended
+};
+
+struct StepBatch {
+  std::span<const int64_t> token_ids;       // [n_tokens]
+  std::span<const SequenceRows> sequences;  // covers every row exactly once, in order
+  std::span<const int64_t> logit_rows;      // rows whose logits are wanted, ascending
+  std::span<const int> capture_layers;      // hidden states wanted (0..n_layer or kFinalNormLayer)
+};
+
+struct CapturedHidden {
+  int layer = 0;
+  const float* data = nullptr;  // [n_tokens, n_embd] f32, valid until the next forward
+};
+
+struct ForwardOutput {
+  const float* logits = nullptr;  // [n_logit_rows, n_vocab] f32, valid until the next forward
+  int64_t n_logit_rows = 0;
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  std::vector<CapturedHidden> hidden;  // in the order of capture_layers
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual ForwardOutput forward(const StepBatch& batch) = 0;
+  // A KV cache that fits this model, holding up to `capacity` positions.
+  virtual KvCache make_kv_cache(int64_t capacity) const = 0;
+  virtual int64_t n_vocab() const = 0;
+  virtual int64_t n_embd() const = 0;
+  virtual int64_t n_layer() const = 0;
+  virtual int64_t max_position_embeddings() const = 0;
+  // Bytes of weights one decode step reads (every matrix once, plus the output head): the figure that
+  // decode bandwidth is measured against.
+  virtual uint64_t decode_weight_bytes() const = 0;
+  virtual const std::vector<int64_t>& eos_token_ids() const = 0;
+  virtual const std::vector<int64_t>& bos_token_ids() const = 0;
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace aerie

@@ -1,0 +1,47 @@
+#include "models/registry.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/llama_config.h"
+#include "models/llama3.h"
+
+namespace aerie {
+namespace {
+
+nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  AERIE_CHECK(in.good(), path.string(), ": cannot open (is this a Hugging Face checkpoint folder?)");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str_cat(path.string(), ": not valid JSON: ", e.what()));
+  }
+}
+
+std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohmann::json& json,
+                                  ThreadPool& pool, const LoadOptions& options) {
+  LlamaConfig config = parse_llama_config(json, (dir / "config.json").string());
+  WeightStore store = WeightStore::open_dir(dir);
+  if (options.prefault) store.prefault(options.progress);
+  return std::make_unique<LlamaModel>(std::move(config), std::move(store), pool);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::filesystem::path& dir, ThreadPool& pool, const LoadOptions& options) {
+  const std::filesystem::path config_path = dir / "config.json";
+  const nlohmann::json json = read_json(config_path);
+  std::string architecture;
+  if (json.contains("architectures") && json["architectures"].is_array() && !json["architectures"].empty() &&
+      json["architectures"][0].is_string())
+    architecture = json["architectures"][0].get<std::string>();
+  AERIE_CHECK(!architecture.empty(), config_path.string(), ": missing key 'architectures'");
+  if (architecture == "LlamaForCausalLM") return load_llama(dir, json, pool, options);
+  throw Error(str_cat(config_path.string(), ": unsupported architecture '", architecture,
+                      "' (supported: LlamaForCausalLM)"));
+}
+
+}  // namespace aerie

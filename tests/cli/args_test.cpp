@@ -1,0 +1,41 @@
+#include <gtest/gtest.h>
+
+#include "cli/args.h"
+#include "core/error.h"
+
+namespace aerie::cli {
+namespace {
+
+const std::vector<OptionSpec> kSpecs = {
+    {"--model", true, ""}, {"--ids", true, ""}, {"--temperature", true, ""}, {"--json", false, ""}};
+
+TEST(Args, ParsesValuesFlagsAndEqualsForm) {
+  const Args args({"--model", "dir", "--ids=1,2,3", "--json", "--temperature", "0.5"}, kSpecs);
+  EXPECT_EQ(args.required("--model"), "dir");
+  EXPECT_EQ(args.integers("--ids"), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_TRUE(args.has("--json"));
+  EXPECT_DOUBLE_EQ(args.number("--temperature", 0), 0.5);
+  EXPECT_EQ(args.integer("--max", 7), 7);
+}
+
+TEST(Args, ErrorsNameTheOption) {
+  auto message = [](const std::vector<std::string>& argv, const std::string& query = "") -> std::string {
+    try {
+      const Args args(argv, kSpecs);
+      if (!query.empty()) args.integers(query);
+      if (!query.empty()) args.number(query, 0);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message({"--modle", "x"}).find("unknown option '--modle'"), std::string::npos);
+  EXPECT_NE(message({"--model"}).find("--model needs a value"), std::string::npos);
+  EXPECT_NE(message({"--json=1"}).find("takes no value"), std::string::npos);
+  EXPECT_NE(message({"--ids", "1,x"}, "--ids").find("comma-separated integers"), std::string::npos);
+  EXPECT_NE(message({"--temperature", "hot"}, "--temperature").find("expects a number"), std::string::npos);
+  EXPECT_THROW(Args({}, kSpecs).required("--model"), Error);
+}
+
+}  // namespace
+}  // namespace aerie::cli

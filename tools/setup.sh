@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what aerie needs to build and test on a fresh Debian 12 machine (run as root). Idempotent:
+# packages already present are not fetched again.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libdnnl-dev nlohmann-json3-dev libpcre2-dev
+  python3 python3-numpy
+  nodejs npm
+)
+# AERIE_SETUP_REFERENCE=1 also installs what the reference scripts need (PyTorch, Jinja2), which the
+# test suite itself does not: its goldens are committed.
+if [[ "${AERIE_SETUP_REFERENCE:-0}" == "1" ]]; then
+  packages+=(python3-torch python3-jinja2)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up, build, then every GoogleTest case through CTest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+bash tools/build.sh
+cd "${AERIE_BUILD_DIR:-build}"
+ctest --output-on-failure -j"$(nproc)" --timeout 600
