@@ -3,7 +3,7 @@
 # the published layout, and generate from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
+AERIE_SETUP_REFERENCE=1 bash tools/setup.sh  # the checkpoint maker uses PyTorch
 bash tools/build.sh
 model_dir="${AERIE_DEMO_MODEL:-build/demo-llama}"
 if [[ ! -f "$model_dir/config.json" ]]; then

@@ -22,8 +22,8 @@ TEST(Args, ErrorsNameTheOption) {
   auto message = [](const std::vector<std::string>& argv, const std::string& query = "") -> std::string {
     try {
       const Args args(argv, kSpecs);
-      if (!query.empty()) args.integers(query);
-      if (!query.empty()) args.number(query, 0);
+      if (query == "--ids") args.integers(query);
+      if (query == "--temperature") args.number(query, 0);
     } catch (const Error& e) {
       return e.what();
     }
