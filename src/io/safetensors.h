@@ -1,0 +1,20 @@
+// safetensors: an 8-byte little-endian header length N, N bytes of JSON
+//   {"name": {"dtype": "BF16", "shape": [..], "data_offsets": [begin, end]}, "__metadata__": {..}}
+// then the data; offsets are relative to the first byte after the header. Tensors are viewed in place.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "io/weight_store.h"
+
+namespace aerie {
+
+class MappedFile;
+
+// Adds every tensor of the mapped safetensors file to `store`. Throws aerie::Error naming the file and the
+// problem for: a file shorter than its header, a header that is not a JSON object, an unknown dtype, a
+// shape whose element count disagrees with the byte range, offsets past the end or overlapping.
+void read_safetensors(std::shared_ptr<MappedFile> file, WeightStore& store);
+
+}  // namespace aerie
