@@ -61,6 +61,22 @@ void softmax(float* x, int64_t n_rows, int64_t n);
 // Index of the largest value (the first one on ties), as torch.argmax does.
 int64_t argmax(const float* x, int64_t n);
 
+// How BF16-weight matmuls treat f32 activations on AVX-512-BF16 machines:
+//   kSplit (default): each activation is split into two bf16 parts (hi + lo, relative error ~2^-16), so
+//     results match float32 math to ~1e-5 at twice the dot-product instructions;
+//   kRounded: activations rounded to one bf16 (what llama.cpp and bf16 PyTorch do): fastest, ~1e-2 error.
+// Set from the environment variable AERIE_BF16_ACTIVATIONS=split|rounded at start-up, or here.
+enum class Bf16Activations { kSplit, kRounded };
+void set_bf16_activations(Bf16Activations mode);
+Bf16Activations bf16_activations();
+
+// Matmuls with at least this many rows go to the GEMM library (oneDNN) when it supports the dtype.
+inline constexpr int64_t kGemmMinRows = 32;
+
+// The machine's read bandwidth in GB/s: the best of a few timed sums over a `bytes` buffer, split across
+// the pool's threads (what decode's weight streaming is measured against).
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes);
+
 // Which kernel family matmul would use for this weight dtype ("avx512_bf16", "avx512", "avx2",
 // "scalar"); for bench output and logs.
 const char* matmul_isa(DType weight_dtype);

@@ -1,0 +1,213 @@
+// Run-time dispatch of the kernel API, and the element-wise ops. Hot loops of the element-wise ops are
+// compiled for several ISAs with target_clones (GCC picks one at load time through the CPU's features).
+#include "ops/ops.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "ops/cpu/kernels.h"
+#include "ops/ref/ref_ops.h"
+
+#define AERIE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+namespace aerie::ops {
+namespace {
+
+Bf16Activations initial_bf16_mode() {
+  const char* env = std::getenv("AERIE_BF16_ACTIVATIONS");
+  return env != nullptr && std::string_view(env) == "rounded" ? Bf16Activations::kRounded : Bf16Activations::kSplit;
+}
+
+Bf16Activations g_bf16_mode = initial_bf16_mode();
+
+bool is_float_dtype(DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; }
+
+AERIE_CLONES float dot(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+AERIE_CLONES void axpy(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+AERIE_CLONES void scale_in_place(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+AERIE_CLONES double sum_squares(const float* x, int64_t n) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j] * x[i + j];
+  double total = 0;
+  for (float a : acc) total += a;
+  for (; i < n; ++i) total += double(x[i]) * x[i];
+  return total;
+}
+
+AERIE_CLONES double sum_bytes_as_u64(const uint64_t* p, int64_t n) {
+  uint64_t acc[8] = {};
+  for (int64_t i = 0; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
+  uint64_t total = 0;
+  for (uint64_t a : acc) total += a;
+  return double(total);
+}
+
+// Weights of one row as f32 (a norm's weight vector).
+void weight_row(const Tensor& w, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = ref::load_float(w, i);
+}
+
+}  // namespace
+
+void set_bf16_activations(Bf16Activations mode) { g_bf16_mode = mode; }
+Bf16Activations bf16_activations() { return g_bf16_mode; }
+
+const char* matmul_isa(DType weight_dtype) {
+  const CpuFeatures& f = cpu_features();
+  if (weight_dtype == DType::kBF16 && f.avx512_bf16) return "avx512_bf16";
+  if (f.has_avx2_tier()) return "avx2";
+  return "scalar";
+}
+
+void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias, float* y, ThreadPool& pool) {
+  AERIE_CHECK(w.shape.ndim() == 2 && is_float_dtype(w.dtype), "matmul: weight must be a 2-D F32/BF16/F16 tensor, got ",
+              dtype_name(w.dtype), " ", w.shape.str());
+  const int64_t n_out = w.dim(0), n_in = w.dim(1);
+  if (n_rows <= 0) return;
+  const CpuFeatures& f = cpu_features();
+  const bool split = g_bf16_mode == Bf16Activations::kSplit;
+  if (n_rows >= kGemmMinRows && cpu::matmul_onednn_bf16(x, n_rows, w, y, pool.n_threads(), split)) {
+    // done by oneDNN
+  } else if (w.dtype == DType::kBF16 && f.avx512_bf16) {
+    thread_local std::vector<uint16_t> hi, lo;
+    hi.resize(size_t(n_rows * n_in));
+    lo.resize(split ? size_t(n_rows * n_in) : 0);
+    cpu::split_rows_avx512(x, n_rows * n_in, hi.data(), split ? lo.data() : nullptr);
+    const cpu::SplitRows rows{hi.data(), split ? lo.data() : nullptr};
+    pool.parallel_for(n_out, 64, [&](int64_t b, int64_t e) { cpu::matmul_bf16_avx512bf16(rows, n_rows, w, b, e, y); });
+  } else if (f.has_avx2_tier()) {
+    pool.parallel_for(n_out, 32, [&](int64_t b, int64_t e) { cpu::matmul_avx2(x, n_rows, w, b, e, y); });
+  } else {
+    pool.parallel_for(n_out, 16, [&](int64_t b, int64_t e) { cpu::matmul_scalar(x, n_rows, w, b, e, y); });
+  }
+  if (bias != nullptr) {
+    for (int64_t r = 0; r < n_rows; ++r)
+      for (int64_t o = 0; o < n_out; ++o) y[r * n_out + o] += ref::load_float(*bias, o);
+  }
+}
+
+void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, float eps, float* out,
+              ThreadPool& pool) {
+  thread_local std::vector<float> weight_f32;
+  weight_f32.resize(size_t(n));
+  weight_row(weight, n, weight_f32.data());
+  const float* w = weight_f32.data();  // a plain pointer: a thread_local named in the lambda would be the worker's own
+  pool.parallel_for(n_rows, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float scale = 1.0f / std::sqrt(float(sum_squares(x + r * n, n) / double(n)) + eps);
+      for (int64_t i = 0; i < n; ++i) out[r * n + i] = x[r * n + i] * scale * w[i];
+    }
+  });
+}
+
+void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int64_t* positions, const float* inv_freq,
+          ThreadPool& pool) {
+  const int64_t half = head_dim / 2;
+  pool.parallel_for(n_rows, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
+    for (int64_t r = b; r < e; ++r) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = float(positions[r]) * inv_freq[i];  // f32, as torch computes it
+        cos_v[size_t(i)] = std::cos(angle);
+        sin_v[size_t(i)] = std::sin(angle);
+      }
+      for (int64_t h = 0; h < n_head; ++h) {
+        float* p = v + (r * n_head + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float x1 = p[i], x2 = p[i + half];
+          p[i] = x1 * cos_v[size_t(i)] - x2 * sin_v[size_t(i)];
+          p[i + half] = x2 * cos_v[size_t(i)] + x1 * sin_v[size_t(i)];
+        }
+      }
+    }
+  });
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool) {
+  pool.parallel_for(n, 1024, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  });
+}
+
+void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
+  const int64_t group = n_head / n_head_kv;
+  // One task per (query row, head); each sees keys [0, pos0 + row].
+  pool.parallel_for(n_q * n_head, 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> scores;
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t qi = t / n_head, h = t % n_head, kvh = h / group;
+      const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
+      const float* qp = q + (qi * n_head + h) * head_dim;
+      scores.resize(size_t(n_ctx));
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        scores[size_t(j)] = dot(qp, k + (j * n_head_kv + kvh) * head_dim, head_dim) * scale;
+        mx = std::max(mx, scores[size_t(j)]);
+      }
+      float sum = 0.0f;
+      for (float& s : scores) sum += (s = std::exp(s - mx));
+      float* op = out + (qi * n_head + h) * head_dim;
+      std::memset(op, 0, size_t(head_dim) * sizeof(float));
+      for (int64_t j = 0; j < n_ctx; ++j) axpy(scores[size_t(j)], v + (j * n_head_kv + kvh) * head_dim, op, head_dim);
+      scale_in_place(op, 1.0f / sum, head_dim);
+    }
+  });
+}
+
+void embedding(const Tensor& table, const int64_t* ids, int64_t n_rows, float* out) {
+  AERIE_CHECK(table.shape.ndim() == 2 && is_float_dtype(table.dtype), "embedding: table must be 2-D F32/BF16/F16");
+  ref::embedding(table, ids, n_rows, out);
+}
+
+void add_inplace(float* x, const float* y, int64_t n) { axpy(1.0f, y, x, n); }
+
+void softmax(float* x, int64_t n_rows, int64_t n) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* p = x + r * n;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, p[i]);
+    for (int64_t i = 0; i < n; ++i) sum += (p[i] = std::exp(p[i] - mx));
+    scale_in_place(p, 1.0f / sum, n);
+  }
+}
+
+int64_t argmax(const float* x, int64_t n) { return ref::argmax(x, n); }
+
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes) {
+  const int64_t n = int64_t(bytes / sizeof(uint64_t)) / 8 * 8;
+  AlignedBuffer buffer(size_t(n) * sizeof(uint64_t));  // zero-filled: every page is touched once here
+  const auto* p = buffer.as<uint64_t>();
+  double best = 0;
+  std::vector<double> sink(size_t(pool.n_threads()));
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for(n, 4096, [&](int64_t b, int64_t e) { sink[0] += sum_bytes_as_u64(p + b, e - b); });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, double(n) * 8.0 / s / 1e9);
+  }
+  return best;
+}
+
+}  // namespace aerie::ops

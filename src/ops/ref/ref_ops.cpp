@@ -1,0 +1,116 @@
+#include "ops/ref/ref_ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+
+namespace aerie::ops::ref {
+
+float load_float(const Tensor& t, int64_t i) {
+  const auto* bytes = static_cast<const uint8_t*>(t.data);
+  uint16_t h;
+  float f;
+  switch (t.dtype) {
+    case DType::kF32:
+      std::memcpy(&f, bytes + i * 4, 4);
+      return f;
+    case DType::kBF16:
+      std::memcpy(&h, bytes + i * 2, 2);
+      return bf16_to_f32(h);
+    case DType::kF16:
+      std::memcpy(&h, bytes + i * 2, 2);
+      return f16_to_f32(h);
+    default:
+      throw Error(str_cat("ops: weights of dtype ", dtype_name(t.dtype), " are not supported here"));
+  }
+}
+
+void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias, float* y) {
+  const int64_t n_out = w.dim(0), n_in = w.dim(1);
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t o = 0; o < n_out; ++o) {
+      double acc = 0;
+      for (int64_t i = 0; i < n_in; ++i) acc += double(x[r * n_in + i]) * load_float(w, o * n_in + i);
+      y[r * n_out + o] = float(acc) + (bias ? load_float(*bias, o) : 0.0f);
+    }
+}
+
+void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, float eps, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
+    const float scale = 1.0f / std::sqrt(float(ss / double(n)) + eps);
+    for (int64_t i = 0; i < n; ++i) out[r * n + i] = x[r * n + i] * scale * load_float(weight, i);
+  }
+}
+
+void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int64_t* positions, const float* inv_freq) {
+  const int64_t half = head_dim / 2;
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t h = 0; h < n_head; ++h) {
+      float* p = v + (r * n_head + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = float(positions[r]) * inv_freq[i];
+        const float c = std::cos(angle), s = std::sin(angle);
+        const float x1 = p[i], x2 = p[i + half];
+        p[i] = x1 * c - x2 * s;
+        p[i + half] = x2 * c + x1 * s;
+      }
+    }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out) {
+  const int64_t group = n_head / n_head_kv;
+  std::vector<double> p;
+  for (int64_t qi = 0; qi < n_q; ++qi)
+    for (int64_t h = 0; h < n_head; ++h) {
+      const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv), kvh = h / group;
+      const float* qp = q + (qi * n_head + h) * head_dim;
+      p.assign(size_t(n_ctx), 0.0);
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        double s = 0;
+        for (int64_t d = 0; d < head_dim; ++d) s += double(qp[d]) * k[(j * n_head_kv + kvh) * head_dim + d];
+        p[size_t(j)] = s * scale;
+        mx = std::max(mx, p[size_t(j)]);
+      }
+      for (double& x : p) sum += (x = std::exp(x - mx));
+      for (int64_t d = 0; d < head_dim; ++d) {
+        double acc = 0;
+        for (int64_t j = 0; j < n_ctx; ++j) acc += p[size_t(j)] * v[(j * n_head_kv + kvh) * head_dim + d];
+        out[(qi * n_head + h) * head_dim + d] = float(acc / sum);
+      }
+    }
+}
+
+void embedding(const Tensor& table, const int64_t* ids, int64_t n_rows, float* out) {
+  const int64_t n = table.dim(1);
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n; ++i) out[r * n + i] = load_float(table, ids[r] * n + i);
+}
+
+void softmax(float* x, int64_t n_rows, int64_t n) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* p = x + r * n;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, double(p[i]));
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(double(p[i]) - mx);
+    for (int64_t i = 0; i < n; ++i) p[i] = float(std::exp(double(p[i]) - mx) / sum);
+  }
+}
+
+int64_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+}  // namespace aerie::ops::ref
