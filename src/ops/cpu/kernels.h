@@ -1,8 +1,8 @@
 // Internal kernel entry points, one per instruction-set tier; ops.cpp chooses among them at run time and
 // splits the output columns over threads. Each computes y[r, o] for o in [o_begin, o_end) and every row,
-// with no bias, and each row's sums run in the same order whatever n_rows is (so a forward over k tokens
-// gives bit-identical logits for each token to k separate forwards: speculative verification agrees with
-// plain decoding exactly).
+// with no bias. Summation order differs between the one-row kernel (four partial sums) and the multi-row
+// blocks (one per output), so a k-token forward agrees with k one-token forwards to float32 rounding, not
+// bit for bit; speculative verification must compare within that (TODO(spec issue): make it bit-exact).
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,10 @@
 namespace aerie::ops::cpu {
 namespace {
 
+// Software prefetch distance in weight elements: each weight row is a few KB, so the hardware prefetcher
+// (which stops at 4 KB pages) restarts often; prefetching ~2-8 KB ahead measured 2x faster decode here.
+constexpr int64_t kPrefetchSingle = 1024;  // one row streaming: 2 KB ahead
+
 inline __m512bh load_bh(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
 inline __m512bh load_bh_tail(const uint16_t* p, __mmask32 m) { return (__m512bh)_mm512_maskz_loadu_epi16(m, p); }
 
@@ -39,7 +43,7 @@ void block(const SplitRows& x, int64_t n_in, const uint16_t* w, int64_t o_begin,
       }
     };
     for (int64_t i = 0; i < n_full; i += 32) {
-      _mm_prefetch(reinterpret_cast<const char*>(w0 + i + 2 * n_in), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w0 + i + 2 * n_in), _MM_HINT_T0);  // the next pair's rows
       _mm_prefetch(reinterpret_cast<const char*>(w1 + i + 2 * n_in), _MM_HINT_T0);
       step(load_bh(w0 + i), load_bh(w1 + i), i, false);
     }
@@ -69,11 +73,39 @@ void block(const SplitRows& x, int64_t n_in, const uint16_t* w, int64_t o_begin,
   }
 }
 
+// One activation row: each weight row is one linear stream, with four independent accumulators.
+template <bool kSplit>
+void single_row(const SplitRows& x, int64_t n_in, const uint16_t* w, int64_t o_begin, int64_t o_end, float* y) {
+  const int64_t n_full = n_in / 128 * 128;
+  for (int64_t o = o_begin; o < o_end; ++o) {
+    const uint16_t* wr = w + o * n_in;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t i = 0; i < n_full; i += 128) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr + i + kPrefetchSingle), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wr + i + kPrefetchSingle + 32), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wr + i + kPrefetchSingle + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wr + i + kPrefetchSingle + 96), _MM_HINT_T0);
+      for (int u = 0; u < 4; ++u) {
+        const __m512bh a = load_bh(wr + i + 32 * u);
+        acc[u] = _mm512_dpbf16_ps(acc[u], a, load_bh(x.hi + i + 32 * u));
+        if constexpr (kSplit) acc[u] = _mm512_dpbf16_ps(acc[u], a, load_bh(x.lo + i + 32 * u));
+      }
+    }
+    for (int64_t i = n_full; i < n_in; i += 32) {
+      const __mmask32 m = n_in - i >= 32 ? __mmask32(~0u) : __mmask32((uint64_t(1) << (n_in - i)) - 1);
+      const __m512bh a = load_bh_tail(wr + i, m);
+      acc[0] = _mm512_dpbf16_ps(acc[0], a, load_bh_tail(x.hi + i, m));
+      if constexpr (kSplit) acc[0] = _mm512_dpbf16_ps(acc[0], a, load_bh_tail(x.lo + i, m));
+    }
+    y[o] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+  }
+}
+
 template <bool kSplit>
 void rows_block(const SplitRows& x, int64_t rows, int64_t n_in, const uint16_t* w, int64_t o_begin, int64_t o_end,
                 float* y, int64_t y_stride) {
   switch (rows) {
-    case 1: return block<1, kSplit>(x, n_in, w, o_begin, o_end, y, y_stride);
+    case 1: return single_row<kSplit>(x, n_in, w, o_begin, o_end, y);
     case 2: return block<2, kSplit>(x, n_in, w, o_begin, o_end, y, y_stride);
     case 3: return block<3, kSplit>(x, n_in, w, o_begin, o_end, y, y_stride);
     case 4: return block<4, kSplit>(x, n_in, w, o_begin, o_end, y, y_stride);
