@@ -13,7 +13,8 @@ void write_npy_f32(const std::filesystem::path& path, const float* data, const s
   dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (";
   int64_t numel = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
-    dict << shape[i] << (shape.size() == 1 || i + 1 < shape.size() ? ", " : "");
+    // NumPy spells a 1-tuple "(n,)" and longer ones "(a, b)".
+    dict << shape[i] << (i + 1 < shape.size() ? ", " : shape.size() == 1 ? "," : "");
     numel *= shape[i];
   }
   dict << "), }";
@@ -47,6 +48,8 @@ std::vector<float> read_npy_f32(const std::filesystem::path& path, std::vector<i
   } else {
     in.read(reinterpret_cast<char*>(&header_len), 4);
   }
+  AERIE_CHECK(magic[6] >= 1 && magic[6] <= 3 && header_len <= (1u << 20), path.string(),
+              ": unsupported version or header length ", header_len);
   std::string header(header_len, '\0');
   in.read(header.data(), header_len);
   AERIE_CHECK(in.good(), path.string(), ": truncated header");
@@ -61,10 +64,24 @@ std::vector<float> read_npy_f32(const std::filesystem::path& path, std::vector<i
   std::string item;
   int64_t numel = 1;
   while (std::getline(dims, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    shape->push_back(std::stoll(item));
+    const size_t first = item.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    const size_t last = item.find_last_not_of(' ');
+    const std::string digits = item.substr(first, last - first + 1);
+    AERIE_CHECK(digits.size() <= 12 && digits.find_first_not_of("0123456789") == std::string::npos, path.string(),
+                ": bad shape entry '", digits, "'");
+    shape->push_back(std::stoll(digits));
+    // Bound the element count by what the file could hold so a damaged header cannot ask for terabytes.
+    AERIE_CHECK(shape->back() == 0 || numel <= (int64_t(1) << 40) / shape->back(), path.string(),
+                ": shape too large");
     numel *= shape->back();
   }
+  const auto data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const int64_t available = int64_t(in.tellg() - data_start);
+  in.seekg(data_start);
+  AERIE_CHECK(available >= numel * (f8 ? 8 : 4), path.string(), ": truncated data (", available, " bytes for ",
+              numel, " elements)");
   std::vector<float> out(static_cast<size_t>(numel));
   if (f8) {
     std::vector<double> tmp(static_cast<size_t>(numel));

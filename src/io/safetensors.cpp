@@ -41,8 +41,9 @@ Entry parse_entry(const std::string& file, const std::string& name, const nlohma
     if (!shape[i].is_number_unsigned()) fail("shape is not a list of non-negative integers");
     dims[i] = shape[i].get<int64_t>();
     if (dims[i] > (int64_t(1) << 40)) fail("dimension too large");
+    // Checked before multiplying so a crafted shape cannot wrap around to match a small byte range.
+    if (dims[i] != 0 && numel > (uint64_t(1) << 42) / uint64_t(dims[i])) fail("too many elements");
     numel *= uint64_t(dims[i]);
-    if (numel > (uint64_t(1) << 42)) fail("too many elements");
   }
   e.shape = Shape::from(dims, int(shape.size()));
   const nlohmann::json& offsets = info["data_offsets"];

@@ -95,20 +95,38 @@ void add_tensor(const std::string& name, const TensorRef& t, const ZipEntry& sto
                 WeightStore& store) {
   const std::string& path = file->path();
   const size_t elem = dtype_size(t.storage.dtype);
+  const uint64_t n_storage = storage.size / elem;
+  // Element count, bounded at each step so a crafted size tuple cannot overflow.
+  uint64_t numel = 1;
+  for (const int64_t dim : t.shape) {
+    AERIE_CHECK(dim == 0 || numel <= (uint64_t(1) << 42) / uint64_t(dim), path, ": tensor '", name,
+                "' has too many elements");
+    numel *= uint64_t(dim);
+  }
   const Shape shape = Shape::from(t.shape.data(), int(t.shape.size()));
-  // The furthest element any index reaches must lie inside the storage.
+  if (numel == 0) {
+    store.add(name, Tensor{t.storage.dtype, shape, storage.data}, std::move(file));
+    return;
+  }
+  // The furthest element any index reaches must lie inside the storage; each step is checked against what
+  // is left of the storage, so the sum never overflows.
+  AERIE_CHECK(uint64_t(t.offset) < n_storage, path, ": tensor '", name, "' starts at element ", t.offset,
+              " of a storage with ", n_storage, " elements");
   uint64_t last = uint64_t(t.offset);
   bool contiguous = true;
-  int64_t expected_stride = 1;
+  uint64_t expected_stride = 1;
   for (int i = int(t.shape.size()) - 1; i >= 0; --i) {
-    if (t.shape[size_t(i)] == 0) last = 0;
-    last += uint64_t(t.shape[size_t(i)] > 0 ? t.shape[size_t(i)] - 1 : 0) * uint64_t(t.stride[size_t(i)]);
-    if (t.shape[size_t(i)] != 1 && t.stride[size_t(i)] != expected_stride) contiguous = false;
-    expected_stride *= t.shape[size_t(i)];
+    const uint64_t extent = uint64_t(t.shape[size_t(i)]) - 1;
+    const uint64_t stride = uint64_t(t.stride[size_t(i)]);
+    AERIE_CHECK(extent == 0 || stride <= (n_storage - 1 - last) / extent, path, ": tensor '", name, "' of shape ",
+                shape.str(), " reaches past the end of its storage of ", n_storage, " elements");
+    last += extent * stride;
+    if (extent != 0 && stride != expected_stride) contiguous = false;
+    expected_stride *= extent + 1;
   }
-  const uint64_t n_storage = storage.size / elem;
-  AERIE_CHECK(shape.numel() == 0 || last < n_storage, path, ": tensor '", name, "' of shape ", shape.str(),
-              " reaches element ", last, " of a storage with ", n_storage, " elements");
+  // A strided copy must not be larger than its storage (an expand()ed view would multiply it).
+  AERIE_CHECK(contiguous || numel <= n_storage, path, ": tensor '", name,
+              "' is a broadcast view larger than its storage; save it with .contiguous()");
   if (contiguous) {
     store.add(name, Tensor{t.storage.dtype, shape, storage.data + uint64_t(t.offset) * elem}, std::move(file));
     return;

@@ -56,9 +56,7 @@ void read_sharded(const fs::path& index_path, WeightStore& store) {
   for (const auto& [shard, names] : by_shard) {
     const fs::path shard_path = index_path.parent_path() / shard;
     AERIE_CHECK(fs::exists(shard_path), index_path.string(), ": shard '", shard, "' is missing");
-    const size_t before = store.size();
     read_file_into(shard_path, store);
-    (void)before;
     for (const std::string& name : names)
       AERIE_CHECK(store.contains(name), shard_path.string(), ": tensor '", name, "' listed in ",
                   index_path.filename().string(), " is not in this shard");

@@ -91,6 +91,36 @@ TEST(TorchZip, DamagedArchivesGetClearErrors) {
   EXPECT_NE(error.find(".bin"), std::string::npos) << error;
 }
 
+// pytorch_model.bin.index.json: the folder form EAGLE heads ship in; a listed tensor that the shard lacks and a
+// missing shard are errors naming the problem.
+TEST(TorchZip, ShardedIndex) {
+  const fs::path dir = fs::temp_directory_path() / ("aerie_zip_index_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string shard = "pytorch_model-00001-of-00001.bin";
+  fs::copy_file(kBin, dir / shard, fs::copy_options::overwrite_existing);
+  auto write_index = [&](const std::string& weight_map) {
+    std::ofstream(dir / "pytorch_model.bin.index.json") << "{\"metadata\": {}, \"weight_map\": {" << weight_map << "}}";
+  };
+  auto open_error_dir = [&]() -> std::string {
+    try {
+      WeightStore::open_dir(dir);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  write_index("\"f32\": \"" + shard + "\", \"bf16\": \"" + shard + "\"");
+  const WeightStore store = WeightStore::open_dir(dir);
+  EXPECT_EQ(store.size(), 7u);
+  EXPECT_EQ(store.get("f32", {2, 3}).as<float>()[5], 2.5f);
+  write_index("\"f32\": \"" + shard + "\", \"absent\": \"" + shard + "\"");
+  EXPECT_NE(open_error_dir().find("tensor 'absent' listed in pytorch_model.bin.index.json is not in this shard"),
+            std::string::npos);
+  write_index("\"f32\": \"pytorch_model-00002-of-00002.bin\"");
+  EXPECT_NE(open_error_dir().find("shard 'pytorch_model-00002-of-00002.bin' is missing"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(TorchZip, RandomCorruptionNeverCrashes) {
   const std::string good = read_all(kBin);
   std::mt19937 rng(11);
