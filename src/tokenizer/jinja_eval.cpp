@@ -1,0 +1,348 @@
+#include "tokenizer/jinja_eval.h"
+
+#include <unordered_map>
+
+#include "core/error.h"
+#include "tokenizer/jinja_builtins.h"
+
+namespace aerie::jinja {
+namespace {
+
+// An error that already names its template line; outer statements pass it through unchanged.
+class LocatedError : public Error {
+ public:
+  using Error::Error;
+};
+
+// One variable scope. Loops and macro calls open a child scope, so `set` inside a loop body does not
+// leak out (jinja2 scoping); `if` does not open one.
+struct Scope {
+  std::unordered_map<std::string, Value> vars;
+  std::shared_ptr<Scope> parent;
+
+  const Value* lookup(const std::string& name) const {
+    for (const Scope* s = this; s != nullptr; s = s->parent.get()) {
+      auto it = s->vars.find(name);
+      if (it != s->vars.end()) return &it->second;
+    }
+    return nullptr;
+  }
+};
+using ScopePtr = std::shared_ptr<Scope>;
+
+enum class Flow { kNormal, kBreak, kContinue };
+
+// Macro calls deeper than this are refused (a recursive macro without a base case would overflow the stack).
+constexpr int kMaxCallDepth = 100;
+
+class Interpreter {
+ public:
+  explicit Interpreter(const std::string& name) : name_(name) {}
+
+  Flow exec_body(const Body& body, const ScopePtr& scope, std::string& out) {
+    for (const StmtPtr& stmt : body) {
+      Flow flow = Flow::kNormal;
+      try {
+        flow = exec(*stmt, scope, out);
+      } catch (const LocatedError&) {
+        throw;
+      } catch (const RaisedError&) {
+        throw;
+      } catch (const Error& e) {
+        throw LocatedError(str_cat("chat template '", name_, "' line ", stmt->line, ": ", e.what()));
+      }
+      if (flow != Flow::kNormal) return flow;
+    }
+    return Flow::kNormal;
+  }
+
+ private:
+  Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
+    switch (s.kind) {
+      case StmtKind::kText: out += s.text; return Flow::kNormal;
+      case StmtKind::kOutput: {
+        const Value v = eval(*s.expr, scope);
+        if (v.is_string()) out += v.as_string();
+        else out += v.to_string();
+        return Flow::kNormal;
+      }
+      case StmtKind::kIf:
+        for (const IfBranch& branch : s.branches) {
+          if (eval(*branch.condition, scope).truthy()) return exec_body(branch.body, scope, out);
+        }
+        return exec_body(s.else_body, scope, out);
+      case StmtKind::kFor: exec_for(s, scope, out); return Flow::kNormal;
+      case StmtKind::kSet: exec_set(s, scope); return Flow::kNormal;
+      case StmtKind::kSetBlock: {
+        std::string captured;
+        exec_body(s.body, scope, captured);
+        scope->vars[s.targets[0]] = Value(std::move(captured));
+        return Flow::kNormal;
+      }
+      case StmtKind::kMacro: scope->vars[s.text] = make_macro(s, scope); return Flow::kNormal;
+      case StmtKind::kCallBlock: exec_call_block(s, scope, out); return Flow::kNormal;
+      case StmtKind::kFilterBlock: {
+        std::string captured;
+        exec_body(s.body, scope, captured);
+        out += apply_filter_expr(*s.expr, Value(std::move(captured)), scope).to_string();
+        return Flow::kNormal;
+      }
+      case StmtKind::kBreak: return Flow::kBreak;
+      case StmtKind::kContinue: return Flow::kContinue;
+    }
+    return Flow::kNormal;
+  }
+
+  void assign_targets(const std::vector<std::string>& targets, const Value& value, Scope& scope) {
+    if (targets.size() == 1) {
+      scope.vars[targets[0]] = value;
+      return;
+    }
+    const ValueList items = iterate(value);
+    AERIE_CHECK(items.size() == targets.size(), "cannot unpack ", items.size(), " values into ",
+                targets.size(), " variables");
+    for (size_t i = 0; i < targets.size(); ++i) scope.vars[targets[i]] = items[i];
+  }
+
+  void exec_set(const Stmt& s, const ScopePtr& scope) {
+    Value value = eval(*s.expr, scope);
+    if (s.attribute.empty()) {
+      assign_targets(s.targets, value, *scope);
+      return;
+    }
+    const Value* target = scope->lookup(s.targets[0]);
+    AERIE_CHECK(target != nullptr && target->is_namespace(), "cannot assign attribute on non-namespace object '",
+                s.targets[0], "'");
+    target->set(s.attribute, std::move(value));
+  }
+
+  // The `loop` variable of one iteration (jinja2's LoopContext).
+  static Value make_loop(const ValueList& items, size_t i) {
+    const int64_t n = static_cast<int64_t>(items.size());
+    const int64_t index = static_cast<int64_t>(i);
+    ValueDict loop = {{"index", Value(index + 1)},      {"index0", Value(index)},
+                      {"revindex", Value(n - index)},   {"revindex0", Value(n - index - 1)},
+                      {"first", Value(index == 0)},     {"last", Value(index == n - 1)},
+                      {"length", Value(n)},             {"depth", Value(int64_t{1})},
+                      {"depth0", Value(int64_t{0})}};
+    loop.emplace_back("previtem", i > 0 ? items[i - 1] : Value::undefined("loop.previtem"));
+    loop.emplace_back("nextitem", index + 1 < n ? items[i + 1] : Value::undefined("loop.nextitem"));
+    loop.emplace_back("cycle", Value::function([i](CallArgs& args) -> Value {
+      AERIE_CHECK(!args.positional.empty(), "loop.cycle() needs at least one value");
+      return args.positional[i % args.positional.size()];
+    }));
+    return Value::dict(std::move(loop));
+  }
+
+  void exec_for(const Stmt& s, const ScopePtr& scope, std::string& out) {
+    ValueList items = iterate(eval(*s.expr, scope));
+    if (s.condition) {
+      // `for x in xs if cond`: filtered before the loop, so loop.length counts only kept items.
+      ValueList kept;
+      auto probe = std::make_shared<Scope>();
+      probe->parent = scope;
+      for (Value& item : items) {
+        assign_targets(s.targets, item, *probe);
+        if (eval(*s.condition, probe).truthy()) kept.push_back(std::move(item));
+      }
+      items = std::move(kept);
+    }
+    if (items.empty()) {
+      exec_body(s.else_body, scope, out);
+      return;
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      auto inner = std::make_shared<Scope>();
+      inner->parent = scope;
+      inner->vars["loop"] = make_loop(items, i);
+      assign_targets(s.targets, items[i], *inner);
+      if (exec_body(s.body, inner, out) == Flow::kBreak) break;
+    }
+  }
+
+  Value make_macro(const Stmt& s, const ScopePtr& defining_scope) {
+    const Stmt* macro = &s;
+    // Weak: the macro is stored in the scope it captures, and a strong reference would be a cycle that
+    // is never freed.
+    std::weak_ptr<Scope> weak_scope = defining_scope;
+    return Value::function([this, macro, weak_scope](CallArgs& args) -> Value {
+      ScopePtr defining_scope = weak_scope.lock();
+      AERIE_CHECK(defining_scope != nullptr, "macro '", macro->text, "' called outside the block defining it");
+      AERIE_CHECK(call_depth_ < kMaxCallDepth, "macro '", macro->text, "' recursed more than ", kMaxCallDepth,
+                  " levels");
+      ++call_depth_;
+      struct DepthRestore {
+        int& depth;
+        ~DepthRestore() { --depth; }
+      } restore{call_depth_};
+      auto scope = std::make_shared<Scope>();
+      scope->parent = defining_scope;
+      AERIE_CHECK(args.positional.size() <= macro->params.size(), "macro '", macro->text, "' takes ",
+                  macro->params.size(), " arguments, got ", args.positional.size());
+      for (size_t i = 0; i < macro->params.size(); ++i) {
+        const auto& [param, default_value] = macro->params[i];
+        Value v = argument(args, i, param.c_str());
+        if (v.is_undefined() && default_value) v = eval(*default_value, scope);
+        scope->vars[param] = v;
+      }
+      for (const auto& [key, value] : args.keyword) {
+        if (key == "caller") scope->vars["caller"] = value;
+      }
+      std::string out;
+      exec_body(macro->body, scope, out);
+      return Value(std::move(out));
+    });
+  }
+
+  void exec_call_block(const Stmt& s, const ScopePtr& scope, std::string& out) {
+    const Stmt* block = &s;
+    Value caller = Value::function([this, block, scope](CallArgs& args) -> Value {
+      auto inner = std::make_shared<Scope>();
+      inner->parent = scope;
+      for (size_t i = 0; i < block->params.size(); ++i) {
+        Value v = argument(args, i, block->params[i].first.c_str());
+        if (v.is_undefined() && block->params[i].second) v = eval(*block->params[i].second, inner);
+        inner->vars[block->params[i].first] = v;
+      }
+      std::string body_out;
+      exec_body(block->body, inner, body_out);
+      return Value(std::move(body_out));
+    });
+    const Expr& call = *s.expr;
+    const Value callee = eval(*call.args[0], scope);
+    CallArgs args = eval_args(call, scope, 1);
+    args.keyword.emplace_back("caller", caller);
+    AERIE_CHECK(callee.is_function(), "'call' block needs a macro");
+    out += callee.as_function()(args).to_string();
+  }
+
+  CallArgs eval_args(const Expr& e, const ScopePtr& scope, size_t first) {
+    CallArgs args;
+    for (size_t i = first; i < e.args.size(); ++i) args.positional.push_back(eval(*e.args[i], scope));
+    for (const auto& [key, value] : e.keywords) args.keyword.emplace_back(key, eval(*value, scope));
+    return args;
+  }
+
+  Value apply_filter_expr(const Expr& e, const Value& operand, const ScopePtr& scope) {
+    CallArgs args = eval_args(e, scope, 1);
+    return apply_filter(e.name, operand, args);
+  }
+
+  Value eval(const Expr& e, const ScopePtr& scope) {
+    switch (e.kind) {
+      case ExprKind::kLiteral: return e.literal;
+      case ExprKind::kName: {
+        const Value* v = scope->lookup(e.name);
+        return v != nullptr ? *v : Value::undefined(e.name);
+      }
+      case ExprKind::kList: {
+        ValueList items;
+        for (const ExprPtr& item : e.args) items.push_back(eval(*item, scope));
+        return Value::list(std::move(items));
+      }
+      case ExprKind::kDict: {
+        Value dict = Value::dict();
+        for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+          const Value key = eval(*e.args[i], scope);
+          AERIE_CHECK(key.is_string(), "dict keys must be strings, got ", key.type_name());
+          dict.set(key.as_string(), eval(*e.args[i + 1], scope));
+        }
+        return dict;
+      }
+      case ExprKind::kGetAttr: return get_attribute(eval(*e.args[0], scope), e.name);
+      case ExprKind::kGetItem: return get_item(eval(*e.args[0], scope), eval(*e.args[1], scope));
+      case ExprKind::kSlice: {
+        auto part = [&](size_t i) { return e.args[i] ? eval(*e.args[i], scope) : Value(); };
+        return slice(eval(*e.args[0], scope), part(1), part(2), part(3));
+      }
+      case ExprKind::kCall: return eval_call(e, scope);
+      case ExprKind::kFilter: return apply_filter_expr(e, eval(*e.args[0], scope), scope);
+      case ExprKind::kTest: {
+        CallArgs args = eval_args(e, scope, 1);
+        return Value(apply_test(e.name, eval(*e.args[0], scope), args) != e.negated);
+      }
+      case ExprKind::kUnary: return eval_unary(e, scope);
+      case ExprKind::kBinary: return eval_binary(e, scope);
+      case ExprKind::kCompare: return eval_compare(e, scope);
+      case ExprKind::kCondition:
+        if (eval(*e.args[0], scope).truthy()) return eval(*e.args[1], scope);
+        return e.args[2] ? eval(*e.args[2], scope) : Value::undefined();
+    }
+    return Value();
+  }
+
+  Value eval_call(const Expr& e, const ScopePtr& scope) {
+    const Value callee = eval(*e.args[0], scope);
+    if (!callee.is_function()) {
+      std::string what = e.args[0]->kind == ExprKind::kName ? "'" + e.args[0]->name + "'" : callee.type_name();
+      if (e.args[0]->kind == ExprKind::kGetAttr) what = "'" + e.args[0]->name + "'";
+      throw_error(what, callee.is_undefined() ? " is undefined" : " is not callable");
+    }
+    CallArgs args = eval_args(e, scope, 1);
+    return callee.as_function()(args);
+  }
+
+  Value eval_unary(const Expr& e, const ScopePtr& scope) {
+    const Value v = eval(*e.args[0], scope);
+    if (e.name == "not") return Value(!v.truthy());
+    AERIE_CHECK(v.is_number(), "bad operand type for unary ", e.name, ": '", v.type_name(), "'");
+    if (e.name == "+") return v.is_bool() ? Value(v.as_int()) : v;
+    return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
+  }
+
+  Value eval_binary(const Expr& e, const ScopePtr& scope) {
+    Value left = eval(*e.args[0], scope);
+    // and/or short-circuit and return an operand, as in Python.
+    if (e.name == "and") return left.truthy() ? eval(*e.args[1], scope) : left;
+    if (e.name == "or") return left.truthy() ? left : eval(*e.args[1], scope);
+    return binary_operation(e.name, left, eval(*e.args[1], scope));
+  }
+
+  Value eval_compare(const Expr& e, const ScopePtr& scope) {
+    Value left = eval(*e.args[0], scope);
+    for (size_t i = 0; i < e.ops.size(); ++i) {
+      Value right = eval(*e.args[i + 1], scope);
+      const std::string& op = e.ops[i];
+      bool result = false;
+      if (op == "==") result = values_equal(left, right);
+      else if (op == "!=") result = !values_equal(left, right);
+      else if (op == "<") result = value_less(left, right);
+      else if (op == "<=") result = !value_less(right, left);
+      else if (op == ">") result = value_less(right, left);
+      else if (op == ">=") result = !value_less(left, right);
+      else if (op == "in") result = contains(right, left);
+      else result = !contains(right, left);
+      if (!result) return Value(false);
+      left = std::move(right);  // a < b < c is a < b and b < c
+    }
+    return Value(true);
+  }
+
+  const std::string& name_;
+  int call_depth_ = 0;
+};
+
+}  // namespace
+
+std::string render(const Body& body, const ValueDict& variables, const std::string& template_name,
+                   std::time_t now) {
+  auto globals = std::make_shared<Scope>();
+  ValueDict functions;
+  add_global_functions(functions, now);
+  for (auto& [key, value] : functions) globals->vars[key] = value;
+  auto scope = std::make_shared<Scope>();
+  scope->parent = globals;
+  for (const auto& [key, value] : variables) scope->vars[key] = value;
+  std::string out;
+  Interpreter interpreter(template_name);
+  try {
+    interpreter.exec_body(body, scope, out);
+  } catch (const RaisedError&) {
+    throw;
+  } catch (const LocatedError& e) {
+    throw Error(e.what());
+  }
+  return out;
+}
+
+}  // namespace aerie::jinja

@@ -1,0 +1,613 @@
+#include "tokenizer/jinja_parser.h"
+
+#include <charconv>
+#include <initializer_list>
+
+#include "core/error.h"
+#include "tokenizer/jinja_lexer.h"
+
+namespace aerie::jinja {
+namespace {
+
+// Nesting deeper than this (brackets, unary operators, blocks) is refused instead of overflowing the
+// stack on hostile input; real chat templates nest a handful of levels.
+constexpr int kMaxNesting = 200;
+
+ExprPtr make_expr(ExprKind kind, int line) {
+  auto e = std::make_unique<Expr>();
+  e->kind = kind;
+  e->line = line;
+  return e;
+}
+
+class Parser {
+ public:
+  Parser(std::vector<Token> tokens, const std::string& name) : tokens_(std::move(tokens)), name_(name) {}
+
+  Body parse() {
+    std::string end_tag;
+    Body body = parse_body({}, end_tag);
+    return body;
+  }
+
+ private:
+  const Token& peek(size_t ahead = 0) const {
+    const size_t i = pos_ + ahead;
+    return i < tokens_.size() ? tokens_[i] : tokens_.back();
+  }
+  const Token& next() {
+    const Token& t = peek();
+    if (pos_ < tokens_.size() - 1) ++pos_;
+    return t;
+  }
+  bool at_op(const char* op, size_t ahead = 0) const {
+    return peek(ahead).kind == TokenKind::kOperator && peek(ahead).value == op;
+  }
+  bool at_name(const char* name, size_t ahead = 0) const {
+    return peek(ahead).kind == TokenKind::kName && peek(ahead).value == name;
+  }
+  bool accept_op(const char* op) {
+    if (!at_op(op)) return false;
+    next();
+    return true;
+  }
+  bool accept_name(const char* name) {
+    if (!at_name(name)) return false;
+    next();
+    return true;
+  }
+
+  [[noreturn]] void fail(const Token& t, const std::string& what) const {
+    throw_error(str_cat("chat template '", name_, "' line ", t.line, " column ", t.column, ": syntax error: ", what));
+  }
+  static std::string describe(const Token& t) {
+    switch (t.kind) {
+      case TokenKind::kEnd: return "end of template";
+      case TokenKind::kVarEnd: return "'}}'";
+      case TokenKind::kBlockEnd: return "'%}'";
+      case TokenKind::kText: return "template text";
+      case TokenKind::kString: return "string literal";
+      default: return "'" + t.value + "'";
+    }
+  }
+  void expect_op(const char* op) {
+    if (!accept_op(op)) fail(peek(), std::string("expected '") + op + "', got " + describe(peek()));
+  }
+  std::string expect_name() {
+    if (peek().kind != TokenKind::kName) fail(peek(), "expected a name, got " + describe(peek()));
+    return next().value;
+  }
+  void expect_block_end() {
+    if (peek().kind != TokenKind::kBlockEnd) fail(peek(), "expected '%}', got " + describe(peek()));
+    next();
+  }
+
+  // Parses statements until a block tag whose keyword is in `ends`; that keyword is consumed and stored in
+  // end_tag (the rest of the tag is left to the caller).
+  Body parse_body(std::initializer_list<const char*> ends, std::string& end_tag) {
+    Body body;
+    while (true) {
+      const Token& t = peek();
+      if (t.kind == TokenKind::kEnd) {
+        if (ends.size() == 0) return body;
+        fail(t, std::string("unexpected end of template, expected '") + *ends.begin() + "'");
+      }
+      if (t.kind == TokenKind::kText) {
+        auto s = std::make_unique<Stmt>();
+        s->kind = StmtKind::kText;
+        s->line = t.line;
+        s->text = next().value;
+        body.push_back(std::move(s));
+      } else if (t.kind == TokenKind::kVarBegin) {
+        next();
+        auto s = std::make_unique<Stmt>();
+        s->kind = StmtKind::kOutput;
+        s->line = t.line;
+        s->expr = parse_expression();
+        if (peek().kind != TokenKind::kVarEnd) fail(peek(), "expected '}}', got " + describe(peek()));
+        next();
+        body.push_back(std::move(s));
+      } else if (t.kind == TokenKind::kBlockBegin) {
+        next();
+        const Token& keyword = peek();
+        if (keyword.kind != TokenKind::kName) fail(keyword, "expected a statement name, got " + describe(keyword));
+        for (const char* end : ends) {
+          if (keyword.value == end) {
+            end_tag = next().value;
+            return body;
+          }
+        }
+        body.push_back(parse_statement());
+      } else {
+        fail(t, "unexpected " + describe(t));
+      }
+    }
+  }
+
+  // Counts one level of nesting for the lifetime of a parse function.
+  class NestingGuard {
+   public:
+    explicit NestingGuard(Parser& parser) : parser_(parser) {
+      if (++parser_.depth_ > kMaxNesting) parser_.fail(parser_.peek(), "template nested too deeply");
+    }
+    ~NestingGuard() { --parser_.depth_; }
+    NestingGuard(const NestingGuard&) = delete;
+    NestingGuard& operator=(const NestingGuard&) = delete;
+
+   private:
+    Parser& parser_;
+  };
+
+  StmtPtr parse_statement() {
+    NestingGuard guard(*this);
+    const Token& keyword = next();
+    auto s = std::make_unique<Stmt>();
+    s->line = keyword.line;
+    const std::string& k = keyword.value;
+    if (k == "if") {
+      parse_if(*s);
+    } else if (k == "for") {
+      parse_for(*s);
+    } else if (k == "set") {
+      parse_set(*s);
+    } else if (k == "macro") {
+      parse_macro(*s);
+    } else if (k == "call") {
+      parse_call_block(*s);
+    } else if (k == "filter") {
+      parse_filter_block(*s);
+    } else if (k == "break" || k == "continue") {
+      s->kind = k == "break" ? StmtKind::kBreak : StmtKind::kContinue;
+      expect_block_end();
+    } else {
+      fail(keyword, "unknown statement '" + k + "' (or a block closed that was never opened)");
+    }
+    return s;
+  }
+
+  void parse_if(Stmt& s) {
+    s.kind = StmtKind::kIf;
+    std::string end_tag = "elif";
+    while (end_tag == "elif") {
+      IfBranch branch;
+      branch.condition = parse_expression();
+      expect_block_end();
+      branch.body = parse_body({"elif", "else", "endif"}, end_tag);
+      s.branches.push_back(std::move(branch));
+    }
+    if (end_tag == "else") {
+      expect_block_end();
+      s.else_body = parse_body({"endif"}, end_tag);
+    }
+    expect_block_end();
+  }
+
+  void parse_for(Stmt& s) {
+    s.kind = StmtKind::kFor;
+    accept_op("(");
+    do {
+      s.targets.push_back(expect_name());
+    } while (accept_op(","));
+    accept_op(")");
+    if (!accept_name("in")) fail(peek(), "expected 'in' in for loop, got " + describe(peek()));
+    s.expr = parse_or_condition(/*allow_condition=*/false);
+    if (accept_name("if")) s.condition = parse_expression();
+    if (accept_name("recursive")) s.recursive = true;
+    expect_block_end();
+    std::string end_tag;
+    s.body = parse_body({"else", "endfor"}, end_tag);
+    if (end_tag == "else") {
+      expect_block_end();
+      s.else_body = parse_body({"endfor"}, end_tag);
+    }
+    expect_block_end();
+  }
+
+  void parse_set(Stmt& s) {
+    s.targets.push_back(expect_name());
+    if (accept_op(".")) {
+      s.attribute = expect_name();
+    } else {
+      while (accept_op(",")) s.targets.push_back(expect_name());
+    }
+    if (peek().kind == TokenKind::kBlockEnd && s.attribute.empty() && s.targets.size() == 1) {
+      next();
+      s.kind = StmtKind::kSetBlock;
+      std::string end_tag;
+      s.body = parse_body({"endset"}, end_tag);
+      expect_block_end();
+      return;
+    }
+    s.kind = StmtKind::kSet;
+    expect_op("=");
+    s.expr = parse_tuple_or_expression();
+    expect_block_end();
+  }
+
+  void parse_params(KeywordArgs& params) {
+    expect_op("(");
+    while (!at_op(")")) {
+      std::string param = expect_name();
+      ExprPtr default_value;
+      if (accept_op("=")) default_value = parse_expression();
+      params.emplace_back(std::move(param), std::move(default_value));
+      if (!accept_op(",")) break;
+    }
+    expect_op(")");
+  }
+
+  void parse_macro(Stmt& s) {
+    s.kind = StmtKind::kMacro;
+    s.text = expect_name();
+    parse_params(s.params);
+    expect_block_end();
+    std::string end_tag;
+    s.body = parse_body({"endmacro"}, end_tag);
+    if (peek().kind == TokenKind::kName) next();  // {% endmacro name %}
+    expect_block_end();
+  }
+
+  void parse_call_block(Stmt& s) {
+    s.kind = StmtKind::kCallBlock;
+    if (at_op("(")) parse_params(s.params);
+    s.expr = parse_expression();
+    if (s.expr->kind != ExprKind::kCall) fail(peek(), "expected a call after 'call'");
+    expect_block_end();
+    std::string end_tag;
+    s.body = parse_body({"endcall"}, end_tag);
+    expect_block_end();
+  }
+
+  void parse_filter_block(Stmt& s) {
+    s.kind = StmtKind::kFilterBlock;
+    s.expr = parse_filters(nullptr, /*first_without_pipe=*/true);
+    expect_block_end();
+    std::string end_tag;
+    s.body = parse_body({"endfilter"}, end_tag);
+    expect_block_end();
+  }
+
+  // `a, b` without brackets is a tuple (used by `set a, b = ...`).
+  ExprPtr parse_tuple_or_expression() {
+    ExprPtr first = parse_expression();
+    if (!at_op(",")) return first;
+    auto list = make_expr(ExprKind::kList, first->line);
+    list->args.push_back(std::move(first));
+    while (accept_op(",")) list->args.push_back(parse_expression());
+    return list;
+  }
+
+  ExprPtr parse_expression() { return parse_or_condition(/*allow_condition=*/true); }
+
+  ExprPtr parse_or_condition(bool allow_condition) {
+    ExprPtr e = parse_or();
+    while (allow_condition && at_name("if")) {
+      const int line = next().line;
+      auto cond = make_expr(ExprKind::kCondition, line);
+      cond->args.push_back(parse_or());
+      cond->args.push_back(std::move(e));
+      cond->args.push_back(accept_name("else") ? parse_or_condition(true) : nullptr);
+      e = std::move(cond);
+    }
+    return e;
+  }
+
+  ExprPtr binary(const std::string& op, ExprPtr left, ExprPtr right, int line) {
+    auto e = make_expr(ExprKind::kBinary, line);
+    e->name = op;
+    e->args.push_back(std::move(left));
+    e->args.push_back(std::move(right));
+    return e;
+  }
+
+  ExprPtr parse_or() {
+    ExprPtr e = parse_and();
+    while (at_name("or")) {
+      const int line = next().line;
+      e = binary("or", std::move(e), parse_and(), line);
+    }
+    return e;
+  }
+  ExprPtr parse_and() {
+    ExprPtr e = parse_not();
+    while (at_name("and")) {
+      const int line = next().line;
+      e = binary("and", std::move(e), parse_not(), line);
+    }
+    return e;
+  }
+  ExprPtr parse_not() {
+    NestingGuard guard(*this);
+    if (at_name("not")) {
+      const int line = next().line;
+      auto e = make_expr(ExprKind::kUnary, line);
+      e->name = "not";
+      e->args.push_back(parse_not());
+      return e;
+    }
+    return parse_compare();
+  }
+
+  ExprPtr parse_compare() {
+    ExprPtr first = parse_math1();
+    ExprPtr cmp;
+    while (true) {
+      std::string op;
+      const Token& t = peek();
+      if (t.kind == TokenKind::kOperator &&
+          (t.value == "==" || t.value == "!=" || t.value == "<" || t.value == "<=" || t.value == ">" ||
+           t.value == ">=")) {
+        op = next().value;
+      } else if (at_name("in")) {
+        next();
+        op = "in";
+      } else if (at_name("not") && at_name("in", 1)) {
+        next();
+        next();
+        op = "notin";
+      } else {
+        break;
+      }
+      if (!cmp) {
+        cmp = make_expr(ExprKind::kCompare, first->line);
+        cmp->args.push_back(std::move(first));
+      }
+      cmp->ops.push_back(op);
+      cmp->args.push_back(parse_math1());
+    }
+    return cmp ? std::move(cmp) : std::move(first);
+  }
+
+  ExprPtr parse_math1() {
+    ExprPtr e = parse_concat();
+    while (at_op("+") || at_op("-")) {
+      const Token& t = next();
+      e = binary(t.value, std::move(e), parse_concat(), t.line);
+    }
+    return e;
+  }
+  ExprPtr parse_concat() {
+    ExprPtr e = parse_math2();
+    while (at_op("~")) {
+      const Token& t = next();
+      e = binary("~", std::move(e), parse_math2(), t.line);
+    }
+    return e;
+  }
+  ExprPtr parse_math2() {
+    ExprPtr e = parse_pow();
+    while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
+      const Token& t = next();
+      e = binary(t.value, std::move(e), parse_pow(), t.line);
+    }
+    return e;
+  }
+  ExprPtr parse_pow() {
+    ExprPtr e = parse_unary(true);
+    while (at_op("**")) {
+      const Token& t = next();
+      e = binary("**", std::move(e), parse_unary(true), t.line);
+    }
+    return e;
+  }
+  ExprPtr parse_unary(bool with_filter) {
+    NestingGuard guard(*this);
+    ExprPtr e;
+    if (at_op("-") || at_op("+")) {
+      const Token& t = next();
+      e = make_expr(ExprKind::kUnary, t.line);
+      e->name = t.value;
+      e->args.push_back(parse_unary(false));
+    } else {
+      e = parse_postfix(parse_primary());
+    }
+    return with_filter ? parse_filters(std::move(e), false) : std::move(e);
+  }
+
+  ExprPtr parse_primary() {
+    const Token& t = next();
+    switch (t.kind) {
+      case TokenKind::kName: return parse_name(t);
+      case TokenKind::kString: {
+        std::string s = t.value;
+        while (peek().kind == TokenKind::kString) s += next().value;  // adjacent literals concatenate
+        auto e = make_expr(ExprKind::kLiteral, t.line);
+        e->literal = Value(std::move(s));
+        return e;
+      }
+      case TokenKind::kInteger: {
+        auto e = make_expr(ExprKind::kLiteral, t.line);
+        int64_t v = 0;
+        auto res = std::from_chars(t.value.data(), t.value.data() + t.value.size(), v);
+        if (res.ec != std::errc()) fail(t, "integer literal out of range: " + t.value);
+        e->literal = Value(v);
+        return e;
+      }
+      case TokenKind::kFloat: {
+        auto e = make_expr(ExprKind::kLiteral, t.line);
+        e->literal = Value(std::stod(t.value));
+        return e;
+      }
+      case TokenKind::kOperator:
+        if (t.value == "(") return parse_parenthesized(t);
+        if (t.value == "[") return parse_list(t);
+        if (t.value == "{") return parse_dict(t);
+        break;
+      default: break;
+    }
+    fail(t, "unexpected " + describe(t));
+  }
+
+  ExprPtr parse_name(const Token& t) {
+    auto e = make_expr(ExprKind::kLiteral, t.line);
+    if (t.value == "true" || t.value == "True") e->literal = Value(true);
+    else if (t.value == "false" || t.value == "False") e->literal = Value(false);
+    else if (t.value == "none" || t.value == "None") e->literal = Value::none();
+    else {
+      e->kind = ExprKind::kName;
+      e->name = t.value;
+    }
+    return e;
+  }
+
+  ExprPtr parse_parenthesized(const Token& open) {
+    if (accept_op(")")) return make_expr(ExprKind::kList, open.line);  // empty tuple
+    ExprPtr e = parse_expression();
+    if (at_op(",")) {
+      auto list = make_expr(ExprKind::kList, open.line);
+      list->args.push_back(std::move(e));
+      while (accept_op(",") && !at_op(")")) list->args.push_back(parse_expression());
+      e = std::move(list);
+    }
+    expect_op(")");
+    return e;
+  }
+
+  ExprPtr parse_list(const Token& open) {
+    auto e = make_expr(ExprKind::kList, open.line);
+    while (!at_op("]")) {
+      e->args.push_back(parse_expression());
+      if (!accept_op(",")) break;
+    }
+    expect_op("]");
+    return e;
+  }
+
+  ExprPtr parse_dict(const Token& open) {
+    auto e = make_expr(ExprKind::kDict, open.line);
+    while (!at_op("}")) {
+      e->args.push_back(parse_expression());
+      expect_op(":");
+      e->args.push_back(parse_expression());
+      if (!accept_op(",")) break;
+    }
+    expect_op("}");
+    return e;
+  }
+
+  void parse_call_args(Expr& call) {
+    // The "(" is consumed by the caller.
+    while (!at_op(")")) {
+      if (peek().kind == TokenKind::kName && at_op("=", 1)) {
+        std::string key = next().value;
+        next();
+        call.keywords.emplace_back(std::move(key), parse_expression());
+      } else {
+        if (!call.keywords.empty()) fail(peek(), "positional argument follows keyword argument");
+        call.args.push_back(parse_expression());
+      }
+      if (!accept_op(",")) break;
+    }
+    expect_op(")");
+  }
+
+  ExprPtr parse_postfix(ExprPtr e) {
+    while (true) {
+      if (at_op(".")) {
+        const int line = next().line;
+        auto attr = make_expr(ExprKind::kGetAttr, line);
+        if (peek().kind == TokenKind::kInteger) {
+          attr->kind = ExprKind::kGetItem;  // foo.0 is foo[0]
+          auto index = make_expr(ExprKind::kLiteral, line);
+          index->literal = Value(static_cast<int64_t>(std::stoll(next().value)));
+          attr->args.push_back(std::move(e));
+          attr->args.push_back(std::move(index));
+        } else {
+          attr->name = expect_name();
+          attr->args.push_back(std::move(e));
+        }
+        e = std::move(attr);
+      } else if (at_op("[")) {
+        e = parse_subscript(std::move(e), next().line);
+      } else if (at_op("(")) {
+        const int line = next().line;
+        auto call = make_expr(ExprKind::kCall, line);
+        call->args.push_back(std::move(e));
+        parse_call_args(*call);
+        e = std::move(call);
+      } else {
+        return e;
+      }
+    }
+  }
+
+  ExprPtr parse_subscript(ExprPtr target, int line) {
+    ExprPtr parts[3];
+    int n_colons = 0;
+    while (!at_op("]")) {
+      if (accept_op(":")) {
+        if (++n_colons > 2) fail(peek(), "too many ':' in slice");
+        continue;
+      }
+      if (parts[n_colons]) fail(peek(), "expected ':' or ']' in subscript");
+      parts[n_colons] = parse_expression();
+    }
+    expect_op("]");
+    auto e = make_expr(n_colons == 0 ? ExprKind::kGetItem : ExprKind::kSlice, line);
+    e->args.push_back(std::move(target));
+    if (n_colons == 0) {
+      if (!parts[0]) fail(peek(), "empty subscript '[]'");
+      e->args.push_back(std::move(parts[0]));
+    } else {
+      for (auto& part : parts) e->args.push_back(std::move(part));
+    }
+    return e;
+  }
+
+  // Filters `| name(args)` and tests `is [not] name args` after a unary expression.
+  ExprPtr parse_filters(ExprPtr e, bool first_without_pipe) {
+    while (true) {
+      if (first_without_pipe || at_op("|")) {
+        const int line = first_without_pipe ? peek().line : next().line;
+        first_without_pipe = false;
+        auto f = make_expr(ExprKind::kFilter, line);
+        f->name = expect_name();
+        while (accept_op(".")) {
+          f->name += '.';
+          f->name += expect_name();
+        }
+        f->args.push_back(std::move(e));
+        if (accept_op("(")) parse_call_args(*f);
+        e = std::move(f);
+      } else if (at_name("is")) {
+        const int line = next().line;
+        auto test = make_expr(ExprKind::kTest, line);
+        test->negated = accept_name("not");
+        test->name = expect_name();
+        test->args.push_back(std::move(e));
+        if (accept_op("(")) {
+          parse_call_args(*test);
+        } else if (starts_test_argument()) {
+          test->args.push_back(parse_postfix(parse_primary()));
+        }
+        e = std::move(test);
+      } else {
+        return e;
+      }
+    }
+  }
+
+  // `x is sameas false` / `x is divisibleby 3`: a test takes one bare argument when a value follows.
+  bool starts_test_argument() const {
+    const Token& t = peek();
+    if (t.kind == TokenKind::kString || t.kind == TokenKind::kInteger || t.kind == TokenKind::kFloat) return true;
+    if (t.kind == TokenKind::kName) {
+      return t.value != "else" && t.value != "or" && t.value != "and" && t.value != "if" && t.value != "in" &&
+             t.value != "not" && t.value != "is";
+    }
+    return at_op("[") || at_op("{");
+  }
+
+  std::vector<Token> tokens_;
+  const std::string& name_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+Body parse_template(const std::string& source, const std::string& template_name) {
+  return Parser(tokenize(source, template_name), template_name).parse();
+}
+
+}  // namespace aerie::jinja
