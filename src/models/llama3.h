@@ -46,6 +46,8 @@ class LlamaModel final : public Model {
   const std::vector<int64_t>& eos_token_ids() const override { return config_.eos_token_ids; }
   const std::vector<int64_t>& bos_token_ids() const override { return config_.bos_token_ids; }
   std::string describe() const override;
+  const Tensor& token_embedding() const override { return *weights_.embed; }
+  const Tensor& output_head() const override { return *weights_.output; }
 
   const LlamaConfig& config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
 #include "kv/kv_cache.h"
 
 namespace aerie {
@@ -63,6 +64,10 @@ class Model {
   virtual uint64_t decode_weight_bytes() const = 0;
   virtual const std::vector<int64_t>& eos_token_ids() const = 0;
   virtual const std::vector<int64_t>& bos_token_ids() const = 0;
+  // Tensors a draft head borrows: EAGLE heads embed tokens with the target's table, and EAGLE-1 reads its
+  // logits out through the target's head. [n_vocab, n_embd] each (the same tensor when tied).
+  virtual const Tensor& token_embedding() const = 0;
+  virtual const Tensor& output_head() const = 0;
   virtual std::string describe() const = 0;
 };
 
