@@ -25,5 +25,6 @@ std::vector<OptionSpec> model_options();
 int run_generate(const std::vector<std::string>& argv);
 int run_logits(const std::vector<std::string>& argv);
 int run_bench(const std::vector<std::string>& argv);
+int run_tokenize(const std::vector<std::string>& argv);
 
 }  // namespace aerie::cli
