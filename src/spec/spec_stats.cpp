@@ -1,0 +1,33 @@
+#include "spec/spec_stats.h"
+
+namespace aerie {
+
+void SpecStats::record(int64_t n_drafts, int64_t n_accepted) {
+  if (n_drafts <= 0) return;
+  if (int64_t(proposed_at.size()) < n_drafts) {
+    proposed_at.resize(size_t(n_drafts), 0);
+    accepted_at.resize(size_t(n_drafts), 0);
+  }
+  ++rounds;
+  draft_tokens += n_drafts;
+  accepted_tokens += n_accepted;
+  for (int64_t i = 0; i < n_drafts; ++i) ++proposed_at[size_t(i)];
+  for (int64_t i = 0; i < n_accepted; ++i) ++accepted_at[size_t(i)];
+}
+
+double SpecStats::mean_acceptance_length() const {
+  return rounds > 0 ? 1.0 + double(accepted_tokens) / double(rounds) : 0.0;
+}
+
+double SpecStats::acceptance_rate() const {
+  return draft_tokens > 0 ? double(accepted_tokens) / double(draft_tokens) : 0.0;
+}
+
+std::vector<double> SpecStats::acceptance_per_position() const {
+  std::vector<double> out(proposed_at.size(), 0.0);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = proposed_at[i] > 0 ? double(accepted_at[i]) / double(proposed_at[i]) : 0.0;
+  return out;
+}
+
+}  // namespace aerie

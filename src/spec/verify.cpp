@@ -1,0 +1,90 @@
+#include "spec/verify.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace aerie {
+namespace {
+
+// The target's token for one row: argmax when greedy, else a draw from the processed distribution.
+int64_t target_token(const float* logits, int64_t n_vocab, const SamplingParams& params, Rng& rng,
+                     VerifyScratch& s) {
+  if (params.greedy()) return ops::argmax(logits, n_vocab);
+  compute_probs(logits, n_vocab, params, s.p.data(), s.sampler);
+  return sample_from_probs(s.p.data(), n_vocab, rng);
+}
+
+int64_t to_target(const DraftDistributions& q, int64_t draft_id) {
+  return q.draft_to_target.empty() ? draft_id : q.draft_to_target[size_t(draft_id)];
+}
+
+VerifyResult verify_rejection(const float* logits, int64_t n_vocab, std::span<const int64_t> drafts,
+                              const SamplingParams& params, Rng& rng, VerifyScratch& s,
+                              const DraftDistributions& q) {
+  const int64_t k = int64_t(drafts.size());
+  AERIE_CHECK(q.probs != nullptr && int64_t(q.draft_ids.size()) == k && q.n_draft_vocab > 0,
+              "rejection sampling needs the draft distributions of every draft");
+  for (int64_t i = 0; i < k; ++i) {
+    const float* row = logits + i * n_vocab;
+    compute_probs(row, n_vocab, params, s.p.data(), s.sampler);
+    const float* qi = q.probs + i * q.n_draft_vocab;
+    const int64_t x = drafts[size_t(i)];
+    const double px = s.p[size_t(x)];
+    const double qx = qi[q.draft_ids[size_t(i)]];
+    // Accept with probability min(1, p/q): u < p/q  <=>  u * q < p.
+    if (qx > 0.0 && rng.next_unit_double() * qx < px) continue;
+    // Rejected: draw from max(0, p - q) (q mapped into the target vocabulary), renormalised.
+    std::copy(s.p.begin(), s.p.begin() + n_vocab, s.residual.begin());
+    for (int64_t d = 0; d < q.n_draft_vocab; ++d) {
+      if (qi[d] <= 0.0f) continue;
+      float& r = s.residual[size_t(to_target(q, d))];
+      r = std::max(0.0f, r - qi[d]);
+    }
+    double total = 0.0;
+    for (int64_t t = 0; t < n_vocab; ++t) total += s.residual[size_t(t)];
+    // p <= q everywhere only when p == q (both sum to 1): then the draft could not have been rejected
+    // except by rounding; fall back to p.
+    const float* from = total > 1e-12 ? s.residual.data() : s.p.data();
+    if (total > 1e-12) {
+      const float inv = float(1.0 / total);
+      for (int64_t t = 0; t < n_vocab; ++t) s.residual[size_t(t)] *= inv;
+    }
+    return {i, sample_from_probs(from, n_vocab, rng)};
+  }
+  compute_probs(logits + k * n_vocab, n_vocab, params, s.p.data(), s.sampler);
+  return {k, sample_from_probs(s.p.data(), n_vocab, rng)};
+}
+
+}  // namespace
+
+VerifyResult verify_drafts(AcceptRule rule, const float* target_logits, int64_t n_vocab,
+                           std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,
+                           VerifyScratch& scratch, const DraftDistributions& q, double synthetic_rate) {
+  const int64_t k = int64_t(drafts.size());
+  if (scratch.p.size() < size_t(n_vocab)) scratch.p.resize(size_t(n_vocab));
+  if (scratch.residual.size() < size_t(n_vocab)) scratch.residual.resize(size_t(n_vocab));
+  if (rule == AcceptRule::kGreedy) AERIE_CHECK(params.greedy(), "greedy acceptance needs temperature 0");
+  if (rule == AcceptRule::kRejection && params.greedy()) rule = AcceptRule::kGreedy;  // q is one-hot too
+  switch (rule) {
+    case AcceptRule::kRejection:
+      return verify_rejection(target_logits, n_vocab, drafts, params, rng, scratch, q);
+    case AcceptRule::kGreedy:
+    case AcceptRule::kTargetMatch:
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t y = target_token(target_logits + i * n_vocab, n_vocab, params, rng, scratch);
+        if (y != drafts[size_t(i)]) return {i, y};
+      }
+      return {k, target_token(target_logits + k * n_vocab, n_vocab, params, rng, scratch)};
+    case AcceptRule::kSynthetic:
+      for (int64_t i = 0; i < k; ++i) {
+        if (rng.next_unit_double() < synthetic_rate) continue;
+        return {i, target_token(target_logits + i * n_vocab, n_vocab, params, rng, scratch)};
+      }
+      return {k, target_token(target_logits + k * n_vocab, n_vocab, params, rng, scratch)};
+  }
+  return {0, 0};
+}
+
+}  // namespace aerie

@@ -1,0 +1,52 @@
+// Acceptance of K draft tokens against the target's K+1 rows of logits (the rows after the last
+// accepted token and after each draft). Every rule returns how many drafts were accepted and the one
+// token the target adds after them (the correction at the first rejection, or the bonus after all K).
+//
+//   kGreedy      T = 0: accept while draft == target argmax; the next token is the target's argmax.
+//   kRejection   T > 0 with drafts sampled from q: accept draft x with probability min(1, p(x)/q(x));
+//                on rejection draw from normalize(max(0, p - q)); bonus from p. p and q are both after
+//                the request's temperature/top-k/top-p/min-p processing. Lossless: every output token is
+//                distributed exactly as the target alone would draw it.
+//   kTargetMatch T > 0 with argmax drafts: draw y ~ p at each row and accept while y == draft; the first
+//                y that differs is the next token. Lossless (each token is a plain draw from p).
+//   kSynthetic   for performance tests only: accept each draft with a fixed probability whatever it is;
+//                the output is NOT the target's.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sample/sampling.h"
+
+namespace aerie {
+
+enum class AcceptRule { kGreedy, kRejection, kTargetMatch, kSynthetic };
+
+struct VerifyResult {
+  int64_t n_accepted = 0;  // drafts accepted, 0..K
+  int64_t next_token = 0;  // target id appended after them
+};
+
+// Buffers reused across calls so verification does not allocate in steady state.
+struct VerifyScratch {
+  std::vector<float> p;         // [n_vocab] target distribution of one row
+  std::vector<float> residual;  // [n_vocab]
+  SamplerScratch sampler;
+};
+
+struct DraftDistributions {
+  // q rows over the DRAFT vocabulary, [K, n_draft_vocab], the distributions the drafts were sampled from.
+  const float* probs = nullptr;
+  int64_t n_draft_vocab = 0;
+  std::span<const int64_t> draft_ids;       // [K] the drafts as draft-vocabulary ids
+  std::span<const int64_t> draft_to_target; // [n_draft_vocab] target id of each draft id; empty: identity
+};
+
+// target_logits: [K+1, n_vocab] rows for the positions after the last accepted token and after each
+// draft; drafts: [K] target ids. `q` is needed by kRejection only; `synthetic_rate` by kSynthetic only.
+VerifyResult verify_drafts(AcceptRule rule, const float* target_logits, int64_t n_vocab,
+                           std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,
+                           VerifyScratch& scratch, const DraftDistributions& q = {}, double synthetic_rate = 0.0);
+
+}  // namespace aerie

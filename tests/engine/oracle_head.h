@@ -1,0 +1,79 @@
+// OracleHead: a test-only DraftHead that agrees with its target as often as the test wants. It keeps the
+// token history (EAGLE alignment: head row at position t carries token x_{t+1}) and, for each logit row,
+// runs a second copy of the target over x_0..x_{t+1} from scratch; its logits are the target's plus a
+// deterministic disturbance that, at a chosen fraction of positions, makes another token the favourite.
+// Features are ignored, so it exercises the decoder's bookkeeping, not the EAGLE math.
+#pragma once
+
+#include <cstring>
+#include <vector>
+
+#include "models/model.h"
+#include "spec/draft_head.h"
+
+namespace aerie::testing {
+
+class OracleHead final : public DraftHead {
+ public:
+  // x0: the prompt's first token (a real head never needs it: row 0 carries x_1 with x_0's feature).
+  OracleHead(Model& target_copy, int64_t x0, double disagree_fraction, float noise = 0.0f)
+      : target_(target_copy), disagree_(disagree_fraction), noise_(noise), layers_{kFinalNormLayer} {
+    history_.push_back(x0);
+  }
+
+  DraftOutput forward(const DraftBatch& batch) override {
+    const SequenceRows& seq = batch.sequences[0];
+    const int64_t start = seq.kv->length();
+    const int64_t n = int64_t(batch.token_ids.size());
+    history_.resize(size_t(start + 1));
+    for (int64_t r = 0; r < n; ++r) history_.push_back(batch.token_ids[size_t(r)]);
+    seq.kv->check_room(n);
+    seq.kv->advance(n);
+    const int64_t v = target_.n_vocab();
+    logits_.resize(batch.logit_rows.size() * size_t(v));
+    for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
+      const int64_t pos = start + batch.logit_rows[i];  // head position t: history x_0..x_{t+1}
+      const std::vector<int64_t> prefix(history_.begin(), history_.begin() + pos + 2);
+      KvCache kv = target_.make_kv_cache(int64_t(prefix.size()));
+      const SequenceRows s{0, int64_t(prefix.size()), &kv};
+      const int64_t last = int64_t(prefix.size()) - 1;
+      const ForwardOutput out = target_.forward(StepBatch{prefix, std::span(&s, 1), std::span(&last, 1), {}});
+      float* dst = logits_.data() + i * size_t(v);
+      std::memcpy(dst, out.logits, size_t(v) * sizeof(float));
+      uint64_t h = mix(uint64_t(pos) * 0x9E3779B97F4A7C15ull ^ uint64_t(history_[size_t(pos + 1)]) ^ salt_);
+      for (int64_t t = 0; t < v; ++t) dst[t] += noise_ * (float(mix(h + uint64_t(t)) >> 40) / 16777216.0f - 0.5f);
+      if (double(mix(h ^ 0xABCDEFull) >> 11) / 9007199254740992.0 < disagree_) dst[mix(h + 7) % uint64_t(v)] += 50.0f;
+    }
+    features_.assign(size_t(n * target_.n_embd()), 0.0f);
+    return DraftOutput{logits_.data(), int64_t(batch.logit_rows.size()), v, features_.data(), target_.n_embd()};
+  }
+
+  KvCache make_kv_cache(int64_t capacity) const override { return KvCache(1, 1, 1, capacity); }
+  const std::vector<int>& target_layers() const override { return layers_; }
+  int64_t n_embd() const override { return target_.n_embd(); }
+  int64_t n_vocab() const override { return target_.n_vocab(); }
+  int64_t to_target(int64_t draft_id) const override { return draft_id; }
+  bool reduced_vocab() const override { return false; }
+  uint64_t weight_bytes() const override { return 0; }
+  std::string describe() const override { return "oracle test head"; }
+  void set_salt(uint64_t salt) { salt_ = salt; }
+
+ private:
+  static uint64_t mix(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+
+  Model& target_;
+  double disagree_;
+  float noise_;
+  uint64_t salt_ = 0;
+  std::vector<int> layers_;
+  std::vector<int64_t> history_;
+  std::vector<float> logits_, features_;
+};
+
+}  // namespace aerie::testing
