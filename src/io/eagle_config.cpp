@@ -1,0 +1,68 @@
+#include "io/eagle_config.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace aerie {
+namespace {
+
+using nlohmann::json;
+
+bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+int64_t positive_integer(const json& j, const char* key, const std::string& source) {
+  AERIE_CHECK(j[key].is_number_integer() && j[key].get<int64_t>() > 0, source, ": '", key,
+              "' must be a positive integer");
+  return j[key].get<int64_t>();
+}
+
+}  // namespace
+
+EagleConfig parse_eagle_config(const json& j, const std::string& source) {
+  EagleConfig c;
+  c.llama = parse_llama_config(j, source);  // checks the object, the architecture and the shared keys
+  c.n_draft_vocab = present(j, "draft_vocab_size") ? positive_integer(j, "draft_vocab_size", source) : c.llama.n_vocab;
+  AERIE_CHECK(c.n_draft_vocab <= c.llama.n_vocab, source, ": draft_vocab_size (", c.n_draft_vocab,
+              ") is larger than vocab_size (", c.llama.n_vocab, ")");
+  c.has_target_n_embd = present(j, "target_hidden_size");
+  c.target_n_embd = c.has_target_n_embd ? positive_integer(j, "target_hidden_size", source) : c.llama.n_embd;
+  if (present(j, "bias")) {
+    AERIE_CHECK(j["bias"].is_boolean(), source, ": 'bias' must be true or false");
+    c.fc_bias = j["bias"].get<bool>();
+  }
+  if (present(j, "norm_before_residual")) {
+    AERIE_CHECK(j["norm_before_residual"].is_boolean(), source, ": 'norm_before_residual' must be true or false");
+    c.norm_before_residual = j["norm_before_residual"].get<bool>();
+  }
+  if (present(j, "eagle_config")) {
+    const json& e = j["eagle_config"];
+    AERIE_CHECK(e.is_object(), source, ": 'eagle_config' must be an object");
+    if (present(e, "eagle_aux_hidden_state_layer_ids")) {
+      const json& ids = e["eagle_aux_hidden_state_layer_ids"];
+      AERIE_CHECK(ids.is_array(), source, ": 'eagle_config.eagle_aux_hidden_state_layer_ids' must be a list");
+      for (const json& id : ids) {
+        AERIE_CHECK(id.is_number_integer(), source,
+                    ": 'eagle_config.eagle_aux_hidden_state_layer_ids' must be a list of integers");
+        c.aux_layer_ids.push_back(id.get<int>());
+      }
+    }
+  }
+  return c;
+}
+
+EagleConfig load_eagle_config(const std::filesystem::path& config_json) {
+  std::ifstream in(config_json);
+  AERIE_CHECK(in.good(), config_json.string(), ": cannot open");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(str_cat(config_json.string(), ": not valid JSON: ", e.what()));
+  }
+  return parse_eagle_config(j, config_json.string());
+}
+
+}  // namespace aerie

@@ -1,0 +1,192 @@
+#include "spec/eagle_head.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "models/rope_freqs.h"
+#include "ops/ops.h"
+
+namespace aerie {
+
+EagleHead::EagleHead(EagleConfig config, WeightStore store, EagleKind kind, std::vector<int> target_layers,
+                     const Model& target, ThreadPool& pool)
+    : config_(std::move(config)),
+      store_(std::move(store)),
+      target_layers_(std::move(target_layers)),
+      target_n_embd_(target.n_embd()),
+      pool_(pool) {
+  weights_ = bind_eagle_weights(store_, config_, kind, target, int64_t(target_layers_.size()));
+  const LlamaConfig& c = config_.llama;
+  inv_freq_ = llama3_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  attn_shape_ = AttentionShape{c.n_head, c.n_head_kv, c.head_dim, float(1.0 / std::sqrt(double(c.head_dim)))};
+}
+
+KvCache EagleHead::make_kv_cache(int64_t capacity) const {
+  return KvCache(int64_t(weights_.layers.size()), config_.llama.n_head_kv, config_.llama.head_dim, capacity);
+}
+
+int64_t EagleHead::to_target(int64_t draft_id) const {
+  return weights_.draft_to_target.empty() ? draft_id : weights_.draft_to_target[size_t(draft_id)];
+}
+
+// One draft step after the first reads: the layer(s), the norm and the head it produces logits with;
+// EAGLE-1 also fc (it fuses every step), EAGLE-3 skips fc on its own features.
+uint64_t EagleHead::weight_bytes() const {
+  const EagleWeights& w = weights_;
+  uint64_t bytes = w.output->nbytes() + (w.norm ? w.norm->nbytes() : 0);
+  if (w.kind == EagleKind::kEagle1) bytes += w.fc->nbytes() + (w.fc_bias ? w.fc_bias->nbytes() : 0);
+  for (const EagleLayerWeights& l : w.layers)
+    for (const Tensor* t : {l.attn_norm, l.hidden_norm, l.attn.q, l.attn.k, l.attn.v, l.attn.o, l.ffn_norm,
+                            l.mlp.gate, l.mlp.up, l.mlp.down})
+      if (t != nullptr) bytes += t->nbytes();
+  return bytes;
+}
+
+std::string EagleHead::describe() const {
+  const LlamaConfig& c = config_.llama;
+  const EagleWeights& w = weights_;
+  std::string layers;
+  for (size_t i = 0; i < target_layers_.size(); ++i) {
+    if (i > 0) layers += ",";
+    layers += target_layers_[i] == kFinalNormLayer ? std::string("final_norm") : std::to_string(target_layers_[i]);
+  }
+  return str_cat(w.kind == EagleKind::kEagle1 ? "eagle1" : "eagle3", ": n_embd ", c.n_embd, ", n_ff ", c.n_ff,
+                 ", heads ", c.n_head, "/", c.n_head_kv, " x ", c.head_dim, ", rope_theta ", c.rope_theta,
+                 ", target layers {", layers, "}, vocab ", n_vocab(), reduced_vocab() ? " (reduced, d2t)" : "",
+                 w.kind == EagleKind::kEagle3 ? ", names " + w.layer_prefix + "*" : std::string(),
+                 w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc->dtype));
+}
+
+void EagleHead::check_batch(const DraftBatch& batch) const {
+  const int64_t n = int64_t(batch.token_ids.size());
+  int64_t next_row = 0;
+  for (const SequenceRows& seq : batch.sequences) {
+    AERIE_CHECK(seq.row_begin == next_row && seq.n_rows > 0 && seq.kv != nullptr,
+                "draft batch: sequences must cover the rows in order");
+    AERIE_CHECK(seq.kv->n_layer() == int64_t(weights_.layers.size()) &&
+                    seq.kv->row_width() == config_.llama.n_head_kv * config_.llama.head_dim,
+                "draft batch: KV cache does not fit this head");
+    seq.kv->check_room(seq.n_rows);
+    next_row += seq.n_rows;
+  }
+  AERIE_CHECK(next_row == n, "draft batch: sequences cover ", next_row, " rows of ", n);
+  for (int64_t id : batch.token_ids)
+    AERIE_CHECK(id >= 0 && id < config_.llama.n_vocab, "draft batch: token id ", id, " is outside the vocabulary [0, ",
+                config_.llama.n_vocab, ")");
+  for (int64_t r : batch.logit_rows) AERIE_CHECK(r >= 0 && r < n, "draft batch: logit row ", r, " out of range");
+  const size_t parts = batch.source == FeatureSource::kTarget ? target_layers_.size() : 1;
+  AERIE_CHECK(batch.feature_parts.size() == parts, "draft batch: ", batch.feature_parts.size(),
+              " feature parts, the head needs ", parts);
+}
+
+void EagleHead::eagle1_layers(float* x, int64_t n, const DraftBatch& batch) {
+  const int64_t n_embd = config_.llama.n_embd;
+  const float eps = float(config_.llama.rms_norm_eps);
+  float* cur = cur_.reserve(n * n_embd);              // [n, n_embd] attention / MLP input
+  float* block_out = block_out_.reserve(n * n_embd);  // [n, n_embd]
+  for (size_t il = 0; il < weights_.layers.size(); ++il) {
+    const EagleLayerWeights& layer = weights_.layers[il];
+    // Layer 0 attends over the fc output itself (EAGLE-1 has no input_layernorm there).
+    const float* attn_in = x;
+    if (layer.attn_norm != nullptr) {
+      ops::rms_norm(x, n, n_embd, *layer.attn_norm, eps, cur, pool_);
+      attn_in = cur;
+    }
+    gqa_attention(attn_in, n, batch.sequences, positions_.data(), int64_t(il), layer.attn, attn_shape_,
+                  inv_freq_.data(), attn_scratch_, block_out, pool_);
+    ops::add_inplace(x, block_out, n * n_embd);
+    ops::rms_norm(x, n, n_embd, *layer.ffn_norm, eps, cur, pool_);
+    swiglu_mlp(cur, n, layer.mlp, mlp_scratch_, block_out, pool_);
+    ops::add_inplace(x, block_out, n * n_embd);
+  }
+}
+
+void EagleHead::eagle3_layer(float* x, const float* emb, int64_t n, const DraftBatch& batch) {
+  const int64_t n_embd = config_.llama.n_embd;
+  const float eps = float(config_.llama.rms_norm_eps);
+  const EagleLayerWeights& layer = weights_.layers[0];
+  float* cur = cur_.reserve(n * n_embd);                   // [n, n_embd]
+  float* attn_in = attn_in_.reserve(n * 2 * n_embd);       // [n, 2 * n_embd]: [normed embedding | normed feature]
+  float* block_out = block_out_.reserve(n * n_embd);       // [n, n_embd]
+  ops::rms_norm(emb, n, n_embd, *layer.attn_norm, eps, cur, pool_);
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(attn_in + r * 2 * n_embd, cur + r * n_embd, size_t(n_embd) * sizeof(float));
+  ops::rms_norm(x, n, n_embd, *layer.hidden_norm, eps, cur, pool_);
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(attn_in + r * 2 * n_embd + n_embd, cur + r * n_embd, size_t(n_embd) * sizeof(float));
+  // The residual is the un-normalised feature (or, in the norm_before_residual variant, the normed one).
+  if (config_.norm_before_residual) std::memcpy(x, cur, size_t(n * n_embd) * sizeof(float));
+  gqa_attention(attn_in, n, batch.sequences, positions_.data(), 0, layer.attn, attn_shape_, inv_freq_.data(),
+                attn_scratch_, block_out, pool_);
+  ops::add_inplace(x, block_out, n * n_embd);
+  ops::rms_norm(x, n, n_embd, *layer.ffn_norm, eps, cur, pool_);
+  swiglu_mlp(cur, n, layer.mlp, mlp_scratch_, block_out, pool_);
+  ops::add_inplace(x, block_out, n * n_embd);
+}
+
+DraftOutput EagleHead::forward(const DraftBatch& batch) {
+  check_batch(batch);
+  const EagleWeights& w = weights_;
+  const int64_t n = int64_t(batch.token_ids.size()), n_embd = config_.llama.n_embd;
+  positions_.resize(size_t(n));
+  for (const SequenceRows& seq : batch.sequences)
+    for (int64_t r = 0; r < seq.n_rows; ++r) positions_[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+
+  float* x = x_.reserve(n * n_embd);      // [n, n_embd] residual stream; ends as the head's feature
+  float* emb = emb_.reserve(n * n_embd);  // [n, n_embd] token embeddings
+  ops::embedding(*w.embed, batch.token_ids.data(), n, emb);
+  if (w.kind == EagleKind::kEagle1) {
+    // fc over [embedding | feature]: [n, 2 * n_embd] -> [n, n_embd].
+    float* fused = fused_.reserve(n * 2 * n_embd);
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(fused + r * 2 * n_embd, emb + r * n_embd, size_t(n_embd) * sizeof(float));
+      std::memcpy(fused + r * 2 * n_embd + n_embd, batch.feature_parts[0] + r * n_embd, size_t(n_embd) * sizeof(float));
+    }
+    ops::matmul(fused, n, *w.fc, w.fc_bias, x, pool_);
+    eagle1_layers(x, n, batch);
+  } else {
+    if (batch.source == FeatureSource::kTarget) {
+      // fc over the target's layers side by side: [n, k * target_n_embd] -> [n, n_embd].
+      const int64_t k = int64_t(batch.feature_parts.size()), width = k * target_n_embd_;
+      const float* in = batch.feature_parts[0];
+      if (k > 1) {
+        float* fused = fused_.reserve(n * width);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t p = 0; p < k; ++p)
+            std::memcpy(fused + r * width + p * target_n_embd_, batch.feature_parts[size_t(p)] + r * target_n_embd_,
+                        size_t(target_n_embd_) * sizeof(float));
+        in = fused;
+      }
+      ops::matmul(in, n, *w.fc, nullptr, x, pool_);
+    } else {
+      std::memcpy(x, batch.feature_parts[0], size_t(n * n_embd) * sizeof(float));
+    }
+    eagle3_layer(x, emb, n, batch);
+  }
+  for (const SequenceRows& seq : batch.sequences) seq.kv->advance(seq.n_rows);
+
+  // Logits on the wanted rows: EAGLE-3 through its norm and own lm_head, EAGLE-1 straight through the
+  // target's lm_head.
+  DraftOutput out;
+  out.n_vocab = n_vocab();
+  out.n_embd = n_embd;
+  out.features = x;
+  out.n_logit_rows = int64_t(batch.logit_rows.size());
+  if (out.n_logit_rows > 0) {
+    float* logits_in = logits_in_.reserve(out.n_logit_rows * n_embd);  // [n_logit_rows, n_embd]
+    for (int64_t i = 0; i < out.n_logit_rows; ++i) {
+      const float* row = x + batch.logit_rows[size_t(i)] * n_embd;
+      if (w.norm != nullptr)
+        ops::rms_norm(row, 1, n_embd, *w.norm, float(config_.llama.rms_norm_eps), logits_in + i * n_embd, pool_);
+      else
+        std::memcpy(logits_in + i * n_embd, row, size_t(n_embd) * sizeof(float));
+    }
+    float* logits = logits_.reserve(out.n_logit_rows * out.n_vocab);  // [n_logit_rows, n_vocab]
+    ops::matmul(logits_in, out.n_logit_rows, *w.output, nullptr, logits, pool_);
+    out.logits = logits;
+  }
+  return out;
+}
+
+}  // namespace aerie

@@ -1,0 +1,197 @@
+// Loading EAGLE heads: which kind a folder holds, which target layers it fuses, and every tensor bound
+// by its published name with its shape checked against the head's config and the target.
+#include <algorithm>
+
+#include "core/error.h"
+#include "spec/eagle_head.h"
+
+namespace aerie {
+namespace {
+
+std::string layers_str(const std::vector<int>& layers) {
+  std::string s = "{";
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(layers[i]);
+  }
+  return s + "}";
+}
+
+bool has_prefix(const WeightStore& store, const std::string& prefix) {
+  const std::vector<std::string> names = store.names();
+  return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(prefix, 0) == 0; });
+}
+
+// EAGLE-3 if the tensors say so (midlayer.*, a hidden_norm, a d2t) or the architecture does.
+EagleKind detect_kind(const WeightStore& store, const EagleConfig& config) {
+  if (has_prefix(store, "midlayer.") || store.contains("layers.0.hidden_norm.weight") || store.contains("d2t"))
+    return EagleKind::kEagle3;
+  return config.llama.architecture == "LlamaForCausalLMEagle3" ? EagleKind::kEagle3 : EagleKind::kEagle1;
+}
+
+// The target layers an EAGLE-3 head fuses (aerie convention: residual stream entering layer i):
+// the caller's override, else the config's eagle_aux_hidden_state_layer_ids (+1 each when they count
+// layer outputs, as SGLang reads them), else EAGLE's default {2, L/2, L-3}.
+std::vector<int> eagle3_target_layers(const EagleConfig& config, const DraftLoadOptions& options, int n_layer,
+                                      const std::string& source) {
+  std::vector<int> layers;
+  std::string origin;
+  if (!options.target_layers.empty()) {
+    layers = options.target_layers;
+    origin = "the requested draft layers";
+  } else if (!config.aux_layer_ids.empty()) {
+    layers = config.aux_layer_ids;
+    origin = "eagle_aux_hidden_state_layer_ids";
+    if (options.aux_layer_ids_are_outputs) {
+      for (int& l : layers) ++l;
+      origin += " + 1 (counted as layer outputs)";
+    }
+  } else {
+    layers = {2, n_layer / 2, n_layer - 3};
+    origin = "the default {2, L/2, L-3}";
+  }
+  for (int l : layers)
+    AERIE_CHECK(l >= 0 && l <= n_layer, source, ": EAGLE-3 target layer ", l, " (from ", origin, " = ",
+                layers_str(layers), ") is outside [0, ", n_layer, "] for a ", n_layer, "-layer target");
+  return layers;
+}
+
+void bind_layer(const WeightStore& store, const LlamaConfig& c, const std::string& p, int64_t n_in,
+                EagleLayerWeights& layer) {
+  const int64_t q_width = c.n_head * c.head_dim, kv_width = c.n_head_kv * c.head_dim;
+  auto get = [&](const std::string& name, const Shape& shape) { return &store.get(p + name, shape); };
+  layer.attn.q = get("self_attn.q_proj.weight", {q_width, n_in});
+  layer.attn.k = get("self_attn.k_proj.weight", {kv_width, n_in});
+  layer.attn.v = get("self_attn.v_proj.weight", {kv_width, n_in});
+  layer.attn.o = get("self_attn.o_proj.weight", {c.n_embd, q_width});
+  if (c.attention_bias) {
+    layer.attn.q_bias = get("self_attn.q_proj.bias", {q_width});
+    layer.attn.k_bias = get("self_attn.k_proj.bias", {kv_width});
+    layer.attn.v_bias = get("self_attn.v_proj.bias", {kv_width});
+    if (store.contains(p + "self_attn.o_proj.bias")) layer.attn.o_bias = get("self_attn.o_proj.bias", {c.n_embd});
+  }
+  AERIE_CHECK(!c.mlp_bias, store.source(), ": mlp_bias = true is not supported");
+  layer.ffn_norm = get("post_attention_layernorm.weight", {c.n_embd});
+  layer.mlp.gate = get("mlp.gate_proj.weight", {c.n_ff, c.n_embd});
+  layer.mlp.up = get("mlp.up_proj.weight", {c.n_ff, c.n_embd});
+  layer.mlp.down = get("mlp.down_proj.weight", {c.n_embd, c.n_ff});
+}
+
+// d2t [n_draft_vocab] int64 -> draft_to_target; t2d [n_vocab] bool, when present, must agree with it.
+std::vector<int64_t> bind_vocab_map(const WeightStore& store, const EagleConfig& config) {
+  const int64_t n_draft = config.n_draft_vocab, n_vocab = config.llama.n_vocab;
+  const Tensor* d2t = store.find("d2t");
+  if (d2t == nullptr) {
+    AERIE_CHECK(n_draft == n_vocab, store.source(), ": draft_vocab_size ", n_draft, " is smaller than vocab_size ",
+                n_vocab, " but the head has no d2t tensor to map draft ids to target ids");
+    return {};
+  }
+  AERIE_CHECK(d2t->dtype == DType::kI64 && d2t->shape == Shape{n_draft}, store.source(), ": d2t has shape ",
+              d2t->shape.str(), " ", dtype_name(d2t->dtype), ", expected [", n_draft,
+              "] I64 (one offset per draft id, draft_vocab_size = ", n_draft, ")");
+  std::vector<int64_t> map(size_t(n_draft), 0);
+  for (int64_t d = 0; d < n_draft; ++d) {
+    map[size_t(d)] = d + d2t->as<int64_t>()[d];
+    AERIE_CHECK(map[size_t(d)] >= 0 && map[size_t(d)] < n_vocab, store.source(), ": d2t maps draft id ", d,
+                " to target id ", map[size_t(d)], ", outside the target vocabulary [0, ", n_vocab, ")");
+  }
+  if (const Tensor* t2d = store.find("t2d")) {
+    AERIE_CHECK(t2d->dtype == DType::kBool && t2d->shape == Shape{n_vocab}, store.source(), ": t2d has shape ",
+                t2d->shape.str(), " ", dtype_name(t2d->dtype), ", expected [", n_vocab, "] BOOL (vocab_size)");
+    for (int64_t d = 0; d < n_draft; ++d)
+      AERIE_CHECK(t2d->as<uint8_t>()[map[size_t(d)]] != 0, store.source(), ": t2d does not mark target id ",
+                  map[size_t(d)], " that d2t maps draft id ", d, " to");
+  }
+  return map;
+}
+
+}  // namespace
+
+EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& config, EagleKind kind,
+                                const Model& target, int64_t n_fused) {
+  const LlamaConfig& c = config.llama;
+  const std::string& src = store.source();
+  const int64_t n_embd = c.n_embd, t_embd = config.target_n_embd;
+  AERIE_CHECK(c.n_vocab == target.n_vocab(), src, ": vocab_size ", c.n_vocab, " does not match the target's ",
+              target.n_vocab(), " (the head embeds and names tokens in the target's vocabulary)");
+  if (kind == EagleKind::kEagle1) {
+    AERIE_CHECK(n_embd == target.n_embd(), src, ": EAGLE-1 head hidden_size ", n_embd, " does not match the target's ",
+                target.n_embd(), " (the head reads the target's final hidden state and logits through its lm_head)");
+  } else {
+    AERIE_CHECK(t_embd == target.n_embd(), src, ": EAGLE-3 head ",
+                config.has_target_n_embd ? "target_hidden_size " : "hidden_size ", t_embd,
+                " does not match the target's hidden_size ", target.n_embd(), " (fc reads the target's hidden states)");
+  }
+  EagleWeights w;
+  w.kind = kind;
+  w.embed = &target.token_embedding();
+  if (const Tensor* own = store.find("embed_tokens.weight")) {
+    AERIE_CHECK(own->shape == (Shape{c.n_vocab, n_embd}), src, ": embed_tokens.weight has shape ", own->shape.str(),
+                ", expected [", c.n_vocab, ", ", n_embd, "] (vocab_size, hidden_size)");
+    if (n_embd != target.n_embd()) w.embed = own;  // a narrower head cannot use the target's table
+  }
+  AERIE_CHECK(w.embed->dim(1) == n_embd, src, ": the head's hidden_size ", n_embd,
+              " differs from the target's ", target.n_embd(), " and the head has no embed_tokens.weight of its own");
+
+  if (kind == EagleKind::kEagle1) {
+    const Tensor& fc = store.get("fc.weight");
+    AERIE_CHECK(fc.shape == (Shape{n_embd, 2 * n_embd}), src, ": fc.weight has shape ", fc.shape.str(),
+                ", expected [", n_embd, ", ", 2 * n_embd, "] (EAGLE-1 fuses one embedding and one feature of size ",
+                n_embd, ")");
+    w.fc = &fc;
+    w.fc_bias = store.find("fc.bias") ? &store.get("fc.bias", {n_embd}) : nullptr;
+    AERIE_CHECK(!config.fc_bias || *config.fc_bias == (w.fc_bias != nullptr), src, ": config says bias = ",
+                *config.fc_bias ? "true" : "false", " but fc.bias is ", w.fc_bias ? "present" : "absent");
+    w.layer_prefix = "layers.";
+    for (int64_t i = 0; i < c.n_layer; ++i) {
+      const std::string p = "layers." + std::to_string(i) + ".";
+      EagleLayerWeights layer;
+      bind_layer(store, c, p, n_embd, layer);
+      if (i > 0) layer.attn_norm = &store.get(p + "input_layernorm.weight", {n_embd});
+      w.layers.push_back(layer);
+    }
+    w.output = &target.output_head();
+    return w;
+  }
+
+  AERIE_CHECK(c.n_layer == 1, src, ": EAGLE-3 heads have one decoder layer, config says num_hidden_layers = ", c.n_layer);
+  const Tensor& fc = store.get("fc.weight");
+  AERIE_CHECK(fc.shape == (Shape{n_embd, n_fused * t_embd}), src, ": fc.weight has shape ", fc.shape.str(),
+              ", expected [", n_embd, ", ", n_fused * t_embd, "]: fusing ", n_fused,
+              " target layers of hidden size ", t_embd, (fc.shape.ndim() == 2 && fc.dim(1) % t_embd == 0
+                  ? str_cat(" (the head was trained on ", fc.dim(1) / t_embd, " layers)") : std::string()));
+  w.fc = &fc;
+  w.layer_prefix = has_prefix(store, "midlayer.") ? "midlayer." : "layers.0.";
+  EagleLayerWeights layer;
+  bind_layer(store, c, w.layer_prefix, 2 * n_embd, layer);
+  layer.attn_norm = &store.get(w.layer_prefix + "input_layernorm.weight", {n_embd});
+  layer.hidden_norm = &store.get(w.layer_prefix + "hidden_norm.weight", {n_embd});
+  w.layers.push_back(layer);
+  w.norm = &store.get("norm.weight", {n_embd});
+  const Tensor& head = store.get("lm_head.weight");
+  AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, n_embd}), src, ": lm_head.weight has shape ",
+              head.shape.str(), ", expected [", config.n_draft_vocab, ", ", n_embd, "] (draft_vocab_size, hidden_size)");
+  w.output = &head;
+  w.draft_to_target = bind_vocab_map(store, config);
+  return w;
+}
+
+std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, const Model& target, ThreadPool& pool,
+                                           const DraftLoadOptions& options) {
+  EagleConfig config = load_eagle_config(dir / "config.json");
+  WeightStore store = WeightStore::open_dir(dir, options.progress);
+  const EagleKind kind = detect_kind(store, config);
+  std::vector<int> layers;
+  if (kind == EagleKind::kEagle1) {
+    AERIE_CHECK(options.target_layers.empty() || options.target_layers == std::vector<int>{kFinalNormLayer},
+                store.source(), ": an EAGLE-1 head reads only the target's final hidden state; target layers ",
+                layers_str(options.target_layers), " cannot be chosen");
+    layers = {kFinalNormLayer};
+  } else {
+    layers = eagle3_target_layers(config, options, int(target.n_layer()), store.source());
+  }
+  if (options.prefault) store.prefault(options.progress);
+  return std::make_unique<EagleHead>(std::move(config), std::move(store), kind, std::move(layers), target, pool);
+}
+
+}  // namespace aerie
