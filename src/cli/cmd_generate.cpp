@@ -5,9 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/draft.h"
 #include "cli/prompt.h"
 #include "core/error.h"
 #include "engine/generator.h"
+#include "engine/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace aerie::cli {
@@ -17,6 +19,8 @@ std::vector<OptionSpec> generate_options() {
   std::vector<OptionSpec> specs = model_options();
   const std::vector<OptionSpec> prompt = prompt_options();
   specs.insert(specs.end(), prompt.begin(), prompt.end());
+  const std::vector<OptionSpec> draft = draft_options();
+  specs.insert(specs.end(), draft.begin(), draft.end());
   const std::vector<OptionSpec> own = {
       {"--max-tokens", true, "most tokens to generate (default 128)"},
       {"--max-length", true, "KV cache capacity in positions (default: prompt + max tokens)"},
@@ -26,6 +30,10 @@ std::vector<OptionSpec> generate_options() {
       {"--min-p", true, "drop tokens below min_p x the top probability (0 = off)"},
       {"--seed", true, "random seed (default 0)"},
       {"--ignore-eos", false, "do not stop at the model's end-of-sequence ids"},
+      {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3)"},
+      {"--draft-proposal", true, "with --draft at T > 0: sampled (default; rejection sampling) or argmax"},
+      {"--synthetic-acceptance", true, "with --draft: accept each draft with this probability, for speed "
+                                       "tests only (the output is NOT the model's)"},
       {"--json", false, "print one JSON object at the end instead of streaming"},
       {"--show-prompt", false, "print the (rendered) prompt text before the output"},
       {"--show-special", false, "print special tokens (e.g. <|eot_id|>) in the streamed text"},
@@ -93,7 +101,26 @@ int run_generate(const std::vector<std::string>& argv) {
       return true;
     };
   }
-  const GenerateResult result = generate(*model, prompt, options, stream);
+  const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet") || json);
+  SpecOptions spec;
+  if (head) {
+    spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
+    const std::string proposal = args.str("--draft-proposal", "sampled");
+    AERIE_CHECK(proposal == "sampled" || proposal == "argmax", "--draft-proposal must be sampled or argmax, got '",
+                proposal, "'");
+    spec.proposal = proposal == "sampled" ? DraftProposal::kSampled : DraftProposal::kArgmax;
+    spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
+    AERIE_CHECK(!args.has("--synthetic-acceptance") || spec.synthetic_acceptance >= 0.0,
+                "--synthetic-acceptance must be in [0, 1]");
+    if (spec.synthetic_acceptance >= 0.0 && !json)
+      std::fprintf(stderr, "synthetic acceptance %.2f: the output below is NOT the model's\n", spec.synthetic_acceptance);
+  } else {
+    for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--synthetic-acceptance"})
+      AERIE_CHECK(!args.has(name), name, " needs --draft");
+  }
+  SpecStats stats;
+  const GenerateResult result = head ? generate_speculative(*model, *head, prompt, options, spec, stream, &stats)
+                                     : generate(*model, prompt, options, stream);
   if (decoder) std::fputs(decoder->flush().c_str(), stdout);
   if (json) {
     nlohmann::json out = {
@@ -108,6 +135,20 @@ int run_generate(const std::vector<std::string>& argv) {
         {"decode_tokens_per_second", result.decode_tokens_per_second()},
         {"threads", pool.n_threads()},
     };
+    if (head) {
+      out["speculative"] = {
+          {"num_speculative_tokens", spec.num_speculative_tokens},
+          {"synthetic_acceptance", spec.synthetic_acceptance >= 0.0 ? nlohmann::json(spec.synthetic_acceptance) : nlohmann::json()},
+          {"rounds", stats.rounds},
+          {"draft_tokens", stats.draft_tokens},
+          {"accepted_tokens", stats.accepted_tokens},
+          {"acceptance_rate", stats.acceptance_rate()},
+          {"mean_acceptance_length", stats.mean_acceptance_length()},
+          {"acceptance_per_position", stats.acceptance_per_position()},
+          {"draft_seconds", stats.draft_seconds},
+          {"verify_seconds", stats.verify_seconds},
+      };
+    }
     if (tokenizer) {
       std::vector<int32_t> ids(result.tokens.begin(), result.tokens.end());
       out["text"] = tokenizer->decode(ids, /*skip_special_tokens=*/!args.has("--show-special"));
@@ -120,6 +161,14 @@ int run_generate(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "prefill: %lld tokens, %.1f tokens/s | decode: %zu tokens, %.1f tokens/s | %s\n",
                  (long long)result.n_prompt, result.prefill_tokens_per_second(), result.tokens.size(),
                  result.decode_tokens_per_second(), result.finish_reason.c_str());
+    if (head) {
+      std::string per;
+      for (double a : stats.acceptance_per_position()) per += str_cat(per.empty() ? "" : " ", int(a * 100 + 0.5), "%");
+      std::fprintf(stderr, "speculative: K=%lld, mean acceptance length %.2f, acceptance %.1f%% (per position: %s), "
+                   "%lld target forwards | draft %.2f s, verify %.2f s\n",
+                   (long long)spec.num_speculative_tokens, stats.mean_acceptance_length(), 100.0 * stats.acceptance_rate(),
+                   per.c_str(), (long long)stats.rounds, stats.draft_seconds, stats.verify_seconds);
+    }
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/common.h"
+#include "cli/draft.h"
 #include "core/error.h"
 #include "io/npy.h"
 
@@ -30,6 +31,29 @@ std::vector<int> parse_layers(const std::string& text, int64_t n_layer) {
   return layers;
 }
 
+// Teacher-forced head logits: the target prefills x_0..x_{n-1} capturing the head's layers, then the head
+// runs rows t = 0..n-2 with the target's features at t and token x_{t+1}; row t predicts x_{t+2}.
+int write_draft_logits(Model& target, DraftHead& head, const std::vector<int64_t>& ids, const std::string& out_path) {
+  const int64_t n = int64_t(ids.size());
+  AERIE_CHECK(n >= 2, "--draft logits need at least 2 ids (row t pairs the feature at t with token t+1)");
+  KvCache kv = target.make_kv_cache(n);
+  const SequenceRows seq{0, n, &kv};
+  const StepBatch batch{ids, std::span(&seq, 1), {}, head.target_layers()};
+  const ForwardOutput out = target.forward(batch);
+  std::vector<const float*> parts;
+  for (const CapturedHidden& h : out.hidden) parts.push_back(h.data);  // rows 0..n-2 are the first n-1
+  KvCache head_kv = head.make_kv_cache(n - 1);
+  const SequenceRows head_seq{0, n - 1, &head_kv};
+  std::vector<int64_t> rows(size_t(n - 1));
+  std::iota(rows.begin(), rows.end(), 0);
+  const DraftBatch draft{std::span(ids).subspan(1), FeatureSource::kTarget, parts, std::span(&head_seq, 1), rows};
+  const DraftOutput logits = head.forward(draft);
+  write_npy_f32(out_path, logits.logits, {n - 1, logits.n_vocab});
+  std::fprintf(stderr, "wrote %s [%lld, %lld] (draft head, teacher-forced%s)\n", out_path.c_str(), (long long)(n - 1),
+               (long long)logits.n_vocab, head.reduced_vocab() ? ", draft vocabulary" : "");
+  return 0;
+}
+
 }  // namespace
 
 int run_logits(const std::vector<std::string>& argv) {
@@ -38,6 +62,7 @@ int run_logits(const std::vector<std::string>& argv) {
   specs.push_back({"--out", true, "output .npy for the logits, float32 [n, n_vocab]"});
   specs.push_back({"--hidden-layers", true, "comma-separated layers (0..n_layer, or final_norm) to dump"});
   specs.push_back({"--hidden-out", true, "prefix of the hidden-state files: PREFIX<layer>.npy"});
+  for (const OptionSpec& o : draft_options()) specs.push_back(o);
   specs.push_back({"--help", false, "this text"});
   const Args args(argv, specs);
   if (args.has("--help")) {
@@ -48,6 +73,11 @@ int run_logits(const std::vector<std::string>& argv) {
   const std::string out_path = args.required("--out");
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"));
+  if (args.has("--draft")) {
+    AERIE_CHECK(!args.has("--hidden-layers"), "--hidden-layers applies to the target; use it without --draft");
+    const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet"));
+    return write_draft_logits(*model, *head, ids, out_path);
+  }
 
   std::vector<int> layers;
   if (args.has("--hidden-layers")) {

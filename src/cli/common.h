@@ -26,5 +26,6 @@ int run_generate(const std::vector<std::string>& argv);
 int run_logits(const std::vector<std::string>& argv);
 int run_bench(const std::vector<std::string>& argv);
 int run_tokenize(const std::vector<std::string>& argv);
+int run_bench_spec(const std::vector<std::string>& argv);
 
 }  // namespace aerie::cli

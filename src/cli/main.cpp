@@ -12,6 +12,7 @@ constexpr const char* kUsage =
     "usage: aerie <command> [options]\n"
     "commands:\n"
     "  generate   generate from a prompt (--model DIR --prompt TEXT [--chat] | --ids 1,2,3)\n"
+    "  bench-spec speculative decoding: draft/verify step costs, speedup at synthetic acceptance rates\n"
     "  tokenize   show the token ids (and rendered chat prompt) the model's tokenizer makes\n"
     "  logits     write one prefill's logits (and hidden states) as .npy for checking against a reference\n"
     "  bench      prefill / decode / k-token forward speed and achieved memory bandwidth\n"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     if (command == "logits") return aerie::cli::run_logits(rest);
     if (command == "bench") return aerie::cli::run_bench(rest);
     if (command == "tokenize") return aerie::cli::run_tokenize(rest);
+    if (command == "bench-spec") return aerie::cli::run_bench_spec(rest);
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(kUsage, stdout);
       return 0;

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "engine/generator.h"
@@ -51,6 +54,34 @@ TEST(Speculative, GreedyEqualsPlainGreedyForEveryK) {
       }
     }
   }
+}
+
+// The published head layouts (tests/data/eagle, random weights: they accept little, the property must hold).
+TEST(Speculative, GreedyWithEagleHeadsEqualsPlainGreedy) {
+  int cases = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(data("eagle"))) {
+    if (!std::filesystem::exists(entry.path() / "golden.json")) continue;
+    std::ifstream in(entry.path() / "golden.json");
+    const nlohmann::json golden = nlohmann::json::parse(in);
+    ThreadPool pool(1);
+    std::unique_ptr<Model> target = load_model(data(golden["target"].get<std::string>()), pool);
+    DraftLoadOptions load;
+    const nlohmann::json& lo = golden["load_options"];
+    if (lo.contains("target_layers")) load.target_layers = lo["target_layers"].get<std::vector<int>>();
+    if (lo.contains("aux_layer_ids_are_outputs")) load.aux_layer_ids_are_outputs = lo["aux_layer_ids_are_outputs"];
+    std::unique_ptr<DraftHead> head = load_draft_head(entry.path(), *target, pool, load);
+    GenerateOptions options;
+    options.max_tokens = 24;
+    const std::vector<int64_t> plain = generate(*target, kPrompt, options).tokens;
+    for (int64_t k = 1; k <= 8; ++k) {
+      SpecOptions spec;
+      spec.num_speculative_tokens = k;
+      EXPECT_EQ(generate_speculative(*target, *head, kPrompt, options, spec).tokens, plain)
+          << entry.path().filename() << " K=" << k;
+    }
+    ++cases;
+  }
+  EXPECT_GE(cases, 4);
 }
 
 TEST(Speculative, StopTokenEndsLikePlain) {

@@ -1,0 +1,28 @@
+// The speculative part of `aerie bench` (with --draft): step costs and synthetic-acceptance speedups.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/model.h"
+#include "spec/draft_head.h"
+
+namespace aerie::cli {
+
+struct SpecBenchConfig {
+  int64_t k = 3;
+  int64_t prompt_tokens = 128;
+  int64_t decode_tokens = 64;
+  int64_t repeats = 7;
+  std::vector<double> synthetic_rates = {0.5, 0.7, 0.9};
+};
+
+// JSON fields: num_speculative_tokens, prompt_tokens, decode_step_ms, verify_step_ms, draft_step_ms,
+// verify_over_decode, draft_over_decode, plain_decode_tokens_per_second, draft, synthetic[{acceptance,
+// mean_acceptance_length, tokens_per_second, speedup}].
+nlohmann::json bench_speculative(Model& target, DraftHead& head, const SpecBenchConfig& cfg);
+void print_speculative(const nlohmann::json& result);
+
+}  // namespace aerie::cli

@@ -1,0 +1,24 @@
+// Draft-head options shared by generate, logits and bench:
+//   --draft DIR                       an EAGLE-1 / EAGLE-3 head for the --model target
+//   --draft-layers 2,16,29            target layers an EAGLE-3 head fuses (residual entering layer i)
+//   --draft-layer-ids-are-outputs     the head config's eagle_aux_hidden_state_layer_ids count layer outputs
+//                                     (SGLang convention): add 1 to each
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "core/thread_pool.h"
+#include "models/model.h"
+#include "spec/draft_head.h"
+
+namespace aerie::cli {
+
+std::vector<OptionSpec> draft_options();
+
+// Loads --draft for `target` (null when --draft is absent), printing a summary unless quiet.
+std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& target, ThreadPool& pool, bool quiet);
+
+}  // namespace aerie::cli
