@@ -1,0 +1,189 @@
+#include "kv/block_pool.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace aerie {
+
+BlockPool::BlockPool(int32_t n_blocks, int32_t block_size, bool prefix_caching)
+    : n_blocks_(n_blocks), block_size_(block_size), prefix_caching_(prefix_caching) {
+  AERIE_CHECK(n_blocks > 0 && block_size > 0, "block pool: need at least one block of at least one position");
+  blocks_.resize(size_t(n_blocks));
+  if (prefix_caching) tokens_.resize(size_t(n_blocks) * size_t(block_size));
+  free_.reserve(size_t(n_blocks));
+  for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // hand out low ids first
+}
+
+void BlockPool::lru_push_back(int32_t b) {
+  Block& blk = blocks_[size_t(b)];
+  blk.lru_prev = lru_tail_;
+  blk.lru_next = -1;
+  if (lru_tail_ >= 0) blocks_[size_t(lru_tail_)].lru_next = b;
+  else lru_head_ = b;
+  lru_tail_ = b;
+  ++n_idle_;
+}
+
+void BlockPool::lru_remove(int32_t b) {
+  Block& blk = blocks_[size_t(b)];
+  if (blk.lru_prev >= 0) blocks_[size_t(blk.lru_prev)].lru_next = blk.lru_next;
+  else lru_head_ = blk.lru_next;
+  if (blk.lru_next >= 0) blocks_[size_t(blk.lru_next)].lru_prev = blk.lru_prev;
+  else lru_tail_ = blk.lru_prev;
+  blk.lru_prev = blk.lru_next = -1;
+  --n_idle_;
+}
+
+void BlockPool::unregister(int32_t b) {
+  Block& blk = blocks_[size_t(b)];
+  if (!blk.registered) return;
+  auto it = by_hash_.find(blk.hash);
+  if (it != by_hash_.end() && it->second == b) by_hash_.erase(it);
+  blk.registered = false;
+}
+
+std::optional<int32_t> BlockPool::allocate() {
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else if (lru_head_ >= 0) {
+    b = lru_head_;  // least recently released cached block
+    lru_remove(b);
+    unregister(b);
+  } else {
+    return std::nullopt;
+  }
+  blocks_[size_t(b)].refs = 1;
+  return b;
+}
+
+void BlockPool::retain(int32_t b) {
+  AERIE_CHECK(b >= 0 && b < n_blocks_, "block pool: block ", b, " out of range");
+  Block& blk = blocks_[size_t(b)];
+  if (blk.refs == 0) {
+    AERIE_CHECK(blk.registered, "block pool: retain of free block ", b);
+    lru_remove(b);
+  }
+  ++blk.refs;
+}
+
+void BlockPool::release(int32_t b) {
+  AERIE_CHECK(b >= 0 && b < n_blocks_, "block pool: block ", b, " out of range");
+  Block& blk = blocks_[size_t(b)];
+  AERIE_CHECK(blk.refs > 0, "block pool: release of unheld block ", b);
+  if (--blk.refs > 0) return;
+  if (blk.registered) lru_push_back(b);
+  else free_.push_back(b);
+}
+
+uint64_t BlockPool::chain_hash(uint64_t parent, std::span<const int64_t> tokens) {
+  // FNV-1a over the parent hash and the token ids, then a final avalanche (splitmix64).
+  uint64_t h = 0xcbf29ce484222325ull ^ parent;
+  auto mix_in = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix_in(parent);
+  for (int64_t t : tokens) mix_in(uint64_t(t));
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+std::span<const int64_t> BlockPool::tokens_of(int32_t b) const {
+  return std::span(tokens_.data() + size_t(b) * size_t(block_size_), size_t(block_size_));
+}
+
+std::optional<int32_t> BlockPool::find(uint64_t parent_hash, std::span<const int64_t> tokens) {
+  if (!prefix_caching_ || int64_t(tokens.size()) != block_size_) return std::nullopt;
+  ++lookups_;
+  const auto it = by_hash_.find(chain_hash(parent_hash, tokens));
+  if (it == by_hash_.end()) return std::nullopt;
+  const int32_t b = it->second;
+  const Block& blk = blocks_[size_t(b)];
+  if (blk.parent_hash != parent_hash || !std::equal(tokens.begin(), tokens.end(), tokens_of(b).begin()))
+    return std::nullopt;
+  retain(b);
+  ++hits_;
+  return b;
+}
+
+uint64_t BlockPool::register_full(int32_t b, uint64_t parent_hash, std::span<const int64_t> tokens) {
+  AERIE_CHECK(int64_t(tokens.size()) == block_size_, "block pool: register needs a full block of tokens");
+  const uint64_t hash = chain_hash(parent_hash, tokens);
+  if (!prefix_caching_) return hash;
+  Block& blk = blocks_[size_t(b)];
+  AERIE_CHECK(blk.refs > 0, "block pool: register of unheld block ", b);
+  if (blk.registered || by_hash_.count(hash)) return hash;  // same content cached already: keep that one
+  blk.registered = true;
+  blk.hash = hash;
+  blk.parent_hash = parent_hash;
+  std::copy(tokens.begin(), tokens.end(), tokens_.begin() + int64_t(b) * block_size_);
+  by_hash_.emplace(hash, b);
+  return hash;
+}
+
+bool BlockTable::reserve(BlockPool& pool, int64_t n_positions) {
+  const int64_t need = (n_positions + pool.block_size() - 1) / pool.block_size() - int64_t(blocks.size());
+  if (need <= 0) return true;
+  if (need > pool.n_available()) return false;
+  for (int64_t i = 0; i < need; ++i) blocks.push_back(*pool.allocate());
+  return true;
+}
+
+void BlockTable::truncate(BlockPool& pool, int64_t n) {
+  AERIE_CHECK(n >= 0 && n <= n_tokens, "block table: truncate to ", n, " of ", n_tokens, " positions");
+  // Registered blocks are shared content: positions are only ever appended after them, and rollback
+  // never reaches back into them (drafts are written after the accepted tokens).
+  AERIE_CHECK(n_registered * pool.block_size() <= n, "block table: truncate to ", n,
+              " would cut into a prefix-cached block");
+  n_tokens = n;
+  const int64_t keep = (n + pool.block_size() - 1) / pool.block_size();
+  while (int64_t(blocks.size()) > keep) {
+    pool.release(blocks.back());
+    blocks.pop_back();
+  }
+}
+
+void BlockTable::release_all(BlockPool& pool) {
+  for (int32_t b : blocks) pool.release(b);
+  blocks.clear();
+  n_tokens = 0;
+  n_registered = 0;
+  last_hash = BlockPool::kRootHash;
+}
+
+int64_t BlockTable::match_prefix(BlockPool& pool, std::span<const int64_t> tokens) {
+  AERIE_CHECK(blocks.empty() && n_tokens == 0, "block table: match_prefix on a table in use");
+  const int64_t bs = pool.block_size();
+  uint64_t parent = BlockPool::kRootHash;
+  while (int64_t(blocks.size() + 1) * bs <= int64_t(tokens.size()) - 1) {
+    const auto chunk = tokens.subspan(blocks.size() * size_t(bs), size_t(bs));
+    const std::optional<int32_t> b = pool.find(parent, chunk);
+    if (!b) break;
+    blocks.push_back(*b);
+    parent = BlockPool::chain_hash(parent, chunk);
+  }
+  n_tokens = int64_t(blocks.size()) * bs;
+  n_registered = int64_t(blocks.size());
+  last_hash = parent;
+  return n_tokens;
+}
+
+void BlockTable::register_full_blocks(BlockPool& pool, std::span<const int64_t> tokens) {
+  const int64_t bs = pool.block_size();
+  AERIE_CHECK(int64_t(tokens.size()) >= n_tokens, "block table: fewer tokens than positions written");
+  while ((n_registered + 1) * bs <= n_tokens) {
+    const auto chunk = tokens.subspan(size_t(n_registered * bs), size_t(bs));
+    last_hash = pool.register_full(blocks[size_t(n_registered)], last_hash, chunk);
+    ++n_registered;
+  }
+}
+
+}  // namespace aerie

@@ -1,0 +1,101 @@
+// BlockPool: the KV cache memory as fixed-size blocks of positions, handed out by id. It knows nothing of
+// what a block stores (keys and values, or MLA latents: the paged stores index their arrays by block id);
+// it owns the bookkeeping:
+//   - reference counts: a block may be shared by several sequences (a common prompt prefix);
+//   - prefix caching: a FULL block can be registered under (parent block's hash, its tokens); a later
+//     sequence whose prompt starts with the same tokens finds it and skips recomputing it;
+//   - eviction: a registered block nobody holds stays cached, and is reused least-recently-released first
+//     only when no never-used block is left.
+// Not thread-safe: the engine's step loop owns it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace aerie {
+
+class BlockPool {
+ public:
+  BlockPool(int32_t n_blocks, int32_t block_size, bool prefix_caching = true);
+
+  int32_t n_blocks() const { return n_blocks_; }
+  int32_t block_size() const { return block_size_; }
+  bool prefix_caching() const { return prefix_caching_; }
+
+  int32_t n_free() const { return int32_t(free_.size()); }  // never used, or evicted
+  int32_t n_cached_idle() const { return n_idle_; }         // registered, held by nobody: evictable
+  int32_t n_available() const { return n_free() + n_cached_idle(); }
+  int32_t n_in_use() const { return n_blocks_ - n_available(); }  // held by at least one sequence
+  int32_t refcount(int32_t block) const { return blocks_[size_t(block)].refs; }
+  bool is_registered(int32_t block) const { return blocks_[size_t(block)].registered; }
+
+  // A block with refcount 1, or nullopt when every block is held. Evicts the least recently released
+  // cached block when no free block is left.
+  std::optional<int32_t> allocate();
+  void retain(int32_t block);
+  // Drops one reference; at zero a registered block becomes cached-idle, any other block free.
+  void release(int32_t block);
+
+  // Prefix caching. The hash of a block chains its parent's: hash(parent_hash, tokens).
+  static uint64_t chain_hash(uint64_t parent_hash, std::span<const int64_t> tokens);
+  static constexpr uint64_t kRootHash = 0x6165726965ull;  // the parent hash of a sequence's first block
+
+  // The cached block holding exactly `tokens` (block_size of them) after the chain `parent_hash`,
+  // retained for the caller; nullopt on a miss. Tokens are compared, so a hash collision cannot return
+  // another prompt's block.
+  std::optional<int32_t> find(uint64_t parent_hash, std::span<const int64_t> tokens);
+  // Registers a full block the caller holds under (parent_hash, tokens). Returns its hash. When another
+  // block already holds the same content this one is left unregistered (it is freed on release).
+  uint64_t register_full(int32_t block, uint64_t parent_hash, std::span<const int64_t> tokens);
+
+  int64_t lookups() const { return lookups_; }
+  int64_t hits() const { return hits_; }
+
+ private:
+  struct Block {
+    int32_t refs = 0;
+    bool registered = false;
+    uint64_t hash = 0, parent_hash = 0;
+    int32_t lru_prev = -1, lru_next = -1;  // links among cached-idle blocks
+  };
+  void lru_push_back(int32_t block);
+  void lru_remove(int32_t block);
+  void unregister(int32_t block);
+  std::span<const int64_t> tokens_of(int32_t block) const;
+
+  int32_t n_blocks_, block_size_;
+  bool prefix_caching_;
+  std::vector<Block> blocks_;
+  std::vector<int64_t> tokens_;  // [n_blocks, block_size] content of registered blocks
+  std::vector<int32_t> free_;    // stack of free block ids
+  int32_t lru_head_ = -1, lru_tail_ = -1, n_idle_ = 0;
+  std::unordered_map<uint64_t, int32_t> by_hash_;
+  int64_t lookups_ = 0, hits_ = 0;
+};
+
+// One sequence's blocks: position p lives in blocks[p / block_size] at offset p % block_size.
+struct BlockTable {
+  std::vector<int32_t> blocks;
+  int64_t n_tokens = 0;         // positions written
+  int64_t n_registered = 0;     // leading full blocks registered in (or found from) the prefix cache
+  uint64_t last_hash = BlockPool::kRootHash;  // chain hash of the last registered block
+
+  // Blocks for `n_positions` in total; false (and nothing allocated) when the pool cannot supply them.
+  bool reserve(BlockPool& pool, int64_t n_positions);
+  // Keeps the first n positions, releasing blocks no longer needed (rollback of rejected drafts).
+  void truncate(BlockPool& pool, int64_t n);
+  // Releases every block.
+  void release_all(BlockPool& pool);
+  // Looks up the longest cached prefix of `tokens` in whole blocks (at most tokens.size() - 1 positions,
+  // so that at least one token is left to compute logits from). The table must be empty. Returns the
+  // number of positions reused.
+  int64_t match_prefix(BlockPool& pool, std::span<const int64_t> tokens);
+  // Registers the full blocks among positions [0, n_tokens) not yet registered; `tokens` holds at least
+  // n_tokens ids of this sequence.
+  void register_full_blocks(BlockPool& pool, std::span<const int64_t> tokens);
+};
+
+}  // namespace aerie
