@@ -25,15 +25,13 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   for (const SequenceRows& seq : sequences) {
     KvCache& kv = *seq.kv;
     const int64_t pos0 = positions[seq.row_begin];
-    float* k_cache = kv.keys(layer);    // [capacity, n_head_kv, head_dim]
-    float* v_cache = kv.values(layer);  // [capacity, n_head_kv, head_dim]
-    std::memcpy(k_cache + pos0 * kv_width, k + seq.row_begin * kv_width,
-                size_t(seq.n_rows * kv_width) * sizeof(float));
-    std::memcpy(v_cache + pos0 * kv_width, v + seq.row_begin * kv_width,
-                size_t(seq.n_rows * kv_width) * sizeof(float));
-    ops::attention(q + seq.row_begin * q_width, seq.n_rows, pos0, k_cache, v_cache, pos0 + seq.n_rows,
-                   shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale, attn + seq.row_begin * q_width,
-                   pool);
+    for (int64_t r = 0; r < seq.n_rows; ++r) {  // rows into the cache's blocks
+      std::memcpy(kv.key_row(layer, pos0 + r), k + (seq.row_begin + r) * kv_width, size_t(kv_width) * sizeof(float));
+      std::memcpy(kv.value_row(layer, pos0 + r), v + (seq.row_begin + r) * kv_width, size_t(kv_width) * sizeof(float));
+    }
+    ops::attention(q + seq.row_begin * q_width, seq.n_rows, pos0, kv.key_rows(layer), kv.value_rows(layer),
+                   pos0 + seq.n_rows, shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale,
+                   attn + seq.row_begin * q_width, pool);
   }
   ops::matmul(attn, n_tokens, *w.o, w.o_bias, out, pool);
 }

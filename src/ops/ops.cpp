@@ -150,30 +150,49 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadP
   });
 }
 
-void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
+void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
   const int64_t group = n_head / n_head_kv;
-  // One task per (query row, head); each sees keys [0, pos0 + row].
+  // One task per (query row, head); each sees keys [0, pos0 + row]. Rows are walked block by block.
   pool.parallel_for(n_q * n_head, 1, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scores;
     for (int64_t t = b; t < e; ++t) {
       const int64_t qi = t / n_head, h = t % n_head, kvh = h / group;
       const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
       const float* qp = q + (qi * n_head + h) * head_dim;
-      scores.resize(size_t(n_ctx));
+      if (scores.size() < size_t(n_ctx)) scores.resize(size_t(n_ctx));
       float mx = -INFINITY;
-      for (int64_t j = 0; j < n_ctx; ++j) {
-        scores[size_t(j)] = dot(qp, k + (j * n_head_kv + kvh) * head_dim, head_dim) * scale;
-        mx = std::max(mx, scores[size_t(j)]);
+      for (int64_t j = 0; j < n_ctx;) {
+        const int64_t run = k.run_length(j, n_ctx - j);
+        const float* kp = k.row(j) + kvh * head_dim;
+        for (int64_t r = 0; r < run; ++r, kp += k.row_width) {
+          scores[size_t(j + r)] = dot(qp, kp, head_dim) * scale;
+          mx = std::max(mx, scores[size_t(j + r)]);
+        }
+        j += run;
       }
       float sum = 0.0f;
-      for (float& s : scores) sum += (s = std::exp(s - mx));
+      for (int64_t j = 0; j < n_ctx; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - mx));
       float* op = out + (qi * n_head + h) * head_dim;
       std::memset(op, 0, size_t(head_dim) * sizeof(float));
-      for (int64_t j = 0; j < n_ctx; ++j) axpy(scores[size_t(j)], v + (j * n_head_kv + kvh) * head_dim, op, head_dim);
+      for (int64_t j = 0; j < n_ctx;) {
+        const int64_t run = v.run_length(j, n_ctx - j);
+        const float* vp = v.row(j) + kvh * head_dim;
+        for (int64_t r = 0; r < run; ++r, vp += v.row_width) axpy(scores[size_t(j + r)], vp, op, head_dim);
+        j += run;
+      }
       scale_in_place(op, 1.0f / sum, head_dim);
     }
   });
+}
+
+void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
+  static const int32_t kOneBlock = 0;
+  const int64_t width = n_head_kv * head_dim;
+  const int64_t rows = std::max<int64_t>(n_kv, 1);
+  attention(q, n_q, pos0, PagedRows{k, &kOneBlock, rows, width}, PagedRows{v, &kOneBlock, rows, width}, n_kv, n_head,
+            n_head_kv, head_dim, scale, out, pool);
 }
 
 void embedding(const Tensor& table, const int64_t* ids, int64_t n_rows, float* out) {

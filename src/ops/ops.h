@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/paged_rows.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 
@@ -46,6 +47,11 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadP
 //   scale: multiplies q.k (1/sqrt(head_dim) for Llama)
 // Softmax is computed in f32 with the running-max (online) form.
 void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
+               ThreadPool& pool);
+// The same with keys and values read through blocks (the paged KV cache): row j of k / v is
+// [n_head_kv, head_dim]. Each query's result depends only on its own keys, not on n_q (batch invariance).
+void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
                ThreadPool& pool);
 
