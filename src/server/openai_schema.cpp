@@ -1,0 +1,204 @@
+#include "server/openai_schema.h"
+
+#include <limits>
+
+#include "server/openai_fields.h"
+
+namespace aerie::server {
+
+using fields::Json;
+
+ApiError::ApiError(int status, std::string message, std::string type, std::string param, std::string code)
+    : std::runtime_error(std::move(message)),
+      status_(status),
+      type_(std::move(type)),
+      param_(std::move(param)),
+      code_(std::move(code)) {}
+
+nlohmann::ordered_json ApiError::body() const {
+  nlohmann::ordered_json error;
+  error["message"] = what();
+  error["type"] = type_;
+  error["param"] = param_.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(param_);
+  error["code"] = code_.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(code_);
+  return {{"error", error}};
+}
+
+ApiError ApiError::invalid_request(std::string message, std::string param, std::string code) {
+  return ApiError(400, std::move(message), "invalid_request_error", std::move(param), std::move(code));
+}
+
+ApiError ApiError::malformed_body(std::string_view detail) {
+  return invalid_request("We could not parse the JSON body of your request: " + std::string(detail));
+}
+
+ApiError ApiError::context_length_exceeded(int64_t max_context, int64_t requested, std::string param) {
+  return invalid_request("This model's maximum context length is " + std::to_string(max_context) +
+                             " tokens. However, you requested " + std::to_string(requested) +
+                             " tokens. Please reduce the length of the messages or completion.",
+                         std::move(param), "context_length_exceeded");
+}
+
+ApiError ApiError::invalid_api_key() {
+  return ApiError(401, "Incorrect API key provided.", "invalid_request_error", "", "invalid_api_key");
+}
+
+ApiError ApiError::model_not_found(std::string_view model) {
+  return ApiError(404, "The model '" + std::string(model) + "' does not exist or you do not have access to it.",
+                  "invalid_request_error", "model", "model_not_found");
+}
+
+ApiError ApiError::not_found(std::string_view path) {
+  return ApiError(404, "Invalid URL (" + std::string(path) + ")", "invalid_request_error", "", "");
+}
+
+ApiError ApiError::request_too_large(size_t limit_bytes) {
+  return ApiError(413, "The request body exceeds the limit of " + std::to_string(limit_bytes) + " bytes.",
+                  "invalid_request_error", "", "request_too_large");
+}
+
+ApiError ApiError::overloaded(int status) {
+  return ApiError(status, "The server is currently overloaded, please try again later.", "server_error", "",
+                  "server_overloaded");
+}
+
+ApiError ApiError::internal(std::string message) {
+  return ApiError(500, std::move(message), "server_error", "", "");
+}
+
+namespace fields {
+
+Json parse_body(std::string_view body) {
+  Json parsed;
+  try {
+    parsed = Json::parse(body);
+  } catch (const Json::parse_error& error) {
+    throw ApiError::malformed_body(error.what());
+  }
+  if (!parsed.is_object()) throw ApiError::malformed_body("expected a JSON object, but got " + type_name(parsed) + ".");
+  return parsed;
+}
+
+void read_sampling_fields(const Json& body, SamplingRequest& out) {
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  if (auto model = get_string(body, "model", "model")) out.model = *model;
+  out.temperature = get_number(body, "temperature", "temperature", 0.0, 2.0).value_or(1.0);
+  out.top_p = get_number(body, "top_p", "top_p", 0.0, 1.0, /*min_exclusive=*/true).value_or(1.0);
+  out.top_k = get_integer(body, "top_k", "top_k", -1, kInt64Max).value_or(-1);
+  out.min_p = get_number(body, "min_p", "min_p", 0.0, 1.0).value_or(0.0);
+  out.presence_penalty = get_number(body, "presence_penalty", "presence_penalty", -2.0, 2.0).value_or(0.0);
+  out.frequency_penalty = get_number(body, "frequency_penalty", "frequency_penalty", -2.0, 2.0).value_or(0.0);
+  out.seed = get_integer(body, "seed", "seed", std::numeric_limits<int64_t>::min(), kInt64Max);
+  out.n = get_integer(body, "n", "n", 1, 128).value_or(1);
+  out.stream = get_bool(body, "stream", "stream").value_or(false);
+  if (auto user = get_string(body, "user", "user")) out.user = *user;
+
+  if (const Json* stop = find(body, "stop")) {
+    if (stop->is_string()) {
+      out.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (size_t i = 0; i < stop->size(); ++i) {
+        const Json& item = (*stop)[i];
+        if (!item.is_string()) throw_invalid_type("stop[" + std::to_string(i) + "]", "a string", item);
+        out.stop.push_back(item.get<std::string>());
+      }
+    } else {
+      throw_invalid_type("stop", "a string or an array of strings", *stop);
+    }
+  }
+
+  if (const Json* options = get_object(body, "stream_options", "stream_options")) {
+    if (!out.stream) {
+      throw ApiError::invalid_request("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                                      "stream_options", "invalid_value");
+    }
+    out.include_usage = get_bool(*options, "include_usage", "stream_options.include_usage").value_or(false);
+  }
+}
+
+}  // namespace fields
+
+CompletionRequest parse_completion_request(std::string_view body) {
+  return completion_request_from_json(fields::parse_body(body));
+}
+
+namespace {
+
+std::vector<int32_t> read_token_ids(const Json& array, const std::string& param) {
+  std::vector<int32_t> ids;
+  ids.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    const Json& id = array[i];
+    const std::string item_param = param + "[" + std::to_string(i) + "]";
+    if (!id.is_number_integer()) fields::throw_invalid_type(item_param, "an integer", id);
+    const bool in_range = id.is_number_unsigned()
+                              ? id.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max())
+                              : id.get<int64_t>() >= 0 && id.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+    if (!in_range) {
+      fields::throw_invalid_value(item_param, "Invalid '" + item_param + "': token ids must be in [0, 2^31), but got " +
+                                                  id.dump() + " instead.");
+    }
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return ids;
+}
+
+// prompt: a string, an array of strings, an array of token ids, or an array of arrays of token ids.
+std::vector<CompletionPrompt> read_prompts(const Json& body) {
+  const Json* prompt = fields::find(body, "prompt");
+  if (!prompt) fields::throw_missing("prompt");
+  std::vector<CompletionPrompt> prompts;
+  if (prompt->is_string()) {
+    prompts.push_back({false, prompt->get<std::string>(), {}});
+    return prompts;
+  }
+  if (!prompt->is_array()) fields::throw_invalid_type("prompt", "a string or an array", *prompt);
+  if (prompt->empty()) {
+    throw ApiError::invalid_request(
+        "Invalid 'prompt': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+        "prompt", "empty_array");
+  }
+  if ((*prompt)[0].is_number()) {
+    prompts.push_back({true, "", read_token_ids(*prompt, "prompt")});
+    return prompts;
+  }
+  for (size_t i = 0; i < prompt->size(); ++i) {
+    const Json& item = (*prompt)[i];
+    const std::string param = "prompt[" + std::to_string(i) + "]";
+    if (item.is_string()) {
+      prompts.push_back({false, item.get<std::string>(), {}});
+    } else if (item.is_array()) {
+      if (item.empty()) fields::throw_invalid_value(param, "Invalid '" + param + "': empty array of token ids.");
+      prompts.push_back({true, "", read_token_ids(item, param)});
+    } else {
+      fields::throw_invalid_type(param, "a string or an array of token ids", item);
+    }
+  }
+  return prompts;
+}
+
+}  // namespace
+
+CompletionRequest completion_request_from_json(const Json& body) {
+  CompletionRequest request;
+  fields::read_sampling_fields(body, request);
+  request.prompts = read_prompts(body);
+  // OpenAI's (and vLLM's) default for the legacy endpoint; 0 is allowed there (echo-only scoring).
+  request.max_tokens = fields::get_integer(body, "max_tokens", "max_tokens", 0, std::numeric_limits<int64_t>::max())
+                           .value_or(16);
+  request.echo = fields::get_bool(body, "echo", "echo").value_or(false);
+  if (auto logprobs = fields::get_integer(body, "logprobs", "logprobs", 0, 20)) {
+    request.logprobs = true;
+    request.top_logprobs = *logprobs;
+  }
+  if (fields::find(body, "suffix")) {
+    throw ApiError::invalid_request("The 'suffix' parameter is not supported.", "suffix", "unsupported_parameter");
+  }
+  if (auto best_of = fields::get_integer(body, "best_of", "best_of", 1, 128); best_of && *best_of != request.n) {
+    throw ApiError::invalid_request("The 'best_of' parameter is only supported equal to 'n'.", "best_of",
+                                    "unsupported_parameter");
+  }
+  return request;
+}
+
+}  // namespace aerie::server
