@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/deepseek_config.h"
 #include "io/llama_config.h"
+#include "models/deepseek_v3.h"
 #include "models/llama3.h"
 
 namespace aerie {
@@ -29,6 +31,14 @@ std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohma
   return std::make_unique<LlamaModel>(std::move(config), std::move(store), pool);
 }
 
+std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const nlohmann::json& json,
+                                        ThreadPool& pool, const LoadOptions& options) {
+  DeepseekV3Config config = parse_deepseek_v3_config(json, (dir / "config.json").string());
+  WeightStore store = WeightStore::open_dir(dir);
+  if (options.prefault) store.prefault(options.progress);
+  return std::make_unique<DeepseekV3Model>(std::move(config), std::move(store), pool);
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& dir, ThreadPool& pool, const LoadOptions& options) {
@@ -40,8 +50,9 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& dir, ThreadPool& 
     architecture = json["architectures"][0].get<std::string>();
   AERIE_CHECK(!architecture.empty(), config_path.string(), ": missing key 'architectures'");
   if (architecture == "LlamaForCausalLM") return load_llama(dir, json, pool, options);
+  if (architecture == "DeepseekV3ForCausalLM") return load_deepseek_v3(dir, json, pool, options);
   throw Error(str_cat(config_path.string(), ": unsupported architecture '", architecture,
-                      "' (supported: LlamaForCausalLM)"));
+                      "' (supported: LlamaForCausalLM, DeepseekV3ForCausalLM)"));
 }
 
 }  // namespace aerie

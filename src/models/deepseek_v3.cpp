@@ -1,0 +1,252 @@
+#include "models/deepseek_v3.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "models/rope_freqs.h"
+#include "ops/ops.h"
+
+namespace aerie {
+namespace {
+
+bool is_float(DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; }
+
+// A tensor read as floats (norm weights, embeddings, head, router): F32/BF16/F16 of the given shape.
+const Tensor* float_tensor(const WeightStore& store, const std::string& name, const Shape& shape) {
+  const Tensor* t = &store.get(name, shape);
+  AERIE_CHECK(is_float(t->dtype), store.source(), ": tensor '", name, "' has dtype ", dtype_name(t->dtype),
+              " (expected F32, BF16 or F16)");
+  return t;
+}
+
+FfnWeights bind_ffn(const WeightStore& store, const std::string& prefix, int64_t n_ff, int64_t n_embd, bool fp8) {
+  return FfnWeights{bind_linear(store, prefix + "gate_proj", n_ff, n_embd, fp8),
+                    bind_linear(store, prefix + "up_proj", n_ff, n_embd, fp8),
+                    bind_linear(store, prefix + "down_proj", n_embd, n_ff, fp8)};
+}
+
+MlaWeights bind_mla(const WeightStore& store, const std::string& p, const DeepseekV3Config& c) {
+  const bool fp8 = c.quantization.enabled;
+  const int64_t q_width = c.n_head * c.qk_head_dim();
+  MlaWeights w;
+  if (c.q_lora_rank > 0) {
+    w.q_a = bind_linear(store, p + "q_a_proj", c.q_lora_rank, c.n_embd, fp8);
+    w.q_a_norm = float_tensor(store, p + "q_a_layernorm.weight", {c.q_lora_rank});
+    w.q_b = bind_linear(store, p + "q_b_proj", q_width, c.q_lora_rank, fp8);
+  } else {
+    w.q = bind_linear(store, p + "q_proj", q_width, c.n_embd, fp8);
+  }
+  w.kv_a = bind_linear(store, p + "kv_a_proj_with_mqa", c.kv_cache_width(), c.n_embd, fp8);
+  w.kv_a_norm = float_tensor(store, p + "kv_a_layernorm.weight", {c.kv_lora_rank});
+  w.kv_b = bind_linear(store, p + "kv_b_proj", c.n_head * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank, fp8);
+  w.o = bind_linear(store, p + "o_proj", c.n_embd, c.n_head * c.v_head_dim, fp8);
+  return w;
+}
+
+MoeWeights bind_moe(const WeightStore& store, const std::string& p, const DeepseekV3Config& c) {
+  const bool fp8 = c.quantization.enabled;
+  MoeWeights w;
+  w.router = float_tensor(store, p + "gate.weight", {c.n_expert, c.n_embd});
+  // noaux_tc routing is defined with the correction bias; a checkpoint without it routes on the scores.
+  if (store.contains(p + "gate.e_score_correction_bias"))
+    w.router_bias = float_tensor(store, p + "gate.e_score_correction_bias", {c.n_expert});
+  for (int64_t e = 0; e < c.n_expert; ++e)
+    w.experts.push_back(bind_ffn(store, p + "experts." + std::to_string(e) + ".", c.n_ff_expert, c.n_embd, fp8));
+  w.has_shared = c.n_expert_shared > 0;
+  if (w.has_shared) w.shared = bind_ffn(store, p + "shared_experts.", c.n_ff_expert * c.n_expert_shared, c.n_embd, fp8);
+  return w;
+}
+
+}  // namespace
+
+DeepseekLayerWeights bind_deepseek_layer(const WeightStore& store, const DeepseekV3Config& c, int64_t i) {
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  DeepseekLayerWeights layer;
+  layer.attn_norm = float_tensor(store, p + "input_layernorm.weight", {c.n_embd});
+  layer.attn = bind_mla(store, p + "self_attn.", c);
+  layer.ffn_norm = float_tensor(store, p + "post_attention_layernorm.weight", {c.n_embd});
+  layer.is_moe = c.is_moe_layer(i);
+  if (layer.is_moe) {
+    layer.moe = bind_moe(store, p + "mlp.", c);
+  } else {
+    layer.dense = bind_ffn(store, p + "mlp.", c.n_ff, c.n_embd, c.quantization.enabled);
+  }
+  return layer;
+}
+
+DeepseekV3Weights bind_deepseek_v3_weights(const WeightStore& store, const DeepseekV3Config& c) {
+  DeepseekV3Weights w;
+  w.embed = float_tensor(store, "model.embed_tokens.weight", {c.n_vocab, c.n_embd});
+  for (int64_t i = 0; i < c.n_layer; ++i) w.layers.push_back(bind_deepseek_layer(store, c, i));
+  w.norm = float_tensor(store, "model.norm.weight", {c.n_embd});
+  w.output = float_tensor(store, "lm_head.weight", {c.n_vocab, c.n_embd});
+  return w;
+}
+
+MlaShape deepseek_mla_shape(const DeepseekV3Config& c) {
+  MlaShape s;
+  s.n_head = c.n_head;
+  s.kv_lora_rank = c.kv_lora_rank;
+  s.qk_nope_head_dim = c.qk_nope_head_dim;
+  s.qk_rope_head_dim = c.qk_rope_head_dim;
+  s.v_head_dim = c.v_head_dim;
+  s.eps = float(c.rms_norm_eps);
+  s.scale = float(yarn_softmax_scale_factor(c.rope_scaling) / std::sqrt(double(c.qk_head_dim())));
+  s.rope_factor = float(yarn_rope_attention_factor(c.rope_scaling));
+  s.rope_interleave = c.rope_interleave;
+  return s;
+}
+
+DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& c, const std::vector<float>& inv_freq) {
+  DeepseekLayerContext context;
+  context.mla = deepseek_mla_shape(c);
+  context.router = RouterShape{c.n_expert, c.n_expert_used, c.n_group, c.topk_group, c.norm_topk_prob,
+                               float(c.routed_scaling_factor)};
+  context.inv_freq = inv_freq.data();
+  context.eps = float(c.rms_norm_eps);
+  return context;
+}
+
+void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
+                            const int64_t* positions, int64_t cache_layer, const DeepseekLayerWeights& w,
+                            const DeepseekLayerContext& ctx, DeepseekLayerScratch& scratch, ThreadPool& pool) {
+  const int64_t n_embd = w.attn_norm->dim(0);
+  float* cur = scratch.cur.reserve(n_tokens * n_embd);              // [n_tokens, n_embd] normalised input
+  float* block_out = scratch.block_out.reserve(n_tokens * n_embd);  // [n_tokens, n_embd] block output
+  ops::rms_norm(x, n_tokens, n_embd, *w.attn_norm, ctx.eps, cur, pool);
+  mla_attention(cur, n_tokens, sequences, positions, cache_layer, w.attn, ctx.mla, ctx.inv_freq, ctx.path, scratch.mla,
+                block_out, pool);
+  ops::add_inplace(x, block_out, n_tokens * n_embd);
+  ops::rms_norm(x, n_tokens, n_embd, *w.ffn_norm, ctx.eps, cur, pool);
+  if (w.is_moe) {
+    moe_ffn(cur, n_tokens, w.moe, ctx.router, scratch.moe, block_out, pool);
+  } else {
+    swiglu_ffn(cur, n_tokens, w.dense, scratch.ffn, block_out, pool);
+  }
+  ops::add_inplace(x, block_out, n_tokens * n_embd);
+}
+
+DeepseekV3Model::DeepseekV3Model(DeepseekV3Config config, WeightStore store, ThreadPool& pool)
+    : config_(std::move(config)), store_(std::move(store)), pool_(pool) {
+  weights_ = bind_deepseek_v3_weights(store_, config_);
+  inv_freq_ = yarn_inv_freq(config_.qk_rope_head_dim, config_.rope_theta, config_.rope_scaling);
+  context_ = deepseek_layer_context(config_, inv_freq_);
+}
+
+KvCache DeepseekV3Model::make_kv_cache(int64_t capacity) const {
+  return KvCache::latent(config_.n_layer, config_.kv_cache_width(), capacity);
+}
+
+uint64_t DeepseekV3Model::decode_weight_bytes() const {
+  uint64_t bytes = weights_.output->nbytes() + weights_.norm->nbytes();
+  for (const DeepseekLayerWeights& l : weights_.layers) {
+    const MlaWeights& a = l.attn;
+    bytes += l.attn_norm->nbytes() + l.ffn_norm->nbytes() + a.kv_a_norm->nbytes();
+    for (const LinearWeight* lw : {&a.q, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.o})
+      if (lw->weight != nullptr) bytes += lw->nbytes();
+    if (a.q_a_norm != nullptr) bytes += a.q_a_norm->nbytes();
+    if (!l.is_moe) {
+      bytes += l.dense.nbytes();
+      continue;
+    }
+    bytes += l.moe.router->nbytes() + (l.moe.router_bias != nullptr ? l.moe.router_bias->nbytes() : 0);
+    bytes += uint64_t(config_.n_expert_used) * l.moe.experts[0].nbytes();
+    if (l.moe.has_shared) bytes += l.moe.shared.nbytes();
+  }
+  return bytes;
+}
+
+std::string DeepseekV3Model::describe() const {
+  const DeepseekV3Config& c = config_;
+  int64_t n_moe = 0;
+  for (const DeepseekLayerWeights& l : weights_.layers) n_moe += l.is_moe ? 1 : 0;
+  return str_cat("deepseek_v3: ", c.n_layer, " layers (", c.n_layer - n_moe, " dense, ", n_moe, " MoE), n_embd ",
+                 c.n_embd, ", heads ", c.n_head, ", MLA q_lora ", c.q_lora_rank, " kv_lora ", c.kv_lora_rank,
+                 " nope/rope/v ", c.qk_nope_head_dim, "/", c.qk_rope_head_dim, "/", c.v_head_dim, ", experts ",
+                 c.n_expert, " (", c.n_expert_used, " used, ", c.n_expert_shared, " shared, ", c.n_group,
+                 " groups keep ", c.topk_group, "), vocab ", c.n_vocab,
+                 c.quantization.enabled ? ", FP8 block weights" : "", c.rope_scaling.enabled ? ", YaRN" : "");
+}
+
+void DeepseekV3Model::check_batch(const StepBatch& batch) const {
+  const int64_t n_tokens = int64_t(batch.token_ids.size());
+  int64_t next_row = 0;
+  for (const SequenceRows& seq : batch.sequences) {
+    AERIE_CHECK(seq.row_begin == next_row && seq.n_rows > 0 && seq.kv != nullptr,
+                "batch: sequences must cover the rows in order");
+    AERIE_CHECK(seq.kv->n_layer() == config_.n_layer && seq.kv->row_width() == config_.kv_cache_width() &&
+                    !seq.kv->has_values(),
+                "batch: KV cache does not fit this model (DeepSeek-V3 needs KvCache::latent)");
+    seq.kv->check_room(seq.n_rows);
+    next_row += seq.n_rows;
+  }
+  AERIE_CHECK(next_row == n_tokens, "batch: sequences cover ", next_row, " rows of ", n_tokens);
+  for (int64_t id : batch.token_ids)
+    AERIE_CHECK(id >= 0 && id < config_.n_vocab, "token id ", id, " is outside the vocabulary [0, ", config_.n_vocab, ")");
+  for (int64_t r : batch.logit_rows) AERIE_CHECK(r >= 0 && r < n_tokens, "logit row ", r, " out of range");
+  for (int layer : batch.capture_layers)
+    AERIE_CHECK(layer == kFinalNormLayer || (layer >= 0 && layer <= config_.n_layer), "hidden layer ", layer,
+                " out of range [0, ", config_.n_layer, "]");
+}
+
+void DeepseekV3Model::capture(const StepBatch& batch, int layer, const float* x, int64_t n_tokens, ForwardOutput& out) {
+  for (size_t i = 0; i < batch.capture_layers.size(); ++i) {
+    if (batch.capture_layers[i] != layer) continue;
+    float* dst = captured_[i].reserve(n_tokens * config_.n_embd);
+    std::memcpy(dst, x, size_t(n_tokens * config_.n_embd) * sizeof(float));
+    out.hidden[i] = CapturedHidden{layer, dst};
+  }
+}
+
+ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {
+  check_batch(batch);
+  const DeepseekV3Config& c = config_;
+  const int64_t n_tokens = int64_t(batch.token_ids.size());
+  const float eps = float(c.rms_norm_eps);
+  ForwardOutput out;
+  out.n_vocab = c.n_vocab;
+  out.n_embd = c.n_embd;
+  out.hidden.resize(batch.capture_layers.size());
+  if (captured_.size() < batch.capture_layers.size()) captured_.resize(batch.capture_layers.size());
+
+  positions_.resize(size_t(n_tokens));
+  for (const SequenceRows& seq : batch.sequences)
+    for (int64_t r = 0; r < seq.n_rows; ++r) positions_[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+
+  float* x = x_.reserve(n_tokens * c.n_embd);  // [n_tokens, n_embd] residual stream
+  ops::embedding(*weights_.embed, batch.token_ids.data(), n_tokens, x);
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    capture(batch, int(il), x, n_tokens, out);
+    deepseek_decoder_layer(x, n_tokens, batch.sequences, positions_.data(), il, weights_.layers[size_t(il)], context_,
+                           layer_scratch_, pool_);
+  }
+  capture(batch, int(c.n_layer), x, n_tokens, out);
+  for (const SequenceRows& seq : batch.sequences) seq.kv->advance(seq.n_rows);
+
+  // The final norm runs on every row only when its output is captured; otherwise on the logit rows.
+  const int64_t n_logit_rows = int64_t(batch.logit_rows.size());
+  bool want_final_norm = false;
+  for (int layer : batch.capture_layers) want_final_norm |= layer == kFinalNormLayer;
+  float* logits_in = logits_in_.reserve(std::max<int64_t>(n_logit_rows, 1) * c.n_embd);  // [n_logit_rows, n_embd]
+  if (want_final_norm) {
+    float* cur = final_norm_.reserve(n_tokens * c.n_embd);  // [n_tokens, n_embd]
+    ops::rms_norm(x, n_tokens, c.n_embd, *weights_.norm, eps, cur, pool_);
+    capture(batch, kFinalNormLayer, cur, n_tokens, out);
+    for (int64_t i = 0; i < n_logit_rows; ++i)
+      std::memcpy(logits_in + i * c.n_embd, cur + batch.logit_rows[size_t(i)] * c.n_embd, size_t(c.n_embd) * sizeof(float));
+  } else {
+    for (int64_t i = 0; i < n_logit_rows; ++i)
+      ops::rms_norm(x + batch.logit_rows[size_t(i)] * c.n_embd, 1, c.n_embd, *weights_.norm, eps,
+                    logits_in + i * c.n_embd, pool_);
+  }
+  if (n_logit_rows > 0) {
+    float* logits = logits_.reserve(n_logit_rows * c.n_vocab);  // [n_logit_rows, n_vocab]
+    ops::matmul(logits_in, n_logit_rows, *weights_.output, nullptr, logits, pool_);
+    out.logits = logits;
+  }
+  out.n_logit_rows = n_logit_rows;
+  return out;
+}
+
+}  // namespace aerie

@@ -1,0 +1,121 @@
+// DeepSeek-V3 (DeepseekV3ForCausalLM): MLA attention over a latent-only cache, dense SwiGLU layers then
+// routed MoE layers with shared experts, RMSNorm, YaRN RoPE, untied head. Weights are the checkpoint's
+// own tensors viewed in place, BF16 or FP8 block-quantised (kept FP8 in memory). The checkpoint's MTP
+// layers (model.layers.{num_hidden_layers}.*) are not bound here; the MTP drafter binds them.
+//
+// Hidden-state capture (as LlamaModel): layer i < n_layer is the residual stream ENTERING decoder layer i
+// (the output of layer i - 1; i = 0 is the embedding), i = n_layer the last layer's output before the
+// final norm, kFinalNormLayer the final-normed stream.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "io/deepseek_config.h"
+#include "io/weight_store.h"
+#include "models/mla.h"
+#include "models/model.h"
+#include "models/moe.h"
+
+namespace aerie {
+
+struct DeepseekLayerWeights {
+  const Tensor* attn_norm = nullptr;  // input_layernorm           [n_embd]
+  MlaWeights attn;                    // self_attn.*
+  const Tensor* ffn_norm = nullptr;   // post_attention_layernorm  [n_embd]
+  bool is_moe = false;
+  FfnWeights dense;                   // mlp.{gate,up,down}_proj (dense layers)
+  MoeWeights moe;                     // mlp.gate, mlp.experts.*, mlp.shared_experts.* (MoE layers)
+};
+
+struct DeepseekV3Weights {
+  const Tensor* embed = nullptr;   // model.embed_tokens.weight [n_vocab, n_embd]
+  std::vector<DeepseekLayerWeights> layers;
+  const Tensor* norm = nullptr;    // model.norm.weight [n_embd]
+  const Tensor* output = nullptr;  // lm_head.weight [n_vocab, n_embd]
+};
+
+// Binds decoder layer `layer` (model.layers.{layer}.*) by the config's rules: dense or MoE by
+// is_moe_layer(layer). The MTP drafter binds layer num_hidden_layers with it.
+DeepseekLayerWeights bind_deepseek_layer(const WeightStore& store, const DeepseekV3Config& config, int64_t layer);
+
+// Everything a decoder layer needs besides its weights (shared with drafters that reuse the geometry).
+struct DeepseekLayerContext {
+  MlaShape mla;
+  RouterShape router;
+  const float* inv_freq = nullptr;  // [qk_rope_head_dim / 2]
+  float eps = 1e-6f;
+  MlaPath path = MlaPath::kAuto;
+};
+DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& config, const std::vector<float>& inv_freq);
+
+struct DeepseekLayerScratch {
+  ScratchBuffer cur, block_out;  // [n_tokens, n_embd] each
+  MlaScratch mla;
+  FfnScratch ffn;
+  MoeScratch moe;
+};
+
+// One decoder layer in place on the residual stream x [n_tokens, n_embd]:
+//   x += MLA(input_layernorm(x));  x += FFN_or_MoE(post_attention_layernorm(x))
+// writing its cache rows into layer `cache_layer` of each sequence's cache (not advancing it).
+void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
+                            const int64_t* positions, int64_t cache_layer, const DeepseekLayerWeights& w,
+                            const DeepseekLayerContext& context, DeepseekLayerScratch& scratch, ThreadPool& pool);
+
+// Binds every tensor by its published name, checking dtypes and shapes against the config; a missing
+// tensor, a wrong shape or a bad FP8 scale is an aerie::Error naming the tensor.
+DeepseekV3Weights bind_deepseek_v3_weights(const WeightStore& store, const DeepseekV3Config& config);
+
+// The MLA shape of decoder layers (shared with drafters that reuse the target's attention geometry).
+MlaShape deepseek_mla_shape(const DeepseekV3Config& config);
+
+class DeepseekV3Model final : public Model {
+ public:
+  DeepseekV3Model(DeepseekV3Config config, WeightStore store, ThreadPool& pool);
+
+  ForwardOutput forward(const StepBatch& batch) override;
+  // KvCache::latent: kv_lora_rank + qk_rope_head_dim floats per position per layer.
+  KvCache make_kv_cache(int64_t capacity) const override;
+  int64_t n_vocab() const override { return config_.n_vocab; }
+  int64_t n_embd() const override { return config_.n_embd; }
+  int64_t n_layer() const override { return config_.n_layer; }
+  int64_t max_position_embeddings() const override { return config_.max_position_embeddings; }
+  // Bytes of the weights ONE token's decode step reads: attention, dense FFNs, router, shared experts,
+  // num_experts_per_tok routed experts per MoE layer, final norm and head (the active parameters).
+  uint64_t decode_weight_bytes() const override;
+  const std::vector<int64_t>& eos_token_ids() const override { return config_.eos_token_ids; }
+  const std::vector<int64_t>& bos_token_ids() const override { return config_.bos_token_ids; }
+  std::string describe() const override;
+  const Tensor& token_embedding() const override { return *weights_.embed; }
+  const Tensor& output_head() const override { return *weights_.output; }
+
+  const DeepseekV3Config& config() const { return config_; }
+  const DeepseekV3Weights& weights() const { return weights_; }
+  const WeightStore& store() const { return store_; }
+  const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
+  // Forces MLA's absorbed or expanded form for every sequence (tests compare the two); kAuto by default.
+  void set_mla_path(MlaPath path) { context_.path = path; }
+
+ private:
+  void check_batch(const StepBatch& batch) const;
+  void capture(const StepBatch& batch, int layer, const float* x, int64_t n_tokens, ForwardOutput& out);
+
+  DeepseekV3Config config_;
+  WeightStore store_;
+  DeepseekV3Weights weights_;
+  ThreadPool& pool_;
+  std::vector<float> inv_freq_;  // [qk_rope_head_dim / 2]
+  DeepseekLayerContext context_;
+
+  // Activations, reused across forwards.
+  ScratchBuffer x_, final_norm_, logits_in_, logits_;
+  std::vector<ScratchBuffer> captured_;
+  std::vector<int64_t> positions_;
+  DeepseekLayerScratch layer_scratch_;
+};
+
+}  // namespace aerie

@@ -1,0 +1,34 @@
+// LinearWeight: one projection as the checkpoint stores it, so model code calls one function whatever the
+// dtype: a float matrix (F32/BF16/F16, ops::matmul) or an F8_E4M3 matrix with its per-128x128-tile F32
+// multipliers `<name>.weight_scale_inv` (ops::matmul_fp8_block, no up-front dequantisation).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "io/weight_store.h"
+
+namespace aerie {
+
+struct LinearWeight {
+  const Tensor* weight = nullptr;     // [n_out, n_in]
+  const Tensor* scale_inv = nullptr;  // [ceil(n_out/128), ceil(n_in/128)] F32 for FP8 weights, else null
+
+  int64_t n_out() const { return weight->dim(0); }
+  int64_t n_in() const { return weight->dim(1); }
+  bool is_fp8() const { return scale_inv != nullptr; }
+  uint64_t nbytes() const { return weight->nbytes() + (scale_inv != nullptr ? scale_inv->nbytes() : 0); }
+};
+
+// Binds `<name>.weight` of shape [n_out, n_in]; when it is F8_E4M3 also `<name>.weight_scale_inv`, which
+// must be F32 [ceil(n_out/128), ceil(n_in/128)]. FP8 weights need `fp8_allowed` (the config's
+// quantization_config). Every mismatch is an aerie::Error naming the tensor.
+LinearWeight bind_linear(const WeightStore& store, const std::string& name, int64_t n_out, int64_t n_in,
+                         bool fp8_allowed);
+
+// y = x w^T:  x [n_rows, n_in] f32 -> y [n_rows, n_out] f32.
+void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool);
+
+}  // namespace aerie

@@ -1,0 +1,199 @@
+#include "models/mla.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ops/ops.h"
+#include "ops/ops_fp8.h"
+
+namespace aerie {
+namespace {
+
+// The absorbed form's per-head products are small dense loops over kv_lora; compiled for several ISAs
+// (GCC picks one at load time) and written with 16 partial sums so the reduction vectorises.
+#define AERIE_MLA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+AERIE_MLA_CLONES float dot(const float* a, const float* b, int64_t n) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+  float total = 0.0f;
+  for (float x : acc) total += x;
+  for (; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
+AERIE_MLA_CLONES void axpy(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+// Rows [row_begin, row_end) of kv_b as f32 [rows, kv_lora]: a view when stored as F32, else converted
+// into `buffer` (the thread's own). kv_b is read slice by slice, never dequantised whole.
+const float* kv_b_rows(const LinearWeight& kv_b, int64_t row_begin, int64_t row_end, std::vector<float>& buffer) {
+  const int64_t n_in = kv_b.n_in();
+  if (kv_b.weight->dtype == DType::kF32) return kv_b.weight->as<float>() + row_begin * n_in;
+  buffer.resize(size_t((row_end - row_begin) * n_in));
+  ops::dequantize_rows(*kv_b.weight, kv_b.scale_inv, row_begin, row_end, buffer.data());
+  return buffer.data();
+}
+
+// Absorbed form for the given rows (a batch's decode/verification rows):
+//   q_lat[r, h] = (q_nope[r, h] W_k[h]) | q_pe[r, h]      q: [n_tokens, n_head, dn + dr]
+//   q_lat: [n_tokens, n_head, kv_lora + dr]
+void absorb_queries(const float* q, std::span<const int64_t> rows, const LinearWeight& kv_b, const MlaShape& s,
+                    float* q_lat, ThreadPool& pool) {
+  const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, dv = s.v_head_dim, c = s.kv_lora_rank;
+  const int64_t width = s.cache_width(), q_head = dn + dr;
+  pool.parallel_for(s.n_head, 1, [&](int64_t h0, int64_t h1) {
+    thread_local std::vector<float> buffer;
+    for (int64_t h = h0; h < h1; ++h) {
+      const float* w_k = kv_b_rows(kv_b, h * (dn + dv), h * (dn + dv) + dn, buffer);  // [dn, kv_lora]
+      for (int64_t r : rows) {
+        const float* qn = q + (r * s.n_head + h) * q_head;
+        float* dst = q_lat + (r * s.n_head + h) * width;
+        std::fill(dst, dst + c, 0.0f);
+        for (int64_t d = 0; d < dn; ++d) axpy(qn[d], w_k + d * c, dst, c);
+        std::memcpy(dst + c, qn + dn, size_t(dr) * sizeof(float));
+      }
+    }
+  });
+}
+
+// attn[r, h, :] = W_v[h] o_lat[r, h, :kv_lora]     o_lat: [n_tokens, n_head, kv_lora + dr];
+// attn: [n_tokens, n_head, dv]
+void project_values(const float* o_lat, std::span<const int64_t> rows, const LinearWeight& kv_b, const MlaShape& s,
+                    float* attn, ThreadPool& pool) {
+  const int64_t dn = s.qk_nope_head_dim, dv = s.v_head_dim, c = s.kv_lora_rank, width = s.cache_width();
+  pool.parallel_for(s.n_head, 1, [&](int64_t h0, int64_t h1) {
+    thread_local std::vector<float> buffer;
+    for (int64_t h = h0; h < h1; ++h) {
+      const float* w_v = kv_b_rows(kv_b, h * (dn + dv) + dn, (h + 1) * (dn + dv), buffer);  // [dv, kv_lora]
+      for (int64_t r : rows) {
+        const float* src = o_lat + (r * s.n_head + h) * width;
+        float* dst = attn + (r * s.n_head + h) * dv;
+        for (int64_t j = 0; j < dv; ++j) dst[j] = dot(w_v + j * c, src, c);
+      }
+    }
+  });
+}
+
+// Expanded form for one sequence: keys and values of all its positions through kv_b, ordinary attention.
+// Heads are padded to D = max(dn + dr, dv) with zeros so one attention call takes q.k and v alike.
+void expanded_attention(const float* q, const SequenceRows& seq, int64_t pos0, int64_t layer, const MlaWeights& w,
+                        const MlaShape& s, MlaScratch& scratch, float* attn, ThreadPool& pool) {
+  const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, dv = s.v_head_dim, c = s.kv_lora_rank;
+  const int64_t h_n = s.n_head, q_head = dn + dr, D = std::max(dn + dr, dv);
+  const int64_t n_kv = pos0 + seq.n_rows, n_q = seq.n_rows;
+  const PagedRows cache = seq.kv->key_rows(layer);  // rows of kv_lora + dr
+  float* latent = scratch.latent.reserve(n_kv * c);              // [n_kv, kv_lora]
+  float* kv_full = scratch.kv_full.reserve(n_kv * h_n * (dn + dv));  // [n_kv, n_head, dn + dv]
+  float* k_full = scratch.k_full.reserve(n_kv * h_n * D);        // [n_kv, n_head, D]
+  float* v_full = scratch.v_full.reserve(n_kv * h_n * D);        // [n_kv, n_head, D]
+  float* q_full = scratch.q_full.reserve(n_q * h_n * D);         // [n_q, n_head, D]
+  float* o_full = scratch.o_full.reserve(n_q * h_n * D);         // [n_q, n_head, D]
+  for (int64_t t = 0; t < n_kv; ++t) std::memcpy(latent + t * c, cache.row(t), size_t(c) * sizeof(float));
+  linear(latent, n_kv, w.kv_b, kv_full, pool);
+  std::fill(k_full, k_full + n_kv * h_n * D, 0.0f);
+  std::fill(v_full, v_full + n_kv * h_n * D, 0.0f);
+  std::fill(q_full, q_full + n_q * h_n * D, 0.0f);
+  for (int64_t t = 0; t < n_kv; ++t) {
+    for (int64_t h = 0; h < h_n; ++h) {
+      const float* kv = kv_full + (t * h_n + h) * (dn + dv);
+      float* k = k_full + (t * h_n + h) * D;
+      std::memcpy(k, kv, size_t(dn) * sizeof(float));
+      std::memcpy(k + dn, cache.row(t) + c, size_t(dr) * sizeof(float));  // the shared rope key
+      std::memcpy(v_full + (t * h_n + h) * D, kv + dn, size_t(dv) * sizeof(float));
+    }
+  }
+  for (int64_t r = 0; r < n_q; ++r)
+    for (int64_t h = 0; h < h_n; ++h)
+      std::memcpy(q_full + (r * h_n + h) * D, q + ((seq.row_begin + r) * h_n + h) * q_head, size_t(q_head) * sizeof(float));
+  ops::attention(q_full, n_q, pos0, k_full, v_full, n_kv, h_n, h_n, D, s.scale, o_full, pool);
+  for (int64_t r = 0; r < n_q; ++r)
+    for (int64_t h = 0; h < h_n; ++h)
+      std::memcpy(attn + ((seq.row_begin + r) * h_n + h) * dv, o_full + (r * h_n + h) * D, size_t(dv) * sizeof(float));
+}
+
+}  // namespace
+
+void rope_slice(float* v, int64_t n_rows, int64_t row_stride, int64_t n_head, int64_t head_stride, int64_t offset,
+                int64_t dim, const int64_t* positions, const float* inv_freq, float factor, bool interleaved) {
+  const int64_t half = dim / 2;
+  std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = float(positions[r]) * inv_freq[i];  // f32, as torch computes it
+      cos_v[size_t(i)] = std::cos(angle) * factor;
+      sin_v[size_t(i)] = std::sin(angle) * factor;
+    }
+    for (int64_t h = 0; h < n_head; ++h) {
+      float* p = v + r * row_stride + h * head_stride + offset;
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+        const float x1 = p[a], x2 = p[b];
+        p[a] = x1 * cos_v[size_t(i)] - x2 * sin_v[size_t(i)];
+        p[b] = x2 * cos_v[size_t(i)] + x1 * sin_v[size_t(i)];
+      }
+    }
+  }
+}
+
+void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
+                   const int64_t* positions, int64_t layer, const MlaWeights& w, const MlaShape& s,
+                   const float* inv_freq, MlaPath path, MlaScratch& scratch, float* out, ThreadPool& pool) {
+  const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, dv = s.v_head_dim, c = s.kv_lora_rank;
+  const int64_t h_n = s.n_head, width = s.cache_width(), q_head = dn + dr;
+  float* q = scratch.q.reserve(n_tokens * h_n * q_head);  // [n_tokens, n_head, dn + dr]
+  float* kv_a = scratch.kv_a.reserve(n_tokens * width);   // [n_tokens, kv_lora + dr]
+  float* attn = scratch.attn.reserve(n_tokens * h_n * dv);  // [n_tokens, n_head, dv]
+  if (w.has_q_lora()) {
+    const int64_t q_lora = w.q_a.n_out();
+    float* q_a = scratch.q_a.reserve(n_tokens * q_lora);  // [n_tokens, q_lora_rank]
+    linear(x, n_tokens, w.q_a, q_a, pool);
+    ops::rms_norm(q_a, n_tokens, q_lora, *w.q_a_norm, s.eps, q_a, pool);
+    linear(q_a, n_tokens, w.q_b, q, pool);
+  } else {
+    linear(x, n_tokens, w.q, q, pool);
+  }
+  linear(x, n_tokens, w.kv_a, kv_a, pool);
+  for (int64_t r = 0; r < n_tokens; ++r) ops::rms_norm(kv_a + r * width, 1, c, *w.kv_a_norm, s.eps, kv_a + r * width, pool);
+  rope_slice(q, n_tokens, h_n * q_head, h_n, q_head, dn, dr, positions, inv_freq, s.rope_factor, s.rope_interleave);
+  rope_slice(kv_a, n_tokens, width, 1, 0, c, dr, positions, inv_freq, s.rope_factor, s.rope_interleave);
+
+  // Cache rows first: every form reads the sequence's positions [0, pos0 + n_rows) from the cache.
+  std::vector<int64_t> absorbed_rows;
+  std::vector<bool> seq_absorbed(sequences.size());
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const SequenceRows& seq = sequences[i];
+    const int64_t pos0 = positions[seq.row_begin];
+    for (int64_t r = 0; r < seq.n_rows; ++r)  // rows into the cache's blocks
+      std::memcpy(seq.kv->key_row(layer, pos0 + r), kv_a + (seq.row_begin + r) * width, size_t(width) * sizeof(float));
+    seq_absorbed[i] = path == MlaPath::kAbsorbed || (path == MlaPath::kAuto && seq.n_rows <= kMlaAbsorbedMaxRows);
+    if (seq_absorbed[i])
+      for (int64_t r = 0; r < seq.n_rows; ++r) absorbed_rows.push_back(seq.row_begin + r);
+  }
+
+  if (!absorbed_rows.empty()) {
+    float* q_lat = scratch.q_lat.reserve(n_tokens * h_n * width);  // [n_tokens, n_head, kv_lora + dr]
+    float* o_lat = scratch.o_lat.reserve(n_tokens * h_n * width);  // [n_tokens, n_head, kv_lora + dr]
+    absorb_queries(q, absorbed_rows, w.kv_b, s, q_lat, pool);
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      if (!seq_absorbed[i]) continue;
+      const SequenceRows& seq = sequences[i];
+      const int64_t pos0 = positions[seq.row_begin];
+      // The cache rows serve as keys and as "values" alike: one kv head of width kv_lora + dr (the rope
+      // part of the output is ignored).
+      const PagedRows cache = seq.kv->key_rows(layer);
+      ops::attention(q_lat + seq.row_begin * h_n * width, seq.n_rows, pos0, cache, cache, pos0 + seq.n_rows, h_n, 1,
+                     width, s.scale, o_lat + seq.row_begin * h_n * width, pool);
+    }
+    project_values(o_lat, absorbed_rows, w.kv_b, s, attn, pool);
+  }
+  for (size_t i = 0; i < sequences.size(); ++i)
+    if (!seq_absorbed[i]) expanded_attention(q, sequences[i], positions[sequences[i].row_begin], layer, w, s, scratch, attn, pool);
+  linear(attn, n_tokens, w.o, out, pool);
+}
+
+}  // namespace aerie

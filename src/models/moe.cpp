@@ -1,0 +1,122 @@
+#include "models/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "ops/ops.h"
+#include "ops/ref/ref_ops.h"
+
+namespace aerie {
+
+void swiglu_ffn(const float* x, int64_t n_tokens, const FfnWeights& w, FfnScratch& scratch, float* out,
+                ThreadPool& pool) {
+  const int64_t n_ff = w.gate.n_out();
+  float* gate = scratch.gate.reserve(n_tokens * n_ff);  // [n_tokens, n_ff]
+  float* up = scratch.up.reserve(n_tokens * n_ff);      // [n_tokens, n_ff]
+  linear(x, n_tokens, w.gate, gate, pool);
+  linear(x, n_tokens, w.up, up, pool);
+  ops::silu_mul(gate, up, n_tokens * n_ff, gate, pool);
+  linear(gate, n_tokens, w.down, out, pool);
+}
+
+void route_token(const float* scores, const float* bias, const RouterShape& s, int32_t* experts, float* weights) {
+  const int64_t n_per_group = s.n_expert / s.n_group;
+  // Selection scores: sigmoid + correction bias; -inf marks experts of groups not kept.
+  thread_local std::vector<float> biased, group_score;  // no allocation per token once grown
+  thread_local std::vector<int64_t> groups, order;
+  biased.resize(size_t(s.n_expert));
+  for (int64_t e = 0; e < s.n_expert; ++e) biased[size_t(e)] = scores[e] + (bias != nullptr ? bias[e] : 0.0f);
+  // "a before b": larger score first, then lower index.
+  auto before = [](const std::vector<float>& v) {
+    return [&v](int64_t a, int64_t b) { return v[size_t(a)] > v[size_t(b)] || (v[size_t(a)] == v[size_t(b)] && a < b); };
+  };
+  if (s.n_group > 1) {
+    group_score.resize(size_t(s.n_group));
+    for (int64_t g = 0; g < s.n_group; ++g) {
+      float top1 = -INFINITY, top2 = -INFINITY;
+      for (int64_t e = g * n_per_group; e < (g + 1) * n_per_group; ++e) {
+        const float v = biased[size_t(e)];
+        if (v > top1) {
+          top2 = top1;
+          top1 = v;
+        } else if (v > top2) {
+          top2 = v;
+        }
+      }
+      group_score[size_t(g)] = top1 + top2;
+    }
+    groups.resize(size_t(s.n_group));
+    std::iota(groups.begin(), groups.end(), 0);
+    std::partial_sort(groups.begin(), groups.begin() + s.topk_group, groups.end(), before(group_score));
+    // groups[topk_group..] were dropped: their experts can no longer be chosen.
+    for (int64_t i = s.topk_group; i < s.n_group; ++i)
+      for (int64_t e = groups[size_t(i)] * n_per_group; e < (groups[size_t(i)] + 1) * n_per_group; ++e)
+        biased[size_t(e)] = -INFINITY;
+  }
+  order.resize(size_t(s.n_expert));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + s.n_expert_used, order.end(), before(biased));
+  float sum = 0.0f;
+  for (int64_t i = 0; i < s.n_expert_used; ++i) {
+    experts[i] = int32_t(order[size_t(i)]);
+    weights[i] = scores[order[size_t(i)]];
+    sum += weights[i];
+  }
+  const float norm = s.norm_topk_prob ? 1.0f / (sum + 1e-20f) : 1.0f;
+  for (int64_t i = 0; i < s.n_expert_used; ++i) weights[i] = weights[i] * norm * s.routed_scaling_factor;
+}
+
+void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& s, MoeScratch& scratch,
+             float* out, ThreadPool& pool) {
+  const int64_t n_embd = w.router->dim(1), k = s.n_expert_used;
+  // 1. Router: logits [n_tokens, n_expert] -> sigmoid scores -> chosen experts and weights per token.
+  float* logits = scratch.logits.reserve(n_tokens * s.n_expert);
+  ops::matmul(x, n_tokens, *w.router, nullptr, logits, pool);
+  scratch.bias.resize(size_t(s.n_expert));
+  for (int64_t e = 0; e < s.n_expert; ++e)
+    scratch.bias[size_t(e)] = w.router_bias != nullptr ? ops::ref::load_float(*w.router_bias, e) : 0.0f;
+  scratch.chosen.resize(size_t(n_tokens * k));
+  scratch.chosen_weight.resize(size_t(n_tokens * k));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* scores = logits + t * s.n_expert;
+    for (int64_t e = 0; e < s.n_expert; ++e) scores[e] = 1.0f / (1.0f + std::exp(-scores[e]));
+    route_token(scores, scratch.bias.data(), s, scratch.chosen.data() + t * k, scratch.chosen_weight.data() + t * k);
+  }
+
+  // 2. Group (token, slot) pairs by expert, tokens ascending within an expert (a counting sort):
+  //    chosen = [t0: 5 2 | t1: 2 7]  ->  expert 2: (t0,1) (t1,0);  expert 5: (t0,0);  expert 7: (t1,1)
+  scratch.expert_begin.assign(size_t(s.n_expert + 1), 0);
+  for (int32_t e : scratch.chosen) ++scratch.expert_begin[size_t(e) + 1];
+  for (int64_t e = 0; e < s.n_expert; ++e) scratch.expert_begin[size_t(e + 1)] += scratch.expert_begin[size_t(e)];
+  scratch.by_expert.resize(size_t(n_tokens * k));
+  std::vector<int64_t> fill(scratch.expert_begin.begin(), scratch.expert_begin.end() - 1);
+  for (int64_t p = 0; p < n_tokens * k; ++p) scratch.by_expert[size_t(fill[size_t(scratch.chosen[size_t(p)])]++)] = p;
+
+  // 3. Each chosen expert once over its rows; out[t] += weight * expert(x[t]), experts in ascending index.
+  std::memset(out, 0, size_t(n_tokens * n_embd) * sizeof(float));
+  for (int64_t e = 0; e < s.n_expert; ++e) {
+    const int64_t begin = scratch.expert_begin[size_t(e)], count = scratch.expert_begin[size_t(e + 1)] - begin;
+    if (count == 0) continue;
+    float* xe = scratch.x_expert.reserve(count * n_embd);  // [count, n_embd]
+    float* ye = scratch.y_expert.reserve(count * n_embd);  // [count, n_embd]
+    for (int64_t j = 0; j < count; ++j)
+      std::memcpy(xe + j * n_embd, x + (scratch.by_expert[size_t(begin + j)] / k) * n_embd, size_t(n_embd) * sizeof(float));
+    swiglu_ffn(xe, count, w.experts[size_t(e)], scratch.ffn, ye, pool);
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t p = scratch.by_expert[size_t(begin + j)];
+      const float weight = scratch.chosen_weight[size_t(p)];
+      float* dst = out + (p / k) * n_embd;
+      const float* src = ye + j * n_embd;
+      for (int64_t i = 0; i < n_embd; ++i) dst[i] += weight * src[i];
+    }
+  }
+  if (w.has_shared) {
+    float* shared = scratch.shared_out.reserve(n_tokens * n_embd);
+    swiglu_ffn(x, n_tokens, w.shared, scratch.ffn, shared, pool);
+    ops::add_inplace(out, shared, n_tokens * n_embd);
+  }
+}
+
+}  // namespace aerie

@@ -1,0 +1,79 @@
+// DeepSeek-V3's feed-forward blocks: the SwiGLU FFN over LinearWeight (dense layers, each routed expert,
+// the shared experts) and the routed mixture of experts with its noaux_tc router.
+//
+// Router (per token; scores = sigmoid(gate logits), biased = scores + e_score_correction_bias):
+//   1. the n_expert experts form n_group equal groups; a group's score is the sum of its two largest biased
+//      scores; the topk_group best groups are kept (ties: lower group index first);
+//   2. among the kept groups' experts, the n_expert_used with the largest biased scores are chosen
+//      (ties: lower expert index first), in that order;
+//   3. weights are the chosen experts' UNBIASED scores (the bias only steers selection), divided by their
+//      sum (+1e-20) when norm_topk_prob, times routed_scaling_factor.
+// Output = sum over chosen experts of weight * expert(x) + shared_experts(x).
+// Checked against transformers' DeepseekV3TopkRouter / DeepseekV3MoE and DeepSeek's inference/model.py Gate.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "models/linear.h"
+#include "models/scratch.h"
+
+namespace aerie {
+
+struct FfnWeights {
+  LinearWeight gate;  // gate_proj [n_ff, n_embd]
+  LinearWeight up;    // up_proj   [n_ff, n_embd]
+  LinearWeight down;  // down_proj [n_embd, n_ff]
+  uint64_t nbytes() const { return gate.nbytes() + up.nbytes() + down.nbytes(); }
+};
+
+struct FfnScratch {
+  ScratchBuffer gate, up;
+};
+
+// out = down(silu(gate(x)) * up(x));  x: [n_tokens, n_embd] f32, out: [n_tokens, n_embd] f32
+void swiglu_ffn(const float* x, int64_t n_tokens, const FfnWeights& w, FfnScratch& scratch, float* out,
+                ThreadPool& pool);
+
+struct RouterShape {
+  int64_t n_expert = 0;       // n_routed_experts
+  int64_t n_expert_used = 0;  // num_experts_per_tok
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool norm_topk_prob = true;
+  float routed_scaling_factor = 1.0f;
+};
+
+// One token, as above. scores: [n_expert] (after the sigmoid); bias: [n_expert] or null.
+// experts, weights: [n_expert_used], experts in the order chosen.
+void route_token(const float* scores, const float* bias, const RouterShape& shape, int32_t* experts, float* weights);
+
+struct MoeWeights {
+  const Tensor* router = nullptr;       // mlp.gate.weight [n_expert, n_embd] (BF16/F32)
+  const Tensor* router_bias = nullptr;  // mlp.gate.e_score_correction_bias [n_expert] (F32), or null
+  std::vector<FfnWeights> experts;      // mlp.experts.{e}.*  [n_expert]
+  bool has_shared = false;
+  FfnWeights shared;                    // mlp.shared_experts.* (n_ff = moe_intermediate_size * n_shared_experts)
+};
+
+struct MoeScratch {
+  ScratchBuffer logits, x_expert, y_expert, shared_out;
+  std::vector<float> bias;              // [n_expert] router bias as f32
+  std::vector<int32_t> chosen;          // [n_tokens, n_expert_used]
+  std::vector<float> chosen_weight;     // [n_tokens, n_expert_used]
+  std::vector<int64_t> expert_begin;    // [n_expert + 1] offsets into by_expert
+  std::vector<int64_t> by_expert;       // [n_tokens * n_expert_used] (token, slot) pairs grouped by expert
+  FfnScratch ffn;
+};
+
+// The MoE block: routes every token, then runs each expert that any token chose ONCE over all of its
+// tokens (rows gathered, outputs scattered back weighted), so one step reads each chosen expert's weights
+// once however many tokens chose it. Per token the routed outputs are summed in ascending expert index,
+// then the shared experts' output is added.
+//   x: [n_tokens, n_embd] f32 (normalised), out: [n_tokens, n_embd] f32
+void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& shape, MoeScratch& scratch,
+             float* out, ThreadPool& pool);
+
+}  // namespace aerie
