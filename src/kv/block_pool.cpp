@@ -159,11 +159,15 @@ void BlockTable::release_all(BlockPool& pool) {
   last_hash = BlockPool::kRootHash;
 }
 
-int64_t BlockTable::match_prefix(BlockPool& pool, std::span<const int64_t> tokens) {
+int64_t BlockTable::match_prefix(BlockPool& pool, std::span<const int64_t> tokens, int64_t max_positions,
+                                 uint64_t root) {
   AERIE_CHECK(blocks.empty() && n_tokens == 0, "block table: match_prefix on a table in use");
   const int64_t bs = pool.block_size();
-  uint64_t parent = BlockPool::kRootHash;
-  while (int64_t(blocks.size() + 1) * bs <= int64_t(tokens.size()) - 1) {
+  const int64_t limit = std::min<int64_t>(max_positions < 0 ? int64_t(tokens.size()) - 1 : max_positions,
+                                          int64_t(tokens.size()));
+  uint64_t parent = root;
+  last_hash = root;
+  while (int64_t(blocks.size() + 1) * bs <= limit) {
     const auto chunk = tokens.subspan(blocks.size() * size_t(bs), size_t(bs));
     const std::optional<int32_t> b = pool.find(parent, chunk);
     if (!b) break;

@@ -89,10 +89,11 @@ struct BlockTable {
   void truncate(BlockPool& pool, int64_t n);
   // Releases every block.
   void release_all(BlockPool& pool);
-  // Looks up the longest cached prefix of `tokens` in whole blocks (at most tokens.size() - 1 positions,
-  // so that at least one token is left to compute logits from). The table must be empty. Returns the
-  // number of positions reused.
-  int64_t match_prefix(BlockPool& pool, std::span<const int64_t> tokens);
+  // Looks up the longest cached prefix of `tokens` in whole blocks, at most max_positions of them
+  // (default tokens.size() - 1, so that at least one token is left to compute logits from), chained from
+  // `root`. The table must be empty. Returns the number of positions reused.
+  int64_t match_prefix(BlockPool& pool, std::span<const int64_t> tokens, int64_t max_positions = -1,
+                       uint64_t root = BlockPool::kRootHash);
   // Registers the full blocks among positions [0, n_tokens) not yet registered; `tokens` holds at least
   // n_tokens ids of this sequence.
   void register_full_blocks(BlockPool& pool, std::span<const int64_t> tokens);

@@ -73,12 +73,13 @@ void KvCache::advance(int64_t n) {
   table().n_tokens += n;
 }
 
-void KvCache::truncate(int64_t n) {
+void KvCache::truncate(int64_t n, bool keep_blocks) {
   AERIE_CHECK(n >= 0 && n <= length(), "KV truncate to ", n, " positions, but it holds ", length());
-  if (paged()) {
+  if (paged() && !keep_blocks) {
     table_->truncate(*pool_, n);
   } else {
-    own_table_->n_tokens = n;
+    AERIE_CHECK(table().n_registered * store_->block_size() <= n, "KV truncate to ", n, " would cut into a prefix-cached block");
+    table().n_tokens = n;
   }
 }
 

@@ -94,8 +94,9 @@ class KvCache {
   void check_room(int64_t n) const;
   // Marks n more positions as written (the model calls this after writing every layer's rows).
   void advance(int64_t n);
-  // Keeps the first n positions: the rollback of rejected draft tokens. n <= length().
-  void truncate(int64_t n);
+  // Keeps the first n positions: the rollback of rejected draft tokens. n <= length(). A paged cache gives
+  // the blocks no longer needed back to the pool, unless keep_blocks (they stay reserved for rewriting).
+  void truncate(int64_t n, bool keep_blocks = false);
 
  private:
   struct Standalone {};

@@ -24,7 +24,7 @@ VerifyResult verify_rejection(const float* logits, int64_t n_vocab, std::span<co
                               const SamplingParams& params, Rng& rng, VerifyScratch& s,
                               const DraftDistributions& q) {
   const int64_t k = int64_t(drafts.size());
-  AERIE_CHECK(q.probs != nullptr && int64_t(q.draft_ids.size()) == k && q.n_draft_vocab > 0,
+  AERIE_CHECK(k == 0 || (q.probs != nullptr && int64_t(q.draft_ids.size()) == k && q.n_draft_vocab > 0),
               "rejection sampling needs the draft distributions of every draft");
   for (int64_t i = 0; i < k; ++i) {
     const float* row = logits + i * n_vocab;

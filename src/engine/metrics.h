@@ -1,0 +1,46 @@
+// Engine metrics: counters and latency histograms (Prometheus-style cumulative buckets).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "spec/spec_stats.h"
+
+namespace aerie {
+
+class Histogram {
+ public:
+  // Upper bounds in seconds, ascending; an implicit +Inf bucket follows.
+  explicit Histogram(std::vector<double> bounds = default_latency_bounds());
+  void observe(double value);
+  int64_t count() const { return count_; }
+  double sum() const { return sum_; }
+  const std::vector<double>& bounds() const { return bounds_; }
+  const std::vector<int64_t>& counts() const { return counts_; }  // per bucket (not cumulative), +Inf last
+  // Linear interpolation inside the bucket holding the q-quantile (0 when empty).
+  double quantile(double q) const;
+  static std::vector<double> default_latency_bounds();
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<int64_t> counts_;
+  int64_t count_ = 0;
+  double sum_ = 0;
+};
+
+struct EngineMetrics {
+  int64_t waiting = 0, running = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0;
+  int64_t prefix_block_lookups = 0, prefix_block_hits = 0;
+  int64_t requests_submitted = 0, requests_finished = 0, requests_cancelled = 0, preemptions = 0;
+  int64_t prompt_tokens = 0, cached_prompt_tokens = 0, prefilled_tokens = 0, generated_tokens = 0;
+  int64_t steps = 0;
+  SpecStats spec;                // summed over requests
+  Histogram time_to_first_token;  // seconds
+  Histogram inter_token_latency;  // seconds between a request's consecutive token events, per token
+  double prefix_hit_rate() const {
+    return prefix_block_lookups > 0 ? double(prefix_block_hits) / double(prefix_block_lookups) : 0.0;
+  }
+};
+
+}  // namespace aerie

@@ -1,0 +1,40 @@
+// A request as the engine sees it, and the events it streams back.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sample/sampling.h"
+#include "spec/spec_stats.h"
+
+namespace aerie {
+
+struct RequestOptions {
+  SamplingParams sampling;
+  int64_t max_tokens = 128;
+  std::vector<int64_t> stop_token_ids;  // in addition to the model's end-of-sequence ids
+  bool ignore_eos = false;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* finish_reason_name(FinishReason reason);  // "", "stop", "length", "cancelled", "error"
+
+// What one engine step produced for one request. Events of a request arrive in order; the last one has
+// finished = true.
+struct TokenEvent {
+  uint64_t request_id = 0;
+  std::vector<int64_t> tokens;  // new tokens since the previous event
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;            // for kError
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // prompt positions taken from the prefix cache
+  int64_t generated_tokens = 0;      // so far
+  const SpecStats* spec = nullptr;   // this request's speculation figures (valid during the callback)
+};
+
+using EventCallback = std::function<void(const TokenEvent&)>;
+
+}  // namespace aerie

@@ -1,0 +1,119 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace aerie {
+namespace {
+
+bool by_arrival(const Sequence* a, const Sequence* b) { return a->arrival < b->arrival; }
+
+// Head rows lag the target by one token: head position t pairs the target's feature at t with token t+1,
+// so its prefix chain starts with token 0 and hashes tokens 1, 2, ...
+}  // namespace
+
+uint64_t draft_root(const Sequence& seq) { return BlockPool::chain_hash(BlockPool::kRootHash, std::span(seq.tokens).first(1)); }
+
+Scheduler::Scheduler(const SchedulerConfig& config, BlockPool& pool, BlockPool* draft_pool)
+    : config_(config), pool_(pool), draft_pool_(draft_pool) {
+  AERIE_CHECK(config.max_batch_tokens >= 1 + config.max_draft_tokens, "max batch tokens ", config.max_batch_tokens,
+              " cannot hold one verification of ", config.max_draft_tokens, " drafts");
+  AERIE_CHECK(config.max_num_seqs >= 1, "max_num_seqs must be >= 1");
+}
+
+void Scheduler::add(Sequence* seq) {
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, by_arrival), seq);
+}
+
+void Scheduler::release(Sequence* seq) {
+  seq->table.release_all(pool_);
+  if (draft_pool_) seq->draft_table.release_all(*draft_pool_);
+  seq->n_computed = 0;
+  seq->drafts.clear();
+  seq->draft_ids.clear();
+  seq->running = false;
+}
+
+void Scheduler::remove(Sequence* seq) {
+  release(seq);
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  release(seq);
+  ++seq->preemptions;
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  add(seq);
+}
+
+bool Scheduler::reserve(Sequence* seq, int64_t n_rows) {
+  if (!seq->table.reserve(pool_, seq->n_computed + n_rows)) return false;
+  // The head writes up to n_rows rows with target features, then K-1 rows on its own features.
+  if (draft_pool_ && !seq->draft_table.reserve(*draft_pool_, seq->n_computed + n_rows + config_.max_draft_tokens))
+    return false;
+  return true;
+}
+
+void Scheduler::admit_prefix(Sequence* seq) {
+  const std::span<const int64_t> tokens(seq->tokens);
+  int64_t matched = seq->table.match_prefix(pool_, tokens);
+  if (draft_pool_ && matched > 0) {
+    // The head's blocks must cover the same positions: match its chain (tokens shifted by one), then
+    // keep the shorter of the two prefixes.
+    const int64_t head_matched = seq->draft_table.match_prefix(*draft_pool_, tokens.subspan(1), matched, draft_root(*seq));
+    if (head_matched < matched) {
+      seq->table.release_all(pool_);
+      matched = head_matched > 0 ? seq->table.match_prefix(pool_, tokens, head_matched) : 0;
+      if (matched < head_matched) {  // evicted in between: start both from scratch
+        seq->table.release_all(pool_);
+        seq->draft_table.release_all(*draft_pool_);
+        matched = 0;
+      }
+    }
+  }
+  if (draft_pool_ && seq->draft_table.blocks.empty()) seq->draft_table.last_hash = draft_root(*seq);
+  seq->n_computed = matched;
+  if (seq->preemptions == 0) seq->n_cached_prompt = std::min(matched, seq->n_prompt);
+}
+
+std::vector<ScheduledRows> Scheduler::plan(std::vector<Sequence*>& preempted) {
+  std::vector<ScheduledRows> rows;
+  int64_t budget = config_.max_batch_tokens;
+  // Running sequences, oldest first; a sequence that cannot get blocks preempts the newest one.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    const int64_t want = seq->prefilling() ? std::min<int64_t>(budget, int64_t(seq->tokens.size()) - seq->n_computed)
+                                           : 1 + int64_t(seq->drafts.size());
+    if (want > budget) break;  // a verification is never split
+    if (!reserve(seq, want)) {
+      Sequence* victim = running_.back();
+      preempted.push_back(victim);
+      preempt(victim);
+      if (victim == seq) continue;  // running_[i] is now the next one (or the end)
+      continue;                     // retry this sequence with the freed blocks
+    }
+    rows.push_back({seq, want});
+    budget -= want;
+    ++i;
+  }
+  // Admission, first come first served.
+  while (!waiting_.empty() && budget > 0 && int64_t(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    admit_prefix(seq);
+    const int64_t want = std::min<int64_t>(budget, int64_t(seq->tokens.size()) - seq->n_computed);
+    if (!reserve(seq, want)) {
+      release(seq);  // gives back the matched prefix too; it stays first in line
+      break;
+    }
+    waiting_.pop_front();
+    seq->running = true;
+    running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, by_arrival), seq);
+    rows.push_back({seq, want});
+    budget -= want;
+  }
+  return rows;
+}
+
+}  // namespace aerie

@@ -1,0 +1,62 @@
+// Scheduler: decides, each step, which sequences run and how many rows each gets, within a token budget
+// and a cap on running sequences, holding enough KV blocks for them.
+//   - decoding sequences first (1 row + their drafts), then prompt chunks (chunked prefill), first come
+//     first served; waiting requests are admitted while budget, sequence slots and blocks allow;
+//   - admission looks up the prompt in the prefix cache (target and draft head alike) and skips what it
+//     finds;
+//   - when blocks run out for a running sequence, the newest running sequence is preempted: its blocks
+//     are freed and it waits again, to be recomputed (prompt + what it generated) when there is room.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "kv/block_pool.h"
+#include "sched/sequence.h"
+
+namespace aerie {
+
+// The head's prefix chain starts from token 0 (its row t carries token t+1).
+uint64_t draft_root(const Sequence& seq);
+
+struct SchedulerConfig {
+  int64_t max_batch_tokens = 512;  // rows per step
+  int64_t max_num_seqs = 16;       // running sequences
+  int64_t max_draft_tokens = 0;    // K the draft head may propose after a step (head blocks to hold)
+};
+
+struct ScheduledRows {
+  Sequence* seq = nullptr;
+  int64_t n_rows = 0;  // a prompt chunk, or 1 + the sequence's drafts
+};
+
+class Scheduler {
+ public:
+  // draft_pool is null without a draft head.
+  Scheduler(const SchedulerConfig& config, BlockPool& pool, BlockPool* draft_pool);
+
+  void add(Sequence* seq);     // waits until admitted
+  void remove(Sequence* seq);  // finished or cancelled: frees its blocks, forgets it
+  // The rows of the next step (empty when there is nothing to do). Sequences preempted to make room are
+  // appended to `preempted`.
+  std::vector<ScheduledRows> plan(std::vector<Sequence*>& preempted);
+
+  int64_t n_running() const { return int64_t(running_.size()); }
+  int64_t n_waiting() const { return int64_t(waiting_.size()); }
+  const std::vector<Sequence*>& running() const { return running_; }
+
+ private:
+  bool reserve(Sequence* seq, int64_t n_rows);
+  void preempt(Sequence* seq);
+  void admit_prefix(Sequence* seq);
+  void release(Sequence* seq);
+
+  SchedulerConfig config_;
+  BlockPool& pool_;
+  BlockPool* draft_pool_;
+  std::vector<Sequence*> running_;  // in arrival order
+  std::deque<Sequence*> waiting_;   // in arrival order
+};
+
+}  // namespace aerie
