@@ -119,12 +119,19 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   seq->id = next_id_++;
   seq->rng = Rng(options.sampling.seed ^ (seq->id * 0x9E3779B97F4A7C15ull * uint64_t(options.sampling.seed == 0)));
   inbox_.push_back(std::move(seq));
+  inbox_cv_.notify_all();
   return next_id_ - 1;
 }
 
 void Engine::cancel(uint64_t id) {
   std::lock_guard<std::mutex> lock(inbox_mutex_);
   cancel_inbox_.push_back(id);
+  inbox_cv_.notify_all();
+}
+
+void Engine::wait_for_work(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(inbox_mutex_);
+  inbox_cv_.wait_for(lock, timeout, [this] { return !inbox_.empty() || !cancel_inbox_.empty(); });
 }
 
 bool Engine::idle() const {

@@ -10,6 +10,8 @@
 // submit() and cancel() may be called from any thread; step() from one thread at a time.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -67,6 +69,9 @@ class Engine {
   bool step();
   void run_until_idle();
   bool idle() const;
+  // Blocks until submit() or cancel() has queued something, or the timeout passes (for a serving loop
+  // that sleeps while idle).
+  void wait_for_work(std::chrono::milliseconds timeout);
 
   EngineMetrics metrics() const;
   const MemoryPlan& memory_plan() const { return plan_; }
@@ -95,6 +100,7 @@ class Engine {
   std::vector<int64_t> eos_;
 
   mutable std::mutex inbox_mutex_;
+  std::condition_variable inbox_cv_;
   std::vector<std::unique_ptr<Sequence>> inbox_;
   std::vector<uint64_t> cancel_inbox_;
   uint64_t next_id_ = 1;
