@@ -27,5 +27,6 @@ int run_logits(const std::vector<std::string>& argv);
 int run_bench(const std::vector<std::string>& argv);
 int run_tokenize(const std::vector<std::string>& argv);
 int run_bench_spec(const std::vector<std::string>& argv);
+int run_bench_engine(const std::vector<std::string>& argv);
 
 }  // namespace aerie::cli

@@ -1,5 +1,8 @@
 // aerie: the command-line entry point. Each subcommand lives in its own file.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,7 @@ constexpr const char* kUsage =
     "usage: aerie <command> [options]\n"
     "commands:\n"
     "  generate   generate from a prompt (--model DIR --prompt TEXT [--chat] | --ids 1,2,3)\n"
+    "  bench-engine continuous batching under load: throughput, TTFT and ITL at several concurrencies\n"
     "  bench-spec speculative decoding: draft/verify step costs, speedup at synthetic acceptance rates\n"
     "  tokenize   show the token ids (and rendered chat prompt) the model's tokenizer makes\n"
     "  logits     write one prefill's logits (and hidden states) as .npy for checking against a reference\n"
@@ -21,6 +25,13 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // oneDNN (Debian's build) runs its GEMMs on OpenMP, whose idle threads by default spin for milliseconds
+  // after each call and take the cores our own thread pool needs for the next step. libgomp reads its
+  // wait policy when it is loaded, before main, so set it and start again once.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then carry on as we are
+  }
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return 2;
@@ -33,6 +44,7 @@ int main(int argc, char** argv) {
     if (command == "bench") return aerie::cli::run_bench(rest);
     if (command == "tokenize") return aerie::cli::run_tokenize(rest);
     if (command == "bench-spec") return aerie::cli::run_bench_spec(rest);
+    if (command == "bench-engine") return aerie::cli::run_bench_engine(rest);
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(kUsage, stdout);
       return 0;

@@ -1,0 +1,158 @@
+// aerie bench-engine: the continuous-batching engine under load, in one run: for each concurrency level,
+// `requests` requests (random prompts of --prompt-tokens, --max-tokens each, greedy, EOS ignored) are kept
+// `concurrency` at a time in flight; prints generated tokens/s, requests/s, TTFT and inter-token latency
+// percentiles, mean acceptance length with a draft. With --draft, the same runs are made without it too,
+// so the speculative gain at each batch size is visible.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "cli/draft.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "sample/sampling.h"
+
+namespace aerie::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
+}
+
+struct LoadResult {
+  double seconds = 0;
+  int64_t tokens = 0;
+  std::vector<double> ttft, itl;
+  double acceptance_length = 0;
+};
+
+LoadResult run_load(Model& target, DraftHead* draft, const EngineConfig& config, ThreadPool& pool, int64_t concurrency,
+                    int64_t n_requests, int64_t prompt_tokens, int64_t max_tokens) {
+  Engine engine(target, draft, config, pool);
+  Rng rng(99);
+  struct Track {
+    Clock::time_point submitted, last;
+    bool first = true;
+  };
+  std::vector<Track> track(static_cast<size_t>(n_requests));
+  LoadResult r;
+  int64_t submitted = 0, finished = 0;
+  auto submit_one = [&]() {
+    std::vector<int64_t> prompt(static_cast<size_t>(prompt_tokens));
+    for (int64_t& id : prompt) id = 1 + int64_t(rng.next_u64() % uint64_t(target.n_vocab() - 1));
+    RequestOptions options;
+    options.max_tokens = max_tokens;
+    options.ignore_eos = true;
+    const size_t i = size_t(submitted++);
+    track[i].submitted = Clock::now();
+    engine.submit(prompt, options, [&, i](const TokenEvent& e) {
+      const auto now = Clock::now();
+      Track& t = track[i];
+      if (!e.tokens.empty()) {
+        if (t.first) {
+          r.ttft.push_back(std::chrono::duration<double>(now - t.submitted).count());
+          t.first = false;
+        } else {
+          const double gap = std::chrono::duration<double>(now - t.last).count() / double(e.tokens.size());
+          for (size_t k = 0; k < e.tokens.size(); ++k) r.itl.push_back(gap);
+        }
+        t.last = now;
+        r.tokens += int64_t(e.tokens.size());
+      }
+      if (e.finished) ++finished;
+    });
+  };
+  const auto start = Clock::now();
+  while (submitted < std::min(concurrency, n_requests)) submit_one();
+  while (finished < n_requests) {
+    engine.step();
+    while (submitted < n_requests && submitted - finished < concurrency) submit_one();
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.acceptance_length = engine.metrics().spec.mean_acceptance_length();
+  return r;
+}
+
+}  // namespace
+
+int run_bench_engine(const std::vector<std::string>& argv) {
+  std::vector<OptionSpec> specs = model_options();
+  for (const OptionSpec& o : draft_options()) specs.push_back(o);
+  specs.push_back({"--num-speculative-tokens", true, "K with --draft (default 3)"});
+  specs.push_back({"--synthetic-acceptance", true, "with --draft: accept each draft with this probability (speed test)"});
+  specs.push_back({"--concurrency", true, "comma-separated concurrent requests (default 1,4,16,64)"});
+  specs.push_back({"--requests", true, "requests per level (default: 2 x concurrency, at least 4)"});
+  specs.push_back({"--prompt-tokens", true, "prompt length (default 128)"});
+  specs.push_back({"--max-tokens", true, "tokens generated per request (default 64)"});
+  specs.push_back({"--max-batch-tokens", true, "rows per step (default 512)"});
+  specs.push_back({"--kv-cache-memory", true, "KV budget in bytes (default 4 GB)"});
+  specs.push_back({"--json", false, "print one JSON object"});
+  specs.push_back({"--help", false, "this text"});
+  const Args args(argv, specs);
+  if (args.has("--help")) {
+    std::fputs(usage("bench-engine", specs).c_str(), stdout);
+    return 0;
+  }
+  const bool json = args.has("--json");
+  ThreadPool pool(thread_count(args));
+  std::unique_ptr<Model> target = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"));
+  std::unique_ptr<DraftHead> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
+  const std::vector<int64_t> levels = args.has("--concurrency") ? args.integers("--concurrency")
+                                                                 : std::vector<int64_t>{1, 4, 16, 64};
+  const int64_t prompt_tokens = args.integer("--prompt-tokens", 128), max_tokens = args.integer("--max-tokens", 64);
+  AERIE_CHECK(prompt_tokens >= 1 && max_tokens >= 1, "bench-engine: prompt and max tokens must be >= 1");
+  EngineConfig config;
+  config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", int64_t(4) << 30));
+  config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
+  config.max_length = prompt_tokens + max_tokens + 64;
+  config.spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
+  config.spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
+  // Warm-up: the GEMM library compiles a kernel the first time it meets a shape.
+  config.max_num_seqs = 4;
+  run_load(*target, head.get(), config, pool, 4, 8, prompt_tokens, std::min<int64_t>(max_tokens, 8));
+  nlohmann::json results = nlohmann::json::array();
+  for (int64_t c : levels) {
+    AERIE_CHECK(c >= 1, "--concurrency levels must be >= 1");
+    config.max_num_seqs = c;
+    const int64_t n = args.has("--requests") ? args.integer("--requests", 4) : std::max<int64_t>(4, 2 * c);
+    std::vector<DraftHead*> drafts = {nullptr};
+    if (head) drafts.push_back(head.get());
+    for (DraftHead* draft : drafts) {
+      const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens);
+      nlohmann::json row = {{"concurrency", c},
+                            {"requests", n},
+                            {"speculative", draft != nullptr},
+                            {"seconds", r.seconds},
+                            {"generated_tokens_per_second", double(r.tokens) / r.seconds},
+                            {"requests_per_second", double(n) / r.seconds},
+                            {"ttft_p50_ms", 1e3 * percentile(r.ttft, 0.5)},
+                            {"ttft_p99_ms", 1e3 * percentile(r.ttft, 0.99)},
+                            {"itl_p50_ms", 1e3 * percentile(r.itl, 0.5)},
+                            {"itl_p99_ms", 1e3 * percentile(r.itl, 0.99)},
+                            {"mean_acceptance_length", r.acceptance_length}};
+      if (!json) {
+        std::printf("concurrency %3lld %-5s: %7.1f tokens/s, %5.2f req/s | TTFT p50 %7.1f ms p99 %7.1f ms | "
+                    "ITL p50 %6.1f ms p99 %6.1f ms",
+                    (long long)c, draft ? "spec" : "plain", row["generated_tokens_per_second"].get<double>(),
+                    row["requests_per_second"].get<double>(), row["ttft_p50_ms"].get<double>(),
+                    row["ttft_p99_ms"].get<double>(), row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>());
+        if (draft) std::printf(" | acceptance length %.2f", r.acceptance_length);
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+      results.push_back(row);
+    }
+  }
+  if (json) std::printf("%s\n", results.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace aerie::cli
