@@ -9,6 +9,7 @@
 #include "cli/prompt.h"
 #include "core/error.h"
 #include "engine/generator.h"
+#include "engine/engine_generate.h"
 #include "engine/speculative.h"
 #include "tokenizer/tokenizer.h"
 
@@ -119,8 +120,7 @@ int run_generate(const std::vector<std::string>& argv) {
       AERIE_CHECK(!args.has(name), name, " needs --draft");
   }
   SpecStats stats;
-  const GenerateResult result = head ? generate_speculative(*model, *head, prompt, options, spec, stream, &stats)
-                                     : generate(*model, prompt, options, stream);
+  const GenerateResult result = generate_with_engine(*model, head.get(), pool, prompt, options, spec, stream, &stats);
   if (decoder) std::fputs(decoder->flush().c_str(), stdout);
   if (json) {
     nlohmann::json out = {

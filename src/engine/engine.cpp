@@ -409,8 +409,18 @@ bool Engine::step() {
     }
     return false;
   }
+  const auto t0 = Clock::now();
   run_target(plan);
+  const auto t1 = Clock::now();
   run_draft(plan);
+  const auto t2 = Clock::now();
+  // Step time, charged to each sequence's speculation figures (the time its tokens waited on).
+  const double verify_s = std::chrono::duration<double>(t1 - t0).count();
+  const double draft_s = std::chrono::duration<double>(t2 - t1).count();
+  for (const ScheduledRows& r : plan) {
+    r.seq->spec.verify_seconds += verify_s;
+    r.seq->spec.draft_seconds += draft_s;
+  }
 
   const auto now = Clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {

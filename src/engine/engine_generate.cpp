@@ -1,0 +1,66 @@
+#include "engine/engine_generate.h"
+
+#include <chrono>
+
+#include "core/error.h"
+#include "engine/engine.h"
+
+namespace aerie {
+
+GenerateResult generate_with_engine(Model& target, DraftHead* draft, ThreadPool& pool, std::span<const int64_t> prompt,
+                                    const GenerateOptions& options, const SpecOptions& spec,
+                                    const TokenCallback& on_token, SpecStats* stats) {
+  AERIE_CHECK(!prompt.empty(), "generate: the prompt is empty");
+  const int64_t k = draft ? spec.num_speculative_tokens : 0;
+  EngineConfig config;
+  config.block_size = 16;
+  config.max_length = options.max_length > 0 ? options.max_length : int64_t(prompt.size()) + options.max_tokens + k + 1;
+  AERIE_CHECK(int64_t(prompt.size()) < config.max_length, "generate: prompt of ", prompt.size(),
+              " tokens does not fit max length ", config.max_length);
+  const uint64_t per_position = uint64_t(target.make_kv_cache(1).bytes()) + (draft ? uint64_t(draft->make_kv_cache(1).bytes()) : 0);
+  config.kv_cache_memory = per_position * uint64_t(config.max_length + 2 * config.block_size + k);
+  config.max_batch_tokens = std::max<int64_t>(512, 1 + k);
+  config.max_num_seqs = 1;
+  config.prefix_caching = false;
+  config.spec = spec;
+
+  GenerateResult result;
+  result.n_prompt = int64_t(prompt.size());
+  result.finish_reason = "length";
+  Engine* engine_ptr = nullptr;
+  uint64_t id = 0;  // set by submit before any event arrives (events come from run_until_idle)
+  bool stopped_by_callback = false;
+  const auto start = std::chrono::steady_clock::now();
+  auto first_token_at = start;
+  RequestOptions request;
+  request.sampling = options.sampling;
+  request.max_tokens = options.max_tokens;
+  request.stop_token_ids = options.stop_token_ids;
+  request.ignore_eos = true;  // the caller's stop ids already hold the EOS ids it wants
+  Engine engine(target, draft, config, pool);
+  engine_ptr = &engine;
+  id = engine.submit(std::vector<int64_t>(prompt.begin(), prompt.end()), request, [&](const TokenEvent& e) {
+    for (int64_t token : e.tokens) {
+      if (result.tokens.empty()) {
+        first_token_at = std::chrono::steady_clock::now();
+        result.prefill_seconds = std::chrono::duration<double>(first_token_at - start).count();
+      }
+      if (stopped_by_callback) break;
+      result.tokens.push_back(token);
+      if (on_token && !on_token(token)) {
+        stopped_by_callback = true;
+        engine_ptr->cancel(id);
+      }
+    }
+    if (e.finished) {
+      if (e.finish_reason == FinishReason::kStop || stopped_by_callback) result.finish_reason = "stop";
+      if (stats && e.spec) *stats = *e.spec;
+    }
+  });
+  engine.run_until_idle();
+  if (!result.tokens.empty())
+    result.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_token_at).count();
+  return result;
+}
+
+}  // namespace aerie

@@ -1,0 +1,20 @@
+// One request through the engine, with the generator's interface: what `aerie generate` runs, so that the
+// CLI exercises the same path as the server (paged cache, batched verification, draft passes).
+#pragma once
+
+#include <span>
+
+#include "engine/generator.h"
+#include "engine/speculative.h"
+#include "models/model.h"
+#include "spec/draft_head.h"
+
+namespace aerie {
+
+// The KV cache is sized for exactly this request (prompt + max_tokens + drafts). `draft` may be null.
+// Stop ids are options.stop_token_ids only (the caller adds the model's EOS ids unless told not to).
+GenerateResult generate_with_engine(Model& target, DraftHead* draft, ThreadPool& pool, std::span<const int64_t> prompt,
+                                    const GenerateOptions& options, const SpecOptions& spec,
+                                    const TokenCallback& on_token = nullptr, SpecStats* stats = nullptr);
+
+}  // namespace aerie
