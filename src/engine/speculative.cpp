@@ -130,6 +130,7 @@ GenerateResult SpeculativeDecoder::run(std::span<const int64_t> prompt, const To
   result_ = GenerateResult{};
   result_.n_prompt = n_prompt;
   result_.finish_reason = "length";
+  result_.tokens.reserve(size_t(options_.max_tokens));
   stats_ = SpecStats{};
   on_token_ = &on_token;
   n_drafts_ = 0;

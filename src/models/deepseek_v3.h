@@ -114,6 +114,7 @@ class DeepseekV3Model final : public Model {
   // Activations, reused across forwards.
   ScratchBuffer x_, final_norm_, logits_in_, logits_;
   std::vector<ScratchBuffer> captured_;
+  std::vector<CapturedHidden> hidden_views_;  // ForwardOutput::hidden points here
   std::vector<int64_t> positions_;
   DeepseekLayerScratch layer_scratch_;
 };

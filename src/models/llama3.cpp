@@ -116,7 +116,8 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
   ForwardOutput out;
   out.n_vocab = c.n_vocab;
   out.n_embd = c.n_embd;
-  out.hidden.resize(batch.capture_layers.size());
+  hidden_views_.resize(batch.capture_layers.size());  // no allocation once it has grown
+  out.hidden = hidden_views_;
   if (captured_.size() < batch.capture_layers.size()) captured_.resize(batch.capture_layers.size());
 
   positions_.resize(size_t(n_tokens));

@@ -67,6 +67,7 @@ class LlamaModel final : public Model {
   // Activations, reused across forwards.
   ScratchBuffer x_, cur_, block_out_, logits_in_, logits_;
   std::vector<ScratchBuffer> captured_;
+  std::vector<CapturedHidden> hidden_views_;  // ForwardOutput::hidden points here
   std::vector<int64_t> positions_;
   AttentionScratch attn_scratch_;
   MlpScratch mlp_scratch_;

@@ -46,7 +46,7 @@ struct ForwardOutput {
   int64_t n_logit_rows = 0;
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
-  std::vector<CapturedHidden> hidden;  // in the order of capture_layers
+  std::span<CapturedHidden> hidden;    // in the order of capture_layers (the model's storage)
 };
 
 class Model {

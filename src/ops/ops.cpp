@@ -125,7 +125,12 @@ void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int6
           ThreadPool& pool) {
   const int64_t half = head_dim / 2;
   pool.parallel_for(n_rows, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
+    // Per-thread buffers: no allocation per call once warmed up (decode calls this every layer).
+    thread_local std::vector<float> cos_v, sin_v;
+    if (cos_v.size() < size_t(half)) {
+      cos_v.resize(size_t(half));
+      sin_v.resize(size_t(half));
+    }
     for (int64_t r = b; r < e; ++r) {
       for (int64_t i = 0; i < half; ++i) {
         const float angle = float(positions[r]) * inv_freq[i];  // f32, as torch computes it
