@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cstdio>
 
+#include "spec/mtp_drafter.h"
+
 namespace aerie::cli {
 
 std::vector<OptionSpec> draft_options() {
   return {
-      {"--draft", true, "EAGLE-1 or EAGLE-3 draft head folder (speculative decoding)"},
+      {"--draft", true, "EAGLE-1 or EAGLE-3 draft head folder, or 'mtp' (a DeepSeek-V3 target's own MTP layer)"},
       {"--draft-layers", true, "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (default: its config)"},
       {"--draft-layer-ids-are-outputs", false, "the head's eagle_aux_hidden_state_layer_ids count layer outputs (SGLang): add 1"},
   };
@@ -20,7 +22,9 @@ std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& tar
     for (int64_t layer : args.integers("--draft-layers")) options.target_layers.push_back(int(layer));
   options.aux_layer_ids_are_outputs = args.has("--draft-layer-ids-are-outputs");
   const auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<DraftHead> head = load_draft_head(args.str("--draft"), target, pool, options);
+  // "mtp": the target checkpoint's own multi-token-prediction layer (DeepSeek-V3), no folder.
+  std::unique_ptr<DraftHead> head = args.str("--draft") == "mtp" ? load_mtp_drafter(target, pool, options)
+                                                                 : load_draft_head(args.str("--draft"), target, pool, options);
   if (!quiet) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::string layers;

@@ -1,5 +1,7 @@
 // Draft-head options shared by generate, logits and bench:
-//   --draft DIR                       an EAGLE-1 / EAGLE-3 head for the --model target
+//   --draft DIR                       an EAGLE-1 / EAGLE-3 head for the --model target (MHA, or MLA for a
+//                                     DeepSeek-V3 target)
+//   --draft mtp                       a DeepSeek-V3 target's own MTP layer (model.layers.{L}.*)
 //   --draft-layers 2,16,29            target layers an EAGLE-3 head fuses (residual entering layer i)
 //   --draft-layer-ids-are-outputs     the head config's eagle_aux_hidden_state_layer_ids count layer outputs
 //                                     (SGLang convention): add 1 to each

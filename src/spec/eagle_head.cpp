@@ -22,6 +22,14 @@ EagleHead::EagleHead(EagleConfig config, WeightStore store, EagleKind kind, std:
   attn_shape_ = AttentionShape{c.n_head, c.n_head_kv, c.head_dim, float(1.0 / std::sqrt(double(c.head_dim)))};
 }
 
+void EagleHead::set_yarn_rope(const YarnRopeScaling& scaling) {
+  const LlamaConfig& c = config_.llama;
+  inv_freq_ = yarn_inv_freq(c.head_dim, c.rope_theta, scaling);
+  const double factor = yarn_rope_attention_factor(scaling);
+  // Every dim of a Llama head is rotated: cos/sin times f scales q.k by f^2.
+  attn_shape_.scale = float(factor * factor / std::sqrt(double(c.head_dim)));
+}
+
 KvCache EagleHead::make_kv_cache(int64_t capacity) const {
   return KvCache(int64_t(weights_.layers.size()), config_.llama.n_head_kv, config_.llama.head_dim, capacity);
 }
@@ -150,12 +158,17 @@ DraftOutput EagleHead::forward(const DraftBatch& batch) {
       // fc over the target's layers side by side: [n, k * target_n_embd] -> [n, n_embd].
       const int64_t k = int64_t(batch.feature_parts.size()), width = k * target_n_embd_;
       const float* in = batch.feature_parts[0];
-      if (k > 1) {
+      if (k > 1 || !w.fc_norm.empty()) {
         float* fused = fused_.reserve(n * width);
         for (int64_t r = 0; r < n; ++r)
-          for (int64_t p = 0; p < k; ++p)
-            std::memcpy(fused + r * width + p * target_n_embd_, batch.feature_parts[size_t(p)] + r * target_n_embd_,
-                        size_t(target_n_embd_) * sizeof(float));
+          for (int64_t p = 0; p < k; ++p) {
+            const float* src = batch.feature_parts[size_t(p)] + r * target_n_embd_;
+            float* dst = fused + r * width + p * target_n_embd_;
+            if (w.fc_norm.empty())
+              std::memcpy(dst, src, size_t(target_n_embd_) * sizeof(float));
+            else
+              ops::rms_norm(src, 1, target_n_embd_, *w.fc_norm[size_t(p)], float(config_.llama.rms_norm_eps), dst, pool_);
+          }
         in = fused;
       }
       ops::matmul(in, n, *w.fc, nullptr, x, pool_);

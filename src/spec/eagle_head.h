@@ -16,13 +16,19 @@
 //   x = x + mlp(post_attention_layernorm(x))
 //   feature = x (pre-norm);  logits = lm_head(norm(x))  lm_head [draft_vocab, H]; target id = d + d2t[d]
 // Tensor names: EAGLE-1 "layers.0.*"; EAGLE-3 "midlayer.*" (EAGLE repo, SpecForge) or "layers.0.*"
-// (NVIDIA / MAX). RoPE uses the head's own rope_theta (absent: 10000) and rope_scaling.
+// (NVIDIA / MAX), each optionally under "model." together with fc / norm / embed_tokens / fc_norm (SGLang
+// llama_eagle3.py accepts both spellings). RoPE uses the head's own rope_theta (absent: 10000) and
+// rope_scaling (llama3; or YaRN through set_yarn_rope: inv_freq by the YaRN ramp, cos and sin times the
+// attention factor, i.e. q.k times its square, softmax scale head_dim^-0.5, as transformers' Llama).
+// EAGLE-3 heads with per-chunk fc_norm.{i}.weight [H_t] (vLLM's fc_norm) normalise each target part
+// before fc: g = fc(concat_i rms_norm(f_i) * fc_norm_i).
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "io/deepseek_config.h"
 #include "io/eagle_config.h"
 #include "models/blocks.h"
 #include "spec/draft_head.h"
@@ -44,6 +50,7 @@ struct EagleWeights {
   std::string layer_prefix;          // "midlayer." or "layers.0." (EAGLE-3); "layers." (EAGLE-1)
   const Tensor* fc = nullptr;        // fc.weight [n_embd, 2*n_embd] (EAGLE-1) | [n_embd, k*target_n_embd]
   const Tensor* fc_bias = nullptr;   // fc.bias [n_embd] (older EAGLE-1 heads)
+  std::vector<const Tensor*> fc_norm;  // fc_norm.{i}.weight [target_n_embd] per fused part (EAGLE-3), or empty
   std::vector<EagleLayerWeights> layers;
   const Tensor* norm = nullptr;      // norm.weight [n_embd] (EAGLE-3)
   const Tensor* output = nullptr;    // EAGLE-3: lm_head.weight [n_draft_vocab, n_embd]; EAGLE-1: the target's
@@ -56,6 +63,10 @@ struct EagleWeights {
 // the number of target layers an EAGLE-3 head concatenates (fc's width must be n_fused * target_n_embd).
 EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& config, EagleKind kind,
                                 const Model& target, int64_t n_fused);
+
+// d2t [n_draft_vocab] int64 -> draft id + d2t (t2d [n_vocab] bool, when present, must agree); empty when the
+// head has no d2t and n_draft_vocab == n_vocab; an aerie::Error otherwise.
+std::vector<int64_t> bind_draft_vocab_map(const WeightStore& store, int64_t n_draft_vocab, int64_t n_vocab);
 
 class EagleHead final : public DraftHead {
  public:
@@ -74,6 +85,8 @@ class EagleHead final : public DraftHead {
   std::string describe() const override;
 
   EagleKind kind() const { return weights_.kind; }
+  // Replaces the rope of a head whose config has a YaRN rope_scaling (see the header comment).
+  void set_yarn_rope(const YarnRopeScaling& scaling);
   const EagleWeights& weights() const { return weights_; }
 
  private:

@@ -2,8 +2,13 @@
 // by its published name with its shape checked against the head's config and the target.
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
+#include "spec/deepseek_heads.h"
 #include "spec/eagle_head.h"
+#include "spec/mla_head.h"
+#include "models/deepseek_v3.h"
 
 namespace aerie {
 namespace {
@@ -24,7 +29,9 @@ bool has_prefix(const WeightStore& store, const std::string& prefix) {
 
 // EAGLE-3 if the tensors say so (midlayer.*, a hidden_norm, a d2t) or the architecture does.
 EagleKind detect_kind(const WeightStore& store, const EagleConfig& config) {
-  if (has_prefix(store, "midlayer.") || store.contains("layers.0.hidden_norm.weight") || store.contains("d2t"))
+  if (has_prefix(store, "midlayer.") || has_prefix(store, "model.midlayer.") ||
+      store.contains("layers.0.hidden_norm.weight") || store.contains("model.layers.0.hidden_norm.weight") ||
+      store.contains("d2t"))
     return EagleKind::kEagle3;
   return config.llama.architecture == "LlamaForCausalLMEagle3" ? EagleKind::kEagle3 : EagleKind::kEagle1;
 }
@@ -77,9 +84,22 @@ void bind_layer(const WeightStore& store, const LlamaConfig& c, const std::strin
   layer.mlp.down = get("mlp.down_proj.weight", {c.n_embd, c.n_ff});
 }
 
+// EAGLE-3 tensors outside the layer may sit under "model." (SGLang's llama_eagle3 accepts both).
+std::string top_name(const WeightStore& store, const std::string& name) {
+  return !store.contains(name) && store.contains("model." + name) ? "model." + name : name;
+}
+
+// The EAGLE-3 layer prefix: midlayer. / layers.0., each possibly under model.
+std::string eagle3_layer_prefix(const WeightStore& store) {
+  for (const char* p : {"midlayer.", "model.midlayer.", "layers.0.", "model.layers.0."})
+    if (has_prefix(store, p)) return p;
+  return "layers.0.";
+}
+
+}  // namespace
+
 // d2t [n_draft_vocab] int64 -> draft_to_target; t2d [n_vocab] bool, when present, must agree with it.
-std::vector<int64_t> bind_vocab_map(const WeightStore& store, const EagleConfig& config) {
-  const int64_t n_draft = config.n_draft_vocab, n_vocab = config.llama.n_vocab;
+std::vector<int64_t> bind_draft_vocab_map(const WeightStore& store, int64_t n_draft, int64_t n_vocab) {
   const Tensor* d2t = store.find("d2t");
   if (d2t == nullptr) {
     AERIE_CHECK(n_draft == n_vocab, store.source(), ": draft_vocab_size ", n_draft, " is smaller than vocab_size ",
@@ -105,8 +125,6 @@ std::vector<int64_t> bind_vocab_map(const WeightStore& store, const EagleConfig&
   return map;
 }
 
-}  // namespace
-
 EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& config, EagleKind kind,
                                 const Model& target, int64_t n_fused) {
   const LlamaConfig& c = config.llama;
@@ -125,7 +143,7 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
   EagleWeights w;
   w.kind = kind;
   w.embed = &target.token_embedding();
-  if (const Tensor* own = store.find("embed_tokens.weight")) {
+  if (const Tensor* own = store.find(top_name(store, "embed_tokens.weight"))) {
     AERIE_CHECK(own->shape == (Shape{c.n_vocab, n_embd}), src, ": embed_tokens.weight has shape ", own->shape.str(),
                 ", expected [", c.n_vocab, ", ", n_embd, "] (vocab_size, hidden_size)");
     if (n_embd != target.n_embd()) w.embed = own;  // a narrower head cannot use the target's table
@@ -155,31 +173,40 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
   }
 
   AERIE_CHECK(c.n_layer == 1, src, ": EAGLE-3 heads have one decoder layer, config says num_hidden_layers = ", c.n_layer);
-  const Tensor& fc = store.get("fc.weight");
+  const Tensor& fc = store.get(top_name(store, "fc.weight"));
   AERIE_CHECK(fc.shape == (Shape{n_embd, n_fused * t_embd}), src, ": fc.weight has shape ", fc.shape.str(),
               ", expected [", n_embd, ", ", n_fused * t_embd, "]: fusing ", n_fused,
               " target layers of hidden size ", t_embd, (fc.shape.ndim() == 2 && fc.dim(1) % t_embd == 0
                   ? str_cat(" (the head was trained on ", fc.dim(1) / t_embd, " layers)") : std::string()));
   w.fc = &fc;
-  w.layer_prefix = has_prefix(store, "midlayer.") ? "midlayer." : "layers.0.";
+  w.layer_prefix = eagle3_layer_prefix(store);
   EagleLayerWeights layer;
   bind_layer(store, c, w.layer_prefix, 2 * n_embd, layer);
   layer.attn_norm = &store.get(w.layer_prefix + "input_layernorm.weight", {n_embd});
   layer.hidden_norm = &store.get(w.layer_prefix + "hidden_norm.weight", {n_embd});
   w.layers.push_back(layer);
-  w.norm = &store.get("norm.weight", {n_embd});
+  if (store.contains(top_name(store, "fc_norm.0.weight")))
+    for (int64_t i = 0; i < n_fused; ++i)
+      w.fc_norm.push_back(&store.get(top_name(store, "fc_norm." + std::to_string(i) + ".weight"), {t_embd}));
+  w.norm = &store.get(top_name(store, "norm.weight"), {n_embd});
   const Tensor& head = store.get("lm_head.weight");
   AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, n_embd}), src, ": lm_head.weight has shape ",
               head.shape.str(), ", expected [", config.n_draft_vocab, ", ", n_embd, "] (draft_vocab_size, hidden_size)");
   w.output = &head;
-  w.draft_to_target = bind_vocab_map(store, config);
+  w.draft_to_target = bind_draft_vocab_map(store, config.n_draft_vocab, config.llama.n_vocab);
   return w;
 }
 
 std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, const Model& target, ThreadPool& pool,
                                            const DraftLoadOptions& options) {
-  EagleConfig config = load_eagle_config(dir / "config.json");
+  const std::string config_path = (dir / "config.json").string();
+  nlohmann::json json = read_head_config_json(dir / "config.json");
+  // EAGLE-3 heads with MLA attention (DeepSeek targets) by their architecture.
+  if (is_deepseek_eagle3_architecture(json)) return load_mla_eagle_head(dir, json, target, pool, options);
+  const YarnRopeScaling yarn = take_yarn_rope_scaling(json, config_path);
+  EagleConfig config = parse_eagle_config(json, config_path);
   WeightStore store = WeightStore::open_dir(dir, options.progress);
+  const bool deepseek_target = dynamic_cast<const DeepseekV3Model*>(&target) != nullptr;
   const EagleKind kind = detect_kind(store, config);
   std::vector<int> layers;
   if (kind == EagleKind::kEagle1) {
@@ -187,11 +214,22 @@ std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, con
                 store.source(), ": an EAGLE-1 head reads only the target's final hidden state; target layers ",
                 layers_str(options.target_layers), " cannot be chosen");
     layers = {kFinalNormLayer};
+  } else if (deepseek_target) {
+    // The number of fused layers follows fc's width (2 or 3 target layers), see spec/deepseek_heads.h.
+    const Tensor& fc = store.get(top_name(store, "fc.weight"));
+    AERIE_CHECK(fc.shape.ndim() == 2, store.source(), ": fc.weight must be a matrix, has shape ", fc.shape.str());
+    AERIE_CHECK(config.target_n_embd == target.n_embd(), store.source(), ": EAGLE-3 head ",
+                config.has_target_n_embd ? "target_hidden_size " : "hidden_size ", config.target_n_embd,
+                " does not match the target's hidden_size ", target.n_embd(), " (fc reads the target's hidden states)");
+    layers = deepseek_eagle3_layers(config.aux_layer_ids, options, fc.dim(1), target.n_embd(), target.n_layer(),
+                                    store.source());
   } else {
     layers = eagle3_target_layers(config, options, int(target.n_layer()), store.source());
   }
   if (options.prefault) store.prefault(options.progress);
-  return std::make_unique<EagleHead>(std::move(config), std::move(store), kind, std::move(layers), target, pool);
+  auto head = std::make_unique<EagleHead>(std::move(config), std::move(store), kind, std::move(layers), target, pool);
+  if (yarn.enabled) head->set_yarn_rope(yarn);
+  return head;
 }
 
 }  // namespace aerie

@@ -1,0 +1,267 @@
+#include "spec/mla_head.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "models/deepseek_v3.h"
+#include "models/rope_freqs.h"
+#include "ops/ops.h"
+#include "spec/eagle_head.h"
+
+namespace aerie {
+namespace {
+
+bool has_prefix(const WeightStore& store, const std::string& prefix) {
+  const std::vector<std::string> names = store.names();
+  return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(prefix, 0) == 0; });
+}
+
+// Tensors outside the layer may sit under "model." (vLLM prefixes them so when it loads).
+std::string top_name(const WeightStore& store, const std::string& name) {
+  return !store.contains(name) && store.contains("model." + name) ? "model." + name : name;
+}
+
+const Tensor* norm_tensor(const WeightStore& store, const std::string& name, int64_t n) {
+  const Tensor* t = &store.get(name, {n});
+  AERIE_CHECK(t->dtype == DType::kF32 || t->dtype == DType::kBF16 || t->dtype == DType::kF16, store.source(),
+              ": tensor '", name, "' has dtype ", dtype_name(t->dtype), " (expected F32, BF16 or F16)");
+  return t;
+}
+
+MlaHeadWeights bind_weights(const WeightStore& store, const MlaHeadConfig& config, const DeepseekV3Model& target,
+                            int64_t n_fused) {
+  const DeepseekV3Config& c = config.attn;
+  const std::string& src = store.source();
+  const int64_t H = c.n_embd, t_embd = target.n_embd();
+  AERIE_CHECK(c.n_vocab == target.n_vocab(), src, ": vocab_size ", c.n_vocab, " does not match the target's ",
+              target.n_vocab(), " (the head embeds and names tokens in the target's vocabulary)");
+  AERIE_CHECK(config.target_n_embd == t_embd, src, ": EAGLE-3 MLA head ",
+              config.has_target_n_embd ? "target_hidden_size " : "hidden_size ", config.target_n_embd,
+              " does not match the target's hidden_size ", t_embd, " (fc reads the target's hidden states)");
+  const DeepseekV3Config& tc = target.config();
+  AERIE_CHECK(c.kv_cache_width() == tc.kv_cache_width(), src, ": MLA head cache width kv_lora_rank + qk_rope_head_dim = ",
+              c.kv_lora_rank, " + ", c.qk_rope_head_dim, " = ", c.kv_cache_width(), " differs from the target's ",
+              tc.kv_lora_rank, " + ", tc.qk_rope_head_dim, " = ", tc.kv_cache_width(),
+              " (the head's cache is a one-layer view of the target's latent geometry)");
+  MlaHeadWeights w;
+  w.layer_prefix = "layers.0.";
+  for (const char* p : {"midlayer.", "model.midlayer.", "layers.0.", "model.layers.0."})
+    if (has_prefix(store, p)) {
+      w.layer_prefix = p;
+      break;
+    }
+  const std::string& p = w.layer_prefix;
+  const Tensor& fc = store.get(top_name(store, "fc.weight"));
+  AERIE_CHECK(fc.shape == (Shape{H, n_fused * t_embd}), src, ": fc.weight has shape ", fc.shape.str(), ", expected [",
+              H, ", ", n_fused * t_embd, "]: fusing ", n_fused, " target layers of hidden size ", t_embd);
+  w.fc = &fc;
+  if (config.fc_norm || store.contains(top_name(store, "fc_norm.0.weight")))
+    for (int64_t i = 0; i < n_fused; ++i)
+      w.fc_norm.push_back(norm_tensor(store, top_name(store, "fc_norm." + std::to_string(i) + ".weight"), t_embd));
+  w.attn_norm = norm_tensor(store, p + "input_layernorm.weight", H);
+  w.hidden_norm = norm_tensor(store, p + "hidden_norm.weight", H);
+  w.attn = bind_mla_projections(store, p + "self_attn.", c, 2 * H);
+  w.ffn_norm = norm_tensor(store, p + "post_attention_layernorm.weight", H);
+  AERIE_CHECK(!store.contains(p + "mlp.gate.weight"), src, ": ", p,
+              "mlp is a mixture of experts; EAGLE-3 MLA heads have a dense MLP (as vLLM builds them)");
+  w.mlp = FfnWeights{bind_linear(store, p + "mlp.gate_proj", c.n_ff, H, false),
+                     bind_linear(store, p + "mlp.up_proj", c.n_ff, H, false),
+                     bind_linear(store, p + "mlp.down_proj", H, c.n_ff, false)};
+  w.norm = norm_tensor(store, top_name(store, "norm.weight"), H);
+  const Tensor& head = store.get("lm_head.weight");
+  AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, H}), src, ": lm_head.weight has shape ", head.shape.str(),
+              ", expected [", config.n_draft_vocab, ", ", H, "] (draft_vocab_size, hidden_size)");
+  w.output = &head;
+  w.embed = &target.token_embedding();
+  if (const Tensor* own = store.find(top_name(store, "embed_tokens.weight"))) {
+    AERIE_CHECK(own->shape == (Shape{c.n_vocab, H}), src, ": embed_tokens.weight has shape ", own->shape.str(),
+                ", expected [", c.n_vocab, ", ", H, "] (vocab_size, hidden_size)");
+    if (H != t_embd) w.embed = own;
+  }
+  AERIE_CHECK(w.embed->dim(1) == H, src, ": the head's hidden_size ", H, " differs from the target's ", t_embd,
+              " and the head has no embed_tokens.weight of its own");
+  w.draft_to_target = bind_draft_vocab_map(store, config.n_draft_vocab, c.n_vocab);
+  return w;
+}
+
+}  // namespace
+
+MlaWeights bind_mla_projections(const WeightStore& store, const std::string& p, const DeepseekV3Config& c,
+                                int64_t n_in) {
+  const bool fp8 = c.quantization.enabled;
+  const int64_t q_width = c.n_head * c.qk_head_dim();
+  MlaWeights w;
+  if (c.q_lora_rank > 0) {
+    w.q_a = bind_linear(store, p + "q_a_proj", c.q_lora_rank, n_in, fp8);
+    w.q_a_norm = norm_tensor(store, p + "q_a_layernorm.weight", c.q_lora_rank);
+    w.q_b = bind_linear(store, p + "q_b_proj", q_width, c.q_lora_rank, fp8);
+  } else {
+    w.q = bind_linear(store, p + "q_proj", q_width, n_in, fp8);
+  }
+  w.kv_a = bind_linear(store, p + "kv_a_proj_with_mqa", c.kv_cache_width(), n_in, fp8);
+  w.kv_a_norm = norm_tensor(store, p + "kv_a_layernorm.weight", c.kv_lora_rank);
+  w.kv_b = bind_linear(store, p + "kv_b_proj", c.n_head * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank, fp8);
+  w.o = bind_linear(store, p + "o_proj", c.n_embd, c.n_head * c.v_head_dim, fp8);
+  return w;
+}
+
+MlaEagleHead::MlaEagleHead(MlaHeadConfig config, WeightStore store, std::vector<int> target_layers,
+                           const Model& target, ThreadPool& pool)
+    : config_(std::move(config)),
+      store_(std::move(store)),
+      target_layers_(std::move(target_layers)),
+      target_n_embd_(target.n_embd()),
+      pool_(pool) {
+  const DeepseekV3Model& ds = require_deepseek_target(target, store_.source() + ": an EAGLE-3 MLA head");
+  weights_ = bind_weights(store_, config_, ds, int64_t(target_layers_.size()));
+  const DeepseekV3Config& c = config_.attn;
+  inv_freq_ = yarn_inv_freq(c.qk_rope_head_dim, c.rope_theta, c.rope_scaling);
+  mla_shape_ = deepseek_mla_shape(c);
+}
+
+KvCache MlaEagleHead::make_kv_cache(int64_t capacity) const {
+  return KvCache::latent(1, config_.attn.kv_cache_width(), capacity);
+}
+
+int64_t MlaEagleHead::to_target(int64_t draft_id) const {
+  return weights_.draft_to_target.empty() ? draft_id : weights_.draft_to_target[size_t(draft_id)];
+}
+
+// One draft step after the first: the layer, the norm and lm_head (fc only runs on target features).
+uint64_t MlaEagleHead::weight_bytes() const {
+  const MlaHeadWeights& w = weights_;
+  uint64_t bytes = w.output->nbytes() + w.norm->nbytes() + w.attn_norm->nbytes() + w.hidden_norm->nbytes() +
+                   w.ffn_norm->nbytes() + w.mlp.nbytes() + w.attn.kv_a_norm->nbytes();
+  for (const LinearWeight* lw : {&w.attn.q, &w.attn.q_a, &w.attn.q_b, &w.attn.kv_a, &w.attn.kv_b, &w.attn.o})
+    if (lw->weight != nullptr) bytes += lw->nbytes();
+  if (w.attn.q_a_norm != nullptr) bytes += w.attn.q_a_norm->nbytes();
+  return bytes;
+}
+
+std::string MlaEagleHead::describe() const {
+  const DeepseekV3Config& c = config_.attn;
+  std::string layers;
+  for (size_t i = 0; i < target_layers_.size(); ++i) {
+    if (i > 0) layers += ',';
+    layers += std::to_string(target_layers_[i]);
+  }
+  return str_cat("eagle3-mla (", config_.architecture, "): n_embd ", c.n_embd, ", n_ff ", c.n_ff, ", heads ", c.n_head,
+                 ", ", c.q_lora_rank > 0 ? str_cat("q_lora ", c.q_lora_rank) : std::string("q_proj"), ", kv_lora ",
+                 c.kv_lora_rank, " nope/rope/v ", c.qk_nope_head_dim, "/", c.qk_rope_head_dim, "/", c.v_head_dim,
+                 c.rope_scaling.enabled ? ", YaRN" : "", ", target layers {", layers, "}, vocab ", n_vocab(),
+                 reduced_vocab() ? " (reduced, d2t)" : "", weights_.fc_norm.empty() ? "" : ", fc_norm",
+                 ", names ", weights_.layer_prefix, "*, ", dtype_name(weights_.fc->dtype));
+}
+
+void MlaEagleHead::check_batch(const DraftBatch& batch) const {
+  const int64_t n = int64_t(batch.token_ids.size());
+  int64_t next_row = 0;
+  for (const SequenceRows& seq : batch.sequences) {
+    AERIE_CHECK(seq.row_begin == next_row && seq.n_rows > 0 && seq.kv != nullptr,
+                "draft batch: sequences must cover the rows in order");
+    AERIE_CHECK(seq.kv->n_layer() == 1 && seq.kv->row_width() == config_.attn.kv_cache_width() && !seq.kv->has_values(),
+                "draft batch: KV cache does not fit this MLA head (needs KvCache::latent with one layer)");
+    seq.kv->check_room(seq.n_rows);
+    next_row += seq.n_rows;
+  }
+  AERIE_CHECK(next_row == n, "draft batch: sequences cover ", next_row, " rows of ", n);
+  for (int64_t id : batch.token_ids)
+    AERIE_CHECK(id >= 0 && id < config_.attn.n_vocab, "draft batch: token id ", id, " is outside the vocabulary [0, ",
+                config_.attn.n_vocab, ")");
+  for (int64_t r : batch.logit_rows) AERIE_CHECK(r >= 0 && r < n, "draft batch: logit row ", r, " out of range");
+  const size_t parts = batch.source == FeatureSource::kTarget ? target_layers_.size() : 1;
+  AERIE_CHECK(batch.feature_parts.size() == parts, "draft batch: ", batch.feature_parts.size(),
+              " feature parts, the head needs ", parts);
+}
+
+DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
+  check_batch(batch);
+  const MlaHeadWeights& w = weights_;
+  const int64_t n = int64_t(batch.token_ids.size()), H = config_.attn.n_embd;
+  const float eps = float(config_.attn.rms_norm_eps);
+  positions_.resize(size_t(n));
+  for (const SequenceRows& seq : batch.sequences)
+    for (int64_t r = 0; r < seq.n_rows; ++r) positions_[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+
+  float* x = x_.reserve(n * H);  // [n, H] residual stream; ends as the head's feature
+  if (batch.source == FeatureSource::kTarget) {
+    // fc over the (optionally normalised) target parts side by side: [n, k * H_t] -> [n, H].
+    const int64_t k = int64_t(batch.feature_parts.size()), t = target_n_embd_, width = k * t;
+    float* fused = fused_.reserve(n * width);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t p = 0; p < k; ++p) {
+        const float* src = batch.feature_parts[size_t(p)] + r * t;
+        float* dst = fused + r * width + p * t;
+        if (w.fc_norm.empty())
+          std::memcpy(dst, src, size_t(t) * sizeof(float));
+        else
+          ops::rms_norm(src, 1, t, *w.fc_norm[size_t(p)], eps, dst, pool_);
+      }
+    ops::matmul(fused, n, *w.fc, nullptr, x, pool_);
+  } else {
+    std::memcpy(x, batch.feature_parts[0], size_t(n * H) * sizeof(float));
+  }
+  float* emb = emb_.reserve(n * H);            // [n, H]
+  float* cur = cur_.reserve(n * H);            // [n, H]
+  float* attn_in = attn_in_.reserve(n * 2 * H);  // [n, 2H]: [normed embedding | normed feature]
+  float* block_out = block_out_.reserve(n * H);  // [n, H]
+  ops::embedding(*w.embed, batch.token_ids.data(), n, emb);
+  ops::rms_norm(emb, n, H, *w.attn_norm, eps, cur, pool_);
+  for (int64_t r = 0; r < n; ++r) std::memcpy(attn_in + r * 2 * H, cur + r * H, size_t(H) * sizeof(float));
+  ops::rms_norm(x, n, H, *w.hidden_norm, eps, cur, pool_);
+  for (int64_t r = 0; r < n; ++r) std::memcpy(attn_in + r * 2 * H + H, cur + r * H, size_t(H) * sizeof(float));
+  if (config_.norm_before_residual) std::memcpy(x, cur, size_t(n * H) * sizeof(float));
+  mla_attention(attn_in, n, batch.sequences, positions_.data(), 0, w.attn, mla_shape_, inv_freq_.data(), path_,
+                mla_scratch_, block_out, pool_);
+  ops::add_inplace(x, block_out, n * H);
+  ops::rms_norm(x, n, H, *w.ffn_norm, eps, cur, pool_);
+  swiglu_ffn(cur, n, w.mlp, ffn_scratch_, block_out, pool_);
+  ops::add_inplace(x, block_out, n * H);
+  for (const SequenceRows& seq : batch.sequences) seq.kv->advance(seq.n_rows);
+
+  DraftOutput out;
+  out.n_vocab = n_vocab();
+  out.n_embd = H;
+  if (config_.norm_output) {
+    ops::rms_norm(x, n, H, *w.norm, eps, x, pool_);  // the fed-back feature is the normed state
+  }
+  out.features = x;
+  out.n_logit_rows = int64_t(batch.logit_rows.size());
+  if (out.n_logit_rows > 0) {
+    float* logits_in = logits_in_.reserve(out.n_logit_rows * H);  // [n_logit_rows, H]
+    for (int64_t i = 0; i < out.n_logit_rows; ++i) {
+      const float* row = x + batch.logit_rows[size_t(i)] * H;
+      if (config_.norm_output)
+        std::memcpy(logits_in + i * H, row, size_t(H) * sizeof(float));
+      else
+        ops::rms_norm(row, 1, H, *w.norm, eps, logits_in + i * H, pool_);
+    }
+    float* logits = logits_.reserve(out.n_logit_rows * out.n_vocab);  // [n_logit_rows, draft vocab]
+    ops::matmul(logits_in, out.n_logit_rows, *w.output, nullptr, logits, pool_);
+    out.logits = logits;
+  }
+  return out;
+}
+
+std::unique_ptr<DraftHead> load_mla_eagle_head(const std::filesystem::path& dir, const nlohmann::json& json,
+                                               const Model& target, ThreadPool& pool, const DraftLoadOptions& options) {
+  const std::string source = (dir / "config.json").string();
+  MlaHeadConfig config = parse_mla_head_config(json, source);
+  require_deepseek_target(target, source + ": an EAGLE-3 MLA head (" + config.architecture + ")");
+  WeightStore store = WeightStore::open_dir(dir, options.progress);
+  const std::string fc_name = !store.contains("fc.weight") && store.contains("model.fc.weight") ? "model.fc.weight"
+                                                                                                 : "fc.weight";
+  const Tensor& fc = store.get(fc_name);
+  AERIE_CHECK(fc.shape.ndim() == 2, store.source(), ": fc.weight must be a matrix, has shape ", fc.shape.str());
+  AERIE_CHECK(config.target_n_embd == target.n_embd(), store.source(), ": EAGLE-3 MLA head ",
+              config.has_target_n_embd ? "target_hidden_size " : "hidden_size ", config.target_n_embd,
+              " does not match the target's hidden_size ", target.n_embd(), " (fc reads the target's hidden states)");
+  std::vector<int> layers = deepseek_eagle3_layers(config.aux_layer_ids, options, fc.dim(1), target.n_embd(),
+                                                   target.n_layer(), store.source());
+  if (options.prefault) store.prefault(options.progress);
+  return std::make_unique<MlaEagleHead>(std::move(config), std::move(store), std::move(layers), target, pool);
+}
+
+}  // namespace aerie

@@ -1,0 +1,143 @@
+#include "spec/mtp_drafter.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "ops/ops.h"
+#include "spec/deepseek_heads.h"
+
+namespace aerie {
+namespace {
+
+const Tensor* float_tensor(const WeightStore& store, const std::string& name, const Shape& shape) {
+  const Tensor* t = &store.get(name, shape);
+  AERIE_CHECK(t->dtype == DType::kF32 || t->dtype == DType::kBF16 || t->dtype == DType::kF16, store.source(),
+              ": tensor '", name, "' has dtype ", dtype_name(t->dtype), " (expected F32, BF16 or F16)");
+  return t;
+}
+
+}  // namespace
+
+MtpWeights bind_mtp_weights(const DeepseekV3Model& target) {
+  const DeepseekV3Config& c = target.config();
+  const WeightStore& store = target.store();
+  AERIE_CHECK(c.num_nextn_predict_layers >= 1, store.source(),
+              ": the checkpoint has no MTP layer (num_nextn_predict_layers = ", c.num_nextn_predict_layers,
+              "), so --draft mtp cannot be used");
+  const std::string p = "model.layers." + std::to_string(c.n_layer) + ".";
+  AERIE_CHECK(store.contains(p + "eh_proj.weight"), store.source(), ": num_nextn_predict_layers = ",
+              c.num_nextn_predict_layers, " but the checkpoint has no '", p,
+              "eh_proj.weight' (the MTP layer's tensors were left out of these files)");
+  MtpWeights w;
+  w.layer = c.n_layer;
+  w.enorm = float_tensor(store, p + "enorm.weight", {c.n_embd});
+  w.hnorm = float_tensor(store, p + "hnorm.weight", {c.n_embd});
+  w.eh_proj = bind_linear(store, p + "eh_proj", c.n_embd, 2 * c.n_embd, c.quantization.enabled);
+  w.block = bind_deepseek_layer(store, c, c.n_layer);
+  w.head_norm = float_tensor(store, p + "shared_head.norm.weight", {c.n_embd});
+  w.head = float_tensor(store, p + "shared_head.head.weight", {c.n_vocab, c.n_embd});
+  w.embed = store.contains(p + "embed_tokens.weight") ? float_tensor(store, p + "embed_tokens.weight", {c.n_vocab, c.n_embd})
+                                                       : &target.token_embedding();
+  return w;
+}
+
+MtpDrafter::MtpDrafter(const DeepseekV3Model& target, ThreadPool& pool)
+    : config_(target.config()), weights_(bind_mtp_weights(target)), pool_(pool), inv_freq_(target.rope_inv_freq()) {
+  context_ = deepseek_layer_context(config_, inv_freq_);
+}
+
+KvCache MtpDrafter::make_kv_cache(int64_t capacity) const {
+  return KvCache::latent(1, config_.kv_cache_width(), capacity);
+}
+
+// One draft step: eh_proj, the norms, the layer's active weights (attention, router, shared experts and
+// num_experts_per_tok routed experts, or the dense MLP) and the head.
+uint64_t MtpDrafter::weight_bytes() const {
+  const MtpWeights& w = weights_;
+  const DeepseekLayerWeights& l = w.block;
+  uint64_t bytes = w.enorm->nbytes() + w.hnorm->nbytes() + w.eh_proj.nbytes() + w.head_norm->nbytes() +
+                   w.head->nbytes() + l.attn_norm->nbytes() + l.ffn_norm->nbytes() + l.attn.kv_a_norm->nbytes();
+  for (const LinearWeight* lw : {&l.attn.q, &l.attn.q_a, &l.attn.q_b, &l.attn.kv_a, &l.attn.kv_b, &l.attn.o})
+    if (lw->weight != nullptr) bytes += lw->nbytes();
+  if (l.attn.q_a_norm != nullptr) bytes += l.attn.q_a_norm->nbytes();
+  if (!l.is_moe) return bytes + l.dense.nbytes();
+  bytes += l.moe.router->nbytes() + (l.moe.router_bias != nullptr ? l.moe.router_bias->nbytes() : 0);
+  bytes += uint64_t(config_.n_expert_used) * l.moe.experts[0].nbytes();
+  if (l.moe.has_shared) bytes += l.moe.shared.nbytes();
+  return bytes;
+}
+
+std::string MtpDrafter::describe() const {
+  return str_cat("mtp: model.layers.", weights_.layer, ".* of the target (", weights_.block.is_moe ? "MoE" : "dense",
+                 " layer, n_embd ", config_.n_embd, ", vocab ", config_.n_vocab, ", eh_proj ",
+                 dtype_name(weights_.eh_proj.weight->dtype), weights_.eh_proj.is_fp8() ? " block-scaled" : "",
+                 "), fed back: the layer output before shared_head.norm");
+}
+
+void MtpDrafter::check_batch(const DraftBatch& batch) const {
+  const int64_t n = int64_t(batch.token_ids.size());
+  int64_t next_row = 0;
+  for (const SequenceRows& seq : batch.sequences) {
+    AERIE_CHECK(seq.row_begin == next_row && seq.n_rows > 0 && seq.kv != nullptr,
+                "draft batch: sequences must cover the rows in order");
+    AERIE_CHECK(seq.kv->n_layer() == 1 && seq.kv->row_width() == config_.kv_cache_width() && !seq.kv->has_values(),
+                "draft batch: KV cache does not fit the MTP layer (needs KvCache::latent with one layer)");
+    seq.kv->check_room(seq.n_rows);
+    next_row += seq.n_rows;
+  }
+  AERIE_CHECK(next_row == n, "draft batch: sequences cover ", next_row, " rows of ", n);
+  for (int64_t id : batch.token_ids)
+    AERIE_CHECK(id >= 0 && id < config_.n_vocab, "draft batch: token id ", id, " is outside the vocabulary [0, ",
+                config_.n_vocab, ")");
+  for (int64_t r : batch.logit_rows) AERIE_CHECK(r >= 0 && r < n, "draft batch: logit row ", r, " out of range");
+  AERIE_CHECK(batch.feature_parts.size() == 1, "draft batch: ", batch.feature_parts.size(),
+              " feature parts, the MTP layer needs 1");
+}
+
+DraftOutput MtpDrafter::forward(const DraftBatch& batch) {
+  check_batch(batch);
+  const MtpWeights& w = weights_;
+  const int64_t n = int64_t(batch.token_ids.size()), H = config_.n_embd;
+  const float eps = float(config_.rms_norm_eps);
+  positions_.resize(size_t(n));
+  for (const SequenceRows& seq : batch.sequences)
+    for (int64_t r = 0; r < seq.n_rows; ++r) positions_[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+
+  // Both sources are one [n, H] part: the target's final-normed state or the fed-back layer output.
+  float* emb = emb_.reserve(n * H);          // [n, H]
+  float* cur = cur_.reserve(n * H);          // [n, H]
+  float* fused = fused_.reserve(n * 2 * H);  // [n, 2H]: [enorm(embedding) | hnorm(feature)]
+  float* x = x_.reserve(n * H);              // [n, H] the layer's residual stream; ends as the feature
+  ops::embedding(*w.embed, batch.token_ids.data(), n, emb);
+  ops::rms_norm(emb, n, H, *w.enorm, eps, cur, pool_);
+  for (int64_t r = 0; r < n; ++r) std::memcpy(fused + r * 2 * H, cur + r * H, size_t(H) * sizeof(float));
+  ops::rms_norm(batch.feature_parts[0], n, H, *w.hnorm, eps, cur, pool_);
+  for (int64_t r = 0; r < n; ++r) std::memcpy(fused + r * 2 * H + H, cur + r * H, size_t(H) * sizeof(float));
+  linear(fused, n, w.eh_proj, x, pool_);
+  deepseek_decoder_layer(x, n, batch.sequences, positions_.data(), 0, w.block, context_, layer_scratch_, pool_);
+  for (const SequenceRows& seq : batch.sequences) seq.kv->advance(seq.n_rows);
+
+  DraftOutput out;
+  out.n_vocab = config_.n_vocab;
+  out.n_embd = H;
+  out.features = x;
+  out.n_logit_rows = int64_t(batch.logit_rows.size());
+  if (out.n_logit_rows > 0) {
+    float* logits_in = logits_in_.reserve(out.n_logit_rows * H);  // [n_logit_rows, H]
+    for (int64_t i = 0; i < out.n_logit_rows; ++i)
+      ops::rms_norm(x + batch.logit_rows[size_t(i)] * H, 1, H, *w.head_norm, eps, logits_in + i * H, pool_);
+    float* logits = logits_.reserve(out.n_logit_rows * out.n_vocab);  // [n_logit_rows, n_vocab]
+    ops::matmul(logits_in, out.n_logit_rows, *w.head, nullptr, logits, pool_);
+    out.logits = logits;
+  }
+  return out;
+}
+
+std::unique_ptr<DraftHead> load_mtp_drafter(const Model& target, ThreadPool& pool, const DraftLoadOptions& options) {
+  const DeepseekV3Model& ds = require_deepseek_target(target, "--draft mtp (the target's own MTP layer)");
+  AERIE_CHECK(options.target_layers.empty() || options.target_layers == std::vector<int>{kFinalNormLayer},
+              "--draft mtp reads only the target's final-normed hidden state; target layers cannot be chosen");
+  return std::make_unique<MtpDrafter>(ds, pool);
+}
+
+}  // namespace aerie
