@@ -1,9 +1,13 @@
 // aerie bench: end-to-end speed of one model on this machine, with figures that hold on a noisy machine:
-//   - the machine's read bandwidth, measured in the same run with the same thread count;
-//   - prefill tokens/s over a P-token prompt;
-//   - decode tokens/s, and the weight bytes it streams per second as a fraction of that bandwidth;
+//   - the machine's read bandwidth, measured in the same run with the same thread count (before and after
+//     the decode steps; the better figure is the reference, so a busy moment cannot flatter the ratio);
+//   - prefill tokens/s over a P-token prompt (best and median of a few runs);
+//   - decode tokens/s from the median (and best) of the timed one-token steps, and the weight bytes a step
+//     streams per second as a fraction of that bandwidth;
 //   - the cost of one forward over k tokens relative to k = 1 at the same context (what verifying k-1
-//     draft tokens costs).
+//     draft tokens costs), each the median of a few repeats.
+// Each figure is given for BF16 activations split (hi + lo, near-f32 results; the library's default) and
+// rounded (one bf16, as llama.cpp does), since the mode halves or doubles the work of a BF16 GEMM.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,81 +38,115 @@ double timed_forward(Model& model, KvCache& kv, std::span<const int64_t> ids) {
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+double best(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 struct BenchConfig {
   int64_t prompt_tokens;
+  int64_t prefill_repeats;
   int64_t decode_tokens;
   std::vector<int64_t> ks;
   int64_t repeats;
   uint64_t bandwidth_bytes;
 };
 
-nlohmann::json bench_threads(const std::string& model_dir, int threads, const BenchConfig& cfg, bool quiet) {
-  ThreadPool pool(threads);
-  const double bandwidth = ops::measure_read_bandwidth_gbs(pool, cfg.bandwidth_bytes);
-  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet);
+// Figures for one thread count and one activation mode; the model is loaded once per thread count.
+nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg, ops::Bf16Activations mode) {
+  ops::set_bf16_activations(mode);
   Rng rng(1234);
   std::vector<int64_t> prompt(static_cast<size_t>(cfg.prompt_tokens));
-  for (int64_t& id : prompt) id = int64_t(rng.next_u64() % uint64_t(model->n_vocab()));
+  for (int64_t& id : prompt) id = int64_t(rng.next_u64() % uint64_t(model.n_vocab()));
   const int64_t max_k = *std::max_element(cfg.ks.begin(), cfg.ks.end());
-  KvCache kv = model->make_kv_cache(cfg.prompt_tokens + std::max(cfg.decode_tokens, max_k) + 1);
+  KvCache kv = model.make_kv_cache(cfg.prompt_tokens + std::max(cfg.decode_tokens + 2, max_k) + 1);
 
-  timed_forward(*model, kv, std::span(prompt).first(std::min<int64_t>(16, cfg.prompt_tokens)));  // warm-up
-  kv.truncate(0);
-  const double prefill_s = timed_forward(*model, kv, prompt);
-
-  // Decode: feed token ids one at a time (the ids' values do not change the cost).
-  std::vector<double> step_s;
-  for (int64_t i = 0; i < cfg.decode_tokens; ++i) {
-    const int64_t id = prompt[size_t(i) % prompt.size()];
-    step_s.push_back(timed_forward(*model, kv, std::span(&id, 1)));
+  // Warm-up (first-touch of scratch buffers, GEMM kernels generated per shape), then prefill.
+  timed_forward(model, kv, std::span(prompt).first(std::min<int64_t>(16, cfg.prompt_tokens)));
+  std::vector<double> prefill_s;
+  for (int64_t r = 0; r < cfg.prefill_repeats; ++r) {
+    kv.truncate(0);
+    prefill_s.push_back(timed_forward(model, kv, prompt));
   }
-  double decode_total = 0;
-  for (double s : step_s) decode_total += s;
-  const double decode_tps = double(cfg.decode_tokens) / decode_total;
-  const double weight_gbs = double(model->decode_weight_bytes()) * decode_tps / 1e9;
+
+  // Decode: feed token ids one at a time (the ids' values do not change the cost); two untimed steps first.
+  const double bandwidth_before = ops::measure_read_bandwidth_gbs(pool, cfg.bandwidth_bytes);
+  std::vector<double> step_s;
+  for (int64_t i = -2; i < cfg.decode_tokens; ++i) {
+    const int64_t id = prompt[size_t(i + 2) % prompt.size()];
+    const double s = timed_forward(model, kv, std::span(&id, 1));
+    if (i >= 0) step_s.push_back(s);
+  }
+  const double bandwidth = std::max(bandwidth_before, ops::measure_read_bandwidth_gbs(pool, cfg.bandwidth_bytes));
+  const double bytes = double(model.decode_weight_bytes());
+  const double decode_median = median(step_s), decode_best = best(step_s);
 
   // k-token forwards at the context the prompt left, rolled back after each.
-  kv.truncate(cfg.prompt_tokens);
   nlohmann::json k_cost = nlohmann::json::object();
-  double k1 = 0;
+  nlohmann::json k_list = nlohmann::json::array();
+  double k_first = 0;
   for (int64_t k : cfg.ks) {
     std::vector<double> times;
     for (int64_t r = 0; r < cfg.repeats; ++r) {
-      times.push_back(timed_forward(*model, kv, std::span(prompt).first(size_t(k))));
       kv.truncate(cfg.prompt_tokens);
+      times.push_back(timed_forward(model, kv, std::span(prompt).first(size_t(k))));
     }
     const double t = median(times);
-    if (k == cfg.ks.front()) k1 = t;
-    k_cost[std::to_string(k)] = {{"seconds", t}, {"relative_to_first", t / k1}};
+    if (k == cfg.ks.front()) k_first = t;
+    k_cost[std::to_string(k)] = {{"seconds", t}, {"relative_to_first", t / k_first}};
+    k_list.push_back({{"k", k}, {"seconds", t}, {"relative_to_first", t / k_first}});
   }
   return {
-      {"threads", threads},
+      {"bf16_activations", mode == ops::Bf16Activations::kSplit ? "split" : "rounded"},
       {"read_bandwidth_gbs", bandwidth},
       {"prefill_tokens", cfg.prompt_tokens},
-      {"prefill_tokens_per_second", double(cfg.prompt_tokens) / prefill_s},
+      {"prefill_tokens_per_second", double(cfg.prompt_tokens) / median(prefill_s)},
+      {"prefill_tokens_per_second_best", double(cfg.prompt_tokens) / best(prefill_s)},
       {"decode_tokens", cfg.decode_tokens},
-      {"decode_tokens_per_second", decode_tps},
-      {"decode_weight_bytes", model->decode_weight_bytes()},
-      {"decode_weight_gbs", weight_gbs},
-      {"decode_bandwidth_fraction", weight_gbs / bandwidth},
+      {"decode_tokens_per_second", 1.0 / decode_median},
+      {"decode_tokens_per_second_best", 1.0 / decode_best},
+      {"decode_step_ms_median", 1e3 * decode_median},
+      {"decode_step_ms_best", 1e3 * decode_best},
+      {"decode_weight_bytes", model.decode_weight_bytes()},
+      {"decode_weight_gbs", bytes / decode_median / 1e9},
+      {"decode_bandwidth_fraction", bytes / decode_median / 1e9 / bandwidth},
+      {"decode_bandwidth_fraction_best", bytes / decode_best / 1e9 / bandwidth},
       {"forward_k", k_cost},
-      {"matmul_isa", ops::matmul_isa(DType::kBF16)},
+      {"forward_k_list", k_list},
   };
 }
 
+std::vector<nlohmann::json> bench_threads(const std::string& model_dir, int threads, const BenchConfig& cfg,
+                                          const std::vector<ops::Bf16Activations>& modes, bool quiet) {
+  ThreadPool pool(threads);
+  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet);
+  const ops::Bf16Activations initial = ops::bf16_activations();
+  std::vector<nlohmann::json> results;
+  for (ops::Bf16Activations mode : modes) {
+    nlohmann::json r = bench_mode(*model, pool, cfg, mode);
+    r["threads"] = threads;
+    r["matmul_isa"] = ops::matmul_isa(DType::kBF16);
+    results.push_back(std::move(r));
+  }
+  ops::set_bf16_activations(initial);
+  return results;
+}
+
 void print_human(const nlohmann::json& r) {
-  std::printf("threads %d: read bandwidth %.1f GB/s\n", r["threads"].get<int>(), r["read_bandwidth_gbs"].get<double>());
-  std::printf("  prefill %lld tokens: %.1f tokens/s\n", r["prefill_tokens"].get<long long>(),
-              r["prefill_tokens_per_second"].get<double>());
-  std::printf("  decode: %.2f tokens/s, weights %.1f GB/s = %.0f%% of measured bandwidth\n",
-              r["decode_tokens_per_second"].get<double>(), r["decode_weight_gbs"].get<double>(),
-              100.0 * r["decode_bandwidth_fraction"].get<double>());
-  std::printf("  forward over k tokens (relative to k=first):");
-  for (const auto& [k, v] : r["forward_k"].items())
-    std::printf(" k=%s %.2fx", k.c_str(), v["relative_to_first"].get<double>());
+  std::printf("threads %d, bf16 activations %s: read bandwidth %.1f GB/s\n", r["threads"].get<int>(),
+              r["bf16_activations"].get<std::string>().c_str(), r["read_bandwidth_gbs"].get<double>());
+  std::printf("  prefill %lld tokens: %.1f tokens/s (best %.1f)\n", r["prefill_tokens"].get<long long>(),
+              r["prefill_tokens_per_second"].get<double>(), r["prefill_tokens_per_second_best"].get<double>());
+  std::printf("  decode: %.2f tokens/s (median step %.1f ms; best %.1f ms = %.2f tokens/s)\n",
+              r["decode_tokens_per_second"].get<double>(), r["decode_step_ms_median"].get<double>(),
+              r["decode_step_ms_best"].get<double>(), r["decode_tokens_per_second_best"].get<double>());
+  std::printf("  decode weights: %.1f GB/s = %.0f%% of measured bandwidth (best step %.0f%%)\n",
+              r["decode_weight_gbs"].get<double>(), 100.0 * r["decode_bandwidth_fraction"].get<double>(),
+              100.0 * r["decode_bandwidth_fraction_best"].get<double>());
+  std::printf("  forward over k tokens (relative to k=%lld):", r["forward_k_list"][0]["k"].get<long long>());
+  for (const auto& v : r["forward_k_list"])
+    std::printf(" k=%lld %.2fx", v["k"].get<long long>(), v["relative_to_first"].get<double>());
   std::printf("\n");
 }
 
@@ -118,11 +156,13 @@ int run_bench(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = model_options();
   specs.push_back({"--thread-counts", true, "comma-separated thread counts to run (default: 1,<cores>)"});
   specs.push_back({"--prompt-tokens", true, "prefill length (default 512)"});
-  specs.push_back({"--decode-tokens", true, "decode steps timed (default 32)"});
+  specs.push_back({"--prefill-repeats", true, "prefills timed; median and best reported (default 3)"});
+  specs.push_back({"--decode-tokens", true, "decode steps timed; median and best reported (default 32)"});
   specs.push_back({"--k", true, "token counts of the k-token forwards (default 1,2,4,8,16)"});
   specs.push_back({"--repeats", true, "repetitions of each k-token forward; the median is reported (default 5)"});
   specs.push_back({"--bandwidth-bytes", true, "buffer size of the bandwidth probe (default 1 GiB)"});
-  specs.push_back({"--json", false, "print one JSON object (a list of per-thread-count results)"});
+  specs.push_back({"--bf16-activations", true, "split, rounded or both (default both)"});
+  specs.push_back({"--json", false, "print one JSON object (a list of per-thread-count, per-mode results)"});
   specs.push_back({"--help", false, "this text"});
   const Args args(argv, specs);
   if (args.has("--help")) {
@@ -131,12 +171,20 @@ int run_bench(const std::vector<std::string>& argv) {
   }
   BenchConfig cfg;
   cfg.prompt_tokens = args.integer("--prompt-tokens", 512);
+  cfg.prefill_repeats = args.integer("--prefill-repeats", 3);
   cfg.decode_tokens = args.integer("--decode-tokens", 32);
   cfg.ks = args.has("--k") ? args.integers("--k") : std::vector<int64_t>{1, 2, 4, 8, 16};
   cfg.repeats = args.integer("--repeats", 5);
   cfg.bandwidth_bytes = uint64_t(args.integer("--bandwidth-bytes", int64_t(1) << 30));
-  AERIE_CHECK(cfg.prompt_tokens >= 1 && cfg.decode_tokens >= 1 && cfg.repeats >= 1, "bench: counts must be >= 1");
+  AERIE_CHECK(cfg.prompt_tokens >= 1 && cfg.prefill_repeats >= 1 && cfg.decode_tokens >= 1 && cfg.repeats >= 1,
+              "bench: counts must be >= 1");
+  AERIE_CHECK(!cfg.ks.empty(), "--k needs at least one value");
   for (int64_t k : cfg.ks) AERIE_CHECK(k >= 1 && k <= cfg.prompt_tokens, "--k values must be in [1, prompt tokens]");
+  const std::string mode_name = args.str("--bf16-activations", "both");
+  std::vector<ops::Bf16Activations> modes;
+  if (mode_name == "split" || mode_name == "both") modes.push_back(ops::Bf16Activations::kSplit);
+  if (mode_name == "rounded" || mode_name == "both") modes.push_back(ops::Bf16Activations::kRounded);
+  AERIE_CHECK(!modes.empty(), "--bf16-activations must be split, rounded or both, got ", mode_name);
   std::vector<int64_t> thread_counts = args.has("--thread-counts")
                                            ? args.integers("--thread-counts")
                                            : std::vector<int64_t>{1, thread_count(args)};
@@ -145,9 +193,11 @@ int run_bench(const std::vector<std::string>& argv) {
   nlohmann::json results = nlohmann::json::array();
   for (int64_t threads : thread_counts) {
     AERIE_CHECK(threads >= 1, "--thread-counts must be >= 1");
-    nlohmann::json r = bench_threads(args.required("--model"), int(threads), cfg, json || args.has("--quiet"));
-    if (!json) print_human(r);
-    results.push_back(std::move(r));
+    for (nlohmann::json& r : bench_threads(args.required("--model"), int(threads), cfg, modes,
+                                           json || args.has("--quiet"))) {
+      if (!json) print_human(r);
+      results.push_back(std::move(r));
+    }
   }
   if (json) std::printf("%s\n", results.dump(2).c_str());
   return 0;

@@ -90,12 +90,12 @@ void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias,
   if (n_rows >= kGemmMinRows && cpu::matmul_onednn_bf16(x, n_rows, w, y, pool.n_threads(), split)) {
     // done by oneDNN
   } else if (w.dtype == DType::kBF16 && f.avx512_bf16) {
-    thread_local std::vector<uint16_t> hi, lo;
-    hi.resize(size_t(n_rows * n_in));
-    lo.resize(split ? size_t(n_rows * n_in) : 0);
-    cpu::split_rows_avx512(x, n_rows * n_in, hi.data(), split ? lo.data() : nullptr);
-    const cpu::SplitRows rows{hi.data(), split ? lo.data() : nullptr};
-    pool.parallel_for(n_out, 64, [&](int64_t b, int64_t e) { cpu::matmul_bf16_avx512bf16(rows, n_rows, w, b, e, y); });
+    thread_local std::vector<uint16_t> packed;
+    const int parts = split ? 2 : 1;
+    packed.resize(size_t(cpu::packed_rows_size(n_rows, n_in, parts)));
+    cpu::pack_rows_avx512(x, n_rows, n_in, parts, packed.data());
+    const cpu::PackedRows rows{packed.data(), n_rows, n_in, parts};
+    pool.parallel_for(n_out, 64, [&](int64_t b, int64_t e) { cpu::matmul_bf16_avx512bf16(rows, w, b, e, y); });
   } else if (f.has_avx2_tier()) {
     pool.parallel_for(n_out, 32, [&](int64_t b, int64_t e) { cpu::matmul_avx2(x, n_rows, w, b, e, y); });
   } else {
@@ -150,13 +150,24 @@ void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int6
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool) {
-  pool.parallel_for(n, 1024, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  const bool avx512 = cpu_features().has_avx512_tier();
+  pool.parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+    if (avx512) {
+      cpu::silu_mul_avx512(gate + b, up + b, e - b, out + b);
+    } else {
+      for (int64_t i = b; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    }
   });
 }
 
 void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
+  if (cpu_features().has_avx512_tier() && cpu::attention_avx512_supported(head_dim)) {
+    pool.parallel_for(n_head_kv, 1, [&](int64_t b, int64_t e) {
+      cpu::attention_avx512(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, b, e);
+    });
+    return;
+  }
   const int64_t group = n_head / n_head_kv;
   // One task per (query row, head); each sees keys [0, pos0 + row]. Rows are walked block by block.
   pool.parallel_for(n_q * n_head, 1, [&](int64_t b, int64_t e) {

@@ -1,28 +1,47 @@
 // Internal kernel entry points, one per instruction-set tier; ops.cpp chooses among them at run time and
 // splits the output columns over threads. Each computes y[r, o] for o in [o_begin, o_end) and every row,
-// with no bias. Summation order differs between the one-row kernel (four partial sums) and the multi-row
-// blocks (one per output), so a k-token forward agrees with k one-token forwards to float32 rounding, not
-// bit for bit; speculative verification must compare within that (TODO(spec issue): make it bit-exact).
+// with no bias. Every kernel computes each output with an instruction sequence that does not depend on the
+// row count, so below ops::kGemmMinRows a k-token forward gives bit-identical results to k one-token
+// forwards (tests/ops/batch_invariance_test.cpp); the oneDNN GEMM (>= kGemmMinRows rows) agrees with them
+// to float32 rounding only.
 #pragma once
 
 #include <cstdint>
 
+#include "core/paged_rows.h"
 #include "core/tensor.h"
 
 namespace aerie::ops::cpu {
 
-// Activations split into two bf16 parts, x ~= hi + lo (relative error ~2^-16), so a bf16 dot product
-// instruction reaches nearly float32 accuracy. Rows are [n_rows, n_in] each.
-struct SplitRows {
-  const uint16_t* hi;
-  const uint16_t* lo;  // null: activations rounded to bf16 (the fast, less exact mode)
+// Activations for the AVX-512-BF16 kernel, rounded to bf16 (one part) or split into two bf16 parts
+// x ~= hi + lo (relative error ~2^-16, so a bf16 dot product instruction reaches nearly float32 accuracy),
+// packed so that one kernel step reads them contiguously: rows in blocks of kPackRows; within a block
+// chunk-major, [n_chunks][rows in block][parts][32] bf16 with n_in zero-padded to n_chunks * 32. (Row-major
+// rows 4 KB apart all fell into one L1 set: 8 rows x 2 parts thrashed it.)
+inline constexpr int64_t kPackRows = 8;
+struct PackedRows {
+  const uint16_t* data;
+  int64_t n_rows;
+  int64_t n_in;
+  int parts;  // 2: hi + lo (split), 1: rounded
 };
+// Elements pack_rows_avx512 writes for n_rows x n_in.
+int64_t packed_rows_size(int64_t n_rows, int64_t n_in, int parts);
+void pack_rows_avx512(const float* x, int64_t n_rows, int64_t n_in, int parts, uint16_t* out);
 
 // AVX-512-BF16: BF16 weights.
-void matmul_bf16_avx512bf16(const SplitRows& x, int64_t n_rows, const Tensor& w, int64_t o_begin, int64_t o_end,
-                            float* y);
-// Splits f32 rows into bf16 hi (+ lo when lo != null).
+void matmul_bf16_avx512bf16(const PackedRows& x, const Tensor& w, int64_t o_begin, int64_t o_end, float* y);
+// Splits f32 values into bf16 hi (+ lo when lo != null), row-major (the oneDNN path).
 void split_rows_avx512(const float* x, int64_t n, uint16_t* hi, uint16_t* lo);
+
+// AVX-512F causal GQA attention (ops::attention's contract) for kv heads [kv_head_begin, kv_head_end);
+// needs head_dim % 16 == 0.
+bool attention_avx512_supported(int64_t head_dim);
+void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
+                      int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
+                      int64_t kv_head_begin, int64_t kv_head_end);
+// AVX-512F: out[i] = silu(gate[i]) * up[i] (out may alias gate).
+void silu_mul_avx512(const float* gate, const float* up, int64_t n, float* out);
 
 // AVX2 + FMA + F16C: BF16, F16 or F32 weights widened to f32, f32 activations.
 void matmul_avx2(const float* x, int64_t n_rows, const Tensor& w, int64_t o_begin, int64_t o_end, float* y);

@@ -1,0 +1,137 @@
+// Kernel micro-benchmarks on Llama-3.2-1B shapes (BF16 weights, 1 thread unless AERIE_BENCH_THREADS says
+// otherwise): matmul at decode, verify and prefill row counts (bytes/s counts weight bytes streamed), and
+// the element-wise ops and attention of a 512-token prefill. Run: build/bench/ops_bench [gbench flags].
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ops/ops.h"
+
+namespace aerie {
+namespace {
+
+ThreadPool& pool() {
+  const char* env = std::getenv("AERIE_BENCH_THREADS");
+  static ThreadPool p(env != nullptr ? std::atoi(env) : 1);
+  return p;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+struct Bf16Matrix {
+  std::vector<uint16_t> data;  // [n_out, n_in] bf16
+  Tensor tensor;
+  Bf16Matrix(int64_t n_out, int64_t n_in) : data(size_t(n_out * n_in)) {
+    std::mt19937 rng(uint32_t(n_out + n_in));
+    std::normal_distribution<float> dist(0.0f, 0.02f);
+    for (uint16_t& h : data) h = f32_to_bf16(dist(rng));
+    tensor = Tensor{DType::kBF16, Shape{n_out, n_in}, data.data()};
+  }
+};
+
+// Arguments: n_out, n_in, n_rows, rounded (0 = split bf16 activations, 1 = rounded).
+void BM_MatmulBf16(benchmark::State& state) {
+  const int64_t n_out = state.range(0), n_in = state.range(1), n_rows = state.range(2);
+  ops::set_bf16_activations(state.range(3) != 0 ? ops::Bf16Activations::kRounded : ops::Bf16Activations::kSplit);
+  const Bf16Matrix w(n_out, n_in);
+  const std::vector<float> x = random_floats(size_t(n_rows * n_in), 1);
+  std::vector<float> y(size_t(n_rows * n_out));
+  for (auto _ : state) {
+    ops::matmul(x.data(), n_rows, w.tensor, nullptr, y.data(), pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * n_out * n_in * 2);
+  state.counters["GFLOPs"] = benchmark::Counter(double(state.iterations()) * 2.0 * double(n_out * n_in * n_rows),
+                                                benchmark::Counter::kIsRate);
+  ops::set_bf16_activations(ops::Bf16Activations::kSplit);
+}
+BENCHMARK(BM_MatmulBf16)
+    ->ArgNames({"n_out", "n_in", "rows", "rounded"})
+    ->ArgsProduct({{2048}, {2048}, {1, 8}, {0, 1}})  // 8 MB: stays in L3 (compute-bound figures)
+    ->ArgsProduct({{65536}, {2048}, {1, 2, 4, 8, 16}, {0, 1}})  // 256 MB: streams from memory
+    ->Args({16384, 8192, 1, 0})
+    ->Args({16384, 8192, 1, 1})
+    ->Args({2048, 2048, 512, 0})
+    ->Args({2048, 2048, 512, 1})
+    ->Args({8192, 2048, 512, 0})
+    ->Args({8192, 2048, 512, 1})
+    ->Args({2048, 8192, 512, 0})
+    ->Args({2048, 8192, 512, 1})
+    ->Unit(benchmark::kMicrosecond);
+
+// The bandwidth figure decode is compared against (ops::measure_read_bandwidth_gbs over 256 MB).
+void BM_ReadBandwidth(benchmark::State& state) {
+  double gbs = 0;
+  for (auto _ : state) gbs = ops::measure_read_bandwidth_gbs(pool(), size_t(256) << 20);
+  state.counters["GB/s"] = gbs;
+}
+BENCHMARK(BM_ReadBandwidth)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// Causal attention of n_q new queries at the end of a context of n_kv (32 heads, 8 kv heads, head_dim 64).
+void BM_Attention(benchmark::State& state) {
+  const int64_t n_q = state.range(0), n_kv = state.range(1), n_head = 32, n_head_kv = 8, head_dim = 64;
+  const std::vector<float> q = random_floats(size_t(n_q * n_head * head_dim), 1);
+  const std::vector<float> k = random_floats(size_t(n_kv * n_head_kv * head_dim), 2);
+  const std::vector<float> v = random_floats(size_t(n_kv * n_head_kv * head_dim), 3);
+  std::vector<float> out(q.size());
+  for (auto _ : state) {
+    ops::attention(q.data(), n_q, n_kv - n_q, k.data(), v.data(), n_kv, n_head, n_head_kv, head_dim, 0.125f,
+                   out.data(), pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_Attention)->ArgNames({"n_q", "n_kv"})->Args({512, 512})->Args({1, 512})->Args({8, 512})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t n_rows = state.range(0), n = 2048;
+  const std::vector<float> x = random_floats(size_t(n_rows * n), 1);
+  const Bf16Matrix w(1, n);
+  const Tensor weight{DType::kBF16, Shape{n}, w.data.data()};
+  std::vector<float> out(x.size());
+  for (auto _ : state) {
+    ops::rms_norm(x.data(), n_rows, n, weight, 1e-5f, out.data(), pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_RmsNorm)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond);
+
+void BM_Rope(benchmark::State& state) {
+  const int64_t n_rows = state.range(0), n_head = 32, head_dim = 64;
+  std::vector<float> v = random_floats(size_t(n_rows * n_head * head_dim), 1);
+  std::vector<float> inv_freq(size_t(head_dim / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(500000.0f, -float(2 * i) / float(head_dim));
+  std::vector<int64_t> positions(static_cast<size_t>(n_rows));
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = int64_t(i);
+  for (auto _ : state) {
+    ops::rope(v.data(), n_rows, n_head, head_dim, positions.data(), inv_freq.data(), pool());
+    benchmark::DoNotOptimize(v.data());
+  }
+}
+BENCHMARK(BM_Rope)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond);
+
+void BM_SiluMul(benchmark::State& state) {
+  const int64_t n = state.range(0) * 8192;
+  const std::vector<float> g = random_floats(size_t(n), 1), u = random_floats(size_t(n), 2);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    ops::silu_mul(g.data(), u.data(), n, out.data(), pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_SiluMul)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace aerie
+
+BENCHMARK_MAIN();

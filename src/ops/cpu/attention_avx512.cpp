@@ -1,0 +1,191 @@
+// Causal GQA attention with AVX-512 (ops::attention's contract). Threads split the kv heads; per kv head
+// the keys are transposed once into tiles of 32, [head_dim][32], and queries go in blocks whose rows are
+// (query, head) pairs of the heads sharing that kv head, so each key and value row serves all of them:
+//   scores: row i's scores for a tile are sum_d q_i[d] * kt[d][0:32] (broadcast FMAs, no horizontal sums);
+//   softmax: max, exp (exp512), sum over the row's own context, in 16-lane vectors;
+//   values:  out_i += p_ij * v_j for j in order, 4 rows (the heads of one query) sharing each v row.
+// Batch invariance: row i's arithmetic depends only on its q, its context length and the cache, never on
+// which other rows share the task, so one query alone gives the bits it gives inside a prefill.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/cpu/exp_avx512.h"
+#include "ops/cpu/kernels.h"
+
+namespace aerie::ops::cpu {
+namespace {
+
+constexpr int64_t kKeyTile = 32;
+constexpr int64_t kRowsPerBlock = 16;  // (query, head) rows scored together
+
+inline float hsum(__m512 v) {  // fixed tree, as in the matmul kernel
+  const __m512 h = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
+  const __m256 a = _mm512_castps512_ps256(h);
+  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
+
+#define AERIE_UNROLL _Pragma("GCC unroll 16")
+
+// Scores of NR rows against one transposed key tile:  s[i * s_stride + 0:32] = scale * q_i . kt
+//   q: NR row pointers [head_dim];  kt: [head_dim][32]
+template <int NR>
+void score_tile(const float* const* q, const float* kt, int64_t head_dim, float scale, float* s, int64_t s_stride) {
+  __m512 acc[NR][2];
+  AERIE_UNROLL for (int i = 0; i < NR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < head_dim; ++d) {
+    const __m512 k0 = _mm512_loadu_ps(kt + d * kKeyTile), k1 = _mm512_loadu_ps(kt + d * kKeyTile + 16);
+    AERIE_UNROLL for (int i = 0; i < NR; ++i) {
+      const __m512 qd = _mm512_set1_ps(q[i][d]);
+      acc[i][0] = _mm512_fmadd_ps(qd, k0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(qd, k1, acc[i][1]);
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  AERIE_UNROLL for (int i = 0; i < NR; ++i) {
+    _mm512_storeu_ps(s + i * s_stride, _mm512_mul_ps(acc[i][0], sc));
+    _mm512_storeu_ps(s + i * s_stride + 16, _mm512_mul_ps(acc[i][1], sc));
+  }
+}
+
+void score_rows(const float* const* q, int64_t n_rows, const float* kt, int64_t head_dim, float scale, float* s,
+                int64_t s_stride) {
+  int64_t i = 0;
+  for (; i + 8 <= n_rows; i += 8) score_tile<8>(q + i, kt, head_dim, scale, s + i * s_stride, s_stride);
+  for (; i < n_rows; ++i) score_tile<1>(q + i, kt, head_dim, scale, s + i * s_stride, s_stride);
+}
+
+// In place over p[0, n): p = exp(p - max); returns 1 / sum.
+float softmax_row(float* p, int64_t n) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+    mx = _mm512_mask_max_ps(mx, m, mx, _mm512_maskz_loadu_ps(m, p + j));
+  }
+  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + j), vmax));
+    _mm512_mask_storeu_ps(p + j, m, e);
+    sum = _mm512_mask_add_ps(sum, m, sum, e);
+  }
+  return 1.0f / hsum(sum);
+}
+
+// out_i[c0 : c0 + 64] = inv_sum_i * sum_{j < n_ctx} p_i[j] * v_j[c0 : c0 + 64] for NR rows of one query.
+//   v: the cache's value rows; column offset `col` (this kv head's) + c0;  cols: 64 or a multiple of 16
+template <int NR>
+void weighted_values(const float* const* p, const float* inv_sum, int64_t n_ctx, const PagedRows& v, int64_t col,
+                     int64_t c0, int64_t cols, float* const* out) {
+  const int nv = int(cols / 16);
+  __m512 acc[NR][4];
+  AERIE_UNROLL for (int i = 0; i < NR; ++i) AERIE_UNROLL for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_setzero_ps();
+  for (int64_t j0 = 0; j0 < n_ctx;) {  // runs of contiguous cache rows
+    const int64_t run = v.run_length(j0, n_ctx - j0);
+    const float* vj = v.row(j0) + col + c0;
+    if (nv == 4) {
+      for (int64_t j = j0; j < j0 + run; ++j, vj += v.row_width) {
+        __m512 vv[4];
+        AERIE_UNROLL for (int c = 0; c < 4; ++c) vv[c] = _mm512_loadu_ps(vj + 16 * c);
+        AERIE_UNROLL for (int i = 0; i < NR; ++i) {
+          const __m512 pj = _mm512_set1_ps(p[i][j]);
+          AERIE_UNROLL for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_fmadd_ps(pj, vv[c], acc[i][c]);
+        }
+      }
+    } else {
+      for (int64_t j = j0; j < j0 + run; ++j, vj += v.row_width) {
+        AERIE_UNROLL for (int i = 0; i < NR; ++i) {
+          const __m512 pj = _mm512_set1_ps(p[i][j]);
+          for (int c = 0; c < nv; ++c) acc[i][c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), acc[i][c]);
+        }
+      }
+    }
+    j0 += run;
+  }
+  AERIE_UNROLL for (int i = 0; i < NR; ++i)
+    for (int c = 0; c < nv; ++c)
+      _mm512_storeu_ps(out[i] + c0 + 16 * c, _mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv_sum[i])));
+}
+
+}  // namespace
+
+bool attention_avx512_supported(int64_t head_dim) { return head_dim % 16 == 0; }
+
+void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
+                      int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
+                      int64_t kv_head_begin, int64_t kv_head_end) {
+  const int64_t group = n_head / n_head_kv;
+  const int64_t q_per_block = std::max<int64_t>(1, kRowsPerBlock / group);
+  const int64_t max_ctx = std::min(pos0 + n_q, n_kv);  // keys any query sees
+  const int64_t n_tiles = (max_ctx + kKeyTile - 1) / kKeyTile;
+  const int64_t s_stride = n_tiles * kKeyTile;
+  thread_local std::vector<float> scores, kt;
+  thread_local std::vector<const float*> q_rows;
+  thread_local std::vector<float*> p_rows;
+  thread_local std::vector<float*> out_rows;
+  thread_local std::vector<float> inv_sum;
+  kt.resize(size_t(n_tiles * head_dim * kKeyTile));
+  const int64_t max_rows = q_per_block * group;
+  scores.resize(size_t(max_rows * s_stride));
+  q_rows.resize(size_t(max_rows));
+  p_rows.resize(size_t(max_rows));
+  out_rows.resize(size_t(max_rows));
+  inv_sum.resize(size_t(max_rows));
+  for (int64_t kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
+    // This head's keys, transposed once for every query: kt[tile][d][j] = k[tile * 32 + j, kvh, d] (0 past the end).
+    for (int64_t tile = 0; tile < n_tiles; ++tile) {
+      float* dst = kt.data() + tile * head_dim * kKeyTile;
+      for (int64_t j = 0; j < kKeyTile; ++j) {
+        const int64_t key = tile * kKeyTile + j;
+        if (key >= max_ctx) {
+          for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = 0.0f;
+          continue;
+        }
+        const float* kj = k.row(key) + kvh * head_dim;
+        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = kj[d];
+      }
+    }
+    for (int64_t q0 = 0; q0 < n_q; q0 += q_per_block) {
+      const int64_t q1 = std::min(n_q, q0 + q_per_block);
+      const int64_t n_rows = (q1 - q0) * group;  // row (qi - q0) * group + g: query qi, head kvh * group + g
+      for (int64_t qi = q0; qi < q1; ++qi)
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t row = (qi - q0) * group + g, h = kvh * group + g;
+          q_rows[size_t(row)] = q + (qi * n_head + h) * head_dim;
+          p_rows[size_t(row)] = scores.data() + row * s_stride;
+          out_rows[size_t(row)] = out + (qi * n_head + h) * head_dim;
+        }
+      // Scores, one key tile at a time; queries whose context ends before a tile skip it.
+      const int64_t block_ctx = std::min(pos0 + q1, n_kv);
+      for (int64_t j0 = 0; j0 < block_ctx; j0 += kKeyTile) {
+        const int64_t first_row = (std::max(q0, j0 - pos0) - q0) * group;
+        score_rows(q_rows.data() + first_row, n_rows - first_row, kt.data() + j0 * head_dim, head_dim, scale,
+                   scores.data() + first_row * s_stride + j0, s_stride);
+      }
+      for (int64_t qi = q0; qi < q1; ++qi) {
+        const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
+        const int64_t row0 = (qi - q0) * group;
+        for (int64_t g = 0; g < group; ++g)
+          inv_sum[size_t(row0 + g)] = softmax_row(p_rows[size_t(row0 + g)], n_ctx);
+        for (int64_t c0 = 0; c0 < head_dim; c0 += 64) {
+          const int64_t cols = std::min<int64_t>(64, head_dim - c0);
+          int64_t g = 0;
+          for (; g + 4 <= group; g += 4)
+            weighted_values<4>(p_rows.data() + row0 + g, inv_sum.data() + row0 + g, n_ctx, v, kvh * head_dim, c0,
+                               cols, out_rows.data() + row0 + g);
+          for (; g < group; ++g)
+            weighted_values<1>(p_rows.data() + row0 + g, inv_sum.data() + row0 + g, n_ctx, v, kvh * head_dim, c0,
+                               cols, out_rows.data() + row0 + g);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace aerie::ops::cpu
