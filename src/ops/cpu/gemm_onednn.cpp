@@ -1,7 +1,10 @@
 // Prefill GEMM through oneDNN's BF16 matmul (AMX/AVX-512-BF16 kernels where the machine has them). The
 // weight [n_out, n_in] is used in place as the transposed B operand; activations are rounded to bf16
 // (as llama.cpp and bf16 PyTorch do) or split into two bf16 parts for near-f32 accuracy; accumulation and
-// output are f32. Primitives are cached by shape.
+// output are f32. Primitives are cached by shape; the row count is rounded up to a bucket (multiples of 32,
+// then of 128) so that the ragged batches of a serving engine, whose row count changes every step, reuse a
+// few compiled kernels instead of compiling one per new count (several milliseconds each).
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -60,16 +63,26 @@ const Gemm& gemm_for(Context& ctx, int64_t m, int64_t k, int64_t n) {
 bool matmul_onednn_bf16(const float* x, int64_t n_rows, const Tensor& w, float* y, int n_threads, bool split) {
   if (w.dtype != DType::kBF16 || !cpu_features().avx512_bf16) return false;
   const int64_t n_out = w.dim(0), n_in = w.dim(1);
+  const int64_t bucket = n_rows <= 512 ? 32 : 128;
+  const int64_t m = (n_rows + bucket - 1) / bucket * bucket;  // padded rows are zeros
   thread_local std::vector<uint16_t> x_hi, x_lo;
-  x_hi.resize(size_t(n_rows * n_in));
-  x_lo.resize(split ? size_t(n_rows * n_in) : 0);
+  thread_local std::vector<float> y_pad;
+  x_hi.resize(size_t(m * n_in));
+  x_lo.resize(split ? size_t(m * n_in) : 0);
   split_rows_avx512(x, n_rows * n_in, x_hi.data(), split ? x_lo.data() : nullptr);
+  std::fill(x_hi.begin() + n_rows * n_in, x_hi.begin() + m * n_in, uint16_t(0));
+  if (split) std::fill(x_lo.begin() + n_rows * n_in, x_lo.begin() + m * n_in, uint16_t(0));
+  float* out = y;
+  if (m != n_rows) {
+    y_pad.resize(size_t(m * n_out));
+    out = y_pad.data();
+  }
   Context& ctx = context();
   std::lock_guard<std::mutex> lock(ctx.mutex);
-  const Gemm& g = gemm_for(ctx, n_rows, n_in, n_out);
+  const Gemm& g = gemm_for(ctx, m, n_in, n_out);
   omp_set_num_threads(n_threads);
   dnnl::memory weights(g.weights, ctx.engine, const_cast<void*>(w.data));
-  dnnl::memory dst(g.dst, ctx.engine, y);
+  dnnl::memory dst(g.dst, ctx.engine, out);
   dnnl::memory hi(g.src, ctx.engine, x_hi.data());
   g.primitive.execute(ctx.stream, {{DNNL_ARG_SRC, hi}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
   if (split) {  // x = hi + lo: a second GEMM adds the low parts, for near-f32 accuracy at twice the FLOPs
@@ -77,6 +90,7 @@ bool matmul_onednn_bf16(const float* x, int64_t n_rows, const Tensor& w, float* 
     g.accumulate.execute(ctx.stream, {{DNNL_ARG_SRC, lo}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
   }
   ctx.stream.wait();
+  if (out != y) std::copy(y_pad.begin(), y_pad.begin() + n_rows * n_out, y);
   return true;
 }
 
