@@ -87,6 +87,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = model_options();
   for (const OptionSpec& o : draft_options()) specs.push_back(o);
   specs.push_back({"--num-speculative-tokens", true, "K with --draft (default 3)"});
+  specs.push_back({"--num-speculative-tokens-per-batch-size", true, "K by decoding batch size, e.g. 1-4:3,5-16:2,17-:0"});
   specs.push_back({"--synthetic-acceptance", true, "with --draft: accept each draft with this probability (speed test)"});
   specs.push_back({"--concurrency", true, "comma-separated concurrent requests (default 1,4,16,64)"});
   specs.push_back({"--requests", true, "requests per level (default: 2 x concurrency, at least 4)"});
@@ -115,6 +116,8 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   config.max_length = prompt_tokens + max_tokens + 64;
   config.spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
   config.spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
+  if (args.has("--num-speculative-tokens-per-batch-size"))
+    config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
   // Warm-up: the GEMM library compiles a kernel the first time it meets a shape.
   config.max_num_seqs = 4;
   run_load(*target, head.get(), config, pool, 4, 8, prompt_tokens, std::min<int64_t>(max_tokens, 8));
