@@ -8,6 +8,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # oneDNN's CMake config looks for OpenCL (Debian builds it with the OpenCL GPU runtime)
   libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libpcre2-dev
+  # aerie serve's HTTP server (header + shared library; pulls libssl-dev, zlib1g-dev, libbrotli-dev)
+  libcpp-httplib-dev
   python3 python3-numpy
 )
 # Node.js and npm fetch the reference tokenizer files. Many machines carry them from NodeSource rather

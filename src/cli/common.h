@@ -28,5 +28,6 @@ int run_bench(const std::vector<std::string>& argv);
 int run_tokenize(const std::vector<std::string>& argv);
 int run_bench_spec(const std::vector<std::string>& argv);
 int run_bench_engine(const std::vector<std::string>& argv);
+int run_serve(const std::vector<std::string>& argv);
 
 }  // namespace aerie::cli

@@ -15,6 +15,7 @@ constexpr const char* kUsage =
     "usage: aerie <command> [options]\n"
     "commands:\n"
     "  generate   generate from a prompt (--model DIR --prompt TEXT [--chat] | --ids 1,2,3)\n"
+    "  serve      OpenAI-compatible HTTP server (--model DIR [--port 8000] [--draft DIR])\n"
     "  bench-engine continuous batching under load: throughput, TTFT and ITL at several concurrencies\n"
     "  bench-spec speculative decoding: draft/verify step costs, speedup at synthetic acceptance rates\n"
     "  tokenize   show the token ids (and rendered chat prompt) the model's tokenizer makes\n"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     if (command == "tokenize") return aerie::cli::run_tokenize(rest);
     if (command == "bench-spec") return aerie::cli::run_bench_spec(rest);
     if (command == "bench-engine") return aerie::cli::run_bench_engine(rest);
+    if (command == "serve") return aerie::cli::run_serve(rest);
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(kUsage, stdout);
       return 0;

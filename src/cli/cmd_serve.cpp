@@ -1,0 +1,187 @@
+// aerie serve: an OpenAI-compatible HTTP server over the continuous-batching engine.
+//
+// The listener starts first (GET /health answers 503 while the weights load), then the model, the draft
+// head and the engine; SIGTERM or SIGINT drains (new requests get 503, running ones may finish within
+// --drain-timeout, the rest are cancelled) and the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "cli/draft.h"
+#include "cli/prompt.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "server/tool_parser.h"
+
+namespace aerie::cli {
+namespace {
+
+std::vector<OptionSpec> serve_options() {
+  std::vector<OptionSpec> specs = model_options();
+  const std::vector<OptionSpec> draft = draft_options();
+  specs.insert(specs.end(), draft.begin(), draft.end());
+  const std::vector<OptionSpec> own = {
+      {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3)"},
+      {"--draft-proposal", true, "with --draft at T > 0: sampled (default; rejection sampling) or argmax"},
+      {"--host", true, "address to listen on (default 127.0.0.1)"},
+      {"--port", true, "port (default 8000; 0 = any free port, printed at start)"},
+      {"--api-key", true, "require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize"},
+      {"--served-model-name", true, "the model name clients use (default: the --model argument)"},
+      {"--max-num-seqs", true, "sequences decoded together (default 16)"},
+      {"--max-batch-tokens", true, "rows per engine step (default 512)"},
+      {"--kv-cache-memory", true, "KV cache budget in bytes (default: half the available memory)"},
+      {"--max-length", true, "context per sequence, prompt + output (default: the model's)"},
+      {"--max-queue", true, "engine requests queued or running before 429 (default 256)"},
+      {"--tool-parser", true, "deepseek_v3 | deepseek_v31 | llama3_json (default: detected from the checkpoint)"},
+      {"--tokenizer", true, "folder with tokenizer.json (default: the model folder)"},
+      {"--chat-template", true, "a Jinja chat template file instead of tokenizer_config.json's"},
+      {"--http-threads", true, "HTTP connection workers (default 128; a streaming response holds one)"},
+      {"--max-request-bytes", true, "largest request body (default 8 MiB; larger: 413)"},
+      {"--drain-timeout", true, "seconds running requests may take to finish on SIGTERM (default 30)"},
+      {"--help", false, "this text"},
+  };
+  specs.insert(specs.end(), own.begin(), own.end());
+  return specs;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  AERIE_CHECK(in.good(), "cannot open ", path.string());
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::optional<server::ToolParserKind> tool_parser_for(const Args& args, const std::filesystem::path& model_dir,
+                                                      const Tokenizer& tokenizer) {
+  if (args.has("--tool-parser")) return server::tool_parser_kind_from_name(args.str("--tool-parser"));
+  nlohmann::json tokenizer_config, model_config;
+  try {
+    if (!tokenizer.config().raw_json.empty()) tokenizer_config = nlohmann::json::parse(tokenizer.config().raw_json);
+    if (std::filesystem::exists(model_dir / "config.json"))
+      model_config = nlohmann::json::parse(read_file(model_dir / "config.json"));
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // the loaders report broken files; detection just finds nothing
+  }
+  return server::detect_tool_parser(tokenizer_config, model_config);
+}
+
+// SIGINT/SIGTERM are blocked in every thread and taken here by sigwait: before the model is ready the
+// process just exits; after, the main thread is woken to drain.
+struct SignalWaiter {
+  std::mutex mutex;
+  std::condition_variable cv;
+  int signal = 0;
+  std::atomic<bool> ready{false};
+};
+
+}  // namespace
+
+int run_serve(const std::vector<std::string>& argv) {
+  const std::vector<OptionSpec> specs = serve_options();
+  const Args args(argv, specs);
+  if (args.has("--help")) {
+    std::fputs(usage("serve", specs).c_str(), stdout);
+    return 0;
+  }
+  const std::string model_arg = args.required("--model");
+  const std::filesystem::path model_dir = model_arg;
+  const bool quiet = args.has("--quiet");
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: they inherit the mask
+  ::signal(SIGPIPE, SIG_IGN);
+  auto waiter = std::make_shared<SignalWaiter>();
+  std::thread([waiter, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (!waiter->ready.load()) {
+      std::fprintf(stderr, "aerie serve: signal %d while loading: exiting\n", sig);
+      std::_Exit(0);
+    }
+    std::lock_guard<std::mutex> lock(waiter->mutex);
+    waiter->signal = sig;
+    waiter->cv.notify_all();
+  }).detach();
+
+  server::ServerOptions options;
+  options.host = args.str("--host", "127.0.0.1");
+  options.port = int(args.integer("--port", 8000));
+  options.api_key = args.str("--api-key");
+  options.served_model_name = args.str("--served-model-name", model_arg);
+  options.http_threads = int(args.integer("--http-threads", 128));
+  options.max_body_bytes = size_t(args.integer("--max-request-bytes", 8 << 20));
+  options.max_in_flight = args.integer("--max-queue", 256);
+  AERIE_CHECK(options.port >= 0 && options.port < 65536, "--port must be in [0, 65535]");
+  AERIE_CHECK(options.max_in_flight >= 1, "--max-queue must be >= 1");
+  server::HttpServer http(options);
+  const int port = http.bind();
+  http.start();
+  std::fprintf(stderr, "aerie serve: listening on http://%s:%d (loading %s)\n", options.host.c_str(), port,
+               model_arg.c_str());
+
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, model_dir, /*required=*/true);
+  ThreadPool pool(thread_count(args));
+  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet);
+  const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, quiet);
+
+  EngineConfig config;
+  config.max_num_seqs = args.integer("--max-num-seqs", 16);
+  config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
+  config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", 0));
+  config.max_length = args.integer("--max-length", 0);
+  config.max_queue = options.max_in_flight + 1;  // the server's bound answers first (429)
+  if (head) {
+    config.spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
+    const std::string proposal = args.str("--draft-proposal", "sampled");
+    AERIE_CHECK(proposal == "sampled" || proposal == "argmax", "--draft-proposal must be sampled or argmax");
+    config.spec.proposal = proposal == "sampled" ? DraftProposal::kSampled : DraftProposal::kArgmax;
+  } else {
+    for (const char* name : {"--num-speculative-tokens", "--draft-proposal"}) AERIE_CHECK(!args.has(name), name, " needs --draft");
+  }
+  Engine engine(*model, head.get(), config, pool);
+
+  server::ServedModel served;
+  served.engine = &engine;
+  served.tokenizer = tokenizer.get();
+  served.eos_ids = stop_token_ids(model_dir, model->eos_token_ids());
+  served.tool_parser = tool_parser_for(args, model_dir, *tokenizer);
+  served.chat_template = args.has("--chat-template") ? read_file(args.str("--chat-template"))
+                                                     : tokenizer->config().chat_template;
+  served.n_vocab = model->n_vocab();
+  http.attach(served);
+  waiter->ready.store(true);
+  std::fprintf(stderr, "aerie serve: ready: model '%s', context %lld, %s, tool parser %s, %d threads\n",
+               options.served_model_name.c_str(), (long long)engine.max_length(), engine.memory_plan().summary.c_str(),
+               served.tool_parser ? std::string(server::tool_parser_name(*served.tool_parser)).c_str() : "none",
+               pool.n_threads());
+
+  int sig = 0;
+  {
+    std::unique_lock<std::mutex> lock(waiter->mutex);
+    waiter->cv.wait(lock, [&] { return waiter->signal != 0; });
+    sig = waiter->signal;
+  }
+  const int64_t drain_s = args.integer("--drain-timeout", 30);
+  std::fprintf(stderr, "aerie serve: %s: draining (%lld requests in flight, up to %lld s)\n",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)http.in_flight(), (long long)drain_s);
+  http.shutdown(std::chrono::seconds(drain_s));
+  std::fprintf(stderr, "aerie serve: stopped\n");
+  return 0;
+}
+
+}  // namespace aerie::cli

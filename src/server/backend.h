@@ -1,0 +1,43 @@
+// What the HTTP layer serves once the model is loaded: the engine (through its loop thread), the
+// tokenizer, the parsed chat template and the tool-call parser of the model family.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/engine_loop.h"
+#include "server/tool_parser.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace aerie::server {
+
+// The model as `aerie serve` (or a test) hands it to the server. The engine and tokenizer must outlive
+// the server.
+struct ServedModel {
+  Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  std::vector<int64_t> eos_ids;               // config.json + generation_config.json end-of-sequence ids
+  std::optional<ToolParserKind> tool_parser;  // detected from the checkpoint, or --tool-parser
+  std::string chat_template;                  // Jinja source; "" when the model has none
+  int64_t n_vocab = 0;                        // the model's (token-id prompts are checked against it)
+};
+
+struct Backend {
+  ServedModel model;
+  std::optional<ChatTemplate> chat_template;
+  std::unique_ptr<EngineLoop> loop;
+  int64_t n_vocab = 0;
+  int64_t max_length = 0;
+  std::atomic<int> active_generations{0};  // HTTP requests holding engine work (for the drain)
+};
+
+using LogFunction = std::function<void(const std::string& line)>;
+
+}  // namespace aerie::server

@@ -1,0 +1,62 @@
+// One choice's generated tokens -> what the client sees: token ids are detokenized incrementally, cut at
+// the first stop string, then (for chat with tools) split by the model family's tool-call parser into
+// content fragments and tool-call deltas. The streamed and the whole response are both folds of the same
+// event sequence, so their text is identical by construction.
+//
+// The model's end-of-sequence ids are counted but never become text. Special tokens are kept in the text
+// when a tool parser reads it (Llama 3.1's <|python_tag|> is special) and skipped otherwise, as vLLM does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sched/request.h"
+#include "server/openai_response.h"
+#include "server/stop_strings.h"
+#include "server/tool_parser.h"
+#include "tokenizer/tokenizer.h"
+
+namespace aerie::server {
+
+class ChoiceStream {
+ public:
+  // `parser` null: plain text. `hidden_ids`: ids counted but never decoded (end-of-sequence tokens).
+  ChoiceStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings, std::vector<int64_t> hidden_ids,
+               std::unique_ptr<ToolCallParser> parser);
+
+  // Text released before any generated token (the echoed prompt of /v1/completions).
+  void prefix(const std::string& text, std::vector<ToolEvent>& out);
+  // Feeds generated tokens; appends the events they complete. Returns true when a stop string has matched
+  // (now or before): later tokens are ignored and the engine request should be cancelled.
+  bool push(std::span<const int64_t> tokens, std::vector<ToolEvent>& out);
+  // The generation ended: releases held-back text (decoder, stop matcher, parser).
+  void finish(std::vector<ToolEvent>& out);
+
+  bool stopped_by_string() const { return matcher_.stopped(); }
+  // Generated tokens that count as output: all of them, or up to and including the one that completed a
+  // stop string.
+  int64_t completion_tokens() const { return completion_tokens_; }
+  bool has_tool_calls() const { return n_tool_calls_ > 0; }
+  // The OpenAI finish_reason for an engine finish (kStop, kLength, or kCancelled after a stop string).
+  FinishReason finish_reason(aerie::FinishReason engine_reason) const;
+
+ private:
+  void emit_text(std::string text, std::vector<ToolEvent>& out);
+
+  IncrementalDecoder decoder_;
+  StopStringMatcher matcher_;
+  std::vector<int64_t> hidden_ids_;
+  std::unique_ptr<ToolCallParser> parser_;
+  int64_t completion_tokens_ = 0;
+  int n_tool_calls_ = 0;
+  bool finished_ = false;
+};
+
+// Concatenates the content events (what a client shows as the text).
+std::string content_of(const std::vector<ToolEvent>& events);
+
+}  // namespace aerie::server

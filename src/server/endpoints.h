@@ -1,0 +1,50 @@
+// The endpoints' logic between the HTTP layer and the engine: request body -> validated Generation (chat
+// template, tokenization, context-length checks, sampling options, seeds, tool parser), tokenize and
+// detokenize bodies, and the Prometheus text of /metrics. Every refusal is an ApiError.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/metrics.h"
+#include "server/backend.h"
+#include "server/generation.h"
+#include "server/openai_schema.h"
+
+namespace aerie::server {
+
+struct EndpointContext {
+  std::shared_ptr<Backend> backend;
+  std::string model_name;  // served name: requests naming another model get 404
+  LogFunction log;
+};
+
+// Throws ApiError (400/404) for bad requests; the Generation is not started yet.
+std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context, std::string_view body, bool& stream);
+std::shared_ptr<Generation> make_completion_generation(const EndpointContext& context, std::string_view body,
+                                                       bool& stream);
+
+// POST /tokenize: {"prompt": text, "add_special_tokens"?} or {"messages", "tools"?, "chat_template_kwargs"?}
+// -> {"count", "max_model_len", "tokens"}.
+OrderedJson tokenize_body(const EndpointContext& context, std::string_view body);
+// POST /detokenize: {"tokens": [ids]} -> {"prompt": text}.
+OrderedJson detokenize_body(const EndpointContext& context, std::string_view body);
+
+// Counters the HTTP layer keeps, for /metrics.
+struct HttpCounters {
+  int64_t requests = 0;
+  int64_t responses_2xx = 0, responses_4xx = 0, responses_5xx = 0;
+  int64_t rejected_overload = 0;  // 429/503 for a full queue or a draining server
+  int64_t client_disconnects = 0;
+};
+
+// Prometheus text exposition format (version 0.0.4).
+std::string prometheus_text(const EngineMetrics& metrics, const HttpCounters& http, int64_t in_flight, bool ready);
+
+// "chatcmpl-..." / "cmpl-..." ids and fresh seeds from a per-thread generator.
+std::string new_response_id(std::string_view prefix);
+uint64_t fresh_seed();
+
+}  // namespace aerie::server

@@ -1,0 +1,110 @@
+// One /v1/chat/completions or /v1/completions request on the engine: its n x prompts choices are separate
+// engine requests feeding one EventQueue. The whole response (run_to_completion) and the SSE stream (pump)
+// are both built from each choice's ChoiceStream events.
+//
+// Destroying a Generation cancels every choice that has not finished, so a client that disconnects (the
+// HTTP library drops the response and its content provider) frees its KV blocks; it also writes the
+// request's log line.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/backend.h"
+#include "server/choice_stream.h"
+#include "server/openai_response.h"
+#include "server/openai_schema.h"
+
+namespace aerie::server {
+
+struct GenerationPrompt {
+  std::vector<int64_t> ids;
+  std::string echo;  // text released before the generated text (completions with echo)
+};
+
+struct GenerationPlan {
+  bool chat = true;
+  std::string id;     // "chatcmpl-..." / "cmpl-..."
+  int64_t created = 0;
+  std::string model;  // the served model name
+  std::vector<GenerationPrompt> prompts;  // chat: one
+  int64_t n = 1;
+  RequestOptions options;                 // max_tokens, sampling (seed of choice 0), stop ids
+  std::vector<std::uint64_t> seeds;       // per choice (index = prompt * n + j)
+  std::vector<std::string> stop;
+  std::optional<ToolParserKind> tool_parser;  // chat with tools
+  uint64_t tool_call_id_seed = 0;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+class Generation {
+ public:
+  Generation(std::shared_ptr<Backend> backend, GenerationPlan plan, LogFunction log);
+  ~Generation();
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // Submits every choice (throws Overloaded, or aerie::Error when the engine refuses the request).
+  void start();
+
+  // Waits for every choice and returns the chat.completion / text_completion body. Throws ApiError when
+  // the engine failed a choice (500) or the server cancelled it while shutting down (503).
+  OrderedJson run_to_completion();
+
+  // Delivers an event as the engine loop would (tests drive a Generation this way without an engine).
+  void deliver(ChoiceEvent event) { queue_->push(std::move(event)); }
+
+  enum class Pump { kMore, kDone, kClientGone };
+  // One round of the SSE stream: waits briefly for events and writes the chunks they make (a comment
+  // line after a long silence, so that a vanished client is noticed). kDone after `data: [DONE]`.
+  Pump pump(const std::function<bool(std::string_view)>& write);
+
+ private:
+  struct Choice {
+    int index = 0;
+    size_t prompt = 0;
+    uint64_t engine_id = 0;
+    std::unique_ptr<ChoiceStream> stream;
+    std::vector<ToolEvent> events;  // non-streamed: everything; streamed: this round's
+    bool started = false;           // role chunk sent (chat stream)
+    bool stop_cancelled = false;    // cancelled by us after a stop string
+    bool reported = false;          // finish chunk sent / final state recorded
+    bool finished = false;          // the engine's final event came
+    aerie::FinishReason engine_reason = aerie::FinishReason::kNone;
+    FinishReason reason = FinishReason::kStop;  // what the client is told
+    std::string error;                          // the choice failed (engine error, or cancelled by the server)
+    double acceptance_length = 0.0;  // 0: no drafts verified
+  };
+
+  void on_event(ChoiceEvent& event, std::string* sse);
+  void finish_choice(Choice& choice, std::string* sse);
+  // sse null: keep the events for the whole response; otherwise append the SSE chunks they make.
+  void append_events(Choice& choice, std::vector<ToolEvent>& events, std::optional<FinishReason> finish,
+                     std::string* sse);
+  bool all_finished() const;
+  bool all_reported() const;
+  Usage usage() const;
+  std::optional<ApiError> failure() const;
+  void write_log(std::string_view outcome);
+
+  std::shared_ptr<Backend> backend_;
+  GenerationPlan plan_;
+  LogFunction log_;
+  std::shared_ptr<EventQueue> queue_;
+  std::vector<Choice> choices_;
+  std::chrono::steady_clock::time_point start_, first_token_, last_write_;
+  bool have_first_token_ = false;
+  bool submitted_ = false;
+  bool done_ = false;
+  bool client_gone_ = false;
+  bool opened_ = false;
+};
+
+}  // namespace aerie::server

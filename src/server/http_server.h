@@ -1,0 +1,68 @@
+// The HTTP/1.1 server of `aerie serve` (cpp-httplib: keep-alive, a thread pool of connection workers,
+// a body size limit, read/write timeouts) with the OpenAI-compatible endpoints:
+//
+//   POST /v1/chat/completions   POST /v1/completions   GET /v1/models
+//   GET /health (503 until a model is attached and while draining)   GET /metrics (Prometheus text)
+//   POST /tokenize   POST /detokenize
+//
+// Errors are OpenAI error objects with their statuses. The server can listen before the model is loaded
+// (attach() makes it ready), and shutdown() drains: new requests get 503, running ones may finish within
+// the grace period, the rest are cancelled, then the listener stops.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/metrics.h"
+#include "server/backend.h"
+
+namespace aerie::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                   // 0: any free port (see HttpServer::port())
+  std::string api_key;               // "": no authentication
+  std::string served_model_name = "aerie";
+  size_t max_body_bytes = 8u << 20;  // larger bodies: 413
+  int http_threads = 128;            // connection workers (a streaming response holds one)
+  int read_timeout_s = 60;
+  int write_timeout_s = 60;
+  int keep_alive_timeout_s = 5;
+  int64_t max_in_flight = 256;       // engine requests queued or running; beyond: 429 with Retry-After
+  LogFunction log;                   // one line per request; null: stderr
+  bool quiet = false;                // no request log lines
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions options);
+  ~HttpServer();  // shutdown(0) if still running
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket; returns the port. Throws aerie::Error when it cannot.
+  int bind();
+  int port() const;
+  // Serves on a background thread (bind() first).
+  void start();
+  // Makes the model available; /health turns 200. The engine and tokenizer must outlive the server.
+  void attach(const ServedModel& model);
+  // Drains and stops (idempotent): new requests get 503 at once; requests in flight may finish until
+  // `grace` has passed, the rest are cancelled; then the listener and the engine loop stop.
+  void shutdown(std::chrono::milliseconds grace);
+  bool running() const;
+
+  // The engine's metrics as last snapshotted by the loop thread (empty before attach()).
+  EngineMetrics metrics() const;
+  int64_t in_flight() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace aerie::server

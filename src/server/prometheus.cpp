@@ -1,0 +1,113 @@
+// GET /metrics: the engine's counters, gauges and latency histograms in the Prometheus text format.
+#include <cstdio>
+#include <string>
+
+#include "server/endpoints.h"
+
+namespace aerie::server {
+namespace {
+
+std::string number(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+  return buffer;
+}
+
+void metric(std::string& out, const char* name, const char* type, const char* help, double value) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+  out += name;
+  out += ' ';
+  out += number(value);
+  out += '\n';
+}
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void histogram(std::string& out, const char* name, const char* help, const Histogram& h) {
+  header(out, name, "histogram", help);
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < h.counts().size(); ++i) {
+    cumulative += h.counts()[i];
+    const std::string le = i < h.bounds().size() ? number(h.bounds()[i]) : "+Inf";
+    out += std::string(name) + "_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += std::string(name) + "_sum " + number(h.sum()) + "\n";
+  out += std::string(name) + "_count " + std::to_string(h.count()) + "\n";
+}
+
+}  // namespace
+
+std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, int64_t in_flight, bool ready) {
+  std::string out;
+  metric(out, "aerie_ready", "gauge", "1 when the model is loaded and the server takes requests.", ready ? 1 : 0);
+  metric(out, "aerie_requests_running", "gauge", "Requests the engine is running.", double(m.running));
+  metric(out, "aerie_requests_waiting", "gauge", "Requests waiting for the engine.", double(m.waiting));
+  metric(out, "aerie_requests_in_flight", "gauge", "Engine requests admitted by the server and not finished.",
+         double(in_flight));
+  metric(out, "aerie_kv_blocks_total", "gauge", "KV cache blocks in the pool.", double(m.kv_blocks_total));
+  metric(out, "aerie_kv_blocks_in_use", "gauge", "KV cache blocks held by sequences.", double(m.kv_blocks_in_use));
+  metric(out, "aerie_kv_blocks_cached", "gauge", "Free KV cache blocks that still hold a cached prefix.",
+         double(m.kv_blocks_cached));
+  metric(out, "aerie_kv_cache_usage_ratio", "gauge", "Fraction of KV cache blocks in use.",
+         m.kv_blocks_total > 0 ? double(m.kv_blocks_in_use) / double(m.kv_blocks_total) : 0.0);
+  metric(out, "aerie_prefix_cache_lookups_total", "counter", "Prefix cache block lookups.", double(m.prefix_block_lookups));
+  metric(out, "aerie_prefix_cache_hits_total", "counter", "Prefix cache block hits.", double(m.prefix_block_hits));
+  metric(out, "aerie_requests_submitted_total", "counter", "Requests submitted to the engine.", double(m.requests_submitted));
+  metric(out, "aerie_requests_finished_total", "counter", "Requests that finished (stop, length or error).",
+         double(m.requests_finished));
+  metric(out, "aerie_requests_cancelled_total", "counter", "Requests cancelled (client gone, stop string, shutdown).",
+         double(m.requests_cancelled));
+  metric(out, "aerie_preemptions_total", "counter", "Sequences preempted for KV cache space.", double(m.preemptions));
+  metric(out, "aerie_prompt_tokens_total", "counter", "Prompt tokens submitted.", double(m.prompt_tokens));
+  metric(out, "aerie_cached_prompt_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
+         double(m.cached_prompt_tokens));
+  metric(out, "aerie_prefilled_tokens_total", "counter", "Prompt tokens computed.", double(m.prefilled_tokens));
+  metric(out, "aerie_generation_tokens_total", "counter", "Tokens generated.", double(m.generated_tokens));
+  metric(out, "aerie_engine_steps_total", "counter", "Engine steps.", double(m.steps));
+
+  const SpecStats& s = m.spec;
+  metric(out, "aerie_spec_decode_rounds_total", "counter", "Verification forwards that carried drafts.", double(s.rounds));
+  metric(out, "aerie_spec_decode_draft_tokens_total", "counter", "Draft tokens proposed and verified.",
+         double(s.draft_tokens));
+  metric(out, "aerie_spec_decode_accepted_tokens_total", "counter", "Draft tokens accepted.", double(s.accepted_tokens));
+  metric(out, "aerie_spec_decode_acceptance_rate", "gauge", "Accepted / drafted tokens.", s.acceptance_rate());
+  metric(out, "aerie_spec_decode_mean_acceptance_length", "gauge",
+         "Tokens per verification forward: 1 + accepted / rounds.", s.rounds > 0 ? s.mean_acceptance_length() : 0.0);
+  header(out, "aerie_spec_decode_acceptance_per_position", "gauge",
+         "Acceptance rate of the draft at each position of the chain.");
+  const std::vector<double> per_position = s.acceptance_per_position();
+  for (size_t i = 0; i < per_position.size(); ++i)
+    out += "aerie_spec_decode_acceptance_per_position{position=\"" + std::to_string(i) + "\"} " +
+           number(per_position[i]) + "\n";
+  header(out, "aerie_spec_decode_accepted_at_position_total", "counter", "Drafts accepted at each chain position.");
+  for (size_t i = 0; i < s.accepted_at.size(); ++i)
+    out += "aerie_spec_decode_accepted_at_position_total{position=\"" + std::to_string(i) + "\"} " +
+           std::to_string(s.accepted_at[i]) + "\n";
+
+  histogram(out, "aerie_time_to_first_token_seconds", "Time from submission to the first token.", m.time_to_first_token);
+  histogram(out, "aerie_inter_token_latency_seconds", "Time between consecutive tokens of a request.",
+            m.inter_token_latency);
+
+  metric(out, "aerie_http_requests_total", "counter", "HTTP requests routed to an endpoint.", double(http.requests));
+  header(out, "aerie_http_responses_total", "counter", "HTTP responses by status class.");
+  out += "aerie_http_responses_total{code=\"2xx\"} " + std::to_string(http.responses_2xx) + "\n";
+  out += "aerie_http_responses_total{code=\"4xx\"} " + std::to_string(http.responses_4xx) + "\n";
+  out += "aerie_http_responses_total{code=\"5xx\"} " + std::to_string(http.responses_5xx) + "\n";
+  metric(out, "aerie_http_rejected_total", "counter", "Requests refused with 429/503 (queue full or draining).",
+         double(http.rejected_overload));
+  metric(out, "aerie_http_client_disconnects_total", "counter", "Streams whose client went away before the end.",
+         double(http.client_disconnects));
+  return out;
+}
+
+}  // namespace aerie::server
