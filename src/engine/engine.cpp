@@ -194,9 +194,9 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
 }
 
 AcceptRule Engine::rule_for(const Sequence& seq) const {
+  if (draft_ && config_.spec.synthetic_acceptance >= 0.0) return AcceptRule::kSynthetic;
   if (seq.options.sampling.greedy()) return AcceptRule::kGreedy;
   if (!draft_) return AcceptRule::kTargetMatch;  // no drafts: a plain draw from the target
-  if (config_.spec.synthetic_acceptance >= 0.0) return AcceptRule::kSynthetic;
   return config_.spec.proposal == DraftProposal::kSampled ? AcceptRule::kRejection : AcceptRule::kTargetMatch;
 }
 

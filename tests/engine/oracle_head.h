@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "lossless_support.h"
 #include "models/model.h"
 #include "spec/draft_head.h"
 
@@ -33,16 +34,10 @@ class OracleHead final : public DraftHead {
     logits_.resize(batch.logit_rows.size() * size_t(v));
     for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
       const int64_t pos = start + batch.logit_rows[i];  // head position t: history x_0..x_{t+1}
-      const std::vector<int64_t> prefix(history_.begin(), history_.begin() + pos + 2);
-      KvCache kv = target_.make_kv_cache(int64_t(prefix.size()));
-      const SequenceRows s{0, int64_t(prefix.size()), &kv};
-      const int64_t last = int64_t(prefix.size()) - 1;
-      const ForwardOutput out = target_.forward(StepBatch{prefix, std::span(&s, 1), std::span(&last, 1), {}});
       float* dst = logits_.data() + i * size_t(v);
-      std::memcpy(dst, out.logits, size_t(v) * sizeof(float));
-      uint64_t h = mix(uint64_t(pos) * 0x9E3779B97F4A7C15ull ^ uint64_t(history_[size_t(pos + 1)]) ^ salt_);
-      for (int64_t t = 0; t < v; ++t) dst[t] += noise_ * (float(mix(h + uint64_t(t)) >> 40) / 16777216.0f - 0.5f);
-      if (double(mix(h ^ 0xABCDEFull) >> 11) / 9007199254740992.0 < disagree_) dst[mix(h + 7) % uint64_t(v)] += 50.0f;
+      const uint64_t h = mix64(uint64_t(pos) * 0x9E3779B97F4A7C15ull ^ uint64_t(history_[size_t(pos + 1)]) ^ salt_);
+      noisy_target_logits(target_, std::span(history_).first(size_t(pos + 2)), noise_, h, dst);
+      if (double(mix64(h ^ 0xABCDEFull) >> 11) / 9007199254740992.0 < disagree_) dst[mix64(h + 7) % uint64_t(v)] += 50.0f;
     }
     features_.assign(size_t(n * target_.n_embd()), 0.0f);
     return DraftOutput{logits_.data(), int64_t(batch.logit_rows.size()), v, features_.data(), target_.n_embd()};
@@ -59,14 +54,6 @@ class OracleHead final : public DraftHead {
   void set_salt(uint64_t salt) { salt_ = salt; }
 
  private:
-  static uint64_t mix(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
-
   Model& target_;
   double disagree_;
   float noise_;

@@ -14,11 +14,14 @@
 #include "engine/generator.h"
 #include "engine/speculative.h"
 #include "models/registry.h"
+#include "lossless_support.h"
 #include "oracle_head.h"
 
 namespace aerie {
 namespace {
 
+using testing::chi_square_quantile;
+using testing::exact_joint;
 using testing::OracleHead;
 
 std::filesystem::path data(const std::string& name) { return std::filesystem::path(AERIE_TEST_DATA_DIR) / name; }
@@ -150,40 +153,6 @@ TEST(Speculative, SyntheticAcceptanceRateIsHonoured) {
   EXPECT_NEAR(per[0], 0.7, 0.1);
   EXPECT_NEAR(per[1], 0.49, 0.1);
   EXPECT_NEAR(stats.mean_acceptance_length(), 2.77, 0.35);
-}
-
-// Upper quantile of chi-square with df degrees of freedom (Wilson-Hilferty), z = standard normal quantile.
-double chi_square_quantile(double df, double z) {
-  const double a = 2.0 / (9.0 * df);
-  return df * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
-}
-
-// Exact target-only probability of every (x1, x2, x3) continuation, from the processed distributions.
-std::map<std::vector<int64_t>, double> exact_joint(Model& model, const std::vector<int64_t>& prompt,
-                                                   const SamplingParams& params, int depth) {
-  std::map<std::vector<int64_t>, double> out;
-  std::vector<float> probs(size_t(model.n_vocab()));
-  SamplerScratch scratch;
-  std::function<void(std::vector<int64_t>, double)> expand = [&](std::vector<int64_t> seq, double p) {
-    if (int(seq.size() - prompt.size()) == depth) {
-      out[std::vector<int64_t>(seq.begin() + int64_t(prompt.size()), seq.end())] = p;
-      return;
-    }
-    KvCache kv = model.make_kv_cache(int64_t(seq.size()));
-    const SequenceRows s{0, int64_t(seq.size()), &kv};
-    const int64_t last = int64_t(seq.size()) - 1;
-    const ForwardOutput f = model.forward(StepBatch{seq, std::span(&s, 1), std::span(&last, 1), {}});
-    compute_probs(f.logits, f.n_vocab, params, probs.data(), scratch);
-    const std::vector<float> here = probs;
-    for (int64_t t = 0; t < model.n_vocab(); ++t) {
-      if (here[size_t(t)] <= 0.0f) continue;
-      std::vector<int64_t> next = seq;
-      next.push_back(t);
-      expand(next, p * here[size_t(t)]);
-    }
-  };
-  expand(prompt, 1.0);
-  return out;
 }
 
 struct LosslessCase {

@@ -11,6 +11,7 @@
 
 #include "engine/generator.h"
 #include "engine/speculative.h"
+#include "../engine/lossless_support.h"
 #include "models/registry.h"
 #include "spec/mtp_drafter.h"
 
@@ -56,9 +57,9 @@ Drafted load(const std::string& drafter, ThreadPool& pool) {
 // oracle: the row at head position p drafts the known greedy token S[p + 2], except at every third
 // position (a wrong token), so rounds accept some drafts and reject others. Random heads alone accept
 // almost nothing (measured 0..5%), which would leave the acceptance path untested.
-class OracleDrafter final : public DraftHead {
+class OracleDrafter final : public testing::DelegatingDraftHead {
  public:
-  OracleDrafter(DraftHead& inner, std::vector<int64_t> sequence) : inner_(inner), sequence_(std::move(sequence)) {
+  OracleDrafter(DraftHead& inner, std::vector<int64_t> sequence) : DelegatingDraftHead(inner), sequence_(std::move(sequence)) {
     for (int64_t d = 0; d < inner.n_vocab(); ++d) to_draft_[inner.to_target(d)] = d;
   }
   DraftOutput forward(const DraftBatch& batch) override {
@@ -79,17 +80,9 @@ class OracleDrafter final : public DraftHead {
     out.logits = logits_.data();
     return out;
   }
-  KvCache make_kv_cache(int64_t capacity) const override { return inner_.make_kv_cache(capacity); }
-  const std::vector<int>& target_layers() const override { return inner_.target_layers(); }
-  int64_t n_embd() const override { return inner_.n_embd(); }
-  int64_t n_vocab() const override { return inner_.n_vocab(); }
-  int64_t to_target(int64_t d) const override { return inner_.to_target(d); }
-  bool reduced_vocab() const override { return inner_.reduced_vocab(); }
-  uint64_t weight_bytes() const override { return inner_.weight_bytes(); }
   std::string describe() const override { return "oracle over " + inner_.describe(); }
 
  private:
-  DraftHead& inner_;
   std::vector<int64_t> sequence_;
   std::map<int64_t, int64_t> to_draft_;
   std::vector<float> logits_;
