@@ -34,6 +34,8 @@ std::vector<OptionSpec> serve_options() {
   const std::vector<OptionSpec> own = {
       {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3)"},
       {"--draft-proposal", true, "with --draft at T > 0: sampled (default; rejection sampling) or argmax"},
+      {"--num-speculative-tokens-per-batch-size", true,
+       "with --draft: K by the number of decoding sequences, e.g. 1-4:3,5-16:2,17-:0 (0 = plain decoding)"},
       {"--host", true, "address to listen on (default 127.0.0.1)"},
       {"--port", true, "port (default 8000; 0 = any free port, printed at start)"},
       {"--api-key", true, "require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize"},
@@ -150,8 +152,11 @@ int run_serve(const std::vector<std::string>& argv) {
     const std::string proposal = args.str("--draft-proposal", "sampled");
     AERIE_CHECK(proposal == "sampled" || proposal == "argmax", "--draft-proposal must be sampled or argmax");
     config.spec.proposal = proposal == "sampled" ? DraftProposal::kSampled : DraftProposal::kArgmax;
+    if (args.has("--num-speculative-tokens-per-batch-size"))
+      config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
   } else {
-    for (const char* name : {"--num-speculative-tokens", "--draft-proposal"}) AERIE_CHECK(!args.has(name), name, " needs --draft");
+    for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--num-speculative-tokens-per-batch-size"})
+      AERIE_CHECK(!args.has(name), name, " needs --draft");
   }
   Engine engine(*model, head.get(), config, pool);
 
