@@ -390,6 +390,12 @@ void Engine::run_draft(const std::vector<ScheduledRows>& plan) {
 }
 
 bool Engine::step() {
+  const bool worked = step_once();
+  snapshot_state();
+  return worked;
+}
+
+bool Engine::step_once() {
   drain_inbox();
   std::vector<Sequence*> preempted;
   const std::vector<ScheduledRows> plan = scheduler_->plan(preempted);
@@ -466,16 +472,21 @@ void Engine::run_until_idle() {
   }
 }
 
-EngineMetrics Engine::metrics() const {
+void Engine::snapshot_state() {
   std::lock_guard<std::mutex> lock(metrics_mutex_);
-  EngineMetrics m = metrics_;
-  m.running = scheduler_->n_running();
-  m.waiting = scheduler_->n_waiting();
-  m.kv_blocks_in_use = pool_->n_in_use();
-  m.kv_blocks_cached = pool_->n_cached_idle();
-  m.prefix_block_lookups = pool_->lookups();
-  m.prefix_block_hits = pool_->hits();
-  return m;
+  metrics_.running = scheduler_->n_running();
+  metrics_.waiting = scheduler_->n_waiting();
+  metrics_.kv_blocks_in_use = pool_->n_in_use();
+  metrics_.kv_blocks_cached = pool_->n_cached_idle();
+  metrics_.prefix_block_lookups = pool_->lookups();
+  metrics_.prefix_block_hits = pool_->hits();
+}
+
+EngineMetrics Engine::metrics() const {
+  // Scheduler and pool figures are as of the end of the last step (step() copies them), so any thread
+  // may call this while a step runs.
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  return metrics_;
 }
 
 }  // namespace aerie

@@ -73,12 +73,15 @@ class Engine {
   // that sleeps while idle).
   void wait_for_work(std::chrono::milliseconds timeout);
 
+  // A copy of the metrics; scheduler and KV figures as of the end of the last step. Thread-safe.
   EngineMetrics metrics() const;
   const MemoryPlan& memory_plan() const { return plan_; }
   int64_t max_length() const { return plan_.max_length; }
   const BlockPool& pool() const { return *pool_; }
 
  private:
+  bool step_once();
+  void snapshot_state();
   void drain_inbox();
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const std::vector<int64_t>& tokens = {});
   AcceptRule rule_for(const Sequence& seq) const;
