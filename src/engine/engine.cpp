@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -171,10 +172,12 @@ void Engine::drain_inbox() {
   }
 }
 
-void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error, const std::vector<int64_t>& tokens) {
+void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error, const std::vector<int64_t>& tokens,
+                    const std::vector<TokenLogprobs>* logprobs) {
   TokenEvent event;
   event.request_id = seq.id;
   event.tokens = tokens;
+  if (logprobs) event.logprobs = *logprobs;
   event.finished = true;
   event.finish_reason = reason;
   event.error = error;
@@ -206,9 +209,37 @@ int64_t Engine::next_k(const Sequence& seq, int64_t k_step) const {
   return std::max<int64_t>(0, std::min({k_step, remaining - 1, room}));
 }
 
-void Engine::emit_token(Sequence& seq, int64_t token, std::vector<int64_t>& fresh, bool& done) {
+void Engine::token_logprobs(const float* logits, int64_t token, int64_t n_top, TokenLogprobs& out) {
+  const int64_t vocab = target_.n_vocab();
+  float mx = logits[0];
+  for (int64_t t = 1; t < vocab; ++t) mx = std::max(mx, logits[t]);
+  double sum = 0.0;
+  for (int64_t t = 0; t < vocab; ++t) sum += std::exp(double(logits[t] - mx));
+  const float lse = mx + float(std::log(sum));
+  out.logprob = logits[token] - lse;
+  out.top.clear();
+  if (n_top <= 0) return;
+  logprob_order_.resize(size_t(vocab));
+  for (int64_t t = 0; t < vocab; ++t) logprob_order_[size_t(t)] = int32_t(t);
+  const int64_t n = std::min(n_top, vocab);
+  std::partial_sort(logprob_order_.begin(), logprob_order_.begin() + n, logprob_order_.end(), [logits](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t t = logprob_order_[size_t(i)];
+    out.top.emplace_back(t, logits[t] - lse);
+  }
+}
+
+void Engine::emit_token(Sequence& seq, int64_t token, const float* logits, size_t slot, bool& done) {
+  std::vector<int64_t>& fresh = fresh_[slot];
   seq.tokens.push_back(token);
   fresh.push_back(token);
+  if (seq.options.logprobs >= 0) {
+    std::vector<TokenLogprobs>& lp = fresh_logprobs_[slot];
+    lp.emplace_back();
+    token_logprobs(logits, token, seq.options.logprobs, lp.back());
+  }
   const auto& stops = seq.options.stop_token_ids;
   const bool is_eos = !seq.options.ignore_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
   if (is_eos || std::find(stops.begin(), stops.end(), token) != stops.end()) {
@@ -225,7 +256,10 @@ void Engine::run_target(const std::vector<ScheduledRows>& plan) {
   row_begin_.assign(plan.size(), 0);
   logit_begin_.assign(plan.size(), 0);
   accepted_rows_.assign(plan.size(), 0);
-  if (fresh_.size() < plan.size()) fresh_.resize(plan.size());
+  if (fresh_.size() < plan.size()) {
+    fresh_.resize(plan.size());
+    fresh_logprobs_.resize(plan.size());
+  }
   done_.assign(plan.size(), 0);
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& seq = *plan[i].seq;
@@ -253,6 +287,7 @@ void Engine::run_target(const std::vector<ScheduledRows>& plan) {
     const int64_t n = plan[i].n_rows;
     std::vector<int64_t>& fresh = fresh_[i];
     fresh.clear();
+    fresh_logprobs_[i].clear();
     bool done = false;
     const float* logits = out_.logits + logit_begin_[i] * vocab;
     if (seq.prefilling()) {
@@ -260,7 +295,7 @@ void Engine::run_target(const std::vector<ScheduledRows>& plan) {
       prefilled += n;
       if (seq.n_computed == int64_t(seq.tokens.size())) {
         const int64_t y = sample_token(logits, vocab, seq.options.sampling, seq.rng, probs_.data(), sampler_scratch_);
-        emit_token(seq, y, fresh, done);
+        emit_token(seq, y, logits, i, done);
       }
       accepted_rows_[i] = n;
     } else {
@@ -279,8 +314,9 @@ void Engine::run_target(const std::vector<ScheduledRows>& plan) {
       seq.n_computed = p + 1 + a;
       // The head's blocks stay reserved: it rewrites these positions in this step's draft passes.
       if (seq.draft_kv && seq.draft_kv->length() > p) seq.draft_kv->truncate(p, /*keep_blocks=*/true);
-      for (int64_t j = 0; j < a && !done; ++j) emit_token(seq, seq.drafts[size_t(j)], fresh, done);
-      if (!done) emit_token(seq, verdict.next_token, fresh, done);
+      // Token j of this round comes from verification row j.
+      for (int64_t j = 0; j < a && !done; ++j) emit_token(seq, seq.drafts[size_t(j)], logits + j * vocab, i, done);
+      if (!done) emit_token(seq, verdict.next_token, logits + a * vocab, i, done);
       accepted_rows_[i] = a + 1;
       seq.drafts.clear();
     }
@@ -450,11 +486,12 @@ bool Engine::step_once() {
       const auto& stops = seq.options.stop_token_ids;
       const bool stop = (!seq.options.ignore_eos && std::find(eos_.begin(), eos_.end(), last) != eos_.end()) ||
                         std::find(stops.begin(), stops.end(), last) != stops.end();
-      finish(seq, stop ? FinishReason::kStop : FinishReason::kLength, "", fresh);  // the last event carries the tokens
+      finish(seq, stop ? FinishReason::kStop : FinishReason::kLength, "", fresh, &fresh_logprobs_[i]);
     } else if (!fresh.empty() && seq.on_event) {
       TokenEvent event;
       event.request_id = seq.id;
       event.tokens = fresh;
+      event.logprobs = fresh_logprobs_[i];
       event.prompt_tokens = seq.n_prompt;
       event.cached_prompt_tokens = seq.n_cached_prompt;
       event.generated_tokens = seq.n_generated();

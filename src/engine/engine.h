@@ -83,10 +83,14 @@ class Engine {
   bool step_once();
   void snapshot_state();
   void drain_inbox();
-  void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const std::vector<int64_t>& tokens = {});
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const std::vector<int64_t>& tokens = {},
+              const std::vector<TokenLogprobs>* logprobs = nullptr);
   AcceptRule rule_for(const Sequence& seq) const;
   int64_t next_k(const Sequence& seq, int64_t k_step) const;
-  void emit_token(Sequence& seq, int64_t token, std::vector<int64_t>& fresh, bool& done);
+  // Appends token to the sequence and to this step's events (slot = its place in the plan); `logits` is
+  // the target row it was chosen from (for log-probabilities).
+  void emit_token(Sequence& seq, int64_t token, const float* logits, size_t slot, bool& done);
+  void token_logprobs(const float* logits, int64_t token, int64_t n_top, TokenLogprobs& out);
   void run_target(const std::vector<ScheduledRows>& plan);
   void run_draft(const std::vector<ScheduledRows>& plan);
   void pick_draft(Sequence& seq, const float* logits, int64_t i);
@@ -120,6 +124,8 @@ class Engine {
   std::vector<int64_t> logit_begin_;     // per planned sequence: first logit row
   std::vector<int64_t> accepted_rows_;   // per planned sequence: rows whose features feed the head
   std::vector<std::vector<int64_t>> fresh_;  // per planned sequence: tokens emitted this step
+  std::vector<std::vector<TokenLogprobs>> fresh_logprobs_;  // per planned sequence, when asked for
+  std::vector<int32_t> logprob_order_;
   std::vector<uint8_t> done_;            // per planned sequence
   std::vector<float> gathered_;          // head features gathered, per part
   std::vector<const float*> parts_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sample/sampling.h"
@@ -16,6 +17,14 @@ struct RequestOptions {
   int64_t max_tokens = 128;
   std::vector<int64_t> stop_token_ids;  // in addition to the model's end-of-sequence ids
   bool ignore_eos = false;
+  // -1: no log-probabilities. n >= 0: each generated token's log-probability under the model's own
+  // distribution (log-softmax of the raw logits, before temperature and filters) and the n most likely.
+  int64_t logprobs = -1;
+};
+
+struct TokenLogprobs {
+  float logprob = 0.0f;
+  std::vector<std::pair<int64_t, float>> top;  // (token id, log-probability), most likely first
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -26,6 +35,7 @@ const char* finish_reason_name(FinishReason reason);  // "", "stop", "length", "
 struct TokenEvent {
   uint64_t request_id = 0;
   std::vector<int64_t> tokens;  // new tokens since the previous event
+  std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;            // for kError

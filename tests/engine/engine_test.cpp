@@ -3,6 +3,7 @@
 // and under a block budget so small that sequences are preempted and recomputed. Nothing may leak.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -174,6 +175,42 @@ TEST_F(EngineTest, MemoryPlanLowersTheMaxLengthOrRefuses) {
   EXPECT_THROW(engine.submit(std::vector<int64_t>(96, 5), {}, nullptr), Error);
   c.kv_cache_memory = 512 * 10;  // 10 positions: nothing useful
   EXPECT_THROW(Engine(*target, nullptr, c, pool), Error);
+}
+
+TEST_F(EngineTest, LogprobsAreTheModelsLogSoftmax) {
+  std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
+  for (DraftHead* draft : {static_cast<DraftHead*>(nullptr), head.get()}) {
+    Engine engine(*target, draft, small_config(1 << 20, true), pool);
+    Job job = make_jobs(1, 6, target->n_vocab(), 0.0f)[0];
+    job.options.logprobs = 3;
+    std::vector<int64_t> tokens;
+    std::vector<TokenLogprobs> logprobs;
+    engine.submit(job.prompt, job.options, [&](const TokenEvent& e) {
+      ASSERT_EQ(e.logprobs.size(), e.tokens.size());
+      tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
+      logprobs.insert(logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    });
+    engine.run_until_idle();
+    ASSERT_EQ(int64_t(tokens.size()), job.options.max_tokens);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      // Reference: a fresh prefill of the prompt and the tokens before this one.
+      std::vector<int64_t> prefix = job.prompt;
+      prefix.insert(prefix.end(), tokens.begin(), tokens.begin() + int64_t(i));
+      KvCache kv = target->make_kv_cache(int64_t(prefix.size()));
+      const SequenceRows s{0, int64_t(prefix.size()), &kv};
+      const int64_t last = int64_t(prefix.size()) - 1;
+      const ForwardOutput f = target->forward(StepBatch{prefix, std::span(&s, 1), std::span(&last, 1), {}});
+      double mx = f.logits[0], sum = 0;
+      for (int64_t t = 0; t < f.n_vocab; ++t) mx = std::max<double>(mx, f.logits[t]);
+      for (int64_t t = 0; t < f.n_vocab; ++t) sum += std::exp(f.logits[t] - mx);
+      const double expected = f.logits[tokens[i]] - mx - std::log(sum);
+      EXPECT_NEAR(logprobs[i].logprob, expected, 1e-3) << "token " << i << " draft " << (draft != nullptr);
+      ASSERT_EQ(logprobs[i].top.size(), 3u);
+      EXPECT_EQ(logprobs[i].top[0].first, tokens[i]);  // greedy: the chosen token is the most likely
+      EXPECT_FLOAT_EQ(logprobs[i].top[0].second, logprobs[i].logprob);
+      EXPECT_GE(logprobs[i].top[1].second, logprobs[i].top[2].second);
+    }
+  }
 }
 
 TEST(DraftTokensByBatchSize, ParsesRanges) {
