@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace aerie {
 namespace {
@@ -180,15 +181,7 @@ DeepseekV3Config parse_deepseek_v3_config(const json& j, const std::string& sour
 }
 
 DeepseekV3Config load_deepseek_v3_config(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json);
-  AERIE_CHECK(in.good(), config_json.string(), ": cannot open");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(str_cat(config_json.string(), ": not valid JSON: ", e.what()));
-  }
-  return parse_deepseek_v3_config(j, config_json.string());
+  return parse_deepseek_v3_config(read_json_file(config_json), config_json.string());
 }
 
 }  // namespace aerie

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace aerie {
 namespace {
@@ -49,14 +50,7 @@ GenerationConfig load_generation_config(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "generation_config.json";
   if (!std::filesystem::exists(path)) return config;
   const std::string source = path.string();
-  std::ifstream in(path);
-  AERIE_CHECK(in.good(), source, ": cannot open");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw_error(str_cat(source, ": not valid JSON: ", e.what()));
-  }
+  const nlohmann::json j = read_json_file(path);
   AERIE_CHECK(j.is_object(), source, ": expected a JSON object");
   config.present = true;
   config.bos_token_ids = read_ids(j, "bos_token_id", source);

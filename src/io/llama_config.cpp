@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace aerie {
 namespace {
@@ -124,15 +125,7 @@ LlamaConfig parse_llama_config(const json& j, const std::string& source) {
 }
 
 LlamaConfig load_llama_config(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json);
-  AERIE_CHECK(in.good(), config_json.string(), ": cannot open");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(str_cat(config_json.string(), ": not valid JSON: ", e.what()));
-  }
-  return parse_llama_config(j, config_json.string());
+  return parse_llama_config(read_json_file(config_json), config_json.string());
 }
 
 }  // namespace aerie

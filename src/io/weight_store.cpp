@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "io/torch_zip.h"
@@ -17,14 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 nlohmann::json read_index(const fs::path& path) {
-  std::ifstream in(path);
-  AERIE_CHECK(in.good(), path.string(), ": cannot open");
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(str_cat(path.string(), ": not valid JSON: ", e.what()));
-  }
+  const nlohmann::json json = read_json_file(path);
   AERIE_CHECK(json.is_object() && json.contains("weight_map") && json["weight_map"].is_object(), path.string(),
               ": missing 'weight_map' object");
   return json;

@@ -17,6 +17,7 @@
 #include "io/deepseek_config.h"
 #include "io/weight_store.h"
 #include "models/mla.h"
+#include "models/forward_helpers.h"
 #include "models/model.h"
 #include "models/moe.h"
 
@@ -102,7 +103,6 @@ class DeepseekV3Model final : public Model {
 
  private:
   void check_batch(const StepBatch& batch) const;
-  void capture(const StepBatch& batch, int layer, const float* x, int64_t n_tokens, ForwardOutput& out);
 
   DeepseekV3Config config_;
   WeightStore store_;
@@ -113,8 +113,7 @@ class DeepseekV3Model final : public Model {
 
   // Activations, reused across forwards.
   ScratchBuffer x_, final_norm_, logits_in_, logits_;
-  std::vector<ScratchBuffer> captured_;
-  std::vector<CapturedHidden> hidden_views_;  // ForwardOutput::hidden points here
+  HiddenCapture capture_;  // ForwardOutput::hidden points into it
   std::vector<int64_t> positions_;
   DeepseekLayerScratch layer_scratch_;
 };

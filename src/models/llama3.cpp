@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "models/rope_freqs.h"
+#include "models/forward_helpers.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -98,16 +99,6 @@ void LlamaModel::check_batch(const StepBatch& batch) const {
                 " out of range [0, ", config_.n_layer, "]");
 }
 
-void LlamaModel::capture(const StepBatch& batch, int layer, const float* x, int64_t n_tokens,
-                         ForwardOutput& out) {
-  for (size_t i = 0; i < batch.capture_layers.size(); ++i) {
-    if (batch.capture_layers[i] != layer) continue;
-    float* dst = captured_[i].reserve(n_tokens * config_.n_embd);
-    std::memcpy(dst, x, size_t(n_tokens * config_.n_embd) * sizeof(float));
-    out.hidden[i] = CapturedHidden{layer, dst};
-  }
-}
-
 ForwardOutput LlamaModel::forward(const StepBatch& batch) {
   check_batch(batch);
   const LlamaConfig& c = config_;
@@ -116,13 +107,8 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
   ForwardOutput out;
   out.n_vocab = c.n_vocab;
   out.n_embd = c.n_embd;
-  hidden_views_.resize(batch.capture_layers.size());  // no allocation once it has grown
-  out.hidden = hidden_views_;
-  if (captured_.size() < batch.capture_layers.size()) captured_.resize(batch.capture_layers.size());
-
-  positions_.resize(size_t(n_tokens));
-  for (const SequenceRows& seq : batch.sequences)
-    for (int64_t r = 0; r < seq.n_rows; ++r) positions_[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+  capture_.begin(batch, out);
+  fill_positions(batch.sequences, n_tokens, positions_);
 
   float* x = x_.reserve(n_tokens * c.n_embd);                  // [n_tokens, n_embd] residual stream
   float* cur = cur_.reserve(n_tokens * c.n_embd);              // [n_tokens, n_embd] normalised input
@@ -131,7 +117,7 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
 
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayerWeights& layer = weights_.layers[size_t(il)];
-    capture(batch, int(il), x, n_tokens, out);
+    capture_.capture(batch, int(il), x, n_tokens, c.n_embd);
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.attn_norm, eps, cur, pool_);
     gqa_attention(cur, n_tokens, batch.sequences, positions_.data(), il, layer.attn, attn_shape_,
                   inv_freq_.data(), attn_scratch_, block_out, pool_);
@@ -140,7 +126,7 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
     swiglu_mlp(cur, n_tokens, layer.mlp, mlp_scratch_, block_out, pool_);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
   }
-  capture(batch, int(c.n_layer), x, n_tokens, out);
+  capture_.capture(batch, int(c.n_layer), x, n_tokens, c.n_embd);
   for (const SequenceRows& seq : batch.sequences) seq.kv->advance(seq.n_rows);
 
   // The final norm runs on every row only when its output is captured; otherwise on the logit rows.
@@ -150,7 +136,7 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
   float* logits_in = logits_in_.reserve(std::max<int64_t>(n_logit_rows, 1) * c.n_embd);  // [n_logit_rows, n_embd]
   if (want_final_norm) {
     ops::rms_norm(x, n_tokens, c.n_embd, *weights_.norm, eps, cur, pool_);
-    capture(batch, kFinalNormLayer, cur, n_tokens, out);
+    capture_.capture(batch, kFinalNormLayer, cur, n_tokens, c.n_embd);
     for (int64_t i = 0; i < n_logit_rows; ++i)
       std::memcpy(logits_in + i * c.n_embd, cur + batch.logit_rows[size_t(i)] * c.n_embd,
                   size_t(c.n_embd) * sizeof(float));

@@ -10,6 +10,7 @@
 #include "io/llama_config.h"
 #include "io/weight_store.h"
 #include "models/blocks.h"
+#include "models/forward_helpers.h"
 #include "models/model.h"
 
 namespace aerie {
@@ -55,7 +56,6 @@ class LlamaModel final : public Model {
 
  private:
   void check_batch(const StepBatch& batch) const;
-  void capture(const StepBatch& batch, int layer, const float* x, int64_t n_tokens, ForwardOutput& out);
 
   LlamaConfig config_;
   WeightStore store_;
@@ -66,8 +66,7 @@ class LlamaModel final : public Model {
 
   // Activations, reused across forwards.
   ScratchBuffer x_, cur_, block_out_, logits_in_, logits_;
-  std::vector<ScratchBuffer> captured_;
-  std::vector<CapturedHidden> hidden_views_;  // ForwardOutput::hidden points here
+  HiddenCapture capture_;  // ForwardOutput::hidden points into it
   std::vector<int64_t> positions_;
   AttentionScratch attn_scratch_;
   MlpScratch mlp_scratch_;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "io/deepseek_config.h"
 #include "io/llama_config.h"
 #include "models/deepseek_v3.h"
@@ -14,13 +15,7 @@ namespace aerie {
 namespace {
 
 nlohmann::json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  AERIE_CHECK(in.good(), path.string(), ": cannot open (is this a Hugging Face checkpoint folder?)");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(str_cat(path.string(), ": not valid JSON: ", e.what()));
-  }
+  return read_json_file(path, " (is this a Hugging Face checkpoint folder?)");
 }
 
 std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohmann::json& json,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "models/deepseek_v3.h"
 
 namespace aerie {
@@ -78,15 +79,7 @@ bool is_deepseek_eagle3_architecture(const json& j) {
   return a == "Eagle3DeepseekV2ForCausalLM" || a == "Eagle3DeepseekV3ForCausalLM";
 }
 
-json read_head_config_json(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json);
-  AERIE_CHECK(in.good(), config_json.string(), ": cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(str_cat(config_json.string(), ": not valid JSON: ", e.what()));
-  }
-}
+json read_head_config_json(const std::filesystem::path& config_json) { return read_json_file(config_json); }
 
 YarnRopeScaling take_yarn_rope_scaling(json& j, const std::string& source) {
   if (!j.is_object() || !present(j, "rope_scaling") || rope_type(j["rope_scaling"]) != "yarn") return {};

@@ -1,4 +1,5 @@
 #include "spec/eagle_head.h"
+#include "models/forward_helpers.h"
 
 #include <cmath>
 #include <cstring>
@@ -137,9 +138,7 @@ DraftOutput EagleHead::forward(const DraftBatch& batch) {
   check_batch(batch);
   const EagleWeights& w = weights_;
   const int64_t n = int64_t(batch.token_ids.size()), n_embd = config_.llama.n_embd;
-  positions_.resize(size_t(n));
-  for (const SequenceRows& seq : batch.sequences)
-    for (int64_t r = 0; r < seq.n_rows; ++r) positions_[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+  fill_positions(batch.sequences, n, positions_);
 
   float* x = x_.reserve(n * n_embd);      // [n, n_embd] residual stream; ends as the head's feature
   float* emb = emb_.reserve(n * n_embd);  // [n, n_embd] token embeddings

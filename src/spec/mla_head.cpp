@@ -1,4 +1,5 @@
 #include "spec/mla_head.h"
+#include "models/forward_helpers.h"
 
 #include <algorithm>
 #include <cmath>
@@ -181,9 +182,7 @@ DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
   const MlaHeadWeights& w = weights_;
   const int64_t n = int64_t(batch.token_ids.size()), H = config_.attn.n_embd;
   const float eps = float(config_.attn.rms_norm_eps);
-  positions_.resize(size_t(n));
-  for (const SequenceRows& seq : batch.sequences)
-    for (int64_t r = 0; r < seq.n_rows; ++r) positions_[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+  fill_positions(batch.sequences, n, positions_);
 
   float* x = x_.reserve(n * H);  // [n, H] residual stream; ends as the head's feature
   if (batch.source == FeatureSource::kTarget) {

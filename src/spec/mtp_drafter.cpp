@@ -1,4 +1,5 @@
 #include "spec/mtp_drafter.h"
+#include "models/forward_helpers.h"
 
 #include <cstring>
 
@@ -99,9 +100,7 @@ DraftOutput MtpDrafter::forward(const DraftBatch& batch) {
   const MtpWeights& w = weights_;
   const int64_t n = int64_t(batch.token_ids.size()), H = config_.n_embd;
   const float eps = float(config_.rms_norm_eps);
-  positions_.resize(size_t(n));
-  for (const SequenceRows& seq : batch.sequences)
-    for (int64_t r = 0; r < seq.n_rows; ++r) positions_[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+  fill_positions(batch.sequences, n, positions_);
 
   // Both sources are one [n, H] part: the target's final-normed state or the fed-back layer output.
   float* emb = emb_.reserve(n * H);          // [n, H]

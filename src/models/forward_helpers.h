@@ -1,0 +1,44 @@
+// Bookkeeping every forward (target or draft head) shares: each row's position in its sequence, and the
+// hidden states a batch asks to capture, kept in reusable storage that ForwardOutput::hidden points into.
+#pragma once
+
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "models/model.h"
+#include "models/scratch.h"
+
+namespace aerie {
+
+// positions[r] = the cache position row r is written at: its sequence's length plus its offset in it.
+inline void fill_positions(std::span<const SequenceRows> sequences, int64_t n_rows, std::vector<int64_t>& positions) {
+  positions.resize(size_t(n_rows));
+  for (const SequenceRows& seq : sequences)
+    for (int64_t r = 0; r < seq.n_rows; ++r) positions[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+}
+
+class HiddenCapture {
+ public:
+  // Points out.hidden at this capture's views, one per requested layer (no allocation once grown).
+  void begin(const StepBatch& batch, ForwardOutput& out) {
+    views_.resize(batch.capture_layers.size());
+    if (buffers_.size() < views_.size()) buffers_.resize(views_.size());
+    out.hidden = views_;
+  }
+  // Copies x [n_rows, width] into every slot that asked for `layer`.
+  void capture(const StepBatch& batch, int layer, const float* x, int64_t n_rows, int64_t width) {
+    for (size_t i = 0; i < batch.capture_layers.size(); ++i) {
+      if (batch.capture_layers[i] != layer) continue;
+      float* dst = buffers_[i].reserve(n_rows * width);
+      std::memcpy(dst, x, size_t(n_rows * width) * sizeof(float));
+      views_[i] = CapturedHidden{layer, dst};
+    }
+  }
+
+ private:
+  std::vector<ScratchBuffer> buffers_;
+  std::vector<CapturedHidden> views_;
+};
+
+}  // namespace aerie
