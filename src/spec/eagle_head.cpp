@@ -1,5 +1,6 @@
 #include "spec/eagle_head.h"
 #include "models/forward_helpers.h"
+#include "spec/draft_batch_check.h"
 
 #include <cmath>
 #include <cstring>
@@ -68,25 +69,8 @@ std::string EagleHead::describe() const {
 }
 
 void EagleHead::check_batch(const DraftBatch& batch) const {
-  const int64_t n = int64_t(batch.token_ids.size());
-  int64_t next_row = 0;
-  for (const SequenceRows& seq : batch.sequences) {
-    AERIE_CHECK(seq.row_begin == next_row && seq.n_rows > 0 && seq.kv != nullptr,
-                "draft batch: sequences must cover the rows in order");
-    AERIE_CHECK(seq.kv->n_layer() == int64_t(weights_.layers.size()) &&
-                    seq.kv->row_width() == config_.llama.n_head_kv * config_.llama.head_dim,
-                "draft batch: KV cache does not fit this head");
-    seq.kv->check_room(seq.n_rows);
-    next_row += seq.n_rows;
-  }
-  AERIE_CHECK(next_row == n, "draft batch: sequences cover ", next_row, " rows of ", n);
-  for (int64_t id : batch.token_ids)
-    AERIE_CHECK(id >= 0 && id < config_.llama.n_vocab, "draft batch: token id ", id, " is outside the vocabulary [0, ",
-                config_.llama.n_vocab, ")");
-  for (int64_t r : batch.logit_rows) AERIE_CHECK(r >= 0 && r < n, "draft batch: logit row ", r, " out of range");
-  const size_t parts = batch.source == FeatureSource::kTarget ? target_layers_.size() : 1;
-  AERIE_CHECK(batch.feature_parts.size() == parts, "draft batch: ", batch.feature_parts.size(),
-              " feature parts, the head needs ", parts);
+  check_draft_batch(batch, {int64_t(weights_.layers.size()), config_.llama.n_head_kv * config_.llama.head_dim, true, "this head"},
+                    config_.llama.n_vocab, target_layers_.size());
 }
 
 void EagleHead::eagle1_layers(float* x, int64_t n, const DraftBatch& batch) {

@@ -1,5 +1,6 @@
 #include "spec/mla_head.h"
 #include "models/forward_helpers.h"
+#include "spec/draft_batch_check.h"
 
 #include <algorithm>
 #include <cmath>
@@ -157,24 +158,8 @@ std::string MlaEagleHead::describe() const {
 }
 
 void MlaEagleHead::check_batch(const DraftBatch& batch) const {
-  const int64_t n = int64_t(batch.token_ids.size());
-  int64_t next_row = 0;
-  for (const SequenceRows& seq : batch.sequences) {
-    AERIE_CHECK(seq.row_begin == next_row && seq.n_rows > 0 && seq.kv != nullptr,
-                "draft batch: sequences must cover the rows in order");
-    AERIE_CHECK(seq.kv->n_layer() == 1 && seq.kv->row_width() == config_.attn.kv_cache_width() && !seq.kv->has_values(),
-                "draft batch: KV cache does not fit this MLA head (needs KvCache::latent with one layer)");
-    seq.kv->check_room(seq.n_rows);
-    next_row += seq.n_rows;
-  }
-  AERIE_CHECK(next_row == n, "draft batch: sequences cover ", next_row, " rows of ", n);
-  for (int64_t id : batch.token_ids)
-    AERIE_CHECK(id >= 0 && id < config_.attn.n_vocab, "draft batch: token id ", id, " is outside the vocabulary [0, ",
-                config_.attn.n_vocab, ")");
-  for (int64_t r : batch.logit_rows) AERIE_CHECK(r >= 0 && r < n, "draft batch: logit row ", r, " out of range");
-  const size_t parts = batch.source == FeatureSource::kTarget ? target_layers_.size() : 1;
-  AERIE_CHECK(batch.feature_parts.size() == parts, "draft batch: ", batch.feature_parts.size(),
-              " feature parts, the head needs ", parts);
+  check_draft_batch(batch, {1, config_.attn.kv_cache_width(), false, "this MLA head (needs KvCache::latent with one layer)"},
+                    config_.attn.n_vocab, target_layers_.size());
 }
 
 DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {

@@ -1,5 +1,6 @@
 #include "spec/mtp_drafter.h"
 #include "models/forward_helpers.h"
+#include "spec/draft_batch_check.h"
 
 #include <cstring>
 
@@ -76,23 +77,8 @@ std::string MtpDrafter::describe() const {
 }
 
 void MtpDrafter::check_batch(const DraftBatch& batch) const {
-  const int64_t n = int64_t(batch.token_ids.size());
-  int64_t next_row = 0;
-  for (const SequenceRows& seq : batch.sequences) {
-    AERIE_CHECK(seq.row_begin == next_row && seq.n_rows > 0 && seq.kv != nullptr,
-                "draft batch: sequences must cover the rows in order");
-    AERIE_CHECK(seq.kv->n_layer() == 1 && seq.kv->row_width() == config_.kv_cache_width() && !seq.kv->has_values(),
-                "draft batch: KV cache does not fit the MTP layer (needs KvCache::latent with one layer)");
-    seq.kv->check_room(seq.n_rows);
-    next_row += seq.n_rows;
-  }
-  AERIE_CHECK(next_row == n, "draft batch: sequences cover ", next_row, " rows of ", n);
-  for (int64_t id : batch.token_ids)
-    AERIE_CHECK(id >= 0 && id < config_.n_vocab, "draft batch: token id ", id, " is outside the vocabulary [0, ",
-                config_.n_vocab, ")");
-  for (int64_t r : batch.logit_rows) AERIE_CHECK(r >= 0 && r < n, "draft batch: logit row ", r, " out of range");
-  AERIE_CHECK(batch.feature_parts.size() == 1, "draft batch: ", batch.feature_parts.size(),
-              " feature parts, the MTP layer needs 1");
+  check_draft_batch(batch, {1, config_.kv_cache_width(), false, "the MTP layer (needs KvCache::latent with one layer)"},
+                    config_.n_vocab, 1);
 }
 
 DraftOutput MtpDrafter::forward(const DraftBatch& batch) {
