@@ -6,7 +6,8 @@ namespace aerie::server {
 
 ChoiceStream::ChoiceStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings,
                            std::vector<int64_t> hidden_ids, std::unique_ptr<ToolCallParser> parser)
-    : decoder_(tokenizer, /*skip_special_tokens=*/parser == nullptr),
+    : tokenizer_(tokenizer),
+      decoder_(tokenizer, /*skip_special_tokens=*/parser == nullptr),
       matcher_(std::move(stop_strings)),
       hidden_ids_(std::move(hidden_ids)),
       parser_(std::move(parser)) {}
@@ -27,12 +28,34 @@ void ChoiceStream::prefix(const std::string& text, std::vector<ToolEvent>& out) 
   if (!text.empty()) out.push_back(ToolEvent::text(text));
 }
 
-bool ChoiceStream::push(std::span<const int64_t> tokens, std::vector<ToolEvent>& out) {
+TokenLogprob ChoiceStream::logprob_entry(int64_t token, const TokenLogprobs& source) const {
+  auto text_of = [&](int64_t id, std::string& text, std::string& bytes) {
+    const int32_t ids[1] = {int32_t(id)};
+    text = tokenizer_.decode(ids);
+    bytes = std::string(tokenizer_.token_bytes(int32_t(id)));
+    if (bytes == text) bytes.clear();
+  };
+  TokenLogprob entry;
+  text_of(token, entry.token, entry.bytes);
+  entry.logprob = source.logprob;
+  for (const auto& [id, logprob] : source.top) {
+    TokenLogprobAlternative alt;
+    text_of(id, alt.token, alt.bytes);
+    alt.logprob = logprob;
+    entry.top.push_back(std::move(alt));
+  }
+  return entry;
+}
+
+bool ChoiceStream::push(std::span<const int64_t> tokens, std::vector<ToolEvent>& out,
+                        std::span<const TokenLogprobs> logprobs) {
   std::string piece;
-  for (int64_t token : tokens) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int64_t token = tokens[i];
     if (matcher_.stopped() || finished_) return matcher_.stopped();
     ++completion_tokens_;
     if (std::find(hidden_ids_.begin(), hidden_ids_.end(), token) != hidden_ids_.end()) continue;
+    if (i < logprobs.size()) logprobs_.push_back(logprob_entry(token, logprobs[i]));
     piece.clear();
     decoder_.push(int32_t(token), piece);
     if (piece.empty()) continue;

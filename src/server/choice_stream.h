@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sched/request.h"
@@ -31,10 +32,16 @@ class ChoiceStream {
   // Text released before any generated token (the echoed prompt of /v1/completions).
   void prefix(const std::string& text, std::vector<ToolEvent>& out);
   // Feeds generated tokens; appends the events they complete. Returns true when a stop string has matched
-  // (now or before): later tokens are ignored and the engine request should be cancelled.
-  bool push(std::span<const int64_t> tokens, std::vector<ToolEvent>& out);
+  // (now or before): later tokens are ignored and the engine request should be cancelled. `logprobs`: one
+  // entry per token when the request asked for log-probabilities (else empty); the entries of the tokens
+  // that count as output and are not hidden wait in take_logprobs().
+  bool push(std::span<const int64_t> tokens, std::vector<ToolEvent>& out,
+            std::span<const TokenLogprobs> logprobs = {});
   // The generation ended: releases held-back text (decoder, stop matcher, parser).
   void finish(std::vector<ToolEvent>& out);
+
+  // The log-probability entries pushed since the last call, in token order.
+  std::vector<TokenLogprob> take_logprobs() { return std::exchange(logprobs_, {}); }
 
   bool stopped_by_string() const { return matcher_.stopped(); }
   // Generated tokens that count as output: all of them, or up to and including the one that completed a
@@ -46,11 +53,14 @@ class ChoiceStream {
 
  private:
   void emit_text(std::string text, std::vector<ToolEvent>& out);
+  TokenLogprob logprob_entry(int64_t token, const TokenLogprobs& source) const;
 
+  const Tokenizer& tokenizer_;
   IncrementalDecoder decoder_;
   StopStringMatcher matcher_;
   std::vector<int64_t> hidden_ids_;
   std::unique_ptr<ToolCallParser> parser_;
+  std::vector<TokenLogprob> logprobs_;
   int64_t completion_tokens_ = 0;
   int n_tool_calls_ = 0;
   bool finished_ = false;

@@ -27,11 +27,6 @@ void check_model(const EndpointContext& context, const std::string& model) {
 }
 
 void refuse_unsupported(const SamplingRequest& request) {
-  if (request.logprobs || request.top_logprobs > 0) {
-    throw ApiError::invalid_request("logprobs are not supported by this server (aerie serve does not return "
-                                    "log-probabilities yet); leave 'logprobs' unset.",
-                                    "logprobs", "unsupported_parameter");
-  }
   if (request.presence_penalty != 0.0 || request.frequency_penalty != 0.0) {
     throw ApiError::invalid_request("presence_penalty and frequency_penalty are not supported by this server; leave "
                                     "them at 0.",
@@ -114,6 +109,8 @@ std::string render_chat(const Backend& backend, const ChatRequest& request, bool
 RequestOptions request_options(const Backend& backend, const SamplingRequest& request, const Json& body) {
   RequestOptions options;
   options.sampling = sampling_of(request);
+  // The sampled token's log-probability and the top_logprobs most likely (the model's own distribution).
+  options.logprobs = request.logprobs ? request.top_logprobs : -1;
   options.stop_token_ids = backend.model.eos_ids;
   // vLLM's extension: keep generating through end-of-sequence tokens (benchmarks, load tests).
   options.ignore_eos = fields::get_bool(body, "ignore_eos", "ignore_eos").value_or(false);
@@ -172,6 +169,11 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
   const CompletionRequest request = completion_request_from_json(json);
   check_model(context, request.model);
   refuse_unsupported(request);
+  if (request.echo && request.logprobs) {
+    throw ApiError::invalid_request("'echo' with 'logprobs' would need the prompt's log-probabilities, which this "
+                                    "server does not compute; ask for one or the other.", "echo",
+                                    "unsupported_parameter");
+  }
 
   GenerationPlan plan;
   plan.chat = false;

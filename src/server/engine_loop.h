@@ -29,6 +29,7 @@ namespace aerie::server {
 struct ChoiceEvent {
   int choice = 0;
   std::vector<int64_t> tokens;
+  std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
   bool finished = false;
   aerie::FinishReason finish_reason = aerie::FinishReason::kNone;
   std::string error;

@@ -28,6 +28,7 @@ Generation::Generation(std::shared_ptr<Backend> backend, GenerationPlan plan, Lo
     choice.stream = std::make_unique<ChoiceStream>(*backend_->model.tokenizer, plan_.stop, backend_->model.eos_ids,
                                                    std::move(parser));
     choice.stream->prefix(plan_.prompts[choice.prompt].echo, choice.events);
+    choice.text_offset = int64_t(plan_.prompts[choice.prompt].echo.size());
   }
   last_write_ = start_;
 }
@@ -100,7 +101,7 @@ void Generation::on_event(ChoiceEvent& event, std::string* sse) {
   }
   if (choice.reported) return;
   std::vector<ToolEvent> events;
-  const bool stopped = choice.stream->push(event.tokens, events);
+  const bool stopped = choice.stream->push(event.tokens, events, event.logprobs);
   if (stopped && !event.finished && !choice.stop_cancelled && submitted_) {
     backend_->loop->cancel(choice.engine_id);
     choice.stop_cancelled = true;
@@ -125,17 +126,24 @@ void Generation::append_events(Choice& choice, std::vector<ToolEvent>& events, s
                                std::string* sse) {
   if (sse == nullptr) {
     for (ToolEvent& event : events) choice.events.push_back(std::move(event));
+    for (TokenLogprob& entry : choice.stream->take_logprobs()) choice.logprobs.push_back(std::move(entry));
     return;
   }
+  // Streamed log-probabilities travel with the first chunk that releases text after their tokens (text held
+  // back by the decoder, a possible stop string or the tool parser holds them back too); the rest with the
+  // finish chunk.
+  auto release_logprobs = [&] { return logprobs_json(choice, choice.stream->take_logprobs()); };
   const bool usage_field = plan_.include_usage;
   if (!plan_.chat) {
     const std::string text = content_of(events);
-    if (!text.empty())
+    if (!text.empty()) {
+      const OrderedJson logprobs = release_logprobs();
       *sse += sse_data(text_completion_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, text,
-                                                  std::nullopt, nullptr, usage_field));
+                                                  std::nullopt, logprobs, usage_field));
+    }
     if (finish)
       *sse += sse_data(text_completion_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, "", finish,
-                                                  nullptr, usage_field));
+                                                  release_logprobs(), usage_field));
     return;
   }
   // Chat: consecutive content fragments make one chunk; tool-call deltas go in their own chunks.
@@ -143,7 +151,7 @@ void Generation::append_events(Choice& choice, std::vector<ToolEvent>& events, s
   auto flush = [&] {
     if (!pending.content && pending.tool_calls.empty()) return;
     *sse += sse_data(chat_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, pending, std::nullopt,
-                                     nullptr, usage_field));
+                                     release_logprobs(), usage_field));
     pending = ChatDelta{};
   };
   for (ToolEvent& event : events) {
@@ -158,8 +166,17 @@ void Generation::append_events(Choice& choice, std::vector<ToolEvent>& events, s
   }
   flush();
   if (finish)
-    *sse += sse_data(chat_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, ChatDelta{}, finish, nullptr,
-                                     usage_field));
+    *sse += sse_data(chat_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, ChatDelta{}, finish,
+                                     release_logprobs(), usage_field));
+}
+
+OrderedJson Generation::logprobs_json(Choice& choice, const std::vector<TokenLogprob>& entries) const {
+  if (!wants_logprobs()) return nullptr;
+  if (plan_.chat) return chat_logprobs_json(entries);
+  // text_offset: where each token's text starts in the choice's text, as in the whole response.
+  OrderedJson json = completion_logprobs_json(entries, choice.text_offset);
+  for (const TokenLogprob& entry : entries) choice.text_offset += int64_t(entry.token.size());
+  return json;
 }
 
 OrderedJson Generation::run_to_completion() {
@@ -181,6 +198,7 @@ OrderedJson Generation::run_to_completion() {
       c.content = std::move(message.content);
       c.tool_calls = std::move(message.tool_calls);
       c.finish_reason = choice.reason;
+      if (wants_logprobs()) c.logprobs = chat_logprobs_json(choice.logprobs);
       out.push_back(std::move(c));
     }
     return chat_completion_json(plan_.id, plan_.created, plan_.model, out, usage());
@@ -191,6 +209,8 @@ OrderedJson Generation::run_to_completion() {
     c.index = choice.index;
     c.text = content_of(choice.events);
     c.finish_reason = choice.reason;
+    if (wants_logprobs())
+      c.logprobs = completion_logprobs_json(choice.logprobs, int64_t(plan_.prompts[choice.prompt].echo.size()));
     out.push_back(std::move(c));
   }
   return text_completion_json(plan_.id, plan_.created, plan_.model, out, usage());

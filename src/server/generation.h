@@ -35,7 +35,7 @@ struct GenerationPlan {
   std::string model;  // the served model name
   std::vector<GenerationPrompt> prompts;  // chat: one
   int64_t n = 1;
-  RequestOptions options;                 // max_tokens, sampling (seed of choice 0), stop ids
+  RequestOptions options;                 // max_tokens, sampling (seed of choice 0), stop ids, logprobs
   std::vector<std::uint64_t> seeds;       // per choice (index = prompt * n + j)
   std::vector<std::string> stop;
   std::optional<ToolParserKind> tool_parser;  // chat with tools
@@ -73,6 +73,8 @@ class Generation {
     uint64_t engine_id = 0;
     std::unique_ptr<ChoiceStream> stream;
     std::vector<ToolEvent> events;  // non-streamed: everything; streamed: this round's
+    std::vector<TokenLogprob> logprobs;  // non-streamed: every entry (when asked for)
+    int64_t text_offset = 0;             // completions streamed: echo + text of the entries sent so far
     bool started = false;           // role chunk sent (chat stream)
     bool stop_cancelled = false;    // cancelled by us after a stop string
     bool reported = false;          // finish chunk sent / final state recorded
@@ -88,6 +90,9 @@ class Generation {
   // sse null: keep the events for the whole response; otherwise append the SSE chunks they make.
   void append_events(Choice& choice, std::vector<ToolEvent>& events, std::optional<FinishReason> finish,
                      std::string* sse);
+  // The logprobs object of a chunk releasing `entries` (null when the request did not ask for them).
+  OrderedJson logprobs_json(Choice& choice, const std::vector<TokenLogprob>& entries) const;
+  bool wants_logprobs() const { return plan_.options.logprobs >= 0; }
   bool all_finished() const;
   bool all_reported() const;
   Usage usage() const;

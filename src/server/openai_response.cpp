@@ -46,12 +46,14 @@ OrderedJson chat_logprobs_json(const std::vector<TokenLogprob>& tokens) {
   OrderedJson content = OrderedJson::array();
   for (const TokenLogprob& token : tokens) {
     OrderedJson top = OrderedJson::array();
-    for (const auto& [text, logprob] : token.top) {
-      top.push_back({{"token", text}, {"logprob", logprob}, {"bytes", utf8_bytes(text)}});
+    for (const TokenLogprobAlternative& alt : token.top) {
+      top.push_back({{"token", alt.token},
+                     {"logprob", alt.logprob},
+                     {"bytes", utf8_bytes(alt.bytes.empty() ? alt.token : alt.bytes)}});
     }
     content.push_back({{"token", token.token},
                        {"logprob", token.logprob},
-                       {"bytes", utf8_bytes(token.token)},
+                       {"bytes", utf8_bytes(token.bytes.empty() ? token.token : token.bytes)},
                        {"top_logprobs", std::move(top)}});
   }
   return {{"content", std::move(content)}};
@@ -65,7 +67,7 @@ OrderedJson completion_logprobs_json(const std::vector<TokenLogprob>& tokens, in
     text_tokens.push_back(token.token);
     token_logprobs.push_back(token.logprob);
     OrderedJson top = OrderedJson::object();
-    for (const auto& [text, logprob] : token.top) top[text] = logprob;
+    for (const TokenLogprobAlternative& alt : token.top) top[alt.token] = alt.logprob;
     top_logprobs.push_back(std::move(top));
     text_offset.push_back(offset);
     offset += static_cast<int64_t>(token.token.size());

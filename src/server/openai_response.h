@@ -31,11 +31,18 @@ OrderedJson usage_json(const Usage& usage);
 // "chatcmpl-" / "cmpl-" + 29 characters of [A-Za-z0-9].
 std::string make_response_id(std::string_view prefix, std::mt19937_64& rng);
 
-// One sampled token's log-probability and its top alternatives (token text, logprob), best first.
+// One sampled token's log-probability and its top alternatives, best first. `token` is the token's text
+// (a piece of a UTF-8 character shows as U+FFFD), `bytes` its raw bytes when they differ from `token`.
+struct TokenLogprobAlternative {
+  std::string token;
+  std::string bytes;  // "" : same as token
+  double logprob = 0.0;
+};
 struct TokenLogprob {
   std::string token;
+  std::string bytes;  // "" : same as token
   double logprob = 0.0;
-  std::vector<std::pair<std::string, double>> top;
+  std::vector<TokenLogprobAlternative> top;
 };
 // Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}
 OrderedJson chat_logprobs_json(const std::vector<TokenLogprob>& tokens);

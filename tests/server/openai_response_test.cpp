@@ -61,11 +61,17 @@ TEST(OpenAIResponse, TextCompletionAndChunks) {
 }
 
 TEST(OpenAIResponse, LogprobsModelsAndSse) {
-  const std::vector<TokenLogprob> tokens = {{"Hi", -0.5, {{"Hi", -0.5}, {"Yo", -1.0}}}, {"!", -0.25, {}}};
+  const std::vector<TokenLogprob> tokens = {{"Hi", "", -0.5, {{"Hi", "", -0.5}, {"Yo", "", -1.0}}},
+                                            {"!", "", -0.25, {}}};
   EXPECT_EQ(dump_json(chat_logprobs_json(tokens)),
             R"({"content":[{"token":"Hi","logprob":-0.5,"bytes":[72,105],"top_logprobs":[)"
             R"({"token":"Hi","logprob":-0.5,"bytes":[72,105]},{"token":"Yo","logprob":-1.0,"bytes":[89,111]}]},)"
             R"({"token":"!","logprob":-0.25,"bytes":[33],"top_logprobs":[]}]})");
+  // A token holding part of a UTF-8 character: its text shows U+FFFD, its bytes are the raw ones.
+  const std::vector<TokenLogprob> partial = {{"\xEF\xBF\xBD", "\xE2\x82", -1.0, {{"\xEF\xBF\xBD", "\xE2", -2.0}}}};
+  EXPECT_EQ(dump_json(chat_logprobs_json(partial)),
+            "{\"content\":[{\"token\":\"\xEF\xBF\xBD\",\"logprob\":-1.0,\"bytes\":[226,130],\"top_logprobs\":["
+            "{\"token\":\"\xEF\xBF\xBD\",\"logprob\":-2.0,\"bytes\":[226]}]}]}");
   EXPECT_EQ(dump_json(completion_logprobs_json(tokens, 4)),
             R"({"tokens":["Hi","!"],"token_logprobs":[-0.5,-0.25],"top_logprobs":[{"Hi":-0.5,"Yo":-1.0},{}],)"
             R"("text_offset":[4,6]})");

@@ -126,11 +126,10 @@ TEST_F(ServeErrors, OversizeBody) {
 }
 
 TEST_F(ServeErrors, UnsupportedFieldsAreRefusedClearly) {
-  Json e = expect_error("/v1/chat/completions", chat("hi", {{"logprobs", true}}), 400);
-  EXPECT_EQ(e["param"], "logprobs");
-  EXPECT_NE(e["message"].get<std::string>().find("not supported"), std::string::npos);
-  e = expect_error("/v1/completions", R"({"prompt": "x", "logprobs": 2})", 400);
-  EXPECT_EQ(e["param"], "logprobs");
+  // Prompt log-probabilities are not computed, so echo + logprobs is refused (either alone is served).
+  Json e = expect_error("/v1/completions", R"({"prompt": "x", "logprobs": 2, "echo": true})", 400);
+  EXPECT_EQ(e["param"], "echo");
+  EXPECT_NE(e["message"].get<std::string>().find("prompt's log-probabilities"), std::string::npos);
   e = expect_error("/v1/chat/completions", chat("hi", {{"presence_penalty", 0.5}}), 400);
   EXPECT_EQ(e["param"], "presence_penalty");
 }

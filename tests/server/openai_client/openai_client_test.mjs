@@ -84,6 +84,21 @@ await check('chat .stream() helper assembles the same message', async () => {
   assert.equal(final.choices[0].finish_reason, 'length');
 });
 
+await check('logprobs: whole and .stream() helper agree with the text', async () => {
+  const request = { model, messages, max_tokens: 10, temperature: 0, ignore_eos: true, logprobs: true, top_logprobs: 2 };
+  const result = await client.chat.completions.create(request);
+  const entries = result.choices[0].logprobs.content;
+  assert.equal(entries.length, 10);
+  assert.equal(entries.map((e) => e.token).join(''), result.choices[0].message.content);
+  for (const e of entries) {
+    assert.equal(e.top_logprobs.length, 2);
+    assert.equal(e.top_logprobs[0].token, e.token);
+    assert.ok(e.logprob <= 0);
+  }
+  const final = await client.chat.completions.stream(request).finalChatCompletion();
+  assert.deepEqual(final.choices[0].logprobs.content.map((e) => e.token), entries.map((e) => e.token));
+});
+
 const tools = [{
   type: 'function',
   function: {
