@@ -179,13 +179,17 @@ OrderedJson Generation::logprobs_json(Choice& choice, const std::vector<TokenLog
   return json;
 }
 
-OrderedJson Generation::run_to_completion() {
+std::optional<OrderedJson> Generation::run_to_completion(const std::function<bool()>& client_gone) {
   std::vector<ChoiceEvent> events;
   while (!all_reported()) {
     events.clear();
-    queue_->wait_pop(events, std::chrono::milliseconds(200));
+    queue_->wait_pop(events, std::chrono::milliseconds(100));
     for (ChoiceEvent& event : events) on_event(event, nullptr);
     if (failure()) break;
+    if (client_gone && !all_reported() && client_gone()) {
+      client_gone_ = true;
+      return std::nullopt;
+    }
   }
   done_ = true;
   if (auto error = failure()) throw *error;

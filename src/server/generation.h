@@ -55,8 +55,10 @@ class Generation {
   void start();
 
   // Waits for every choice and returns the chat.completion / text_completion body. Throws ApiError when
-  // the engine failed a choice (500) or the server cancelled it while shutting down (503).
-  OrderedJson run_to_completion();
+  // the engine failed a choice (500) or the server cancelled it while shutting down (503). `client_gone`,
+  // asked a few times a second, says the client has hung up: then nullopt comes back at once, and
+  // destroying the Generation cancels the choices.
+  std::optional<OrderedJson> run_to_completion(const std::function<bool()>& client_gone = {});
 
   // Delivers an event as the engine loop would (tests drive a Generation this way without an engine).
   void deliver(ChoiceEvent event) { queue_->push(std::move(event)); }

@@ -15,6 +15,7 @@
 #include "server/endpoints.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
+#include "server/peer_socket.h"
 
 namespace aerie::server {
 namespace {
@@ -138,7 +139,16 @@ struct HttpServer::Impl {
       stream(res, std::move(generation));
       return;
     }
-    send_json(res, 200, generation->run_to_completion());
+    // A whole response is written only at the end, so a client that hangs up is noticed by probing its
+    // socket; its choices are cancelled and their KV blocks freed (as for a stream).
+    const PeerSocket peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    std::optional<OrderedJson> body = generation->run_to_completion([&peer] { return peer.closed(); });
+    if (!body) {
+      ++disconnects;
+      res.status = 499;  // nginx's "client closed request": nobody reads it
+      return;
+    }
+    send_json(res, 200, *body);
   }
 
   void routes() {

@@ -81,7 +81,7 @@ TEST_F(GenerationTest, LlamaToolCallBecomesToolCallsWholeAndStreamed) {
 
   auto whole = make(false, true);
   feed(*whole, tokens, 3, aerie::FinishReason::kStop);
-  const Json body = whole->run_to_completion();
+  const Json body = whole->run_to_completion().value();
   const Json& choice = body["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_EQ(choice["message"]["content"], "Let me check.");
@@ -128,7 +128,7 @@ TEST_F(GenerationTest, TruncatedCallStaysContent) {
   tokens.insert(tokens.end(), call.begin(), call.end());
   auto whole = make(false, true);
   feed(*whole, tokens, 5, aerie::FinishReason::kLength);
-  const Json choice = whole->run_to_completion()["choices"][0];
+  const Json choice = whole->run_to_completion().value()["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "length");
   EXPECT_FALSE(choice["message"].contains("tool_calls"));
   EXPECT_NE(choice["message"]["content"].get<std::string>().find("get_weather"), std::string::npos);
@@ -141,11 +141,11 @@ TEST_F(GenerationTest, PlainTextSkipsSpecialTokensAndStopsAtStopStrings) {
   tokens.insert(tokens.end(), rest.begin(), rest.end());
   auto plain = make(false, false);
   feed(*plain, tokens, 2, aerie::FinishReason::kLength);
-  EXPECT_EQ(plain->run_to_completion()["choices"][0]["message"]["content"], "one two three four five");
+  EXPECT_EQ(plain->run_to_completion().value()["choices"][0]["message"]["content"], "one two three four five");
 
   auto stopped = make(false, false, {"four"});
   feed(*stopped, tokens, 2, aerie::FinishReason::kLength);
-  const Json body = stopped->run_to_completion();
+  const Json body = stopped->run_to_completion().value();
   EXPECT_EQ(body["choices"][0]["message"]["content"], "one two three ");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
   EXPECT_LT(body["usage"]["completion_tokens"].get<size_t>(), tokens.size());

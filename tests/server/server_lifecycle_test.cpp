@@ -1,5 +1,5 @@
-// Requests that end early: a streaming client that hangs up gets its engine request cancelled and its KV
-// blocks freed; a drain (SIGTERM) refuses new work with 503, lets running streams finish within the grace
+// Requests that end early: a client that hangs up (streaming or waiting for the whole response) gets its
+// engine requests cancelled and their KV blocks freed; a drain (SIGTERM) refuses new work with 503, lets running streams finish within the grace
 // period and cancels the rest (their streams end with an error object), leaving the KV pool empty.
 #include <gtest/gtest.h>
 
@@ -69,6 +69,32 @@ TEST(ServeLifecycle, DisconnectingClientIsCancelledAndItsBlocksFreed) {
   while (!log->contains("client disconnected") && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
   EXPECT_TRUE(log->contains("client disconnected"));
   // The server still serves.
+  EXPECT_EQ(post(*client, "/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
+}
+
+TEST(ServeLifecycle, ClientHangingUpOnAWholeResponseIsCancelledToo) {
+  auto log = std::make_shared<LogLines>();
+  TestServer server(long_context(log));
+  // Eight long choices, and a client that gives up waiting after 100 ms and closes its connection.
+  Json body = long_stream(1000 - 16);
+  body.erase("stream");
+  body["n"] = 8;
+  {
+    auto client = server.client();
+    client->set_read_timeout(0, 100'000);
+    const auto start = std::chrono::steady_clock::now();
+    const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, -1) << "the whole response came before the client gave up: make the request longer; " << r.body;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  }
+  ASSERT_TRUE(wait_until_pool_empty(server.server(), 10s));
+  const EngineMetrics m = server.server().metrics();
+  EXPECT_EQ(m.requests_cancelled, 8);
+  EXPECT_LT(m.generated_tokens, 8 * (1000 - 16));
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!log->contains("client disconnected") && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(log->contains("client disconnected"));
+  auto client = server.client();
   EXPECT_EQ(post(*client, "/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
 }
 
