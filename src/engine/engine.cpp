@@ -110,6 +110,7 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   validate(options.sampling);
   auto seq = std::make_unique<Sequence>();
   seq->options = options;
+  if (options.constraint) seq->constraint = options.constraint->clone();
   seq->on_event = std::move(on_event);
   seq->n_prompt = int64_t(prompt.size());
   seq->tokens = std::move(prompt);
@@ -244,6 +245,9 @@ void Engine::emit_token(Sequence& seq, int64_t token, const float* logits, size_
   const bool is_eos = !seq.options.ignore_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
   if (is_eos || std::find(stops.begin(), stops.end(), token) != stops.end()) {
     done = true;
+  } else if (seq.constraint && (!seq.constraint->accept(token) || seq.constraint->finished())) {
+    // The structured output is complete (or, in synthetic-acceptance benchmarks, a draft broke it).
+    done = true;
   } else if (seq.n_generated() >= seq.options.max_tokens || int64_t(seq.tokens.size()) >= plan_.max_length) {
     done = true;
   }
@@ -294,7 +298,8 @@ void Engine::run_target(const std::vector<ScheduledRows>& plan) {
       seq.n_computed += n;
       prefilled += n;
       if (seq.n_computed == int64_t(seq.tokens.size())) {
-        const int64_t y = sample_token(logits, vocab, seq.options.sampling, seq.rng, probs_.data(), sampler_scratch_);
+        const float* masked = masked_rows(seq, logits, 1, vocab);
+        const int64_t y = sample_token(masked, vocab, seq.options.sampling, seq.rng, probs_.data(), sampler_scratch_);
         emit_token(seq, y, logits, i, done);
       }
       accepted_rows_[i] = n;
@@ -302,7 +307,8 @@ void Engine::run_target(const std::vector<ScheduledRows>& plan) {
       const int64_t p = seq.n_computed, k = int64_t(seq.drafts.size());
       const DraftDistributions q{seq.q.empty() ? nullptr : seq.q.data(), draft_ ? draft_->n_vocab() : 0,
                                  seq.draft_ids, draft_to_target_};
-      const VerifyResult verdict = verify_drafts(rule_for(seq), logits, vocab, seq.drafts, seq.options.sampling, seq.rng,
+      const float* masked = masked_rows(seq, logits, k + 1, vocab);
+      const VerifyResult verdict = verify_drafts(rule_for(seq), masked, vocab, seq.drafts, seq.options.sampling, seq.rng,
                                                  verify_scratch_, q, config_.spec.synthetic_acceptance);
       const int64_t a = verdict.n_accepted;
       seq.spec.record(k, a);
@@ -327,6 +333,31 @@ void Engine::run_target(const std::vector<ScheduledRows>& plan) {
   std::lock_guard<std::mutex> lock(metrics_mutex_);
   metrics_.prefilled_tokens += prefilled;
   metrics_.generated_tokens += generated;
+}
+
+const float* Engine::masked_rows(Sequence& seq, const float* logits, int64_t n_rows, int64_t vocab) {
+  if (!seq.constraint) return logits;
+  masked_.assign(logits, logits + n_rows * vocab);
+  // Row j is the distribution after the first j drafts: walk a copy of the state along them. A draft the
+  // constraint refuses gets probability 0 in its own row, so verification stops there and later rows are
+  // never read.
+  std::unique_ptr<TokenConstraint> walker;
+  const TokenConstraint* state = seq.constraint.get();
+  for (int64_t j = 0; j < n_rows; ++j) {
+    state->allowed_tokens(allowed_);
+    if (std::find(allowed_.begin(), allowed_.end(), uint8_t(1)) == allowed_.end()) {
+      // A dead end (no token of this vocabulary continues the output): end the sequence rather than draw
+      // from nothing.
+      for (int64_t e : eos_)
+        if (e >= 0 && e < int64_t(allowed_.size())) allowed_[size_t(e)] = 1;
+    }
+    apply_token_mask(masked_.data() + j * vocab, vocab, allowed_);
+    if (j + 1 == n_rows) break;
+    if (!walker) walker = seq.constraint->clone();
+    if (!walker->accept(seq.drafts[size_t(j)])) break;
+    state = walker.get();
+  }
+  return masked_.data();
 }
 
 void Engine::pick_draft(Sequence& seq, const float* logits, int64_t i) {
@@ -485,7 +516,8 @@ bool Engine::step_once() {
       const int64_t last = seq.tokens.back();
       const auto& stops = seq.options.stop_token_ids;
       const bool stop = (!seq.options.ignore_eos && std::find(eos_.begin(), eos_.end(), last) != eos_.end()) ||
-                        std::find(stops.begin(), stops.end(), last) != stops.end();
+                        std::find(stops.begin(), stops.end(), last) != stops.end() ||
+                        (seq.constraint && seq.constraint->finished());
       finish(seq, stop ? FinishReason::kStop : FinishReason::kLength, "", fresh, &fresh_logprobs_[i]);
     } else if (!fresh.empty() && seq.on_event) {
       TokenEvent event;

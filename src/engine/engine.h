@@ -94,6 +94,9 @@ class Engine {
   void run_target(const std::vector<ScheduledRows>& plan);
   void run_draft(const std::vector<ScheduledRows>& plan);
   void pick_draft(Sequence& seq, const float* logits, int64_t i);
+  // Structured output: `n_rows` logit rows of a constrained sequence copied and masked (row j with the
+  // constraint walked along the first j drafts), or `logits` itself when the sequence is unconstrained.
+  const float* masked_rows(Sequence& seq, const float* logits, int64_t n_rows, int64_t vocab);
 
   Model& target_;
   DraftHead* draft_;
@@ -138,6 +141,8 @@ class Engine {
   VerifyScratch verify_scratch_;
   SamplerScratch sampler_scratch_;
   std::vector<float> probs_;
+  std::vector<float> masked_;            // masked logit rows of one constrained sequence
+  std::vector<uint8_t> allowed_;         // its token mask
   ForwardOutput out_;
 };
 

@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sample/sampling.h"
+#include "sample/token_constraint.h"
 #include "spec/spec_stats.h"
 
 namespace aerie {
@@ -20,6 +22,9 @@ struct RequestOptions {
   // -1: no log-probabilities. n >= 0: each generated token's log-probability under the model's own
   // distribution (log-softmax of the raw logits, before temperature and filters) and the n most likely.
   int64_t logprobs = -1;
+  // Structured output: which tokens may come next (JSON schema, tool calls). A prototype in its initial
+  // state, never changed: each request works on its own clone. Null: unconstrained.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 struct TokenLogprobs {

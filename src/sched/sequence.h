@@ -29,6 +29,7 @@ struct Sequence {
   BlockTable table, draft_table;
   std::optional<KvCache> kv, draft_kv;  // views over the tables
   Rng rng{0};
+  std::unique_ptr<TokenConstraint> constraint;  // this request's structured-output state (options' clone)
   bool running = false;          // admitted (holds blocks)
   bool cancelled = false;
   int64_t preemptions = 0;

@@ -1,0 +1,40 @@
+// Structured output by token masks: a TokenConstraint says which tokens may come next. The engine masks
+// the logits of every refused token (to -inf) before it samples or verifies drafts, so sampling stays
+// exact over the allowed set and speculative verification stays lossless with respect to the masked
+// target; it then tells the constraint each token it emits.
+//
+// An implementation holds its own state (where in the grammar the output is). clone() copies that state,
+// so the engine can walk a copy along draft tokens without disturbing the real one.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+namespace aerie {
+
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+
+  // Resizes `allowed` to the vocabulary and sets allowed[t] = 1 for every token t that may come next,
+  // 0 for every other. End-of-sequence tokens are allowed exactly when the output so far is complete.
+  virtual void allowed_tokens(std::vector<uint8_t>& allowed) const = 0;
+  // Moves past `token`. Returns false (leaving the state as it was) when the token is not allowed.
+  virtual bool accept(int64_t token) = 0;
+  // The output is complete and nothing but an end-of-sequence token may follow: the engine stops here.
+  virtual bool finished() const = 0;
+  virtual std::unique_ptr<TokenConstraint> clone() const = 0;
+};
+
+// logits[t] = -inf wherever allowed[t] == 0.
+inline void apply_token_mask(float* logits, int64_t n_vocab, const std::vector<uint8_t>& allowed) {
+  const int64_t n = std::min<int64_t>(n_vocab, int64_t(allowed.size()));
+  for (int64_t t = 0; t < n; ++t)
+    if (!allowed[size_t(t)]) logits[t] = -std::numeric_limits<float>::infinity();
+  for (int64_t t = n; t < n_vocab; ++t) logits[t] = -std::numeric_limits<float>::infinity();
+}
+
+}  // namespace aerie
