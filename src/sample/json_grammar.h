@@ -1,0 +1,139 @@
+// A JSON grammar (what json_schema.h compiles a schema into) and its byte-level matcher, a pushdown
+// automaton that reads the output one byte at a time and refuses the first byte that cannot lead to a
+// complete document.
+//
+// The grammar is a graph of value nodes: literals (enum/const values, true/false/null: a byte trie of
+// their serialisations), strings, numbers, objects, arrays and anyOf. Objects are either "listed" (keys
+// from a fixed list, in that order; optional ones may be skipped, required ones must appear) or "maps"
+// (any string key, every value of one node). Recursion (through $ref) is a cycle in the graph; the
+// matcher's stack bounds how deep it is followed.
+//
+// Output form the matcher admits (documented choices, all of them valid JSON):
+// - JSON text exactly per RFC 8259: numbers -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, strings with
+//   the escapes \" \\ \/ \b \f \n \r \t \uXXXX, well-formed UTF-8 (no overlongs, no surrogates, nothing
+//   above U+10FFFF) and no raw control characters. A \u escape of a surrogate must be a high one followed
+//   at once by a low one (lone surrogates are refused: they cannot become UTF-8).
+// - Whitespace (space, tab, LF, CR) where RFC 8259 allows it, at most kJsonMaxWhitespace bytes in a row,
+//   so a model cannot spin on whitespace; before the top-level value too, but not after it: a finished
+//   document ends at its last byte (only an end-of-sequence token may follow).
+// - At most kJsonMaxDepth frames on a parse stack (one per open object/array/string, plus one), i.e. about
+//   60 levels of nesting; deeper openings are refused.
+// - anyOf alternatives that share a prefix are followed in parallel (one stack each) until the bytes tell
+//   them apart; a byte that would need more than kJsonMaxParses parallel stacks is refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace aerie {
+
+inline constexpr int kJsonMaxWhitespace = 32;
+inline constexpr int kJsonMaxDepth = 64;
+inline constexpr int kJsonMaxParses = 1024;
+inline constexpr uint32_t kJsonNoNode = 0xffffffffu;
+
+enum class JsonNodeKind : uint8_t { kLiteral, kString, kNumber, kObject, kArray, kAnyOf };
+
+struct JsonNode {
+  JsonNodeKind kind = JsonNodeKind::kAnyOf;
+  bool integer = false;  // kNumber: no fraction or exponent
+  bool map = false;      // kObject: any string key (key node `key`), every value `child`
+  uint32_t min = 0;             // kString: code points; kArray: items
+  uint32_t max = 0xffffffffu;   // kString: code points; kArray: items
+  uint32_t child = kJsonNoNode; // kArray: items; kObject map: values; kLiteral: root trie state
+  uint32_t key = kJsonNoNode;   // kObject map: the string node keys follow
+  // kObject listed: properties[first, first + count) in output order, key_nodes[keys, keys + count + 1)
+  // (one per position: the literal node of the keys that may come next, kJsonNoNode at the end), and the
+  // index of the last required property plus one (the object may close at a position >= it).
+  // kAnyOf: alternatives[first, first + count); dispatch[keys, keys + 257) once built (see below).
+  uint32_t first = 0;
+  uint32_t count = 0;
+  uint32_t keys = 0;
+  uint32_t close_from = 0;
+};
+
+struct JsonProperty {
+  std::string name;     // as the schema spells it (the key literal is its JSON serialisation)
+  uint32_t value = kJsonNoNode;
+  bool required = false;
+};
+
+// A state of a literal trie: `value` >= 0 when a literal ends here (for keys: the property index within
+// the object), edges[first_edge, first_edge + n_edges) sorted by byte.
+struct JsonLiteralState {
+  int32_t value = -1;
+  uint32_t first_edge = 0;
+  uint32_t n_edges = 0;
+};
+struct JsonLiteralEdge {
+  uint8_t byte = 0;
+  uint32_t target = 0;
+};
+
+struct JsonGrammar {
+  std::vector<JsonNode> nodes;
+  uint32_t root = kJsonNoNode;
+  std::vector<JsonProperty> properties;
+  std::vector<uint32_t> key_nodes;
+  std::vector<JsonLiteralState> literal_states;
+  std::vector<JsonLiteralEdge> literal_edges;
+  std::vector<uint32_t> alternatives;
+  // Per anyOf node, 257 offsets into dispatch_nodes: the concrete (non-anyOf) alternatives, anyOf nesting
+  // flattened, whose value may start with byte b are dispatch_nodes[offsets[b], offsets[b + 1]).
+  std::vector<uint32_t> dispatch_offsets;
+  std::vector<uint32_t> dispatch_nodes;
+  std::vector<std::string> paths;  // per node: the schema path it came from, for messages
+
+  // Follows the literal edge for `byte` from `state`; kJsonNoNode when there is none.
+  uint32_t literal_step(uint32_t state, uint8_t byte) const;
+};
+
+// One level of a parse stack. `node` is a grammar node, or kJsonNoNode for the bottom (document) frame
+// whose `value` is then the root node. `value`: literal trie state | string code points | array items |
+// object position (the index of the next property that may come) — all kind-specific.
+struct JsonFrame {
+  uint32_t node = kJsonNoNode;
+  uint32_t value = 0;
+  uint8_t phase = 0;
+  uint8_t whitespace = 0;  // whitespace bytes in the current gap
+  bool operator==(const JsonFrame&) const = default;
+};
+
+// The matcher state: one or more parse stacks (bottom first, concatenated). Copying it copies two small
+// vectors; copy-assigning into a matcher that already has the capacity does not allocate. The grammar must
+// outlive the matcher.
+class JsonMatcher {
+ public:
+  JsonMatcher() = default;
+  explicit JsonMatcher(const JsonGrammar& grammar);
+
+  // Moves past one byte; returns false and leaves the state as it was when the byte is refused.
+  bool feed(uint8_t byte);
+  // All bytes or none: returns false (state unchanged) when any byte is refused.
+  bool feed(std::string_view bytes);
+  // next = this state moved past `byte` (next's previous content is overwritten; it must not be *this).
+  // Returns false when the byte is refused (next is then unspecified).
+  bool advance(uint8_t byte, JsonMatcher& next) const;
+
+  // The bytes so far form a complete document.
+  bool accepting() const;
+  // Complete, and no further byte is allowed (e.g. after the closing brace of the top-level object; a
+  // top-level number is accepting but not finished).
+  bool finished() const;
+  int n_stacks() const { return int(ends_.size()); }
+  const JsonGrammar* grammar() const { return grammar_; }
+
+ private:
+  bool feed_stack(size_t base, uint8_t byte);
+  bool push_value(size_t base, uint32_t node, uint8_t byte);
+  void close_top(size_t base);
+  void remove_duplicate_stacks();
+
+  const JsonGrammar* grammar_ = nullptr;
+  std::vector<JsonFrame> frames_;  // every stack, bottom first, one after another
+  std::vector<uint32_t> ends_;     // end offset of each stack in frames_
+};
+
+}  // namespace aerie
