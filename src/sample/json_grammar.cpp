@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 namespace aerie {
 namespace {
@@ -46,7 +47,7 @@ Step step_document(JsonFrame& f, uint8_t b, uint32_t& push) {
   if (f.phase == kDocDone) return Step::kRefuse;
   if (is_whitespace(b)) return gap_whitespace(f);
   f.phase = kDocDone;
-  push = f.value;
+  push = uint32_t(f.value);
   return Step::kPush;
 }
 
@@ -159,12 +160,102 @@ Step step_string(const JsonNode& n, JsonFrame& f, uint8_t b) {
   }
 }
 
+// Number bounds. A value is s * (P + f): sign s, integer part P (the magnitude, saturating at
+// kJsonUnbounded), fraction f in [0, 1). With integer bounds lo/hi, whether a value is in range depends on
+// f only through f == 0 or f > 0, so a bounded number's frame keeps P, the sign and "f > 0 so far".
+constexpr uint64_t kNegativeBit = uint64_t(1) << 63;
+constexpr uint64_t kFractionBit = uint64_t(1) << 62;
+constexpr uint64_t kMagnitudeMask = kFractionBit - 1;
+
+enum class Fraction { kZero, kPositive };
+
+struct Span {
+  int64_t min, max;
+  bool contains(int64_t p) const { return p >= min && p <= max; }
+};
+
+// The integer parts P for which s * (P + f), with f == 0 or f > 0 as given, lies within the node's bounds.
+Span magnitudes(const JsonNode& n, bool negative, Fraction f) {
+  const bool positive_fraction = f == Fraction::kPositive;
+  Span span;
+  if (!negative) {  // P + f >= lo (> lo), P + f <= hi (< hi)
+    span.min = !positive_fraction && n.lo_exclusive ? n.lo + 1 : n.lo;
+    span.max = positive_fraction || n.hi_exclusive ? n.hi - 1 : n.hi;
+  } else {  // P + f <= -lo (< -lo), P + f >= -hi (> -hi)
+    span.min = !positive_fraction && n.hi_exclusive ? -n.hi + 1 : -n.hi;
+    span.max = positive_fraction || n.lo_exclusive ? -n.lo - 1 : -n.lo;
+  }
+  span.min = std::max<int64_t>(span.min, 0);
+  return span;
+}
+
+// The fractions a value may still get: none for an integer; zero or positive for a number.
+bool any_fraction(const JsonNode& n, const std::function<bool(Fraction)>& test) {
+  return test(Fraction::kZero) || (!n.integer && test(Fraction::kPositive));
+}
+
+// Whether an integer part that starts with the digits of p (p >= 1; more digits may follow) can end in
+// the span: p itself, or p * 10^j + r for r < 10^j.
+bool reachable(int64_t p, const Span& span) {
+  if (span.min > span.max) return false;
+  if (span.contains(p)) return true;
+  if (span.max >= kJsonUnbounded) return true;  // the integer part can grow past any minimum
+  for (int64_t low = p, width = 1; low <= span.max;) {
+    if (low > kJsonUnbounded / 10) return false;
+    low *= 10;
+    width *= 10;
+    if (low <= span.max && low + width - 1 >= span.min) return true;
+  }
+  return false;
+}
+
 bool number_complete(uint8_t phase) {
   return phase == kNumZero || phase == kNumInt || phase == kNumFrac || phase == kNumExpDigits;
 }
 
+// The number read so far is a complete value within the bounds.
+bool number_done(const JsonNode& n, uint8_t phase, uint64_t value) {
+  if (!number_complete(phase)) return false;
+  if (!n.bounded) return true;
+  const bool negative = value & kNegativeBit;
+  const Fraction f = phase == kNumFrac && (value & kFractionBit) ? Fraction::kPositive : Fraction::kZero;
+  return magnitudes(n, negative, f).contains(int64_t(value & kMagnitudeMask));
+}
+
+// Some continuation of the number read so far ends within the bounds.
+bool number_feasible(const JsonNode& n, uint8_t phase, uint64_t value) {
+  const bool negative = value & kNegativeBit;
+  const auto p = int64_t(value & kMagnitudeMask);
+  switch (phase) {
+    case kNumMinus:
+      return any_fraction(n, [&](Fraction f) { return reachable(1, magnitudes(n, true, f)) || magnitudes(n, true, f).contains(0); });
+    case kNumZero: return any_fraction(n, [&](Fraction f) { return magnitudes(n, negative, f).contains(0); });
+    case kNumInt: return any_fraction(n, [&](Fraction f) { return reachable(p, magnitudes(n, negative, f)); });
+    case kNumDot: return any_fraction(n, [&](Fraction f) { return magnitudes(n, negative, f).contains(p); });
+    case kNumFrac:
+      if (value & kFractionBit) return magnitudes(n, negative, Fraction::kPositive).contains(p);
+      return any_fraction(n, [&](Fraction f) { return magnitudes(n, negative, f).contains(p); });
+    default: return false;  // a bounded number has no exponent
+  }
+}
+
+uint64_t number_value_after(uint64_t value, uint8_t phase, uint8_t b) {
+  if (b == '-') return value | kNegativeBit;
+  if (!is_digit(b)) return value;
+  const auto digit = uint64_t(b - '0');
+  if (phase == kNumStart || phase == kNumMinus) return value | digit;
+  if (phase == kNumInt) {
+    const uint64_t p = value & kMagnitudeMask;
+    const uint64_t next = p >= uint64_t(kJsonUnbounded) / 10 ? uint64_t(kJsonUnbounded) : std::min<uint64_t>(p * 10 + digit, kJsonUnbounded);
+    return (value & ~kMagnitudeMask) | next;
+  }
+  if ((phase == kNumDot || phase == kNumFrac) && digit != 0) return value | kFractionBit;
+  return value;
+}
+
 Step step_number(const JsonNode& n, JsonFrame& f, uint8_t b) {
   const bool digit = is_digit(b);
+  const bool fraction = !n.integer, exponent = !n.integer && !n.bounded;
   uint8_t next = 0xff;
   switch (f.phase) {
     case kNumStart:
@@ -178,15 +269,15 @@ Step step_number(const JsonNode& n, JsonFrame& f, uint8_t b) {
       if (digit) next = kNumInt;
       [[fallthrough]];
     case kNumZero:
-      if (!n.integer && b == '.') next = kNumDot;
-      else if (!n.integer && (b == 'e' || b == 'E')) next = kNumExp;
+      if (fraction && b == '.') next = kNumDot;
+      else if (exponent && (b == 'e' || b == 'E')) next = kNumExp;
       break;
     case kNumDot:
       if (digit) next = kNumFrac;
       break;
     case kNumFrac:
       if (digit) next = kNumFrac;
-      else if (b == 'e' || b == 'E') next = kNumExp;
+      else if (exponent && (b == 'e' || b == 'E')) next = kNumExp;
       break;
     case kNumExp:
       if (b == '+' || b == '-') next = kNumExpSign;
@@ -197,12 +288,17 @@ Step step_number(const JsonNode& n, JsonFrame& f, uint8_t b) {
       if (digit) next = kNumExpDigits;
       break;
   }
-  if (next != 0xff) return to_phase(f, next);
-  return number_complete(f.phase) ? Step::kPopRetry : Step::kRefuse;
+  if (next == 0xff) return number_done(n, f.phase, f.value) ? Step::kPopRetry : Step::kRefuse;
+  if (n.bounded) {
+    const uint64_t value = number_value_after(f.value, f.phase, b);
+    if (!number_feasible(n, next, value)) return Step::kRefuse;
+    f.value = value;
+  }
+  return to_phase(f, next);
 }
 
 Step step_literal(const JsonGrammar& g, JsonFrame& f, uint8_t b) {
-  const uint32_t target = g.literal_step(f.value, b);
+  const uint32_t target = g.literal_step(uint32_t(f.value), b);
   if (target != kJsonNoNode) {
     f.value = target;
     return Step::kConsume;
@@ -232,7 +328,7 @@ bool is_closed(const JsonGrammar& g, const JsonFrame& f) {
     case JsonNodeKind::kObject: return f.phase == kObjClosed;
     case JsonNodeKind::kArray: return f.phase == kArrClosed;
     case JsonNodeKind::kString: return f.phase == kStrClosed;
-    case JsonNodeKind::kNumber: return n.integer && f.phase == kNumZero;
+    case JsonNodeKind::kNumber: return n.integer && f.phase == kNumZero && number_done(n, f.phase, f.value);
     case JsonNodeKind::kLiteral: {
       const JsonLiteralState& s = g.literal_states[f.value];
       return s.value >= 0 && s.n_edges == 0;
@@ -246,7 +342,7 @@ bool is_closed(const JsonGrammar& g, const JsonFrame& f) {
 bool is_complete(const JsonGrammar& g, const JsonFrame& f) {
   if (f.node == kJsonNoNode) return f.phase == kDocDone;
   const JsonNode& n = g.nodes[f.node];
-  if (n.kind == JsonNodeKind::kNumber) return number_complete(f.phase);
+  if (n.kind == JsonNodeKind::kNumber) return number_done(n, f.phase, f.value);
   if (n.kind == JsonNodeKind::kLiteral) return g.literal_states[f.value].value >= 0;
   return false;
 }
@@ -270,6 +366,13 @@ JsonFrame initial_frame(const JsonGrammar& g, uint32_t node) {
 thread_local std::vector<JsonFrame> fork_stash;
 
 }  // namespace
+
+bool json_number_satisfiable(const JsonNode& n) {
+  return any_fraction(n, [&](Fraction f) {
+    const Span positive = magnitudes(n, false, f), negative = magnitudes(n, true, f);
+    return positive.min <= positive.max || negative.min <= negative.max;
+  });
+}
 
 uint32_t JsonGrammar::literal_step(uint32_t state, uint8_t byte) const {
   const JsonLiteralState& s = literal_states[state];

@@ -33,12 +33,22 @@ inline constexpr int kJsonMaxWhitespace = 32;
 inline constexpr int kJsonMaxDepth = 64;
 inline constexpr int kJsonMaxParses = 1024;
 inline constexpr uint32_t kJsonNoNode = 0xffffffffu;
+// Numeric bounds are integers of magnitude below this (larger ones are refused by the schema compiler);
+// +-kJsonUnbounded means no bound.
+inline constexpr int64_t kJsonUnbounded = int64_t(1) << 61;
 
 enum class JsonNodeKind : uint8_t { kLiteral, kString, kNumber, kObject, kArray, kAnyOf };
 
 struct JsonNode {
   JsonNodeKind kind = JsonNodeKind::kAnyOf;
   bool integer = false;  // kNumber: no fraction or exponent
+  // kNumber bounds: lo <= value <= hi (< or > when exclusive), integers. A bounded number is written
+  // without an exponent, so the matcher can check each digit against the bounds.
+  bool bounded = false;
+  bool lo_exclusive = false;
+  bool hi_exclusive = false;
+  int64_t lo = -kJsonUnbounded;
+  int64_t hi = kJsonUnbounded;
   bool map = false;      // kObject: any string key (key node `key`), every value `child`
   uint32_t min = 0;             // kString: code points; kArray: items
   uint32_t max = 0xffffffffu;   // kString: code points; kArray: items
@@ -90,14 +100,18 @@ struct JsonGrammar {
   uint32_t literal_step(uint32_t state, uint8_t byte) const;
 };
 
+// Whether some number satisfies a kNumber node's bounds (and integer-ness).
+bool json_number_satisfiable(const JsonNode& number);
+
 // One level of a parse stack. `node` is a grammar node, or kJsonNoNode for the bottom (document) frame
 // whose `value` is then the root node. `value`: literal trie state | string code points | array items |
-// object position (the index of the next property that may come) — all kind-specific.
+// object position (the index of the next property that may come) | for a bounded number: sign, whether
+// the fraction has a non-zero digit, and the integer part's magnitude — all kind-specific.
 struct JsonFrame {
   uint32_t node = kJsonNoNode;
-  uint32_t value = 0;
   uint8_t phase = 0;
   uint8_t whitespace = 0;  // whitespace bytes in the current gap
+  uint64_t value = 0;
   bool operator==(const JsonFrame&) const = default;
 };
 

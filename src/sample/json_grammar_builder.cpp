@@ -226,7 +226,7 @@ std::vector<uint8_t> JsonGrammarBuilder::find_productive() const {
       switch (n.kind) {
         case JsonNodeKind::kLiteral: p = n.child != kJsonNoNode; break;
         case JsonNodeKind::kString: p = n.min <= n.max; break;
-        case JsonNodeKind::kNumber: p = true; break;
+        case JsonNodeKind::kNumber: p = json_number_satisfiable(n); break;
         case JsonNodeKind::kArray: p = n.min <= n.max && (n.min == 0 || productive[n.child]); break;
         case JsonNodeKind::kObject:
           p = true;  // a map may stay empty; a listed object needs its required properties

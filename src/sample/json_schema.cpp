@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -109,6 +110,7 @@ class SchemaCompiler {
   uint32_t compile_array(const std::string& path, const Json& schema, uint32_t into);
   uint32_t resolve_ref(const std::string& path, const Json& ref);
   void refuse_siblings(const std::string& path, const Json& schema, const std::string& keyword) const;
+  void set_bounds(JsonNode& number, const std::string& path, const Json& schema) const;
   uint32_t count_keyword(const std::string& path, const Json& schema, const char* keyword, uint32_t fallback) const;
   bool admits(uint32_t node, const Json& value) const;
 
@@ -256,7 +258,11 @@ uint32_t SchemaCompiler::compile_type(const std::string& type, const std::string
   if (type == "string")
     return builder_.add_string(count_keyword(path, schema, "minLength", 0),
                                count_keyword(path, schema, "maxLength", kUnbounded), path, into);
-  if (type == "number" || type == "integer") return builder_.add_number(type == "integer", path, into);
+  if (type == "number" || type == "integer") {
+    const uint32_t id = builder_.add_number(type == "integer", path, into);
+    set_bounds(builder_.node(id), path, schema);
+    return id;
+  }
   if (type == "boolean") return builder_.add_literal({"true", "false"}, path, into);
   return builder_.add_literal({"null"}, path, into);
 }
@@ -270,6 +276,38 @@ uint32_t SchemaCompiler::count_keyword(const std::string& path, const Json& sche
   AERIE_CHECK(integral, "json schema: \"", keyword, "\" at ", path, " must be a non-negative integer, got ", v.dump());
   const double n = v.get<double>();
   return n >= double(kUnbounded - 1) ? kUnbounded - 1 : uint32_t(n);
+}
+
+// minimum/maximum/exclusiveMinimum/exclusiveMaximum (numbers, or draft-4 booleans that make minimum or
+// maximum exclusive) -> integer bounds on the node. For an integer, exclusive and fractional bounds become
+// the nearest inclusive integers inside; for a number, a fractional bound is rounded inwards (1.5 -> 2 as a
+// minimum): the grammar then admits a subset of the range, never a value outside it.
+void SchemaCompiler::set_bounds(JsonNode& n, const std::string& path, const Json& schema) const {
+  auto number_at = [&](const char* keyword) -> std::optional<double> {
+    if (!schema.contains(keyword) || schema[keyword].is_boolean()) return std::nullopt;
+    AERIE_CHECK(schema[keyword].is_number(), "json schema: \"", keyword, "\" at ", path, " must be a number");
+    const double v = schema[keyword].get<double>();
+    AERIE_CHECK(std::fabs(v) < double(kJsonUnbounded), "json schema: \"", keyword, "\" at ", path,
+                " is beyond +-2^61 (not supported)");
+    return v;
+  };
+  auto flag_at = [&](const char* keyword) { return schema.contains(keyword) && schema[keyword] == true; };
+  // The tighter of the inclusive and the exclusive bound, as (value, exclusive).
+  std::optional<double> lo = number_at("minimum"), hi = number_at("maximum");
+  bool lo_exclusive = lo && flag_at("exclusiveMinimum"), hi_exclusive = hi && flag_at("exclusiveMaximum");
+  if (const auto e = number_at("exclusiveMinimum"); e && (!lo || *e >= *lo)) lo = e, lo_exclusive = true;
+  if (const auto e = number_at("exclusiveMaximum"); e && (!hi || *e <= *hi)) hi = e, hi_exclusive = true;
+  if (lo) {
+    const bool integral = std::floor(*lo) == *lo;
+    if (n.integer && lo_exclusive) n.lo = int64_t(std::floor(*lo)) + 1;
+    else n.lo = int64_t(std::ceil(*lo)), n.lo_exclusive = lo_exclusive && integral && !n.integer;
+  }
+  if (hi) {
+    const bool integral = std::floor(*hi) == *hi;
+    if (n.integer && hi_exclusive) n.hi = int64_t(std::ceil(*hi)) - 1;
+    else n.hi = int64_t(std::floor(*hi)), n.hi_exclusive = hi_exclusive && integral && !n.integer;
+  }
+  n.bounded = lo || hi;
 }
 
 uint32_t SchemaCompiler::compile_object(const std::string& path, const Json& schema, uint32_t into) {
@@ -345,11 +383,14 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value) const {
       const size_t length = utf8_length(value.get_ref<const std::string&>());
       return length >= n.min && length <= n.max;
     }
-    case JsonNodeKind::kNumber:
-      if (!n.integer) return value.is_number();
-      if (value.is_number_integer()) return true;  // signed or unsigned
-      return value.is_number_float() && std::isfinite(value.get<double>()) &&
-             std::floor(value.get<double>()) == value.get<double>();
+    case JsonNodeKind::kNumber: {
+      if (!value.is_number()) return false;
+      const double v = value.get<double>();
+      if (n.integer && !value.is_number_integer() && !(std::isfinite(v) && std::floor(v) == v)) return false;
+      const bool above_lo = n.lo_exclusive ? v > double(n.lo) : v >= double(n.lo);
+      const bool below_hi = n.hi_exclusive ? v < double(n.hi) : v <= double(n.hi);
+      return !n.bounded || (above_lo && below_hi);
+    }
     case JsonNodeKind::kArray:
       if (!value.is_array() || value.size() < n.min || value.size() > n.max) return false;
       return std::all_of(value.begin(), value.end(), [&](const Json& item) { return admits(n.child, item); });
@@ -380,7 +421,7 @@ std::shared_ptr<const JsonGrammar> compile_json_schema(const nlohmann::ordered_j
   return SchemaCompiler(schema).compile();
 }
 
-std::shared_ptr<const JsonGrammar> compile_json_schema(std::string_view schema_text) {
+std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text) {
   nlohmann::ordered_json schema;
   try {
     schema = nlohmann::ordered_json::parse(schema_text);

@@ -2,8 +2,9 @@
 // valid against the schema (the grammar may admit fewer documents than the schema does; see below).
 //
 // Supported: type (a name or a list), properties + required + additionalProperties, items, minItems,
-// maxItems, minLength, maxLength (code points), enum, const, anyOf, oneOf (as anyOf: the alternatives
-// should not overlap), allOf with a single schema, $ref to any local JSON pointer ("#", "#/$defs/x",
+// maxItems, minLength, maxLength (code points), minimum, maximum, exclusiveMinimum, exclusiveMaximum
+// (numbers, or draft-4 booleans), enum, const, anyOf, oneOf (as anyOf: the alternatives should not
+// overlap), allOf with a single schema, $ref to any local JSON pointer ("#", "#/$defs/x",
 // "#/definitions/x", ...; recursion allowed), boolean schemas, uniqueItems: false.
 //
 // Choices (the output is a subset of what the schema validates):
@@ -17,10 +18,11 @@
 //   keywords (minLength, maxLength) a string; with none of them it is any value.
 // - enum/const values are emitted as their compact serialisation, and only those that also satisfy the
 //   sibling keywords are kept.
+// - Numbers: "integer" is written without fraction or exponent. A number with bounds is written without
+//   an exponent and its bounds are integers: a fractional bound is rounded inwards (minimum 0.5 admits
+//   1, 1.25, ...; for integers this is exact); bounds beyond +-2^61 are refused.
 // - Ignored: annotations (title, description, default, examples, $schema, $id, $comment, format,
-//   deprecated, readOnly, writeOnly, content*, $anchor, ...) and unknown keywords, as validators do; and
-//   the numeric bounds minimum, maximum, exclusiveMinimum, exclusiveMaximum (not enforced: a number may
-//   fall outside them).
+//   deprecated, readOnly, writeOnly, content*, $anchor, ...) and unknown keywords, as validators do.
 // - Refused with an aerie::Error naming the keyword and the schema path (e.g. "#/properties/name"):
 //   pattern, allOf with more than one schema, not, if/then/else, patternProperties, propertyNames,
 //   dependentRequired, dependentSchemas, dependencies, unevaluated*, contains, minContains, maxContains,
@@ -41,8 +43,8 @@ namespace aerie {
 
 // Parse the schema with nlohmann::ordered_json so that property order survives. Throws aerie::Error.
 std::shared_ptr<const JsonGrammar> compile_json_schema(const nlohmann::ordered_json& schema);
-// The schema as JSON text.
-std::shared_ptr<const JsonGrammar> compile_json_schema(std::string_view schema_text);
+// The schema as JSON text (a separate name: a string literal would also convert to ordered_json).
+std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text);
 
 // Any JSON value; any JSON object (OpenAI response_format {"type": "json_object"}). Built once, shared.
 std::shared_ptr<const JsonGrammar> json_value_grammar();
