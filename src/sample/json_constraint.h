@@ -20,6 +20,14 @@
 
 namespace aerie {
 
+// Buffers of the mask walk, one entry per trie depth (reused from mask to mask).
+struct JsonMaskScratch {
+  std::vector<JsonMatcher> states;  // the full state at a depth (when not `light`)
+  std::vector<JsonFrame> tops;      // the top frame at a depth, over the walk's root stack (when `light`)
+  std::vector<uint8_t> light;
+  JsonMatcher full_parent;
+};
+
 class JsonConstraint final : public TokenConstraint {
  public:
   JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const TokenTrie> vocabulary);
@@ -35,7 +43,7 @@ class JsonConstraint final : public TokenConstraint {
   std::shared_ptr<const JsonGrammar> grammar_;
   std::shared_ptr<const TokenTrie> vocabulary_;
   JsonMatcher matcher_;
-  mutable std::vector<JsonMatcher> walk_states_;  // [max token length + 1] for allowed_tokens; not cloned
+  mutable JsonMaskScratch scratch_;  // allowed_tokens' buffers; not cloned
 };
 
 std::unique_ptr<TokenConstraint> make_json_constraint(std::shared_ptr<const JsonGrammar> grammar,
@@ -43,6 +51,6 @@ std::unique_ptr<TokenConstraint> make_json_constraint(std::shared_ptr<const Json
 
 // The mask for a matcher state (what JsonConstraint::allowed_tokens computes), with caller-owned buffers.
 void json_allowed_tokens(const JsonMatcher& state, const TokenTrie& vocabulary, std::vector<uint8_t>& allowed,
-                         std::vector<JsonMatcher>& walk_states);
+                         JsonMaskScratch& scratch);
 
 }  // namespace aerie

@@ -105,38 +105,39 @@ Step step_array(const JsonNode& n, JsonFrame& f, uint8_t b, uint32_t& push) {
   }
 }
 
-// The byte that starts a character (after the opening quote): counts it against maxLength.
-Step string_char_start(const JsonNode& n, JsonFrame& f, uint8_t b) {
-  if (b == '"') return f.value >= n.min ? to_phase(f, kStrClosed) : Step::kRefuse;
-  if (b < 0x20 || f.value >= n.max) return Step::kRefuse;
-  uint8_t next;
-  if (b == '\\') next = kStrEscape;
-  else if (b < 0x80) next = kStrChar;
-  else if (in_range(b, 0xC2, 0xDF)) next = kStrCont1;
-  else if (b == 0xE0) next = kStrE0;
-  else if (b == 0xED) next = kStrED;
-  else if (in_range(b, 0xE1, 0xEF)) next = kStrCont2;
-  else if (b == 0xF0) next = kStrF0;
-  else if (in_range(b, 0xF1, 0xF3)) next = kStrCont3;
-  else if (b == 0xF4) next = kStrF4;
-  else return Step::kRefuse;  // 0x80-0xC1 (continuation or overlong lead), 0xF5-0xFF
-  ++f.value;
-  f.phase = next;
-  return Step::kConsume;
-}
+// The string automaton as a table: kStringTable[phase][byte] is the next phase, with kStartsCharacter set
+// when the byte starts a character (counted against minLength/maxLength), or kStringRefused. Closing
+// quotes lead to kStrClosed. One lookup per byte keeps the mask walk through string content cheap.
+constexpr uint8_t kStringRefused = 0xff;
+constexpr uint8_t kStartsCharacter = 0x80;
 
-Step step_string(const JsonNode& n, JsonFrame& f, uint8_t b) {
-  auto next_if = [&](bool ok, uint8_t phase) { return ok ? to_phase(f, phase) : Step::kRefuse; };
-  switch (f.phase) {
+uint8_t string_transition(uint8_t phase, uint8_t b) {
+  auto next_if = [](bool ok, uint8_t next) { return ok ? next : kStringRefused; };
+  switch (phase) {
     case kStrOpen: return next_if(b == '"', kStrChar);
-    case kStrChar: return string_char_start(n, f, b);
+    case kStrChar: {
+      if (b == '"') return kStrClosed;
+      uint8_t next;
+      if (b < 0x20) return kStringRefused;
+      if (b == '\\') next = kStrEscape;
+      else if (b < 0x80) next = kStrChar;
+      else if (in_range(b, 0xC2, 0xDF)) next = kStrCont1;
+      else if (b == 0xE0) next = kStrE0;
+      else if (b == 0xED) next = kStrED;
+      else if (in_range(b, 0xE1, 0xEF)) next = kStrCont2;
+      else if (b == 0xF0) next = kStrF0;
+      else if (in_range(b, 0xF1, 0xF3)) next = kStrCont3;
+      else if (b == 0xF4) next = kStrF4;
+      else return kStringRefused;  // 0x80-0xC1 (continuation or overlong lead), 0xF5-0xFF
+      return next | kStartsCharacter;
+    }
     case kStrEscape:
-      if (b == 'u') return to_phase(f, kStrHex1);
-      return next_if(std::strchr("\"\\/bfnrt", b) != nullptr && b != 0, kStrChar);
+      if (b == 'u') return kStrHex1;
+      return next_if(b != 0 && std::strchr("\"\\/bfnrt", b) != nullptr, kStrChar);
     case kStrHex1: return next_if(is_hex(b), (b == 'd' || b == 'D') ? kStrHex2AfterD : kStrHex2);
     case kStrHex2: return next_if(is_hex(b), kStrHex3);
     case kStrHex2AfterD:
-      if (in_range(b, '0', '7')) return to_phase(f, kStrHex3);
+      if (in_range(b, '0', '7')) return kStrHex3;
       // 8-b: a high surrogate; c-f would be a lone low surrogate (refused).
       return next_if(b == '8' || b == '9' || in_range(b, 'a', 'b') || in_range(b, 'A', 'B'), kStrHighHex3);
     case kStrHex3: return next_if(is_hex(b), kStrHex4);
@@ -156,8 +157,30 @@ Step step_string(const JsonNode& n, JsonFrame& f, uint8_t b) {
     case kStrED: return next_if(in_range(b, 0x80, 0x9F), kStrCont1);
     case kStrF0: return next_if(in_range(b, 0x90, 0xBF), kStrCont2);
     case kStrF4: return next_if(in_range(b, 0x80, 0x8F), kStrCont2);
-    default: return Step::kRefuse;
+    default: return kStringRefused;
   }
+}
+
+struct StringTable {
+  uint8_t next[kStrClosed + 1][256];
+  StringTable() {
+    for (int phase = 0; phase <= kStrClosed; ++phase)
+      for (int b = 0; b < 256; ++b) next[phase][b] = string_transition(uint8_t(phase), uint8_t(b));
+  }
+};
+const StringTable kStringTable;
+
+Step step_string(const JsonNode& n, JsonFrame& f, uint8_t b) {
+  const uint8_t t = kStringTable.next[f.phase][b];
+  if (t == kStringRefused) return Step::kRefuse;
+  if (t & kStartsCharacter) {
+    if (f.value >= n.max) return Step::kRefuse;
+    ++f.value;
+  }
+  const uint8_t next = t & ~kStartsCharacter;
+  if (next == kStrClosed && f.value < n.min) return Step::kRefuse;
+  f.phase = next;
+  return Step::kConsume;
 }
 
 // Number bounds. A value is s * (P + f): sign s, integer part P (the magnitude, saturating at
@@ -484,6 +507,49 @@ bool JsonMatcher::push_value(size_t base, uint32_t node, uint8_t byte) {
     any |= push_and_step(stack_base, g.dispatch_nodes[i]);
   }
   return any;
+}
+
+JsonMatcher::TopStep JsonMatcher::step_top(const JsonGrammar& grammar, JsonFrame& top, uint8_t byte) {
+  // String content first, inline: the bulk of a mask walk inside a string.
+  if (top.node != kJsonNoNode && grammar.nodes[top.node].kind == JsonNodeKind::kString) {
+    const JsonNode& n = grammar.nodes[top.node];
+    const uint8_t t = kStringTable.next[top.phase][byte];
+    if (t == kStringRefused) return TopStep::kRefused;
+    const uint8_t next = t & ~kStartsCharacter;
+    if (next == kStrClosed) return top.value >= n.min ? TopStep::kOther : TopStep::kRefused;
+    if (t & kStartsCharacter) {
+      if (top.value >= n.max) return TopStep::kRefused;
+      ++top.value;
+    }
+    top.phase = next;
+    return TopStep::kTopOnly;
+  }
+  JsonFrame f = top;
+  uint32_t push = kJsonNoNode;
+  const Step step = step_frame(grammar, f, byte, push);
+  if (step == Step::kRefuse) return TopStep::kRefused;
+  if (step != Step::kConsume || is_closed(grammar, f)) return TopStep::kOther;
+  top = f;
+  return TopStep::kTopOnly;
+}
+
+size_t JsonMatcher::plain_text_budget() const {
+  size_t budget = SIZE_MAX;
+  for (const uint32_t end : ends_) {
+    const JsonFrame& top = frames_[end - 1];
+    if (top.node == kJsonNoNode) return 0;
+    const JsonNode& n = grammar_->nodes[top.node];
+    if (n.kind != JsonNodeKind::kString || top.phase != kStrChar) return 0;
+    if (n.max != 0xffffffffu) budget = std::min<size_t>(budget, size_t(n.max - top.value));
+  }
+  return budget;
+}
+
+void JsonMatcher::with_top(const JsonFrame& top, JsonMatcher& out) const {
+  out.grammar_ = grammar_;
+  out.frames_.assign(frames_.begin(), frames_.end());
+  out.frames_.back() = top;
+  out.ends_.assign(ends_.begin(), ends_.end());
 }
 
 void JsonMatcher::close_top(size_t base) {

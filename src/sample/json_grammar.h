@@ -139,6 +139,19 @@ class JsonMatcher {
   int n_stacks() const { return int(ends_.size()); }
   const JsonGrammar* grammar() const { return grammar_; }
 
+  // The mask walk's fast path (json_constraint.cpp): most bytes (string characters, digits, whitespace)
+  // change only the top frame of a single stack, so the walk carries that frame alone.
+  enum class TopStep { kTopOnly, kRefused, kOther };
+  // What `byte` does to a top frame: kTopOnly (top is updated; nothing is pushed or popped), kRefused (the
+  // stack refuses it), or kOther (a push or pop: take the general path; top is unchanged).
+  static TopStep step_top(const JsonGrammar& grammar, JsonFrame& top, uint8_t byte);
+  const JsonFrame* single_top() const { return ends_.size() == 1 ? &frames_.back() : nullptr; }
+  // When every stack is inside a string at a character boundary, any plain text (token_trie.h) of up to
+  // this many characters may follow (the smallest room left under maxLength); else 0.
+  size_t plain_text_budget() const;
+  // out = this single-stack state with its top frame replaced by `top`.
+  void with_top(const JsonFrame& top, JsonMatcher& out) const;
+
  private:
   bool feed_stack(size_t base, uint8_t byte);
   bool push_value(size_t base, uint32_t node, uint8_t byte);

@@ -60,6 +60,63 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vec
   }
   close_to(0);
   token_begin_.push_back(uint32_t(tokens_.size()));
+  find_plain_subtrees();
+}
+
+namespace {
+
+// UTF-8 as plain text, one byte at a time: the state is what the next byte must be.
+enum Utf8State : uint8_t { kBoundary, kCont1, kCont2, kCont3, kAfterE0, kAfterED, kAfterF0, kAfterF4, kBad };
+
+Utf8State plain_text_step(Utf8State state, uint8_t b) {
+  auto cont = [&](uint8_t lo, uint8_t hi, Utf8State next) { return b >= lo && b <= hi ? next : kBad; };
+  switch (state) {
+    case kBoundary:
+      if (b >= 0x20 && b < 0x7F) return b == '"' || b == '\\' ? kBad : kBoundary;
+      if (b >= 0xC2 && b <= 0xDF) return kCont1;
+      if (b == 0xE0) return kAfterE0;
+      if (b == 0xED) return kAfterED;
+      if (b >= 0xE1 && b <= 0xEF) return kCont2;
+      if (b == 0xF0) return kAfterF0;
+      if (b >= 0xF1 && b <= 0xF3) return kCont3;
+      if (b == 0xF4) return kAfterF4;
+      return kBad;
+    case kCont1: return cont(0x80, 0xBF, kBoundary);
+    case kCont2: return cont(0x80, 0xBF, kCont1);
+    case kCont3: return cont(0x80, 0xBF, kCont2);
+    case kAfterE0: return cont(0xA0, 0xBF, kCont1);
+    case kAfterED: return cont(0x80, 0x9F, kCont1);
+    case kAfterF0: return cont(0x90, 0xBF, kCont2);
+    case kAfterF4: return cont(0x80, 0x8F, kCont2);
+    case kBad: break;
+  }
+  return kBad;
+}
+
+}  // namespace
+
+void TokenTrie::find_plain_subtrees() {
+  const size_t n = byte_.size();
+  // Forward: whether the path to each node is plain text (state by depth along the current path).
+  std::vector<Utf8State> path(max_depth_ + 1, kBoundary);
+  std::vector<uint8_t> plain(n);
+  for (size_t i = 0; i < n; ++i) {
+    path[depth_[i]] = plain_text_step(path[depth_[i] - 1], byte_[i]);
+    plain[i] = path[depth_[i]] != kBad;
+  }
+  // Backward (children before parents): the subtree [i, subtree_end_[i]) is plain when no node in it is
+  // not; its depth is the deepest of its children's.
+  plain_subtree_.assign(n, 0);
+  subtree_depth_.assign(n, 0);
+  size_t next_not_plain = n;
+  for (size_t i = n; i-- > 0;) {
+    if (!plain[i]) next_not_plain = i;
+    plain_subtree_[i] = next_not_plain >= subtree_end_[i];
+    uint16_t deepest = depth_[i];
+    for (size_t child = i + 1; child < subtree_end_[i]; child = subtree_end_[child])
+      deepest = std::max(deepest, subtree_depth_[child]);
+    subtree_depth_[i] = deepest;
+  }
 }
 
 std::string_view TokenTrie::token_bytes(int32_t id) const {

@@ -33,7 +33,9 @@ inline SyntheticVocabulary synthetic_vocabulary(const std::vector<std::string>& 
         "fal", "se", "12", "345", "6789", "0.", ".5", "e+", "E-", "-1", "00", "}}", "]]", "},{", "[{", "}]", "\"]",
         "[\"", "\\u00", "\\u00e9", "\\ud83d\\ude00", "\\ud83d", "\\ude00", "\\n", "\\\"", "\\\\", "ab", "the", " the",
         "  ", "\n  ", "\n", " \"", "\u00e9", "\u20ac", "\U0001F600", "\xe2\x82", "\xac\"", "\"\"", "[]", "{}", "[1,",
-        "1]", "\":[", "\":{", "\"a\":", "a", "b", "name", "value", "type"})
+        "1]", "\":[", "\":{", "\"a\":", "a", "b", "name", "value", "type",
+        // malformed UTF-8: overlong, surrogate, beyond U+10FFFF, a stray continuation after ASCII
+        "\xe0\x80", "\xed\xa0\x80", "\xf4\x90", "\xc1\xbf", "a\x80", "\xc3\xa9\xa9"})
     v.tokens.push_back(t);
   for (const std::string& w : words) {
     v.tokens.push_back(w);

@@ -92,6 +92,10 @@ TEST(TokenTrie, MaskEqualsBruteForceAlongRandomWalks) {
       {"type": "integer", "minimum": -20, "maximum": 345},
       {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}]}})"),
                                  v, 12, "bounded numbers");
+  // Two parses inside one string (the plain-text shortcut takes the smaller maxLength room).
+  expect_masks_match_brute_force(compile_json_schema_text(R"({"type": "array", "maxItems": 3, "items": {"anyOf": [
+      {"type": "string", "maxLength": 4}, {"type": "string", "minLength": 2, "maxLength": 7}]}})"),
+                                 v, 12, "parallel strings");
 }
 
 }  // namespace
