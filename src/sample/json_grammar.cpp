@@ -250,8 +250,11 @@ bool number_feasible(const JsonNode& n, uint8_t phase, uint64_t value) {
   const bool negative = value & kNegativeBit;
   const auto p = int64_t(value & kMagnitudeMask);
   switch (phase) {
-    case kNumMinus:
-      return any_fraction(n, [&](Fraction f) { return reachable(1, magnitudes(n, true, f)) || magnitudes(n, true, f).contains(0); });
+    case kNumMinus:  // any integer part may follow
+      return any_fraction(n, [&](Fraction f) {
+        const Span span = magnitudes(n, true, f);
+        return span.min <= span.max;
+      });
     case kNumZero: return any_fraction(n, [&](Fraction f) { return magnitudes(n, negative, f).contains(0); });
     case kNumInt: return any_fraction(n, [&](Fraction f) { return reachable(p, magnitudes(n, negative, f)); });
     case kNumDot: return any_fraction(n, [&](Fraction f) { return magnitudes(n, negative, f).contains(p); });

@@ -418,7 +418,11 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value) const {
 }  // namespace
 
 std::shared_ptr<const JsonGrammar> compile_json_schema(const nlohmann::ordered_json& schema) {
-  return SchemaCompiler(schema).compile();
+  try {
+    return SchemaCompiler(schema).compile();
+  } catch (const nlohmann::json::exception& e) {  // e.g. a string that is not UTF-8 in a built schema
+    throw Error(str_cat("json schema: ", e.what()));
+  }
 }
 
 std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text) {

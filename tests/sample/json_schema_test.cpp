@@ -339,6 +339,8 @@ TEST(JsonSchema, BoundedNumbersRefuseTheFirstDigitThatLeavesTheRange) {
       {R"({"type": "number", "minimum": -1, "maximum": 1})", "-1.5", 3, false},
       {R"({"type": "number", "minimum": -1, "maximum": 1})", "-0.5", 4, true},
       {R"({"type": "number", "maximum": 5})", "123456789012345678901234", 1, true},
+      {R"({"type": "number", "maximum": -1.25, "exclusiveMinimum": -6.25})", "-5", 2, true},
+      {R"({"type": "number", "maximum": -1.25, "exclusiveMinimum": -6.25})", "-1", 1, false},
   };
   for (const Case& c : cases) {
     const auto grammar = compile_json_schema(Json::parse(c.schema));

@@ -68,9 +68,12 @@ inline std::vector<uint8_t> brute_force_mask(const JsonMatcher& state, const Syn
   return allowed;
 }
 
+using WalkCheck = std::function<void(const JsonConstraint&)>;
+
 struct Walk {
   std::string text;
   bool complete = false;  // ended by an end token or finished
+  bool dead_end = false;  // nothing allowed, not even an end token, or a masked-in token refused (never)
   int n_tokens = 0;
 };
 
@@ -79,7 +82,7 @@ struct Walk {
 // brackets, digits, literals) so the walk comes to an end; `check` sees the constraint before each step
 // (and once more when finished).
 inline Walk random_walk(JsonConstraint& constraint, const SyntheticVocabulary& v, uint64_t seed,
-                        const std::function<void(const JsonConstraint&)>& check = {}, int soft_limit = 60,
+                        const WalkCheck& check = {}, int soft_limit = 60,
                         int hard_limit = 1500, float stop_probability = 0.3f) {
   Rng rng(seed);
   Walk walk;
@@ -108,10 +111,16 @@ inline Walk random_walk(JsonConstraint& constraint, const SyntheticVocabulary& v
       walk.complete = true;
       break;
     }
-    if (text_tokens.empty()) break;  // a dead end: the callers assert that this never happens
+    if (text_tokens.empty()) {
+      walk.dead_end = !end_allowed;
+      break;
+    }
     const auto& pool = walk.n_tokens >= soft_limit && !closing.empty() ? closing : text_tokens;
     const int32_t token = pool[rng.next_u64() % pool.size()];
-    if (!constraint.accept(token)) break;
+    if (!constraint.accept(token)) {  // the mask allowed what accept() refuses
+      walk.dead_end = true;
+      break;
+    }
     walk.text += v.tokens[size_t(token)];
     ++walk.n_tokens;
   }
