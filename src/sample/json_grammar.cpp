@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 namespace aerie {
 namespace {
@@ -213,7 +212,8 @@ Span magnitudes(const JsonNode& n, bool negative, Fraction f) {
 }
 
 // The fractions a value may still get: none for an integer; zero or positive for a number.
-bool any_fraction(const JsonNode& n, const std::function<bool(Fraction)>& test) {
+template <typename Test>
+bool any_fraction(const JsonNode& n, Test&& test) {
   return test(Fraction::kZero) || (!n.integer && test(Fraction::kPositive));
 }
 
@@ -265,6 +265,7 @@ bool number_feasible(const JsonNode& n, uint8_t phase, uint64_t value) {
   }
 }
 
+// A bounded number's value bits after byte b (read in `phase`).
 uint64_t number_value_after(uint64_t value, uint8_t phase, uint8_t b) {
   if (b == '-') return value | kNegativeBit;
   if (!is_digit(b)) return value;
@@ -272,7 +273,8 @@ uint64_t number_value_after(uint64_t value, uint8_t phase, uint8_t b) {
   if (phase == kNumStart || phase == kNumMinus) return value | digit;
   if (phase == kNumInt) {
     const uint64_t p = value & kMagnitudeMask;
-    const uint64_t next = p >= uint64_t(kJsonUnbounded) / 10 ? uint64_t(kJsonUnbounded) : std::min<uint64_t>(p * 10 + digit, kJsonUnbounded);
+    const auto saturated = uint64_t(kJsonUnbounded);
+    const uint64_t next = p >= saturated / 10 ? saturated : std::min<uint64_t>(p * 10 + digit, saturated);
     return (value & ~kMagnitudeMask) | next;
   }
   if ((phase == kNumDot || phase == kNumFrac) && digit != 0) return value | kFractionBit;
