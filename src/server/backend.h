@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
+#include "sample/token_trie.h"
 #include "server/engine_loop.h"
 #include "server/tool_parser.h"
 #include "tokenizer/chat_template.h"
@@ -36,6 +38,9 @@ struct Backend {
   int64_t n_vocab = 0;
   int64_t max_length = 0;
   std::atomic<int> active_generations{0};  // HTTP requests holding engine work (for the drain)
+  // The vocabulary as a byte trie for structured output, built by the first request that needs it.
+  std::once_flag vocabulary_once;
+  std::shared_ptr<const TokenTrie> vocabulary;
 };
 
 using LogFunction = std::function<void(const std::string& line)>;

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "server/openai_fields.h"
+#include "server/structured_output.h"
 
 namespace aerie::server {
 namespace {
@@ -132,7 +133,8 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
   refuse_unsupported(request);
 
   GenerationPlan plan;
-  const bool tools = request.tools.is_array() && !request.tools.empty() && request.tool_choice.mode != ToolChoiceMode::kNone;
+  const OutputSchema output = output_schema_for(request);
+  const bool tools = request.tools.is_array() && !request.tools.empty() && request.tool_choice.mode == ToolChoiceMode::kAuto;
   if (tools) {
     if (!backend.model.tool_parser) {
       throw ApiError::invalid_request("Tool calling needs a tool-call parser and none was detected for this model: "
@@ -152,6 +154,9 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
   plan.n = request.n;
   plan.options = request_options(backend, request, json);
   plan.options.max_tokens = resolve_max_tokens(backend, int64_t(prompt.ids.size()), request.max_tokens, "messages");
+  if (!output.schema.is_null()) plan.options.constraint = make_output_constraint(*context.backend, output);
+  plan.forced_tools = output.forced;
+  plan.forced_function = output.function;
   plan.prompts.push_back(std::move(prompt));
   plan.seeds = seeds_for(request, plan.n);
   plan.stop = request.stop;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "server/forced_tool_calls.h"
+
 namespace aerie::server {
 namespace {
 
@@ -24,7 +26,10 @@ Generation::Generation(std::shared_ptr<Backend> backend, GenerationPlan plan, Lo
     choice.index = int(i);
     choice.prompt = size_t(i / plan_.n);
     std::unique_ptr<ToolCallParser> parser;
-    if (plan_.tool_parser) parser = make_tool_parser(*plan_.tool_parser, plan_.tool_call_id_seed + uint64_t(i));
+    const uint64_t call_ids = plan_.tool_call_id_seed + uint64_t(i);
+    if (plan_.forced_tools == ForcedTools::kNamed) parser = make_named_call_parser(plan_.forced_function, call_ids);
+    else if (plan_.forced_tools == ForcedTools::kList) parser = make_call_list_parser(call_ids);
+    else if (plan_.tool_parser) parser = make_tool_parser(*plan_.tool_parser, call_ids);
     choice.stream = std::make_unique<ChoiceStream>(*backend_->model.tokenizer, plan_.stop, backend_->model.eos_ids,
                                                    std::move(parser));
     choice.stream->prefix(plan_.prompts[choice.prompt].echo, choice.events);
@@ -115,6 +120,12 @@ void Generation::on_event(ChoiceEvent& event, std::string* sse) {
     }
     choice.stream->finish(events);
     choice.reason = choice.stream->finish_reason(event.finished ? event.finish_reason : aerie::FinishReason::kStop);
+    // OpenAI: a call forced by naming the function finishes with "stop", not "tool_calls" (or "length" when
+    // max_tokens cut its arguments short).
+    if (plan_.forced_tools == ForcedTools::kNamed && choice.reason == FinishReason::kToolCalls) {
+      const bool cut = event.finished && event.finish_reason == aerie::FinishReason::kLength;
+      choice.reason = cut ? FinishReason::kLength : FinishReason::kStop;
+    }
     choice.reported = true;
     finish = choice.reason;
   }

@@ -28,6 +28,10 @@ struct GenerationPrompt {
   std::string echo;  // text released before the generated text (completions with echo)
 };
 
+// tool_choice "required" (a list of calls) or a named function (its arguments), read back from JSON the
+// output was constrained to (server/forced_tool_calls.h).
+enum class ForcedTools { kNone, kNamed, kList };
+
 struct GenerationPlan {
   bool chat = true;
   std::string id;     // "chatcmpl-..." / "cmpl-..."
@@ -38,7 +42,9 @@ struct GenerationPlan {
   RequestOptions options;                 // max_tokens, sampling (seed of choice 0), stop ids, logprobs
   std::vector<std::uint64_t> seeds;       // per choice (index = prompt * n + j)
   std::vector<std::string> stop;
-  std::optional<ToolParserKind> tool_parser;  // chat with tools
+  std::optional<ToolParserKind> tool_parser;  // chat with tools (tool_choice auto): the family's format
+  ForcedTools forced_tools = ForcedTools::kNone;  // tool_choice required / named: constrained JSON
+  std::string forced_function;                    // the named function
   uint64_t tool_call_id_seed = 0;
   bool stream = false;
   bool include_usage = false;

@@ -185,6 +185,42 @@ ToolChoice read_tool_choice(const Json& body, const Json& tools) {
   return result;
 }
 
+// response_format: {"type": "text"} | {"type": "json_object"} |
+// {"type": "json_schema", "json_schema": {"name", "schema"?, "strict"?, "description"?}}.
+ResponseFormat read_response_format(const Json& body) {
+  ResponseFormat result;
+  const Json* format = fields::get_object(body, "response_format", "response_format");
+  if (!format) return result;
+  const auto type = fields::get_string(*format, "type", "response_format.type");
+  if (!type) fields::throw_missing("response_format.type");
+  if (*type == "text") return result;
+  if (*type == "json_object") {
+    result.type = ResponseFormatType::kJsonObject;
+    return result;
+  }
+  if (*type != "json_schema") {
+    fields::throw_invalid_value("response_format.type", "Invalid value: '" + *type +
+                                                            "'. Supported values are: 'text', 'json_object', and 'json_schema'.");
+  }
+  result.type = ResponseFormatType::kJsonSchema;
+  const Json* spec = fields::get_object(*format, "json_schema", "response_format.json_schema");
+  if (!spec) fields::throw_missing("response_format.json_schema");
+  const auto name = fields::get_string(*spec, "name", "response_format.json_schema.name");
+  if (!name) fields::throw_missing("response_format.json_schema.name");
+  if (!is_valid_function_name(*name) || name->find('.') != std::string::npos) {
+    fields::throw_invalid_value("response_format.json_schema.name",
+                                "Invalid 'response_format.json_schema.name': string does not match pattern. Expected a "
+                                "string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'.");
+  }
+  result.name = *name;
+  fields::get_string(*spec, "description", "response_format.json_schema.description");
+  result.strict = fields::get_bool(*spec, "strict", "response_format.json_schema.strict").value_or(false);
+  if (const Json* schema = fields::get_object(*spec, "schema", "response_format.json_schema.schema")) {
+    result.schema = *schema;
+  }
+  return result;
+}
+
 }  // namespace
 
 ChatRequest parse_chat_request(std::string_view body) { return chat_request_from_json(fields::parse_body(body)); }
@@ -210,6 +246,7 @@ ChatRequest chat_request_from_json(const Json& body) {
   request.tools = read_tools(body);
   request.tool_choice = read_tool_choice(body, request.tools);
   request.parallel_tool_calls = fields::get_bool(body, "parallel_tool_calls", "parallel_tool_calls").value_or(true);
+  request.response_format = read_response_format(body);
   if (const Json* kwargs = fields::get_object(body, "chat_template_kwargs", "chat_template_kwargs")) {
     request.chat_template_kwargs = *kwargs;
   }

@@ -82,6 +82,15 @@ struct ToolChoice {
   std::string function_name;  // kFunction
 };
 
+// response_format: free text, any JSON object, or JSON that follows a schema (structured output).
+enum class ResponseFormatType { kText, kJsonObject, kJsonSchema };
+struct ResponseFormat {
+  ResponseFormatType type = ResponseFormatType::kText;
+  std::string name;                          // json_schema.name
+  nlohmann::ordered_json schema = nullptr;   // json_schema.schema (null: any JSON object)
+  bool strict = false;                       // json_schema.strict (the output always follows the schema here)
+};
+
 struct ChatRequest : SamplingRequest {
   // The messages as the chat template wants them: each message as given, with content a string (text parts
   // joined by '\n', as vLLM) or null (an assistant message with only tool_calls).
@@ -89,6 +98,7 @@ struct ChatRequest : SamplingRequest {
   nlohmann::ordered_json tools = nullptr;  // array of {"type": "function", "function": {...}}, or null
   ToolChoice tool_choice;                  // default: auto with tools, none without
   bool parallel_tool_calls = true;
+  ResponseFormat response_format;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 

@@ -60,9 +60,14 @@ ParsedMessage ToolCallParser::parse(std::string_view full_text) {
 }
 
 void ToolCallParser::emit_call(std::string name, std::string arguments, std::vector<ToolEvent>& out) {
+  const int index = begin_call(std::move(name), out);
+  out.push_back(ToolEvent::call_arguments(index, std::move(arguments)));
+}
+
+int ToolCallParser::begin_call(std::string name, std::vector<ToolEvent>& out) {
   const int index = n_calls_++;
   out.push_back(ToolEvent::call_begin(index, ids_.next(), std::move(name)));
-  out.push_back(ToolEvent::call_arguments(index, std::move(arguments)));
+  return index;
 }
 
 void ToolCallParser::emit_text(std::string_view text, std::vector<ToolEvent>& out) {

@@ -86,6 +86,9 @@ class ToolCallParser {
  protected:
   // Emits a complete call: the begin delta (id, name) then its arguments.
   void emit_call(std::string name, std::string arguments, std::vector<ToolEvent>& out);
+  // Emits only the begin delta of a new call (its arguments follow as call_arguments events); returns its
+  // index.
+  int begin_call(std::string name, std::vector<ToolEvent>& out);
   static void emit_text(std::string_view text, std::vector<ToolEvent>& out);
 
  private:

@@ -129,6 +129,33 @@ await check('tool-call request round-trips (whole and streamed)', async () => {
   assert.equal(final.choices[0].message.content ?? '', result.choices[0].message.content ?? '');
 });
 
+await check('structured output: .parse() with a json_schema, and a forced tool call', async () => {
+  const schema = {
+    type: 'object',
+    properties: { unit: { enum: ['celsius', 'fahrenheit'] }, windy: { type: 'boolean' } },
+    required: ['unit', 'windy'],
+    additionalProperties: false,
+  };
+  const parsed = await client.chat.completions.parse({
+    model, messages, max_tokens: 300, temperature: 0,
+    response_format: { type: 'json_schema', json_schema: { name: 'report', schema, strict: true } },
+  });
+  const report = parsed.choices[0].message.parsed;
+  assert.ok(['celsius', 'fahrenheit'].includes(report.unit));
+  assert.equal(typeof report.windy, 'boolean');
+  assert.deepEqual(Object.keys(report), ['unit', 'windy']);
+
+  const forced = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 300, temperature: 0,
+    tools: [{ type: 'function', function: { name: 'report', parameters: schema } }],
+    tool_choice: { type: 'function', function: { name: 'report' } },
+  });
+  const call = forced.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, 'report');
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(['celsius', 'fahrenheit'].includes(args.unit));
+});
+
 await check('completions.create with echo, and streamed', async () => {
   const result = await client.completions.create({ model, prompt: 'hello', max_tokens: 8, temperature: 0, echo: true });
   assert.equal(result.object, 'text_completion');

@@ -1,0 +1,32 @@
+// Structured output for chat requests: the JSON schema the output is held to by token masks — from
+// response_format (json_object, json_schema) or from tool_choice required / named (a call list, or the
+// function's arguments) — and the engine constraint that enforces it over the model's vocabulary.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sample/token_constraint.h"
+#include "server/backend.h"
+#include "server/generation.h"
+#include "server/openai_schema.h"
+
+namespace aerie::server {
+
+struct OutputSchema {
+  nlohmann::ordered_json schema = nullptr;  // null: the output is free
+  std::string param;                        // the request field the schema comes from (for errors)
+  ForcedTools forced = ForcedTools::kNone;
+  std::string function;                     // kNamed
+};
+
+// Throws ApiError (400) when response_format asks for JSON while tool_choice forces calls.
+OutputSchema output_schema_for(const ChatRequest& request);
+
+// The constraint for a schema, over the backend's vocabulary (built on first use). Throws ApiError (400,
+// naming `param`) for a schema that uses what the constraint compiler does not support.
+std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, const OutputSchema& output);
+
+}  // namespace aerie::server

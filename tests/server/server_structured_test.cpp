@@ -1,0 +1,222 @@
+// Structured output over HTTP: response_format json_schema / json_object and tool_choice required / named
+// hold the (random-weight) model to JSON by token masks. Whatever the model would have said, the output
+// parses and follows the schema, streamed and whole alike, with and without a draft head; schemas the
+// compiler does not support, and conflicting requests, get a 400 naming the field.
+#include <gtest/gtest.h>
+
+#include "server_fixture.h"
+
+namespace aerie::server::testing {
+namespace {
+
+// Bounded schemas (enums, booleans, null, a short array), so that even a random model completes them.
+const Json kSchema = Json::parse(R"({
+  "type": "object",
+  "properties": {
+    "unit": {"enum": ["celsius", "fahrenheit"]},
+    "windy": {"type": "boolean"},
+    "note": {"type": "null"},
+    "days": {"type": "array", "items": {"enum": ["mon", "tue"]}, "minItems": 1, "maxItems": 2}
+  },
+  "required": ["unit", "windy", "note", "days"],
+  "additionalProperties": false
+})");
+
+const Json kTools = Json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}, "windy": {"type": "boolean"}},
+    "required": ["unit", "windy"], "additionalProperties": false}}},
+  {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"enum": ["utc", "local"]}}, "required": ["zone"],
+    "additionalProperties": false}}}
+])");
+
+Json chat(Json extra, int max_tokens = 400) {
+  Json body = {{"messages", {{{"role", "user"}, {"content", "weather report please"}}}},
+               {"max_tokens", max_tokens},
+               {"temperature", 0}};
+  for (auto& [key, value] : extra.items()) body[key] = value;
+  return body;
+}
+
+void expect_follows_schema(const Json& value) {
+  ASSERT_TRUE(value.is_object()) << value;
+  EXPECT_EQ(value.size(), 4u) << value;
+  EXPECT_TRUE(value["unit"] == "celsius" || value["unit"] == "fahrenheit") << value;
+  EXPECT_TRUE(value["windy"].is_boolean()) << value;
+  EXPECT_TRUE(value["note"].is_null()) << value;
+  ASSERT_TRUE(value["days"].is_array()) << value;
+  EXPECT_GE(value["days"].size(), 1u);
+  EXPECT_LE(value["days"].size(), 2u);
+  for (const Json& day : value["days"]) EXPECT_TRUE(day == "mon" || day == "tue") << value;
+}
+
+// The call list of a whole response, and of a stream (as a client assembles it).
+Json whole_calls(const Json& choice) { return choice["message"].value("tool_calls", Json::array()); }
+Json streamed_calls(const SseResult& s) {
+  Json calls = Json::array();
+  for (const Json& e : s.events)
+    for (const Json& c : e["choices"])
+      for (const Json& delta : c["delta"].value("tool_calls", Json::array())) {
+        const size_t index = delta["index"];
+        if (calls.size() <= index) calls.push_back({{"id", delta["id"]}, {"type", "function"},
+                                                    {"function", {{"name", delta["function"]["name"]}, {"arguments", ""}}}});
+        calls[index]["function"]["arguments"] =
+            calls[index]["function"]["arguments"].get<std::string>() + delta["function"]["arguments"].get<std::string>();
+      }
+  return calls;
+}
+
+class ServeStructured : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() {
+    TestServerConfig plain;  // the tools in the chat template make prompts of ~600 byte-level tokens
+    plain.engine.max_length = 1024;
+    plain.engine.kv_cache_memory = 16u << 20;
+    TestServerConfig draft = plain;
+    draft.draft = true;
+    servers_[0] = new TestServer(plain);
+    servers_[1] = new TestServer(draft);
+  }
+  static void TearDownTestSuite() {
+    for (TestServer*& s : servers_) {
+      delete s;
+      s = nullptr;
+    }
+  }
+  TestServer& server() { return *servers_[GetParam() ? 1 : 0]; }
+  static TestServer* servers_[2];
+};
+TestServer* ServeStructured::servers_[2] = {nullptr, nullptr};
+
+TEST_P(ServeStructured, JsonSchemaOutputFollowsTheSchema) {
+  auto client = server().client();
+  const Json body = chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "report"}, {"schema", kSchema}}}}}});
+  const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json choice = r.json()["choices"][0];
+  const std::string content = choice["message"]["content"];
+  EXPECT_EQ(choice["finish_reason"], "stop") << content;
+  expect_follows_schema(Json::parse(content));
+
+  Json streamed = body;
+  streamed["stream"] = true;
+  const SseResult s = post_stream(*client, "/v1/chat/completions", streamed);
+  ASSERT_TRUE(s.done);
+  EXPECT_EQ(stream_text(s), content);
+  EXPECT_EQ(stream_finish_reason(s), "stop");
+
+  // Sampled and with n > 1: every choice follows the schema.
+  const Json sampled = post(*client, "/v1/chat/completions",
+                            chat({{"response_format", body["response_format"]}, {"temperature", 1.0}, {"seed", 5}, {"n", 3}})
+                                .dump())
+                           .json();
+  for (const Json& c : sampled["choices"]) {
+    if (c["finish_reason"] == "stop") {
+      expect_follows_schema(Json::parse(c["message"]["content"].get<std::string>()));
+    }
+  }
+}
+
+TEST_P(ServeStructured, JsonObjectModeGivesAnObject) {
+  auto client = server().client();
+  const HttpResult r = post(*client, "/v1/chat/completions",
+                            chat({{"response_format", {{"type", "json_object"}}}}, 60).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json choice = r.json()["choices"][0];
+  const std::string content = choice["message"]["content"];
+  ASSERT_FALSE(content.empty());
+  EXPECT_EQ(content.find_first_not_of(" \t\n\r"), content.find('{')) << content;
+  if (choice["finish_reason"] == "stop") {
+    EXPECT_TRUE(Json::parse(content).is_object()) << content;
+  }
+}
+
+TEST_P(ServeStructured, NamedToolChoiceForcesThatCall) {
+  auto client = server().client();
+  const Json body = chat({{"tools", kTools},
+                          {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}});
+  const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json choice = r.json()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "stop");  // as OpenAI answers a forced function
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  const Json calls = whole_calls(choice);
+  ASSERT_EQ(calls.size(), 1u) << choice;
+  EXPECT_EQ(calls[0]["function"]["name"], "get_time");
+  const Json arguments = Json::parse(calls[0]["function"]["arguments"].get<std::string>());
+  ASSERT_TRUE(arguments.is_object());
+  EXPECT_EQ(arguments.size(), 1u);
+  EXPECT_TRUE(arguments["zone"] == "utc" || arguments["zone"] == "local") << arguments;
+
+  Json streamed = body;
+  streamed["stream"] = true;
+  const SseResult s = post_stream(*client, "/v1/chat/completions", streamed);
+  ASSERT_TRUE(s.done);
+  const Json scalls = streamed_calls(s);
+  ASSERT_EQ(scalls.size(), 1u);
+  EXPECT_EQ(scalls[0]["function"], calls[0]["function"]);
+  EXPECT_EQ(stream_finish_reason(s), "stop");
+}
+
+TEST_P(ServeStructured, RequiredToolChoiceGivesCalls) {
+  auto client = server().client();
+  for (bool parallel : {true, false}) {
+    const Json body = chat({{"tools", kTools}, {"tool_choice", "required"}, {"parallel_tool_calls", parallel}}, 380);
+    const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json choice = r.json()["choices"][0];
+    ASSERT_EQ(choice["finish_reason"], "tool_calls") << choice;
+    const Json calls = whole_calls(choice);
+    ASSERT_GE(calls.size(), 1u);
+    if (!parallel) {
+      EXPECT_EQ(calls.size(), 1u);
+    }
+    for (const Json& call : calls) {
+      const Json arguments = Json::parse(call["function"]["arguments"].get<std::string>());
+      if (call["function"]["name"] == "get_weather") {
+        EXPECT_TRUE(arguments["windy"].is_boolean()) << arguments;
+      } else {
+        ASSERT_EQ(call["function"]["name"], "get_time");
+        EXPECT_TRUE(arguments["zone"].is_string()) << arguments;
+      }
+    }
+    Json streamed = body;
+    streamed["stream"] = true;
+    const SseResult s = post_stream(*client, "/v1/chat/completions", streamed);
+    ASSERT_TRUE(s.done);
+    const Json scalls = streamed_calls(s);
+    ASSERT_EQ(scalls.size(), calls.size());
+    for (size_t i = 0; i < calls.size(); ++i) EXPECT_EQ(scalls[i]["function"], calls[i]["function"]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DraftOrNot, ServeStructured, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "WithDraftHead" : "Plain"; });
+
+TEST(ServeStructuredErrors, BadSchemasAndConflictsAre400) {
+  TestServer server;
+  auto client = server.client();
+  auto error_of = [&](const Json& body) {
+    const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, 400) << r.body;
+    return r.json()["error"];
+  };
+  Json e = error_of(chat({{"response_format", {{"type", "json_schema"},
+                                               {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "^a+$"}}}}}}}}, 50));
+  EXPECT_EQ(e["param"], "response_format.json_schema.schema");
+  EXPECT_NE(e["message"].get<std::string>().find("pattern"), std::string::npos) << e;
+  e = error_of(chat({{"response_format", {{"type", "json_schema"}}}}, 50));
+  EXPECT_EQ(e["param"], "response_format.json_schema");
+  e = error_of(chat({{"response_format", {{"type", "yaml"}}}}, 50));
+  EXPECT_EQ(e["param"], "response_format.type");
+  e = error_of(chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "bad name!"}}}}}}, 50));
+  EXPECT_EQ(e["param"], "response_format.json_schema.name");
+  e = error_of(chat({{"tools", kTools}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}}, 50));
+  EXPECT_EQ(e["param"], "response_format");
+  // The server still serves.
+  EXPECT_EQ(post(*client, "/v1/chat/completions", chat({}, 4).dump()).status, 200);
+}
+
+}  // namespace
+}  // namespace aerie::server::testing
