@@ -43,8 +43,7 @@ Step to_phase(JsonFrame& f, uint8_t phase) {
 }
 
 Step step_document(JsonFrame& f, uint8_t b, uint32_t& push) {
-  if (f.phase == kDocDone) return Step::kRefuse;
-  if (is_whitespace(b)) return gap_whitespace(f);
+  if (f.phase == kDocDone || is_whitespace(b)) return Step::kRefuse;
   f.phase = kDocDone;
   push = uint32_t(f.value);
   return Step::kPush;

@@ -13,9 +13,10 @@
 //   the escapes \" \\ \/ \b \f \n \r \t \uXXXX, well-formed UTF-8 (no overlongs, no surrogates, nothing
 //   above U+10FFFF) and no raw control characters. A \u escape of a surrogate must be a high one followed
 //   at once by a low one (lone surrogates are refused: they cannot become UTF-8).
-// - Whitespace (space, tab, LF, CR) where RFC 8259 allows it, at most kJsonMaxWhitespace bytes in a row,
-//   so a model cannot spin on whitespace; before the top-level value too, but not after it: a finished
-//   document ends at its last byte (only an end-of-sequence token may follow).
+// - Whitespace (space, tab, LF, CR) where RFC 8259 allows it inside the document, at most
+//   kJsonMaxWhitespace bytes in a row (enough for a newline and indentation a few levels deep), so a model
+//   cannot spin on whitespace; none before the top-level value (the output starts with it) nor after it
+//   (a finished document ends at its last byte: only an end-of-sequence token may follow).
 // - At most kJsonMaxDepth frames on a parse stack (one per open object/array/string, plus one), i.e. about
 //   60 levels of nesting; deeper openings are refused.
 // - anyOf alternatives that share a prefix are followed in parallel (one stack each) until the bytes tell
@@ -29,7 +30,7 @@
 
 namespace aerie {
 
-inline constexpr int kJsonMaxWhitespace = 32;
+inline constexpr int kJsonMaxWhitespace = 16;
 inline constexpr int kJsonMaxDepth = 64;
 inline constexpr int kJsonMaxParses = 1024;
 inline constexpr uint32_t kJsonNoNode = 0xffffffffu;

@@ -65,7 +65,7 @@ TEST(JsonMatcher, AcceptingAndFinished) {
   } cases[] = {
       {"{}", true, true},        {"[1,2]", true, true},   {"\"x\"", true, true}, {"true", true, true},
       {"null", true, true},      {"12", true, false},     {"-0", true, false},   {"1.5e3", true, false},
-      {"  ", false, false},      {"{\"a\":1", false, false}, {"tr", false, false}, {"", false, false},
+      {"[ ", false, false},      {"{\"a\":1", false, false}, {"tr", false, false}, {"", false, false},
   };
   for (const Case& c : cases) {
     const Verdict v = run(*grammar, c.text);
@@ -88,9 +88,12 @@ TEST(JsonMatcher, RefusedByteLeavesTheStateAsItWas) {
 TEST(JsonMatcher, WhitespaceRunsAreBounded) {
   const auto grammar = json_value_grammar();
   JsonMatcher m(*grammar);
+  EXPECT_FALSE(m.feed(uint8_t(' ')));  // nothing before the document
+  ASSERT_TRUE(m.feed(uint8_t('[')));
   for (int i = 0; i < kJsonMaxWhitespace; ++i) ASSERT_TRUE(m.feed(uint8_t(i % 2 ? ' ' : '\n')));
   EXPECT_FALSE(m.feed(uint8_t('\t')));
-  ASSERT_TRUE(m.feed(uint8_t('[')));
+  ASSERT_TRUE(m.feed(uint8_t('0')));
+  ASSERT_TRUE(m.feed(uint8_t(',')));
   for (int i = 0; i < kJsonMaxWhitespace; ++i) ASSERT_TRUE(m.feed(uint8_t('\r')));
   EXPECT_FALSE(m.feed(uint8_t(' ')));
   ASSERT_TRUE(m.feed(uint8_t('1')));
@@ -101,7 +104,8 @@ TEST(JsonMatcher, ObjectGrammarAdmitsOnlyObjects) {
   const auto grammar = json_object_grammar();
   EXPECT_EQ(run(*grammar, "[1]").refused_at, 0u);
   EXPECT_EQ(run(*grammar, "\"a\"").refused_at, 0u);
-  EXPECT_EQ(run(*grammar, " 1").refused_at, 1u);
+  EXPECT_EQ(run(*grammar, "{ 1").refused_at, 2u);
+  EXPECT_EQ(run(*grammar, " {}").refused_at, 0u);
   const Verdict v = run(*grammar, "{\"k\": [1, {\"x\": null}], \"\": \"\"}");
   EXPECT_TRUE(v.finished);
 }
