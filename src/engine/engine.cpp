@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -362,6 +363,21 @@ const float* Engine::masked_rows(Sequence& seq, const float* logits, int64_t n_r
 
 void Engine::pick_draft(Sequence& seq, const float* logits, int64_t i) {
   const int64_t vd = draft_->n_vocab();
+  if (seq.constraint) {
+    // Structured output: the head proposes only what the constraint allows after the previous drafts (any
+    // proposal keeps verification lossless; this one is not refused outright by the masked target).
+    if (i == 0 || !seq.draft_constraint) seq.draft_constraint = seq.constraint->clone();
+    seq.draft_constraint->allowed_tokens(allowed_);
+    masked_.assign(logits, logits + vd);
+    bool any = false;
+    for (int64_t d = 0; d < vd; ++d) {
+      const int64_t t = draft_to_target_.empty() ? d : draft_to_target_[size_t(d)];
+      const bool ok = t < int64_t(allowed_.size()) && allowed_[size_t(t)];
+      if (!ok) masked_[size_t(d)] = -std::numeric_limits<float>::infinity();
+      any = any || ok;
+    }
+    if (any) logits = masked_.data();  // else (nothing allowed in the draft vocabulary) propose unmasked
+  }
   int64_t d;
   if (rule_for(seq) == AcceptRule::kRejection) {
     float* q = seq.q.data() + i * vd;
@@ -372,6 +388,7 @@ void Engine::pick_draft(Sequence& seq, const float* logits, int64_t i) {
   }
   seq.draft_ids[size_t(i)] = d;
   seq.drafts[size_t(i)] = draft_to_target_.empty() ? d : draft_to_target_[size_t(d)];
+  if (seq.draft_constraint) seq.draft_constraint->accept(seq.drafts[size_t(i)]);
 }
 
 void Engine::run_draft(const std::vector<ScheduledRows>& plan) {

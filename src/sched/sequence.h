@@ -30,6 +30,7 @@ struct Sequence {
   std::optional<KvCache> kv, draft_kv;  // views over the tables
   Rng rng{0};
   std::unique_ptr<TokenConstraint> constraint;  // this request's structured-output state (options' clone)
+  std::unique_ptr<TokenConstraint> draft_constraint;  // the same walked along this step's drafts
   bool running = false;          // admitted (holds blocks)
   bool cancelled = false;
   int64_t preemptions = 0;

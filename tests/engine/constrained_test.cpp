@@ -4,6 +4,8 @@
 // decoding under the same constraint gives.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "engine/engine.h"
 #include "models/registry.h"
 #include "oracle_head.h"
@@ -125,8 +127,15 @@ TEST_F(Constrained, SpeculativeEqualsPlainUnderTheConstraint) {
       const Outcome spec = run_one(engine, kPrompt, options);
       EXPECT_EQ(spec.tokens, plain.tokens) << "K=" << k << " T=" << temperature;
       const EngineMetrics m = engine.metrics();
-      EXPECT_GT(m.spec.accepted_tokens, 0) << "K=" << k;
-      EXPECT_LT(m.spec.accepted_tokens, m.spec.draft_tokens) << "K=" << k << ": no draft was refused";
+      // Drafts are masked too (the head proposes only allowed tokens), so the constraint costs the head
+      // nothing here: it agrees with the constrained target as often as the oracle allows.
+      const double rate = double(m.spec.accepted_tokens) / double(m.spec.draft_tokens);
+      std::printf("K=%lld T=%.1f acceptance %.2f\n", (long long)k, temperature, rate);
+      if (temperature == 0.0f) {
+        EXPECT_GT(rate, 0.7) << "K=" << k;
+      } else {
+        EXPECT_GT(rate, 0.0) << "K=" << k;
+      }
     }
   }
 }
