@@ -63,8 +63,10 @@ void compute_probs(const float* logits, int64_t n_vocab, const SamplingParams& p
     probs[argmax_of(logits, n_vocab)] = 1.0f;
     return;
   }
-  // Candidates sorted by logit, descending (ties by id so the order is deterministic). With top-k only
-  // the first k need sorting.
+  // Candidates in order of logit, descending (ties by id, so the order is deterministic). Only what a
+  // filter needs is ordered: top-k selects its k in linear time and sorts them; top-p sorts a growing
+  // prefix until it holds the nucleus; temperature and min-p need no order at all. (A full sort of a
+  // 128k vocabulary per token costs more than a small model's forward.)
   std::vector<int32_t>& order = scratch.order;
   order.resize(size_t(n_vocab));
   std::iota(order.begin(), order.end(), 0);
@@ -72,41 +74,61 @@ void compute_probs(const float* logits, int64_t n_vocab, const SamplingParams& p
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
   int64_t n_keep = n_vocab;
+  int64_t n_sorted = 0;  // order[0, n_sorted) is sorted; order[0] is the top token in any case
   if (params.top_k > 0 && params.top_k < n_vocab) {
     n_keep = params.top_k;
-    std::partial_sort(order.begin(), order.begin() + n_keep, order.end(), by_logit);
+    std::nth_element(order.begin(), order.begin() + (n_keep - 1), order.end(), by_logit);
+    std::sort(order.begin(), order.begin() + n_keep, by_logit);
+    n_sorted = n_keep;
   } else {
-    std::sort(order.begin(), order.end(), by_logit);
+    std::swap(order[0], order[size_t(argmax_of(logits, n_vocab))]);
+    n_sorted = 1;
   }
   // Softmax of logits / T over the kept candidates, in double for a stable sum.
   const double inv_t = 1.0 / double(params.temperature);
   const double max_logit = double(logits[order[0]]) * inv_t;
-  std::fill(probs, probs + n_vocab, 0.0f);
+  if (n_keep < n_vocab) std::fill(probs, probs + n_vocab, 0.0f);
   double sum = 0.0;
   for (int64_t i = 0; i < n_keep; ++i) {
     const double e = std::exp(double(logits[order[size_t(i)]]) * inv_t - max_logit);
     probs[order[size_t(i)]] = float(e);
     sum += e;
   }
-  // Top-p: keep the shortest prefix whose mass reaches top_p (at least one token).
+  // Top-p: keep the shortest prefix (in logit order) whose mass reaches top_p (at least one token).
   if (params.top_p < 1.0f) {
-    double mass = 0.0;
-    int64_t i = 0;
-    for (; i < n_keep; ++i) {
-      mass += double(probs[order[size_t(i)]]) / sum;
-      if (mass >= double(params.top_p)) break;
+    int64_t want = std::min<int64_t>(n_keep, 256);
+    while (true) {
+      if (want > n_sorted) {
+        std::partial_sort(order.begin(), order.begin() + want, order.begin() + n_keep, by_logit);
+        n_sorted = want;
+      }
+      double mass = 0.0;
+      int64_t i = 0;
+      for (; i < n_sorted; ++i) {
+        mass += double(probs[order[size_t(i)]]) / sum;
+        if (mass >= double(params.top_p)) break;
+      }
+      if (i < n_sorted || n_sorted == n_keep) {
+        const int64_t new_keep = std::min(n_keep, i + 1);
+        for (int64_t j = new_keep; j < n_keep; ++j) probs[order[size_t(j)]] = 0.0f;
+        n_keep = new_keep;
+        break;
+      }
+      want = std::min(n_keep, want * 8);
     }
-    const int64_t new_keep = std::min(n_keep, i + 1);
-    for (int64_t j = new_keep; j < n_keep; ++j) probs[order[size_t(j)]] = 0.0f;
-    n_keep = new_keep;
   }
-  // Min-p: relative to the most likely token (order[0], whose unnormalised weight is exp(0) = 1).
+  // Min-p: drop tokens below min_p x the most likely one (order[0], whose unnormalised weight is exp(0) = 1).
   if (params.min_p > 0.0f) {
     const float threshold = params.min_p;  // min_p * 1.0
-    int64_t new_keep = 1;
-    while (new_keep < n_keep && probs[order[size_t(new_keep)]] >= threshold) ++new_keep;
-    for (int64_t j = new_keep; j < n_keep; ++j) probs[order[size_t(j)]] = 0.0f;
-    n_keep = new_keep;
+    int64_t kept = 1;
+    for (int64_t i = 1; i < n_keep; ++i) {
+      const int32_t id = order[size_t(i)];
+      if (probs[id] >= threshold)
+        order[size_t(kept++)] = id;
+      else
+        probs[id] = 0.0f;
+    }
+    n_keep = kept;
   }
   double kept = 0.0;
   for (int64_t i = 0; i < n_keep; ++i) kept += probs[order[size_t(i)]];
