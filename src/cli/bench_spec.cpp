@@ -171,6 +171,7 @@ int run_bench_spec(const std::vector<std::string>& argv) {
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> target = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"));
   std::unique_ptr<DraftHead> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
+  AERIE_CHECK(head != nullptr, "bench-spec needs a draft head (--draft none given)");
   nlohmann::json r = bench_speculative(*target, *head, cfg);
   r["threads"] = pool.n_threads();
   if (json) {

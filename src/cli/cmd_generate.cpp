@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/default_model.h"
 #include "cli/draft.h"
 #include "cli/prompt.h"
 #include "core/error.h"
@@ -64,7 +65,9 @@ int run_generate(const std::vector<std::string>& argv) {
     std::fputs(usage("generate", specs).c_str(), stdout);
     return 0;
   }
-  const std::filesystem::path model_dir = args.required("--model");
+  const bool json = args.has("--json");
+  const ModelChoice choice = choose_model(args, args.has("--quiet") || json);
+  const std::filesystem::path& model_dir = choice.model;
   // The tokenizer is loaded before the weights, so that a bad prompt fails fast.
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, model_dir, prompt_needs_tokenizer(args));
   const Prompt prompt_input = build_prompt(args, tokenizer.get());
@@ -73,7 +76,6 @@ int run_generate(const std::vector<std::string>& argv) {
   options.max_tokens = args.integer("--max-tokens", 128);
   options.max_length = args.integer("--max-length", 0);
   options.sampling = sampling_from(args);
-  const bool json = args.has("--json");
 
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, args.has("--quiet") || json);
@@ -102,10 +104,12 @@ int run_generate(const std::vector<std::string>& argv) {
       return true;
     };
   }
-  const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet") || json);
+  const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet") || json,
+                                                                choice.default_draft);
+  const bool default_draft = head && !args.has("--draft");
   SpecOptions spec;
   if (head) {
-    spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
+    spec.num_speculative_tokens = args.integer("--num-speculative-tokens", default_draft ? kDefaultDraftK : 3);
     const std::string proposal = args.str("--draft-proposal", "sampled");
     AERIE_CHECK(proposal == "sampled" || proposal == "argmax", "--draft-proposal must be sampled or argmax, got '",
                 proposal, "'");

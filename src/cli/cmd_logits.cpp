@@ -76,6 +76,7 @@ int run_logits(const std::vector<std::string>& argv) {
   if (args.has("--draft")) {
     AERIE_CHECK(!args.has("--hidden-layers"), "--hidden-layers applies to the target; use it without --draft");
     const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet"));
+    AERIE_CHECK(head != nullptr, "--draft none: no head to write logits of");
     return write_draft_logits(*model, *head, ids, out_path);
   }
 

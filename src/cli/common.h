@@ -29,5 +29,6 @@ int run_tokenize(const std::vector<std::string>& argv);
 int run_bench_spec(const std::vector<std::string>& argv);
 int run_bench_engine(const std::vector<std::string>& argv);
 int run_serve(const std::vector<std::string>& argv);
+int run_bench_accept(const std::vector<std::string>& argv);
 
 }  // namespace aerie::cli

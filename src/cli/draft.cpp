@@ -9,22 +9,24 @@ namespace aerie::cli {
 
 std::vector<OptionSpec> draft_options() {
   return {
-      {"--draft", true, "EAGLE-1 or EAGLE-3 draft head folder, or 'mtp' (a DeepSeek-V3 target's own MTP layer)"},
+      {"--draft", true, "EAGLE-1 or EAGLE-3 draft head folder, 'mtp' (a DeepSeek-V3 target's own MTP layer), or 'none'"},
       {"--draft-layers", true, "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (default: its config)"},
       {"--draft-layer-ids-are-outputs", false, "the head's eagle_aux_hidden_state_layer_ids count layer outputs (SGLang): add 1"},
   };
 }
 
-std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& target, ThreadPool& pool, bool quiet) {
-  if (!args.has("--draft")) return nullptr;
+std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& target, ThreadPool& pool, bool quiet,
+                                              const std::filesystem::path& fallback) {
+  const std::string draft = args.has("--draft") ? args.str("--draft") : fallback.string();
+  if (draft.empty() || draft == "none") return nullptr;
   DraftLoadOptions options;
   if (args.has("--draft-layers"))
     for (int64_t layer : args.integers("--draft-layers")) options.target_layers.push_back(int(layer));
   options.aux_layer_ids_are_outputs = args.has("--draft-layer-ids-are-outputs");
   const auto start = std::chrono::steady_clock::now();
   // "mtp": the target checkpoint's own multi-token-prediction layer (DeepSeek-V3), no folder.
-  std::unique_ptr<DraftHead> head = args.str("--draft") == "mtp" ? load_mtp_drafter(target, pool, options)
-                                                                 : load_draft_head(args.str("--draft"), target, pool, options);
+  std::unique_ptr<DraftHead> head = draft == "mtp" ? load_mtp_drafter(target, pool, options)
+                                                  : load_draft_head(draft, target, pool, options);
   if (!quiet) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::string layers;
@@ -32,7 +34,7 @@ std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& tar
       if (!layers.empty()) layers += ',';
       layers += l == kFinalNormLayer ? std::string("final_norm") : std::to_string(l);
     }
-    std::fprintf(stderr, "loaded draft %s in %.2f s (%s; fuses target layers %s)\n", args.str("--draft").c_str(),
+    std::fprintf(stderr, "loaded draft %s in %.2f s (%s; fuses target layers %s)\n", draft.c_str(),
                  seconds, head->describe().c_str(), layers.c_str());
   }
   return head;

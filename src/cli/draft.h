@@ -1,12 +1,14 @@
 // Draft-head options shared by generate, logits and bench:
 //   --draft DIR                       an EAGLE-1 / EAGLE-3 head for the --model target (MHA, or MLA for a
 //                                     DeepSeek-V3 target)
+//   --draft none                      no draft (where a command has a default one)
 //   --draft mtp                       a DeepSeek-V3 target's own MTP layer (model.layers.{L}.*)
 //   --draft-layers 2,16,29            target layers an EAGLE-3 head fuses (residual entering layer i)
 //   --draft-layer-ids-are-outputs     the head config's eagle_aux_hidden_state_layer_ids count layer outputs
 //                                     (SGLang convention): add 1 to each
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,7 +22,9 @@ namespace aerie::cli {
 
 std::vector<OptionSpec> draft_options();
 
-// Loads --draft for `target` (null when --draft is absent), printing a summary unless quiet.
-std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& target, ThreadPool& pool, bool quiet);
+// Loads --draft for `target`, printing a summary unless quiet. Null when --draft is "none", or absent and
+// `fallback` is empty; when --draft is absent, `fallback` (a head folder) is loaded instead.
+std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& target, ThreadPool& pool, bool quiet,
+                                              const std::filesystem::path& fallback = {});
 
 }  // namespace aerie::cli

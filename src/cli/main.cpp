@@ -14,10 +14,12 @@ namespace {
 constexpr const char* kUsage =
     "usage: aerie <command> [options]\n"
     "commands:\n"
-    "  generate   generate from a prompt (--model DIR --prompt TEXT [--chat] | --ids 1,2,3)\n"
+    "  generate   generate from a prompt ([--model DIR] --prompt TEXT [--chat] | --ids 1,2,3; no --model: the\n"
+    "             shipped aerie-tiny-llama with its EAGLE-3 head)\n"
     "  serve      OpenAI-compatible HTTP server (--model DIR [--port 8000] [--draft DIR])\n"
     "  bench-engine continuous batching under load: throughput, TTFT and ITL at several concurrencies\n"
     "  bench-spec speculative decoding: draft/verify step costs, speedup at synthetic acceptance rates\n"
+    "  bench-accept draft heads on a prompt set: acceptance length per K and temperature, speedup over plain\n"
     "  tokenize   show the token ids (and rendered chat prompt) the model's tokenizer makes\n"
     "  logits     write one prefill's logits (and hidden states) as .npy for checking against a reference\n"
     "  bench      prefill / decode / k-token forward speed and achieved memory bandwidth\n"
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
     if (command == "bench-spec") return aerie::cli::run_bench_spec(rest);
     if (command == "bench-engine") return aerie::cli::run_bench_engine(rest);
     if (command == "serve") return aerie::cli::run_serve(rest);
+    if (command == "bench-accept") return aerie::cli::run_bench_accept(rest);
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(kUsage, stdout);
       return 0;

@@ -1,0 +1,273 @@
+// aerie bench-accept: how much of a draft head's proposals the target accepts on real text, and what that
+// buys in wall-clock decode speed, measured in one run over a prompt set.
+//
+// For every temperature, head and K, each prompt is decoded twice back to back — plainly, then with the
+// head — with the same seed, so the speedup is a ratio of two figures taken moments apart (it holds on a
+// noisy machine) and at T = 0 the two outputs must be identical token for token (mismatches are counted
+// and make the command fail). Generation runs for exactly --max-tokens tokens (end-of-sequence ids are not
+// stop ids here), so every run decodes the same number of tokens. Reported per (head, K, T): mean
+// acceptance length (1 + accepted / verification rounds: tokens per target forward), acceptance per chain
+// position, decode tokens/s plain and speculative (prefill excluded), speedup, and the mean acceptance
+// length per prompt source when the prompt file names sources.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "cli/default_model.h"
+#include "cli/draft.h"
+#include "cli/prompt.h"
+#include "core/error.h"
+#include "engine/generator.h"
+#include "engine/speculative.h"
+#include "spec/draft_head.h"
+
+namespace aerie::cli {
+namespace {
+
+struct BenchPrompt {
+  std::string source;  // "" when the file does not say
+  std::vector<int64_t> ids;
+};
+
+// A JSON list of strings or of objects with "text" (and optionally "source"), as
+// tests/data/trained/prompts.json; each text is encoded with the tokenizer (BOS as its post-processor adds).
+std::vector<BenchPrompt> load_prompts(const std::filesystem::path& path, const Tokenizer& tokenizer, int64_t limit) {
+  std::ifstream in(path);
+  AERIE_CHECK(in.good(), "cannot open prompt file ", path.string());
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str_cat(path.string(), ": not valid JSON: ", e.what()));
+  }
+  AERIE_CHECK(j.is_array() && !j.empty(), path.string(), ": expected a non-empty JSON list of prompts");
+  std::vector<BenchPrompt> out;
+  for (const nlohmann::json& item : j) {
+    if (limit > 0 && int64_t(out.size()) == limit) break;
+    BenchPrompt p;
+    std::string text;
+    if (item.is_string()) {
+      text = item.get<std::string>();
+    } else {
+      AERIE_CHECK(item.is_object() && item.contains("text") && item["text"].is_string(), path.string(),
+                  ": prompt ", out.size(), " is neither a string nor an object with a \"text\" string");
+      text = item["text"].get<std::string>();
+      if (item.contains("source") && item["source"].is_string()) p.source = item["source"].get<std::string>();
+    }
+    for (int32_t id : tokenizer.encode(text)) p.ids.push_back(id);
+    AERIE_CHECK(!p.ids.empty(), path.string(), ": prompt ", out.size(), " encodes to no tokens");
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(sep, start);
+    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return out;
+    start = end + 1;
+  }
+}
+
+std::string fixed2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+void add_stats(SpecStats& into, const SpecStats& s) {
+  into.rounds += s.rounds;
+  into.draft_tokens += s.draft_tokens;
+  into.accepted_tokens += s.accepted_tokens;
+  if (into.proposed_at.size() < s.proposed_at.size()) {
+    into.proposed_at.resize(s.proposed_at.size(), 0);
+    into.accepted_at.resize(s.accepted_at.size(), 0);
+  }
+  for (size_t i = 0; i < s.proposed_at.size(); ++i) {
+    into.proposed_at[i] += s.proposed_at[i];
+    into.accepted_at[i] += s.accepted_at[i];
+  }
+  into.draft_seconds += s.draft_seconds;
+  into.verify_seconds += s.verify_seconds;
+}
+
+struct RunTotals {
+  double plain_seconds = 0, spec_seconds = 0;
+  int64_t plain_tokens = 0, spec_tokens = 0;  // decoded tokens (the first one comes with the prefill)
+  int64_t mismatches = 0;
+  SpecStats stats;
+  std::map<std::string, SpecStats> per_source;
+};
+
+RunTotals run_one(Model& target, DraftHead& head, const std::vector<BenchPrompt>& prompts, int64_t k,
+                  double temperature, int64_t max_tokens, uint64_t seed) {
+  RunTotals t;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateOptions options;
+    options.max_tokens = max_tokens;
+    options.sampling.temperature = float(temperature);
+    options.sampling.seed = seed + i;
+    const GenerateResult plain = generate(target, prompts[i].ids, options);
+    SpecOptions spec;
+    spec.num_speculative_tokens = k;
+    SpecStats stats;
+    const GenerateResult fast = generate_speculative(target, head, prompts[i].ids, options, spec, nullptr, &stats);
+    t.plain_seconds += plain.decode_seconds;
+    t.spec_seconds += fast.decode_seconds;
+    t.plain_tokens += int64_t(plain.tokens.size()) - 1;
+    t.spec_tokens += int64_t(fast.tokens.size()) - 1;
+    if (temperature == 0.0 && fast.tokens != plain.tokens) ++t.mismatches;
+    add_stats(t.stats, stats);
+    if (!prompts[i].source.empty()) add_stats(t.per_source[prompts[i].source], stats);
+  }
+  return t;
+}
+
+std::vector<double> parse_number_list(const std::string& text, const std::string& what) {
+  std::vector<double> out;
+  for (const std::string& part : split(text, ',')) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    AERIE_CHECK(used == part.size() && !part.empty(), what, ": '", part, "' is not a number");
+    out.push_back(v);
+  }
+  AERIE_CHECK(!out.empty(), what, " is empty");
+  return out;
+}
+
+std::vector<OptionSpec> bench_accept_options() {
+  std::vector<OptionSpec> specs = model_options();
+  specs.push_back({"--tokenizer", true, "tokenizer.json folder (default: the model's)"});
+  specs.push_back({"--draft", true, "draft head folders, comma-separated (default: the shipped EAGLE-3 head with "
+                                    "the shipped model)"});
+  specs.push_back({"--prompts", true, "JSON list of prompts: strings or {\"text\", \"source\"} objects (default: "
+                                      "the held-out set tests/data/trained/prompts.json)"});
+  specs.push_back({"--max-prompts", true, "use the first N prompts only (default: all)"});
+  specs.push_back({"--k", true, "numbers of speculative tokens to measure (default 1,2,3,4,5,6)"});
+  specs.push_back({"--temperatures", true, "temperatures (default 0,1; T > 0 is lossless rejection sampling)"});
+  specs.push_back({"--max-tokens", true, "tokens generated per prompt (default 128)"});
+  specs.push_back({"--seed", true, "seed of prompt 0; prompt i uses seed + i (default 0)"});
+  specs.push_back({"--json", false, "print one JSON object instead of the table"});
+  specs.push_back({"--help", false, "this text"});
+  return specs;
+}
+
+std::string percent_list(const std::vector<double>& v) {
+  std::string out;
+  for (double a : v) out += str_cat(out.empty() ? "" : " ", int(a * 100 + 0.5));
+  return out;
+}
+
+}  // namespace
+
+int run_bench_accept(const std::vector<std::string>& argv) {
+  const std::vector<OptionSpec> specs = bench_accept_options();
+  const Args args(argv, specs);
+  if (args.has("--help")) {
+    std::fputs(usage("bench-accept", specs).c_str(), stdout);
+    return 0;
+  }
+  const bool json = args.has("--json");
+  const bool quiet = json || args.has("--quiet");
+  const ModelChoice choice = choose_model(args, quiet);
+  std::vector<std::string> drafts;
+  if (args.has("--draft")) {
+    drafts = split(args.str("--draft"), ',');
+  } else {
+    AERIE_CHECK(!choice.default_draft.empty(), "bench-accept needs --draft DIR[,DIR...]");
+    drafts = {choice.default_draft.string()};
+  }
+  std::filesystem::path prompt_file = args.str("--prompts");
+  if (prompt_file.empty()) {
+    prompt_file = std::filesystem::path(AERIE_SOURCE_DIR) / "tests/data/trained/prompts.json";
+    AERIE_CHECK(std::filesystem::exists(prompt_file), "no --prompts given and the default set ", prompt_file.string(),
+                " is absent");
+  }
+  const std::vector<int64_t> ks = args.has("--k") ? args.integers("--k") : std::vector<int64_t>{1, 2, 3, 4, 5, 6};
+  for (int64_t k : ks) AERIE_CHECK(k >= 1 && k <= 16, "--k values must be in 1..16, got ", k);
+  const std::vector<double> temperatures = parse_number_list(args.str("--temperatures", "0,1"), "--temperatures");
+  for (double t : temperatures) AERIE_CHECK(t >= 0.0, "--temperatures must be >= 0");
+  const int64_t max_tokens = args.integer("--max-tokens", 128);
+  AERIE_CHECK(max_tokens >= 2, "--max-tokens must be at least 2");
+  const uint64_t seed = uint64_t(args.integer("--seed", 0));
+
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, choice.model, /*required=*/true);
+  const std::vector<BenchPrompt> prompts = load_prompts(prompt_file, *tokenizer, args.integer("--max-prompts", 0));
+  ThreadPool pool(thread_count(args));
+  std::unique_ptr<Model> target = load_model_verbose(choice.model, pool, quiet);
+
+  nlohmann::json results = nlohmann::json::array();
+  int64_t total_mismatches = 0;
+  if (!json)
+    std::printf("bench-accept: %zu prompts from %s, %lld tokens each, %d threads; speedup = speculative over plain "
+                "decode tokens/s, each prompt run both ways back to back\n",
+                prompts.size(), prompt_file.string().c_str(), (long long)max_tokens, pool.n_threads());
+  for (const std::string& draft_dir : drafts) {
+    Args draft_args(std::vector<std::string>{"--draft", draft_dir}, draft_options());
+    const std::unique_ptr<DraftHead> head = load_draft_verbose(draft_args, *target, pool, quiet);
+    AERIE_CHECK(head != nullptr, "bench-accept: '", draft_dir, "' is not a draft head folder");
+    if (!json)
+      std::printf("\n%s (%s)\n  %-4s %-3s %6s %8s  %-24s %10s %10s %8s%s\n", draft_dir.c_str(), head->describe().c_str(),
+                  "T", "K", "tau", "accept", "per position (%)", "plain t/s", "spec t/s", "speedup", "  tau by source");
+    for (double temperature : temperatures) {
+      for (int64_t k : ks) {
+        const RunTotals t = run_one(*target, *head, prompts, k, temperature, max_tokens, seed);
+        const double plain_tps = t.plain_tokens / t.plain_seconds, spec_tps = t.spec_tokens / t.spec_seconds;
+        total_mismatches += t.mismatches;
+        nlohmann::json by_source = nlohmann::json::object();
+        std::string sources;
+        for (const auto& [name, s] : t.per_source) {
+          by_source[name] = s.mean_acceptance_length();
+          sources += str_cat(" ", name, " ", fixed2(s.mean_acceptance_length()));
+        }
+        nlohmann::json r = {
+            {"draft", draft_dir},
+            {"temperature", temperature},
+            {"num_speculative_tokens", k},
+            {"mean_acceptance_length", t.stats.mean_acceptance_length()},
+            {"acceptance_rate", t.stats.acceptance_rate()},
+            {"acceptance_per_position", t.stats.acceptance_per_position()},
+            {"rounds", t.stats.rounds},
+            {"plain_tokens_per_second", plain_tps},
+            {"speculative_tokens_per_second", spec_tps},
+            {"speedup", spec_tps / plain_tps},
+            {"draft_seconds", t.stats.draft_seconds},
+            {"verify_seconds", t.stats.verify_seconds},
+            {"mean_acceptance_length_by_source", by_source},
+        };
+        if (temperature == 0.0) r["mismatches"] = t.mismatches;
+        results.push_back(r);
+        if (!json) {
+          std::printf("  %-4g %-3lld %6.2f %7.1f%%  %-24s %10.0f %10.0f %7.2fx %s%s\n", temperature, (long long)k,
+                      t.stats.mean_acceptance_length(), 100.0 * t.stats.acceptance_rate(),
+                      percent_list(t.stats.acceptance_per_position()).c_str(), plain_tps, spec_tps, spec_tps / plain_tps,
+                      sources.c_str(), t.mismatches > 0 ? str_cat("  MISMATCHES ", t.mismatches).c_str() : "");
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  if (json) {
+    const nlohmann::json out = {{"model", choice.model.string()},       {"prompts", prompts.size()},
+                                {"prompt_file", prompt_file.string()}, {"max_tokens", max_tokens},
+                                {"threads", pool.n_threads()},         {"results", results}};
+    std::printf("%s\n", out.dump().c_str());
+  }
+  AERIE_CHECK(total_mismatches == 0, total_mismatches,
+              " greedy speculative outputs differ from plain greedy output (they must be identical)");
+  return 0;
+}
+
+}  // namespace aerie::cli
