@@ -18,7 +18,7 @@ namespace aerie::cli {
 inline constexpr const char* kDefaultModelName = "aerie-tiny-llama";
 inline constexpr const char* kDefaultDraftName = "aerie-tiny-llama-eagle3";
 // K for the shipped head when --num-speculative-tokens is not given (its best measured speedup).
-inline constexpr int64_t kDefaultDraftK = 4;
+inline constexpr int64_t kDefaultDraftK = 2;
 
 // The first models/ folder that holds the default model, or nothing.
 std::optional<std::filesystem::path> shipped_models_dir();

@@ -70,8 +70,8 @@ INSTANTIATE_TEST_SUITE_P(Shipped, TrainedHeads,
                          ::testing::Values(Floor{"aerie-tiny-llama-eagle1", 1, 1.55},
                                            Floor{"aerie-tiny-llama-eagle1", 4, 2.50},
                                            Floor{"aerie-tiny-llama-eagle3", 1, 1.55},
-                                           Floor{"aerie-tiny-llama-eagle3", 4, 2.55},
-                                           Floor{"aerie-tiny-llama-eagle3", 6, 2.80}),
+                                           Floor{"aerie-tiny-llama-eagle3", 4, 2.50},
+                                           Floor{"aerie-tiny-llama-eagle3", 6, 2.65}),
                          [](const auto& info) {
                            return std::string(info.param.head).substr(17) + "_K" + std::to_string(info.param.k);
                          });
