@@ -1,4 +1,4 @@
-// The shipped draft heads of aerie-tiny-llama (models/aerie-tiny-llama-eagle1, -eagle3, trained by
+// The shipped draft heads (models/aerie-tiny-llama-eagle1, -eagle3, trained by
 // tools/trained/train_heads.py), loaded through the loaders published heads use: on held-out prompts
 // greedy speculative output equals plain greedy output token for token, and the mean acceptance length
 // stays above floors set from the measured values (so a regression in the drafting path, the loaders
@@ -14,6 +14,7 @@
 #include "engine/speculative.h"
 #include "models/registry.h"
 #include "spec/draft_head.h"
+#include "spec/mtp_drafter.h"
 
 namespace aerie {
 namespace {
@@ -32,7 +33,8 @@ std::vector<std::vector<int64_t>> prompts() {
 }
 
 struct Floor {
-  const char* head;
+  const char* target;
+  const char* head;  // a head folder, or "mtp" (the target's own MTP layer)
   int64_t k;
   double min_mean_acceptance_length;  // greedy, over all prompts; about 90% of the measured value
 };
@@ -44,8 +46,10 @@ class TrainedHeads : public ::testing::TestWithParam<Floor> {
 
 TEST_P(TrainedHeads, GreedySpeculativeEqualsPlainAndAcceptsAboveTheFloor) {
   const Floor floor = GetParam();
-  const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-llama", pool_);
-  const std::unique_ptr<DraftHead> head = load_draft_head(kModels / floor.head, *target, pool_);
+  const std::unique_ptr<Model> target = load_model(kModels / floor.target, pool_);
+  const std::unique_ptr<DraftHead> head = std::string(floor.head) == "mtp"
+                                              ? load_mtp_drafter(*target, pool_)
+                                              : load_draft_head(kModels / floor.head, *target, pool_);
   GenerateOptions options;
   options.max_tokens = 64;
   SpecOptions spec;
@@ -67,13 +71,17 @@ TEST_P(TrainedHeads, GreedySpeculativeEqualsPlainAndAcceptsAboveTheFloor) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shipped, TrainedHeads,
-                         ::testing::Values(Floor{"aerie-tiny-llama-eagle1", 1, 1.55},
-                                           Floor{"aerie-tiny-llama-eagle1", 4, 2.50},
-                                           Floor{"aerie-tiny-llama-eagle3", 1, 1.55},
-                                           Floor{"aerie-tiny-llama-eagle3", 4, 2.50},
-                                           Floor{"aerie-tiny-llama-eagle3", 6, 2.65}),
+                         ::testing::Values(Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle1", 1, 1.55},
+                                           Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle1", 4, 2.50},
+                                           Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle3", 1, 1.55},
+                                           Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle3", 4, 2.50},
+                                           Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle3", 6, 2.65},
+                                           Floor{"aerie-tiny-deepseek", "mtp", 1, 1.45},
+                                           Floor{"aerie-tiny-deepseek", "mtp", 3, 2.6}),
                          [](const auto& info) {
-                           return std::string(info.param.head).substr(17) + "_K" + std::to_string(info.param.k);
+                           const std::string head = info.param.head;
+                           return (head == "mtp" ? std::string("deepseek_mtp") : head.substr(17)) + "_K" +
+                                  std::to_string(info.param.k);
                          });
 
 }  // namespace
