@@ -83,6 +83,25 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
   return out;
 }
 
+std::vector<double> Args::numbers(const std::string& name, const std::string& fallback) const {
+  return parse_number_list(has(name) ? values_.at(name) : fallback, name);
+}
+
+std::vector<double> parse_number_list(const std::string& text, const std::string& what) {
+  std::vector<double> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const double value = std::strtod(item.c_str(), &end);
+    AERIE_CHECK(!item.empty() && end == item.c_str() + item.size(), what, ": expected comma-separated numbers, got '",
+                text, "'");
+    out.push_back(value);
+  }
+  AERIE_CHECK(!out.empty(), what, ": expected at least one number");
+  return out;
+}
+
 std::string usage(const std::string& command, const std::vector<OptionSpec>& specs) {
   std::ostringstream out;
   out << "usage: aerie " << command << " [options]\n";

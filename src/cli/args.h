@@ -28,12 +28,15 @@ class Args {
   double number(const std::string& name, double fallback) const;
   // "1,2,3" -> {1, 2, 3}
   std::vector<int64_t> integers(const std::string& name) const;
+  // "0,0.7,1" -> {0, 0.7, 1}; `fallback` (a list in the same form) when absent.
+  std::vector<double> numbers(const std::string& name, const std::string& fallback) const;
 
  private:
   std::map<std::string, std::string> values_;
 };
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);
+std::vector<double> parse_number_list(const std::string& text, const std::string& what);
 std::string usage(const std::string& command, const std::vector<OptionSpec>& specs);
 
 }  // namespace aerie::cli

@@ -82,22 +82,6 @@ std::string fixed2(double v) {
   return buf;
 }
 
-void add_stats(SpecStats& into, const SpecStats& s) {
-  into.rounds += s.rounds;
-  into.draft_tokens += s.draft_tokens;
-  into.accepted_tokens += s.accepted_tokens;
-  if (into.proposed_at.size() < s.proposed_at.size()) {
-    into.proposed_at.resize(s.proposed_at.size(), 0);
-    into.accepted_at.resize(s.accepted_at.size(), 0);
-  }
-  for (size_t i = 0; i < s.proposed_at.size(); ++i) {
-    into.proposed_at[i] += s.proposed_at[i];
-    into.accepted_at[i] += s.accepted_at[i];
-  }
-  into.draft_seconds += s.draft_seconds;
-  into.verify_seconds += s.verify_seconds;
-}
-
 struct RunTotals {
   double plain_seconds = 0, spec_seconds = 0;
   int64_t plain_tokens = 0, spec_tokens = 0;  // decoded tokens (the first one comes with the prefill)
@@ -124,27 +108,10 @@ RunTotals run_one(Model& target, DraftHead& head, const std::vector<BenchPrompt>
     t.plain_tokens += int64_t(plain.tokens.size()) - 1;
     t.spec_tokens += int64_t(fast.tokens.size()) - 1;
     if (temperature == 0.0 && fast.tokens != plain.tokens) ++t.mismatches;
-    add_stats(t.stats, stats);
-    if (!prompts[i].source.empty()) add_stats(t.per_source[prompts[i].source], stats);
+    t.stats.add(stats);
+    if (!prompts[i].source.empty()) t.per_source[prompts[i].source].add(stats);
   }
   return t;
-}
-
-std::vector<double> parse_number_list(const std::string& text, const std::string& what) {
-  std::vector<double> out;
-  for (const std::string& part : split(text, ',')) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    AERIE_CHECK(used == part.size() && !part.empty(), what, ": '", part, "' is not a number");
-    out.push_back(v);
-  }
-  AERIE_CHECK(!out.empty(), what, " is empty");
-  return out;
 }
 
 std::vector<OptionSpec> bench_accept_options() {
@@ -197,7 +164,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
   }
   const std::vector<int64_t> ks = args.has("--k") ? args.integers("--k") : std::vector<int64_t>{1, 2, 3, 4, 5, 6};
   for (int64_t k : ks) AERIE_CHECK(k >= 1 && k <= 16, "--k values must be in 1..16, got ", k);
-  const std::vector<double> temperatures = parse_number_list(args.str("--temperatures", "0,1"), "--temperatures");
+  const std::vector<double> temperatures = args.numbers("--temperatures", "0,1");
   for (double t : temperatures) AERIE_CHECK(t >= 0.0, "--temperatures must be >= 0");
   const int64_t max_tokens = args.integer("--max-tokens", 128);
   AERIE_CHECK(max_tokens >= 2, "--max-tokens must be at least 2");

@@ -15,6 +15,22 @@ void SpecStats::record(int64_t n_drafts, int64_t n_accepted) {
   for (int64_t i = 0; i < n_accepted; ++i) ++accepted_at[size_t(i)];
 }
 
+void SpecStats::add(const SpecStats& other) {
+  rounds += other.rounds;
+  draft_tokens += other.draft_tokens;
+  accepted_tokens += other.accepted_tokens;
+  if (proposed_at.size() < other.proposed_at.size()) {
+    proposed_at.resize(other.proposed_at.size(), 0);
+    accepted_at.resize(other.accepted_at.size(), 0);
+  }
+  for (size_t i = 0; i < other.proposed_at.size(); ++i) {
+    proposed_at[i] += other.proposed_at[i];
+    accepted_at[i] += other.accepted_at[i];
+  }
+  draft_seconds += other.draft_seconds;
+  verify_seconds += other.verify_seconds;
+}
+
 double SpecStats::mean_acceptance_length() const {
   return rounds > 0 ? 1.0 + double(accepted_tokens) / double(rounds) : 0.0;
 }

@@ -17,6 +17,8 @@ struct SpecStats {
   double verify_seconds = 0;    // time in the target's verification forwards and acceptance
 
   void record(int64_t n_drafts, int64_t n_accepted);
+  // Adds another sequence's statistics (totals over several requests).
+  void add(const SpecStats& other);
   // 1 + accepted / rounds: tokens produced per target forward.
   double mean_acceptance_length() const;
   double acceptance_rate() const;                       // accepted / drafted

@@ -37,5 +37,14 @@ TEST(Args, ErrorsNameTheOption) {
   EXPECT_THROW(Args({}, kSpecs).required("--model"), Error);
 }
 
+TEST(Args, NumberLists) {
+  const Args args({"--temperature", "0,0.7,1"}, kSpecs);
+  EXPECT_EQ(args.numbers("--temperature", "1"), (std::vector<double>{0.0, 0.7, 1.0}));
+  EXPECT_EQ(Args({}, kSpecs).numbers("--temperature", "0,1"), (std::vector<double>{0.0, 1.0}));
+  EXPECT_THROW(parse_number_list("0,,1", "--t"), Error);
+  EXPECT_THROW(parse_number_list("0,x", "--t"), Error);
+  EXPECT_THROW(parse_number_list("", "--t"), Error);
+}
+
 }  // namespace
 }  // namespace aerie::cli
