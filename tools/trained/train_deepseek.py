@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import deepseek_model as dm  # noqa: E402
-from train_target import fmt_time, learning_rate, make_optimizer, save_atomic, train_batch  # noqa: E402
+from train_target import fmt_time, learning_rate, make_optimizer, resume_checkpoint, save_atomic, train_batch  # noqa: E402
 
 
 def parse_args(argv):
@@ -182,13 +182,8 @@ def main(argv):
           f"({a.steps * tokens_per_step / len(train):.1f} epochs)", flush=True)
 
     checkpoint_path = os.path.join(a.work, "checkpoint.pt")
-    step, elapsed, log = 0, 0.0, {"train": [], "eval": []}
-    if a.resume and os.path.exists(checkpoint_path):
-        ckpt = torch.load(checkpoint_path)
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        step, elapsed, log = ckpt["step"], ckpt["elapsed"], ckpt["log"]
-        print(f"resumed at step {step} ({fmt_time(elapsed)} of training so far)", flush=True)
+    step, elapsed, log = resume_checkpoint(checkpoint_path, model, optimizer) if a.resume else (0, 0.0, None)
+    log = log or {"train": [], "eval": []}
 
     def run_eval():
         v = evaluate(model, val, a.context)

@@ -138,6 +138,18 @@ def fmt_time(seconds):
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def resume_checkpoint(path, model, optimizer):
+    """(step, elapsed seconds, log) of the checkpoint at path, loaded into model and optimizer; (0, 0.0, None)
+    when there is none yet."""
+    if not os.path.exists(path):
+        return 0, 0.0, None
+    ckpt = torch.load(path)
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    print(f"resumed at step {ckpt['step']} ({fmt_time(ckpt['elapsed'])} of training so far)", flush=True)
+    return ckpt["step"], ckpt["elapsed"], ckpt["log"]
+
+
 def main(argv):
     a = parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -167,13 +179,8 @@ def main(argv):
           flush=True)
 
     checkpoint_path = os.path.join(a.work, "checkpoint.pt")
-    step, elapsed, log = 0, 0.0, {"train": [], "eval": []}
-    if a.resume and os.path.exists(checkpoint_path):
-        ckpt = torch.load(checkpoint_path)
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        step, elapsed, log = ckpt["step"], ckpt["elapsed"], ckpt["log"]
-        print(f"resumed at step {step} ({fmt_time(elapsed)} of training so far)", flush=True)
+    step, elapsed, log = resume_checkpoint(checkpoint_path, model, optimizer) if a.resume else (0, 0.0, None)
+    log = log or {"train": [], "eval": []}
 
     def run_eval():
         val_loss = evaluate(model, val, a.context)
