@@ -317,15 +317,21 @@ class DeepseekV3ForCausalLM(nn.Module):
     def moe_layers(self):
         return [m for m in self.modules() if isinstance(m, Moe)]
 
-    def forward(self, ids, with_mtp=True):
+    def forward(self, ids, with_mtp=True, hidden=None):
         """ids [b, n] -> (logits [b, n, V], mtp_logits [b, n - 1, V] or None, hidden_final [b, n, H]).
-        mtp_logits row t predicts ids[t + 2] from hidden_final[t] and ids[t + 1]."""
+        mtp_logits row t predicts ids[t + 2] from hidden_final[t] and ids[t + 1]. hidden: an optional dict
+        whose keys are layers i; filled with the residual stream entering layer i (i = num_layers: the last
+        layer's output, before model.norm), [b, n, H] each, as aerie captures them."""
         c, n = self.config, ids.shape[1]
         cos, sin = rope_cos_sin(c, n)
         mask = torch.full((n, n), float("-inf")).triu(1)  # additive causal mask
         x = self.model.embed_tokens(ids)
-        for layer in self.model.layers[:c.num_layers]:
+        for i, layer in enumerate(self.model.layers[:c.num_layers]):
+            if hidden is not None and i in hidden:
+                hidden[i] = x
             x = layer(x, cos, sin, mask)
+        if hidden is not None and c.num_layers in hidden:
+            hidden[c.num_layers] = x
         hidden_final = self.model.norm(x)
         logits = self.lm_head(hidden_final)
         mtp_logits = None

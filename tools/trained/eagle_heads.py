@@ -36,6 +36,25 @@ def rms(x, weight, eps):
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
+def chain_attend(q, k, v, step, cache):
+    """Attention over the chain for scaled queries q [b, h, n, d] and keys/values [b, h, n, d | d_v] of draft
+    step `step` (appended to cache): step 0 causal over its own rows, step j > 0 over the step-0 keys of rows
+    <= t and the diagonal keys of steps 1..j. -> [b, h, n, d_v]."""
+    n = q.shape[2]
+    cache.append((k, v))
+    k0, v0 = cache[0]
+    scores = q @ k0.transpose(-1, -2)  # [b, h, n, n]: step-0 keys of rows s <= t
+    scores = scores + torch.full((n, n), float("-inf")).triu(1)
+    if step == 0:
+        return torch.softmax(scores, dim=-1) @ v0
+    diag = torch.stack([(q * ki).sum(-1) for ki, _ in cache[1:]], dim=-1)  # [b, h, n, step]
+    probs = torch.softmax(torch.cat([scores, diag], dim=-1), dim=-1)
+    out = probs[..., :n] @ v0
+    for i, (_, vi) in enumerate(cache[1:]):
+        out = out + probs[..., n + i:n + i + 1] * vi
+    return out
+
+
 class ChainAttention(nn.Module):
     """GQA + RoPE attention over the chain: step 0 causal over its own rows, step j > 0 over the step-0
     keys of rows <= t and the diagonal keys of steps 1..j."""
@@ -59,19 +78,7 @@ class ChainAttention(nn.Module):
         cs, sn = cos[step:step + n], sin[step:step + n]
         q = (q * cs + rotate_half(q) * sn) * c.head_dim ** -0.5
         k = (k * cs + rotate_half(k) * sn).repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-        cache.append((k, v))
-        k0, v0 = cache[0]
-        scores = q @ k0.transpose(-1, -2)  # [b, h, n, n]: step-0 keys of rows s <= t
-        scores = scores + torch.full((n, n), float("-inf")).triu(1)
-        if step == 0:
-            out = torch.softmax(scores, dim=-1) @ v0
-        else:
-            diag = torch.stack([(q * ki).sum(-1) for ki, _ in cache[1:]], dim=-1)  # [b, h, n, step]
-            probs = torch.softmax(torch.cat([scores, diag], dim=-1), dim=-1)
-            out = probs[..., :n] @ v0
-            for i, (_, vi) in enumerate(cache[1:]):
-                out = out + probs[..., n + i:n + i + 1] * vi
+        out = chain_attend(q, k, v.repeat_interleave(group, dim=1), step, cache)
         return self.o_proj(out.transpose(1, 2).reshape(b, n, c.num_heads * c.head_dim))
 
 
@@ -101,11 +108,11 @@ class Eagle1Head(nn.Module):
 
 
 class Eagle3Layer(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c, attention=None):
         super().__init__()
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.self_attn = ChainAttention(c, 2 * c.hidden_size)
+        self.self_attn = attention if attention is not None else ChainAttention(c, 2 * c.hidden_size)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.mlp = Mlp(c)
 
@@ -113,11 +120,13 @@ class Eagle3Layer(nn.Module):
 class Eagle3Head(nn.Module):
     kind = "eagle3"
 
-    def __init__(self, c, n_fused, draft_vocab):
+    def __init__(self, c, n_fused, draft_vocab, attention=None):
+        """attention: the layer's chain attention over 2 x hidden inputs (default GQA ChainAttention; the MLA
+        head passes mla_head.ChainMla)."""
         super().__init__()
         self.c = c
         self.fc = nn.Linear(n_fused * c.hidden_size, c.hidden_size, bias=False)
-        self.midlayer = Eagle3Layer(c)
+        self.midlayer = Eagle3Layer(c, attention)
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.lm_head = nn.Linear(c.hidden_size, draft_vocab, bias=False)
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Trains an EAGLE-1 or EAGLE-3 draft head for aerie-tiny-llama on the frozen target's own features and
-distributions, and exports it in the published layout (tools/trained/eagle_heads.py).
+"""Trains an EAGLE-1 or EAGLE-3 draft head for aerie-tiny-llama, or an EAGLE-3 MLA head for
+aerie-tiny-deepseek, on the frozen target's own features and distributions, and exports it in the published
+layout (tools/trained/eagle_heads.py; the MLA head: tools/trained/mla_head.py, Eagle3DeepseekV3ForCausalLM).
 
 Data per step: --batch-corpus windows of the training split and --batch-selfgen sequences the target wrote
 itself (tools/trained/make_head_data.py), --context tokens each, drawn from (seed, step). The target runs
@@ -14,6 +15,8 @@ next token of the text, attention over the chain as aerie's cache holds it); los
 cross-entropy against the target's distribution restricted to the draft vocabulary, on rows whose target
 argmax is in it (SpecForge's mask). The draft vocabulary: the --draft-vocab most frequent tokens of the
 training data (corpus + self-generated), ascending by id; lm_head starts from the target's head rows.
+A DeepSeek-V3 target (config model_type deepseek_v3) gets the MLA head, trained the same way; --aux-layers
+count as for Llama (residual entering layer i; num_hidden_layers = the last layer's output).
 
 Progress every --log-every steps (loss, top-1 agreement with the target's argmax per draft step, tokens/s,
 ETA); validation on held-out text (validation split + self-generated rows kept out of training);
@@ -21,6 +24,8 @@ ETA); validation on held-out text (validation split + self-generated rows kept o
 
   /usr/bin/python3 tools/trained/train_heads.py --kind eagle3 --steps 1200 --export models/aerie-tiny-llama-eagle3
   /usr/bin/python3 tools/trained/train_heads.py --kind eagle1 --steps 1200 --export models/aerie-tiny-llama-eagle1
+  /usr/bin/python3 tools/trained/train_heads.py --kind eagle3 --target models/aerie-tiny-deepseek \
+      --selfgen /tmp/trained/heads/selfgen_ds.u16 --aux-layers 1,2,4 --export models/aerie-tiny-deepseek-eagle3
 """
 import argparse
 import dataclasses
@@ -37,8 +42,10 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+import deepseek_model  # noqa: E402
 import llama_model  # noqa: E402
 from eagle_heads import Eagle1Head, Eagle3Head, export, head_config, soft_cross_entropy  # noqa: E402
+from mla_head import make_mla_head, mla_head_config  # noqa: E402
 from llama_model import rope_cos_sin  # noqa: E402
 from train_target import fmt_time, save_atomic  # noqa: E402
 
@@ -78,7 +85,23 @@ def parse_args(argv):
     if a.kind == "eagle1" and a.ttt != 1:
         p.error("EAGLE-1 trains its first draft step only, as published")
     a.aux_layers = [int(x) for x in a.aux_layers.split(",")]
+    with open(os.path.join(a.target, "config.json")) as f:
+        a.deepseek = json.load(f).get("model_type") == "deepseek_v3"
+    if a.deepseek and a.kind != "eagle3":
+        p.error("a DeepSeek-V3 target gets an EAGLE-3 (MLA) head only")
     return a
+
+
+def load_target(a):
+    """The frozen target in float32 and its (head config, rope cos/sin, output-head matrix [V, H])."""
+    if a.deepseek:
+        target = deepseek_model.load(a.target)
+        cos, sin = deepseek_model.rope_cos_sin(target.config, a.context + a.ttt + 1)
+        return target, target.config, cos, sin, target.lm_head.weight.detach()
+    target = llama_model.load(a.target)
+    hc = dataclasses.replace(target.config)  # the head's layer has the target's sizes
+    cos, sin = rope_cos_sin(hc, a.context + a.ttt + 1)
+    return target, hc, cos, sin, target.model.embed_tokens.weight.detach()  # tied embeddings
 
 
 class Data:
@@ -123,18 +146,21 @@ def draft_vocabulary(data, vocab, size):
 
 
 class Trainer:
-    def __init__(self, a, target, data):
-        self.a, self.target, self.data = a, target, data
-        tc = target.config
-        self.hc = dataclasses.replace(tc)  # the head's layer has the target's sizes
-        self.cos, self.sin = rope_cos_sin(self.hc, a.context + a.ttt + 1)
-        self.embed = target.model.embed_tokens.weight.detach()
+    def __init__(self, a, data):
+        self.a, self.data = a, data
+        self.target, self.hc, self.cos, self.sin, self.output_head = load_target(a)
+        for p in self.target.parameters():
+            p.requires_grad_(False)
+        tc = self.target.config
+        self.embed = self.target.model.embed_tokens.weight.detach()
         if a.kind == "eagle1":
             self.head = Eagle1Head(self.hc)
             self.selected = None
         else:
             self.selected, self.coverage = draft_vocabulary(data, tc.vocab_size, a.draft_vocab)
-            self.head = Eagle3Head(self.hc, len(a.aux_layers), a.draft_vocab)
+            n_fused = len(a.aux_layers)
+            self.head = (make_mla_head(self.hc, n_fused, a.draft_vocab) if a.deepseek
+                         else Eagle3Head(self.hc, n_fused, a.draft_vocab))
         self.init_weights()
 
     def init_weights(self):
@@ -146,11 +172,15 @@ class Trainer:
                 else:
                     p.copy_(torch.randn(p.shape, generator=g) * 0.02)
             if self.a.kind == "eagle3":  # the target's head rows (its final norm folded in) for the draft vocabulary
-                self.head.lm_head.weight.copy_(self.embed[self.selected] * self.target.model.norm.weight.detach())
+                self.head.lm_head.weight.copy_(self.output_head[self.selected] * self.target.model.norm.weight.detach())
 
     @torch.no_grad()
     def target_pass(self, ids):
         layers = sorted(set(self.a.aux_layers) | {self.target.config.num_layers})
+        if self.a.deepseek:
+            hidden = dict.fromkeys(layers)
+            logits, _, final = self.target(ids, with_mtp=False, hidden=hidden)
+            return logits, hidden, final
         logits, hidden = self.target(ids, hidden_layers=layers)
         final = self.target.model.norm(hidden[self.target.config.num_layers])
         return logits, hidden, final
@@ -232,7 +262,8 @@ def do_export(trainer, a, summary):
     tc_path = os.path.join(a.target, "config.json")
     with open(tc_path) as f:
         tcfg = json.load(f)
-    config = head_config(trainer.hc, a.kind, tcfg, a.draft_vocab, a.aux_layers)
+    config = (mla_head_config(tcfg, trainer.hc, a.draft_vocab, a.aux_layers) if a.deepseek
+              else head_config(trainer.hc, a.kind, tcfg, a.draft_vocab, a.aux_layers))
     d2t = t2d = None
     if a.kind == "eagle3":
         d2t = trainer.selected - torch.arange(len(trainer.selected))
@@ -250,12 +281,9 @@ def main(argv):
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     os.makedirs(a.work, exist_ok=True)
-    target = llama_model.load(a.target)
-    for p in target.parameters():
-        p.requires_grad_(False)
     data = Data(a)
-    trainer = Trainer(a, target, data)
-    head = trainer.head
+    trainer = Trainer(a, data)
+    head, target = trainer.head, trainer.target
     n_params = sum(p.numel() for p in head.parameters())
     print(f"{a.kind} head: {n_params:,} parameters; target {a.target}", flush=True)
     if a.kind == "eagle3":
