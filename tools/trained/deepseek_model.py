@@ -105,9 +105,12 @@ class DeepseekConfig:
     @staticmethod
     def from_hf(c):
         deepseek_ref.check_config(c, "config.json")
-        if c.get("rope_scaling") is not None or c.get("quantization_config") or not c.get("q_lora_rank") \
+        q = c.get("quantization_config")
+        fp8_blocks_ok = q is None or (q.get("quant_method") == "fp8" and q.get("weight_block_size") == [128, 128])
+        if c.get("rope_scaling") is not None or not fp8_blocks_ok or not c.get("q_lora_rank") \
                 or not c.get("rope_interleave", True):
-            raise ValueError("expected rope_scaling null, BF16 weights, a q_lora_rank and interleaved rope")
+            raise ValueError("expected rope_scaling null, BF16 or 128x128-block FP8 weights, a q_lora_rank and "
+                             "interleaved rope")
         fields = {f.name for f in dataclasses.fields(DeepseekConfig)}
         renamed = {"num_hidden_layers": "num_layers", "num_attention_heads": "num_heads"}
         return DeepseekConfig(**{renamed.get(k, k): v for k, v in c.items() if renamed.get(k, k) in fields})
@@ -359,18 +362,50 @@ class DeepseekV3ForCausalLM(nn.Module):
         return ratios
 
 
+FP8_WEIGHTS = ("q_a_proj.weight", "q_b_proj.weight", "q_proj.weight", "kv_a_proj_with_mqa.weight", "kv_b_proj.weight",
+               "o_proj.weight", "gate_proj.weight", "up_proj.weight", "down_proj.weight")
+
+
+def is_fp8_weight(name):
+    """The linear weights deepseek-ai/DeepSeek-V3 stores as F8_E4M3 with 128x128 weight_scale_inv tiles: the
+    attention projections and every MLP / expert / shared-expert matrix (not embed_tokens, lm_head, the norms,
+    the router gate, eh_proj or shared_head.head)."""
+    return name.startswith("model.layers.") and name.endswith(FP8_WEIGHTS)
+
+
+def fp8_blocks(state):
+    """{name: (codes uint8, scale_inv float32)} for the FP8 weights of a state (tools/deepseek/ds_io.py)."""
+    return {n: ds_io.quantize_blocks(v) for n, v in state.items() if is_fp8_weight(n)}
+
+
+def round_to_export_(model, fp8=False):
+    """Every parameter to the value export stores: BF16, and with fp8 the FP8 weights' dequantised blocks."""
+    round_to_bf16_(model)
+    if fp8:
+        with torch.no_grad():
+            params = dict(model.named_parameters())
+            for name, (codes, scale) in fp8_blocks(state_for_export(model)).items():
+                params[name].copy_(torch.from_numpy(ds_io.dequantize_blocks(codes, scale)).float())
+    return model
+
+
 def state_for_export(model):
     """{published name: float32 numpy} with the MTP layer's embed_tokens / shared_head.head copies."""
     return {k: v.detach().float().contiguous().numpy() for k, v in model.state_dict().items()}
 
 
-def export(model, folder):
+def export(model, folder, fp8=False):
     """config.json, generation_config.json and model.safetensors (BF16; e_score_correction_bias F32 as
-    published; names sorted as the safetensors library writes them)."""
+    published; names sorted as the safetensors library writes them). fp8: the published checkpoint's format,
+    is_fp8_weight() tensors F8_E4M3 with <name>_scale_inv F32 tiles and a quantization_config."""
     os.makedirs(folder, exist_ok=True)
     c = model.config
+    hf = c.to_hf()
+    if fp8:
+        hf["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                     "weight_block_size": [ds_io.BLOCK, ds_io.BLOCK]}
     with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(c.to_hf(), f, indent=2)
+        json.dump(hf, f, indent=2)
         f.write("\n")
     generation = {"_from_model_config": True, "bos_token_id": c.bos_token_id, "do_sample": True,
                   "eos_token_id": c.eos_token_id, "temperature": 0.6, "top_p": 0.95,
@@ -379,11 +414,19 @@ def export(model, folder):
         json.dump(generation, f, indent=2)
         f.write("\n")
     state = state_for_export(model)
+    blocks = fp8_blocks(state) if fp8 else {}
+    for name, (_, scale) in list(blocks.items()):
+        state[name + "_scale_inv"] = scale
 
     def dtype(name):
-        return "F32" if name.endswith("e_score_correction_bias") else "BF16"
+        if name in blocks:
+            return "F8_E4M3"
+        return "F32" if name.endswith(("e_score_correction_bias", "_scale_inv")) else "BF16"
 
     def chunks(name):
+        if name in blocks:
+            yield blocks[name][0].reshape(-1)
+            return
         flat = state[name].reshape(-1)
         yield flat if dtype(name) == "F32" else ds_io.float_to_bf16_bits(flat)
 
@@ -419,5 +462,6 @@ def active_param_count(model):
     return total
 
 
-__all__ = ["DeepseekConfig", "DeepseekV3ForCausalLM", "export", "load", "round_to_bf16_", "param_count",
+__all__ = ["DeepseekConfig", "DeepseekV3ForCausalLM", "export", "load", "round_to_bf16_", "round_to_export_",
+           "is_fp8_weight", "param_count",
            "active_param_count"]

@@ -17,9 +17,9 @@ load - load_e) (aux-loss-free balancing; no gradient). The progress line's "load
 max / mean expert load over the logged steps (1.00 = balanced).
 Validation: main and MTP loss and top-1 accuracy over the whole validation stream in consecutive windows.
 
-  /usr/bin/python3 tools/trained/train_deepseek.py --steps 2000 --export models/aerie-tiny-deepseek
+  /usr/bin/python3 tools/trained/train_deepseek.py --steps 2400 --fp8 --export models/aerie-tiny-deepseek
   /usr/bin/python3 tools/trained/train_deepseek.py --resume ...       # same flags, after an interruption
-  /usr/bin/python3 tools/trained/train_deepseek.py --export-only --export models/aerie-tiny-deepseek
+  /usr/bin/python3 tools/trained/train_deepseek.py --export-only --fp8 --export models/aerie-tiny-deepseek
 """
 import argparse
 import json
@@ -49,6 +49,9 @@ def parse_args(argv):
     p.add_argument("--export", help="export the final model into this folder")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--export-only", action="store_true", help="export --work/final.pt into --export, no training")
+    p.add_argument("--fp8", action="store_true",
+                   help="export the linear weights FP8 (E4M3, 128x128 weight_scale_inv tiles) as DeepSeek-V3 "
+                        "publishes them; the summary gains the validation loss of those weights (val_fp8)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--threads", type=int, default=2)
     # Model (DeepSeek-V3 architecture; defaults = DeepseekConfig's).
@@ -258,7 +261,14 @@ def summarize(model, config, a, log, elapsed, train, val):
 
 
 def export(model, a, summary):
-    dm.export(model, a.export)
+    if a.fp8:
+        twin = dm.DeepseekV3ForCausalLM(model.config)
+        twin.load_state_dict(model.state_dict())
+        dm.round_to_export_(twin, fp8=True)
+        val = np.fromfile(os.path.join(a.data, "validation.u16"), dtype=np.uint16)
+        summary = {**summary, "val_fp8": evaluate(twin, val, a.context)}
+        print(f"FP8 weights: val {fmt_eval(summary['val_fp8'])}", flush=True)
+    dm.export(model, a.export, fp8=a.fp8)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(os.path.join(a.tokenizer, name), os.path.join(a.export, name))
     with open(os.path.join(a.export, "training_summary.json"), "w") as f:
