@@ -1,10 +1,11 @@
-// The shipped draft heads (models/aerie-tiny-llama-eagle1, -eagle3, trained by
-// tools/trained/train_heads.py), loaded through the loaders published heads use: on held-out prompts
-// greedy speculative output equals plain greedy output token for token, and the mean acceptance length
-// stays above floors set from the measured values (so a regression in the drafting path, the loaders
-// or the layer alignment fails here rather than only in a benchmark).
+// The shipped draft heads (models/aerie-tiny-llama-eagle1, -eagle3 and aerie-tiny-deepseek-eagle3, trained
+// by tools/trained/train_heads.py, and aerie-tiny-deepseek's own MTP layer), loaded through the loaders
+// published heads use: on held-out prompts greedy speculative output equals plain greedy output token for
+// token, and the mean acceptance length stays above floors set from the measured values (so a regression
+// in the drafting path, the loaders or the layer alignment fails here rather than only in a benchmark).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -75,13 +76,17 @@ INSTANTIATE_TEST_SUITE_P(Shipped, TrainedHeads,
                                            Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle1", 4, 2.50},
                                            Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle3", 1, 1.55},
                                            Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle3", 4, 2.50},
-                                           Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle3", 6, 2.65},
-                                           Floor{"aerie-tiny-deepseek", "mtp", 1, 1.45},
-                                           Floor{"aerie-tiny-deepseek", "mtp", 3, 2.6}),
+                                           Floor{"aerie-tiny-llama", "aerie-tiny-llama-eagle3", 6, 2.80},
+                                           Floor{"aerie-tiny-deepseek", "mtp", 1, 1.52},
+                                           Floor{"aerie-tiny-deepseek", "mtp", 3, 2.35},
+                                           Floor{"aerie-tiny-deepseek", "aerie-tiny-deepseek-eagle3", 1, 1.65},
+                                           Floor{"aerie-tiny-deepseek", "aerie-tiny-deepseek-eagle3", 4, 2.90}),
                          [](const auto& info) {
-                           const std::string head = info.param.head;
-                           return (head == "mtp" ? std::string("deepseek_mtp") : head.substr(17)) + "_K" +
-                                  std::to_string(info.param.k);
+                           // aerie-tiny-llama-eagle1 -> llama_eagle1; mtp -> deepseek_mtp
+                           std::string head = info.param.head;
+                           head = head == "mtp" ? "deepseek_mtp" : head.substr(std::string("aerie-tiny-").size());
+                           std::replace(head.begin(), head.end(), '-', '_');
+                           return head + "_K" + std::to_string(info.param.k);
                          });
 
 }  // namespace
