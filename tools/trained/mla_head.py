@@ -16,8 +16,8 @@ import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import deepseek_model  # noqa: E402,F401  (puts tools/deepseek on the path)
-import deepseek_ref  # noqa: E402  (tools/deepseek, put on the path by deepseek_model)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "deepseek"))
+import deepseek_ref  # noqa: E402
 from eagle_heads import Eagle3Head, chain_attend  # noqa: E402
 from llama_model import RMSNorm  # noqa: E402
 from make_checkpoint import TRANSFORMERS_VERSION  # noqa: E402
