@@ -317,14 +317,18 @@ void Engine::run_target(const std::vector<ScheduledRows>& plan) {
         std::lock_guard<std::mutex> lock(metrics_mutex_);
         metrics_.spec.record(k, a);
       }
-      seq.kv->truncate(p + 1 + a);
-      seq.n_computed = p + 1 + a;
-      // The head's blocks stay reserved: it rewrites these positions in this step's draft passes.
-      if (seq.draft_kv && seq.draft_kv->length() > p) seq.draft_kv->truncate(p, /*keep_blocks=*/true);
-      // Token j of this round comes from verification row j.
+      // Token j of this round comes from verification row j. A stop token among the accepted drafts ends
+      // the round early: e <= a + 1 tokens are emitted.
       for (int64_t j = 0; j < a && !done; ++j) emit_token(seq, seq.drafts[size_t(j)], logits + j * vocab, i, done);
       if (!done) emit_token(seq, verdict.next_token, logits + a * vocab, i, done);
-      accepted_rows_[i] = a + 1;
+      const int64_t e = int64_t(fresh.size());
+      // The cache keeps x_P and the drafts that were emitted, d_1..d_{e-1}: every token but the last, the
+      // invariant of a decoding sequence (positions of accepted drafts after a stop token are dropped).
+      seq.kv->truncate(p + e);
+      seq.n_computed = p + e;
+      // The head's blocks stay reserved: it rewrites these positions in this step's draft passes.
+      if (seq.draft_kv && seq.draft_kv->length() > p) seq.draft_kv->truncate(p, /*keep_blocks=*/true);
+      accepted_rows_[i] = e;
       seq.drafts.clear();
     }
     seq.table.register_full_blocks(*pool_, seq.tokens);

@@ -1,0 +1,133 @@
+// Speculation inside the continuous-batching engine, several sequences at once, with a draft head that
+// agrees with the target at a chosen rate (oracle_head.h): the output of every request equals what plain
+// decoding gives it alone, wherever it ends — at max_tokens, at a stop token that arrives in the middle of
+// a run of accepted drafts, or at an end-of-sequence id — and no KV block outlives the requests.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "engine/engine.h"
+#include "engine/generator.h"
+#include "models/registry.h"
+#include "oracle_head.h"
+
+namespace aerie {
+namespace {
+
+const std::filesystem::path kData(AERIE_TEST_DATA_DIR);
+
+struct Job {
+  std::vector<int64_t> prompt;
+  RequestOptions options;
+};
+
+// Prompts that all start with token 1 (the oracle head's x_0), 2..40 tokens long.
+std::vector<Job> make_jobs(int n, uint64_t seed, int64_t vocab, int64_t max_tokens) {
+  std::mt19937_64 rng(seed);
+  std::vector<Job> jobs(static_cast<size_t>(n));
+  for (Job& j : jobs) {
+    j.prompt = {1};
+    const int64_t len = 1 + int64_t(rng() % 40);
+    for (int64_t t = 0; t < len; ++t) j.prompt.push_back(3 + int64_t(rng() % uint64_t(vocab - 3)));
+    j.options.max_tokens = max_tokens;
+    j.options.ignore_eos = true;
+  }
+  return jobs;
+}
+
+struct Outcome {
+  std::vector<int64_t> tokens;
+  FinishReason reason = FinishReason::kNone;
+  std::string error;
+};
+
+std::vector<Outcome> run_engine(Engine& engine, const std::vector<Job>& jobs) {
+  std::vector<Outcome> out(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i)
+    engine.submit(jobs[i].prompt, jobs[i].options, [&out, i](const TokenEvent& e) {
+      out[i].tokens.insert(out[i].tokens.end(), e.tokens.begin(), e.tokens.end());
+      if (e.finished) {
+        out[i].reason = e.finish_reason;
+        out[i].error = e.error;
+      }
+    });
+  engine.run_until_idle();
+  return out;
+}
+
+class EngineSpecTest : public ::testing::Test {
+ protected:
+  ThreadPool pool{2};
+  std::unique_ptr<Model> target = load_model(kData / "llama/bf16_gqa_rope_scaled_tied", pool);
+  std::unique_ptr<Model> copy = load_model(kData / "llama/bf16_gqa_rope_scaled_tied", pool);
+
+  EngineConfig config(int64_t k) const {
+    EngineConfig c;
+    c.kv_cache_memory = uint64_t(1) << 21;
+    c.block_size = 8;
+    c.max_length = 256;
+    c.max_num_seqs = 6;
+    c.spec.num_speculative_tokens = k;
+    return c;
+  }
+};
+
+// The regression of a stop token accepted as a draft with more accepted drafts after it: the cache held
+// positions of tokens that were never emitted, and the step failed ("fewer tokens than positions written").
+TEST_F(EngineSpecTest, StopTokenInsideAcceptedDraftsEndsLikePlain) {
+  std::vector<Job> jobs = make_jobs(6, 11, target->n_vocab(), 30);
+  std::vector<std::vector<int64_t>> expected;
+  for (Job& j : jobs) {
+    GenerateOptions g;
+    g.max_tokens = 30;
+    const std::vector<int64_t> plain = generate(*target, j.prompt, g).tokens;
+    j.options.stop_token_ids = {plain[9]};  // ends at the first occurrence of the 10th token
+    g.stop_token_ids = j.options.stop_token_ids;
+    expected.push_back(generate(*target, j.prompt, g).tokens);
+  }
+  for (int64_t k : {2, 5}) {
+    testing::OracleHead head(*copy, 1, 0.05);
+    Engine engine(*target, &head, config(k), pool);
+    const std::vector<Outcome> out = run_engine(engine, jobs);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      EXPECT_EQ(out[i].tokens, expected[i]) << "request " << i << " K=" << k << " " << out[i].error;
+      EXPECT_EQ(out[i].reason, FinishReason::kStop) << "request " << i << " K=" << k << " " << out[i].error;
+    }
+    EXPECT_GT(engine.metrics().spec.accepted_tokens, 0);
+    EXPECT_EQ(engine.metrics().kv_blocks_in_use, 0);
+  }
+}
+
+// The same through the model's end-of-sequence ids (not the request's stop ids).
+TEST_F(EngineSpecTest, EndOfSequenceInsideAcceptedDraftsEndsLikePlain) {
+  const std::vector<int64_t> eos = target->eos_token_ids();
+  ASSERT_FALSE(eos.empty());
+  // Prompts whose plain greedy continuation reaches an EOS id.
+  std::vector<Job> jobs;
+  std::vector<std::vector<int64_t>> expected;
+  for (const Job& candidate : make_jobs(400, 12, target->n_vocab(), 48)) {
+    GenerateOptions g;
+    g.max_tokens = 48;
+    g.stop_token_ids = eos;
+    const GenerateResult plain = generate(*target, candidate.prompt, g);
+    if (plain.finish_reason != "stop" || plain.tokens.size() < 3) continue;
+    Job j = candidate;
+    j.options.ignore_eos = false;
+    jobs.push_back(j);
+    expected.push_back(plain.tokens);
+    if (jobs.size() == 4) break;
+  }
+  if (jobs.empty()) GTEST_SKIP() << "no prompt of this checkpoint reaches an EOS id greedily";
+  testing::OracleHead head(*copy, 1, 0.05);
+  Engine engine(*target, &head, config(4), pool);
+  const std::vector<Outcome> out = run_engine(engine, jobs);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(out[i].tokens, expected[i]) << "request " << i << " " << out[i].error;
+    EXPECT_EQ(out[i].reason, FinishReason::kStop) << "request " << i;
+  }
+  EXPECT_EQ(engine.metrics().kv_blocks_in_use, 0);
+}
+
+}  // namespace
+}  // namespace aerie
