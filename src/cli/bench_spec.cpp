@@ -14,7 +14,7 @@
 #include "cli/draft.h"
 #include "core/error.h"
 #include "engine/generator.h"
-#include "engine/speculative.h"
+#include "engine/engine_generate.h"
 #include "sample/sampling.h"
 
 namespace aerie::cli {
@@ -31,7 +31,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-nlohmann::json bench_speculative(Model& target, DraftHead& head, const SpecBenchConfig& cfg) {
+nlohmann::json bench_speculative(Model& target, DraftHead& head, ThreadPool& pool, const SpecBenchConfig& cfg) {
   Rng rng(4321);
   std::vector<int64_t> prompt(size_t(cfg.prompt_tokens));
   for (int64_t& id : prompt) id = 1 + int64_t(rng.next_u64() % uint64_t(target.n_vocab() - 1));
@@ -87,7 +87,7 @@ nlohmann::json bench_speculative(Model& target, DraftHead& head, const SpecBench
   // End to end: plain decode, then speculative at each synthetic rate, same prompt and length.
   GenerateOptions options;
   options.max_tokens = cfg.decode_tokens;
-  const GenerateResult plain = generate(target, prompt, options);
+  const GenerateResult plain = generate_with_engine(target, nullptr, pool, prompt, options, SpecOptions{});
   nlohmann::json out = {
       {"num_speculative_tokens", k},
       {"prompt_tokens", cfg.prompt_tokens},
@@ -105,7 +105,7 @@ nlohmann::json bench_speculative(Model& target, DraftHead& head, const SpecBench
     spec.num_speculative_tokens = k;
     spec.synthetic_acceptance = rate;
     SpecStats stats;
-    const GenerateResult r = generate_speculative(target, head, prompt, options, spec, nullptr, &stats);
+    const GenerateResult r = generate_with_engine(target, &head, pool, prompt, options, spec, nullptr, &stats);
     synthetic.push_back({{"acceptance", rate},
                          {"mean_acceptance_length", stats.mean_acceptance_length()},
                          {"tokens_per_second", r.decode_tokens_per_second()},
@@ -172,7 +172,7 @@ int run_bench_spec(const std::vector<std::string>& argv) {
   std::unique_ptr<Model> target = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"));
   std::unique_ptr<DraftHead> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
   AERIE_CHECK(head != nullptr, "bench-spec needs a draft head (--draft none given)");
-  nlohmann::json r = bench_speculative(*target, *head, cfg);
+  nlohmann::json r = bench_speculative(*target, *head, pool, cfg);
   r["threads"] = pool.n_threads();
   if (json) {
     std::printf("%s\n", r.dump(2).c_str());

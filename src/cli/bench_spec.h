@@ -22,7 +22,8 @@ struct SpecBenchConfig {
 // JSON fields: num_speculative_tokens, prompt_tokens, decode_step_ms, verify_step_ms, draft_step_ms,
 // verify_over_decode, draft_over_decode, plain_decode_tokens_per_second, draft, synthetic[{acceptance,
 // mean_acceptance_length, tokens_per_second, speedup}].
-nlohmann::json bench_speculative(Model& target, DraftHead& head, const SpecBenchConfig& cfg);
+// The end-to-end runs (plain and speculative) both go through the engine, as `generate` and `serve` do.
+nlohmann::json bench_speculative(Model& target, DraftHead& head, ThreadPool& pool, const SpecBenchConfig& cfg);
 void print_speculative(const nlohmann::json& result);
 
 }  // namespace aerie::cli

@@ -1,10 +1,10 @@
 // aerie bench-accept: how much of a draft head's proposals the target accepts on real text, and what that
 // buys in wall-clock decode speed, measured in one run over a prompt set.
 //
-// For every temperature, head and K, each prompt is decoded twice back to back — plainly, then with the
-// head — with the same seed, so the speedup is a ratio of two figures taken moments apart (it holds on a
-// noisy machine) and at T = 0 the two outputs must be identical token for token (mismatches are counted
-// and make the command fail). Generation runs for exactly --max-tokens tokens (end-of-sequence ids are not
+// For every temperature, head and K, each prompt is decoded twice back to back through the engine (the path
+// `generate` and `serve` run) — plainly, then with the head — with the same seed, so the speedup is a ratio
+// of two figures taken moments apart (it holds on a noisy machine) and at T = 0 the two outputs must be
+// identical token for token (mismatches are counted and make the command fail). Generation runs for exactly --max-tokens tokens (end-of-sequence ids are not
 // stop ids here), so every run decodes the same number of tokens. Reported per (head, K, T): mean
 // acceptance length (1 + accepted / verification rounds: tokens per target forward), acceptance per chain
 // position, decode tokens/s plain and speculative (prefill excluded), speedup, and the mean acceptance
@@ -22,7 +22,7 @@
 #include "cli/prompt.h"
 #include "core/error.h"
 #include "engine/generator.h"
-#include "engine/speculative.h"
+#include "engine/engine_generate.h"
 #include "spec/draft_head.h"
 
 namespace aerie::cli {
@@ -90,7 +90,7 @@ struct RunTotals {
   std::map<std::string, SpecStats> per_source;
 };
 
-RunTotals run_one(Model& target, DraftHead& head, const std::vector<BenchPrompt>& prompts, int64_t k,
+RunTotals run_one(Model& target, DraftHead& head, ThreadPool& pool, const std::vector<BenchPrompt>& prompts, int64_t k,
                   double temperature, int64_t max_tokens, uint64_t seed) {
   RunTotals t;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -98,11 +98,11 @@ RunTotals run_one(Model& target, DraftHead& head, const std::vector<BenchPrompt>
     options.max_tokens = max_tokens;
     options.sampling.temperature = float(temperature);
     options.sampling.seed = seed + i;
-    const GenerateResult plain = generate(target, prompts[i].ids, options);
+    const GenerateResult plain = generate_with_engine(target, nullptr, pool, prompts[i].ids, options, SpecOptions{});
     SpecOptions spec;
     spec.num_speculative_tokens = k;
     SpecStats stats;
-    const GenerateResult fast = generate_speculative(target, head, prompts[i].ids, options, spec, nullptr, &stats);
+    const GenerateResult fast = generate_with_engine(target, &head, pool, prompts[i].ids, options, spec, nullptr, &stats);
     t.plain_seconds += plain.decode_seconds;
     t.spec_seconds += fast.decode_seconds;
     t.plain_tokens += int64_t(plain.tokens.size()) - 1;
@@ -190,7 +190,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
                   "T", "K", "tau", "accept", "per position (%)", "plain t/s", "spec t/s", "speedup", "  tau by source");
     for (double temperature : temperatures) {
       for (int64_t k : ks) {
-        const RunTotals t = run_one(*target, *head, prompts, k, temperature, max_tokens, seed);
+        const RunTotals t = run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed);
         const double plain_tps = t.plain_tokens / t.plain_seconds, spec_tps = t.spec_tokens / t.spec_seconds;
         total_mismatches += t.mismatches;
         nlohmann::json by_source = nlohmann::json::object();

@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "engine/generator.h"
 #include "engine/engine_generate.h"
-#include "engine/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace aerie::cli {

@@ -81,12 +81,21 @@ Engine::Engine(Model& target, DraftHead* draft, const EngineConfig& config, Thre
   if (draft) {
     draft_store_ = std::make_unique<KvStore>(dg.n_layer, dg.row_width, plan_.n_blocks, config.block_size, dg.values);
     draft_pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
+    validate(config.spec);
     max_k = config.spec.num_speculative_tokens;
     for (const auto& r : config.k_by_batch_size.ranges) max_k = std::max(max_k, r.k);
-    AERIE_CHECK(config.spec.num_speculative_tokens >= 1 && max_k <= 32, "num_speculative_tokens must be in [1, 32]");
+    AERIE_CHECK(max_k <= 32, "draft tokens by batch size: K must be at most 32, got ", max_k);
     if (draft->reduced_vocab()) {
       draft_to_target_.resize(size_t(draft->n_vocab()));
-      for (int64_t d = 0; d < draft->n_vocab(); ++d) draft_to_target_[size_t(d)] = draft->to_target(d);
+      for (int64_t d = 0; d < draft->n_vocab(); ++d) {
+        const int64_t t = draft->to_target(d);
+        AERIE_CHECK(t >= 0 && t < target.n_vocab(), "draft head maps draft id ", d, " to target id ", t,
+                    " outside the target vocabulary [0, ", target.n_vocab(), ")");
+        draft_to_target_[size_t(d)] = t;
+      }
+    } else {
+      AERIE_CHECK(draft->n_vocab() == target.n_vocab(), "draft head vocabulary ", draft->n_vocab(),
+                  " differs from the target's ", target.n_vocab(), " and the head has no draft-to-target map");
     }
   }
   SchedulerConfig sc;
@@ -570,6 +579,11 @@ void Engine::snapshot_state() {
   metrics_.kv_blocks_cached = pool_->n_cached_idle();
   metrics_.prefix_block_lookups = pool_->lookups();
   metrics_.prefix_block_hits = pool_->hits();
+}
+
+const KvCache* Engine::target_cache(uint64_t id) const {
+  const auto it = live_.find(id);
+  return it != live_.end() && it->second->running ? &*it->second->kv : nullptr;
 }
 
 EngineMetrics Engine::metrics() const {

@@ -21,11 +21,11 @@
 
 #include "engine/memory_plan.h"
 #include "engine/metrics.h"
-#include "engine/speculative.h"
 #include "models/model.h"
 #include "sched/request.h"
 #include "sched/scheduler.h"
 #include "spec/draft_head.h"
+#include "spec/spec_options.h"
 #include "spec/verify.h"
 
 namespace aerie {
@@ -78,6 +78,9 @@ class Engine {
   const MemoryPlan& memory_plan() const { return plan_; }
   int64_t max_length() const { return plan_.max_length; }
   const BlockPool& pool() const { return *pool_; }
+  // The target's KV cache of a request that holds blocks (null otherwise), as of the end of its last
+  // round: for tests and debugging, from the step thread (an event callback) or between steps.
+  const KvCache* target_cache(uint64_t id) const;
 
  private:
   bool step_once();

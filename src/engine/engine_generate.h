@@ -5,9 +5,10 @@
 #include <span>
 
 #include "engine/generator.h"
-#include "engine/speculative.h"
 #include "models/model.h"
 #include "spec/draft_head.h"
+#include "spec/spec_options.h"
+#include "spec/spec_stats.h"
 
 namespace aerie {
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/generator.h"
-#include "engine/speculative.h"
+#include "engine/engine_generate.h"
 #include "models/registry.h"
 #include "spec/draft_head.h"
 #include "spec/mtp_drafter.h"
@@ -59,7 +59,7 @@ TEST_P(TrainedHeads, GreedySpeculativeEqualsPlainAndAcceptsAboveTheFloor) {
   for (const auto& prompt : prompts()) {
     const GenerateResult plain = generate(*target, prompt, options);
     SpecStats stats;
-    const GenerateResult fast = generate_speculative(*target, *head, prompt, options, spec, nullptr, &stats);
+    const GenerateResult fast = generate_with_engine(*target, head.get(), pool_, prompt, options, spec, nullptr, &stats);
     EXPECT_EQ(fast.tokens, plain.tokens) << floor.head << " K=" << floor.k;
     total.rounds += stats.rounds;
     total.accepted_tokens += stats.accepted_tokens;

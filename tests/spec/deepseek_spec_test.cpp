@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/generator.h"
-#include "engine/speculative.h"
+#include "engine/engine_generate.h"
 #include "../engine/lossless_support.h"
 #include "models/registry.h"
 #include "spec/mtp_drafter.h"
@@ -103,7 +103,7 @@ TEST_P(DeepseekSpeculativeGreedy, EqualsPlainGreedyWhenDraftsAreAcceptedAndRejec
     SpecOptions spec;
     spec.num_speculative_tokens = k;
     SpecStats stats;
-    const GenerateResult result = generate_speculative(*s.target, oracle, s.prompt, options, spec, nullptr, &stats);
+    const GenerateResult result = generate_with_engine(*s.target, &oracle, pool, s.prompt, options, spec, nullptr, &stats);
     EXPECT_EQ(result.tokens, plain) << GetParam() << ", K = " << k;
     EXPECT_GT(stats.accepted_tokens, 0) << "K = " << k;
     if (k > 1) {
@@ -123,7 +123,7 @@ TEST_P(DeepseekSpeculativeGreedy, EqualsPlainGreedyForK1To4) {
     SpecOptions spec;
     spec.num_speculative_tokens = k;
     SpecStats stats;
-    const GenerateResult result = generate_speculative(*s.target, *s.head, s.prompt, options, spec, nullptr, &stats);
+    const GenerateResult result = generate_with_engine(*s.target, s.head.get(), pool, s.prompt, options, spec, nullptr, &stats);
     EXPECT_EQ(result.tokens, plain) << GetParam() << ", K = " << k;
     EXPECT_EQ(result.finish_reason, "length");
   }
@@ -139,7 +139,7 @@ TEST_P(DeepseekSpeculativeGreedy, StopsAtAStopTokenLikePlainGreedy) {
   const GenerateResult plain = generate(*s.target, s.prompt, options);
   SpecOptions spec;
   spec.num_speculative_tokens = 3;
-  const GenerateResult result = generate_speculative(*s.target, *s.head, s.prompt, options, spec);
+  const GenerateResult result = generate_with_engine(*s.target, s.head.get(), pool, s.prompt, options, spec);
   EXPECT_EQ(result.tokens, plain.tokens);
   EXPECT_EQ(result.finish_reason, "stop");
 }
@@ -160,7 +160,7 @@ TEST(MtpSpeculative, FirstDraftIsTheReferenceMtpArgmax) {
   SpecOptions spec;
   spec.num_speculative_tokens = 1;
   SpecStats stats;
-  const GenerateResult result = generate_speculative(*s.target, *s.head, s.prompt, options, spec, nullptr, &stats);
+  const GenerateResult result = generate_with_engine(*s.target, s.head.get(), pool, s.prompt, options, spec, nullptr, &stats);
   ASSERT_GE(result.tokens.size(), 2u);
   const int64_t draft = golden.at("mtp_argmax").back().get<int64_t>();
   const int64_t second = golden.at("greedy")[1].get<int64_t>();

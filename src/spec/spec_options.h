@@ -1,0 +1,24 @@
+// How a sequence speculates: K drafts per target forward, how the drafts are proposed, and an optional
+// synthetic acceptance rate for performance tests. The engine (src/engine/engine.h) runs the round.
+#pragma once
+
+#include <cstdint>
+
+namespace aerie {
+
+enum class DraftProposal {
+  kSampled,  // T > 0: drafts drawn from the head's processed distribution, verified by rejection sampling
+  kArgmax,   // drafts are the head's argmax, verified by drawing from the target and comparing
+};
+
+struct SpecOptions {
+  int64_t num_speculative_tokens = 3;  // K
+  DraftProposal proposal = DraftProposal::kSampled;
+  // In [0, 1]: synthetic acceptance for performance tests (output is not the target's). Negative: off.
+  double synthetic_acceptance = -1.0;
+};
+
+// Throws aerie::Error unless K is in [1, 32] and the synthetic acceptance is at most 1.
+void validate(const SpecOptions& spec);
+
+}  // namespace aerie
