@@ -91,7 +91,8 @@ void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const Router
   for (int32_t e : scratch.chosen) ++scratch.expert_begin[size_t(e) + 1];
   for (int64_t e = 0; e < s.n_expert; ++e) scratch.expert_begin[size_t(e + 1)] += scratch.expert_begin[size_t(e)];
   scratch.by_expert.resize(size_t(n_tokens * k));
-  std::vector<int64_t> fill(scratch.expert_begin.begin(), scratch.expert_begin.end() - 1);
+  std::vector<int64_t>& fill = scratch.expert_fill;
+  fill.assign(scratch.expert_begin.begin(), scratch.expert_begin.end() - 1);
   for (int64_t p = 0; p < n_tokens * k; ++p) scratch.by_expert[size_t(fill[size_t(scratch.chosen[size_t(p)])]++)] = p;
 
   // 3. Each chosen expert once over its rows; out[t] += weight * expert(x[t]), experts in ascending index.

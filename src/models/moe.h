@@ -65,6 +65,7 @@ struct MoeScratch {
   std::vector<float> chosen_weight;     // [n_tokens, n_expert_used]
   std::vector<int64_t> expert_begin;    // [n_expert + 1] offsets into by_expert
   std::vector<int64_t> by_expert;       // [n_tokens * n_expert_used] (token, slot) pairs grouped by expert
+  std::vector<int64_t> expert_fill;     // [n_expert] next free slot of each expert in by_expert
   FfnScratch ffn;
 };
 

@@ -22,6 +22,7 @@ EagleHead::EagleHead(EagleConfig config, WeightStore store, EagleKind kind, std:
   const LlamaConfig& c = config_.llama;
   inv_freq_ = llama3_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
   attn_shape_ = AttentionShape{c.n_head, c.n_head_kv, c.head_dim, float(1.0 / std::sqrt(double(c.head_dim)))};
+  cache_shape_ = {int64_t(weights_.layers.size()), c.n_head_kv * c.head_dim, true, "this head"};
 }
 
 void EagleHead::set_yarn_rope(const YarnRopeScaling& scaling) {
@@ -69,8 +70,7 @@ std::string EagleHead::describe() const {
 }
 
 void EagleHead::check_batch(const DraftBatch& batch) const {
-  check_draft_batch(batch, {int64_t(weights_.layers.size()), config_.llama.n_head_kv * config_.llama.head_dim, true, "this head"},
-                    config_.llama.n_vocab, target_layers_.size());
+  check_draft_batch(batch, cache_shape_, config_.llama.n_vocab, target_layers_.size());
 }
 
 void EagleHead::eagle1_layers(float* x, int64_t n, const DraftBatch& batch) {

@@ -31,6 +31,7 @@
 #include "io/deepseek_config.h"
 #include "io/eagle_config.h"
 #include "models/blocks.h"
+#include "spec/draft_batch_check.h"
 #include "spec/draft_head.h"
 
 namespace aerie {
@@ -103,6 +104,7 @@ class EagleHead final : public DraftHead {
   ThreadPool& pool_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   AttentionShape attn_shape_;
+  DraftCacheShape cache_shape_;  // what check_batch expects of a cache (built once: no string per forward)
 
   // Activations, reused across forwards (grown only when a batch is larger than any before).
   ScratchBuffer fused_, x_, emb_, cur_, attn_in_, block_out_, logits_in_, logits_;

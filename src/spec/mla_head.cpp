@@ -121,6 +121,7 @@ MlaEagleHead::MlaEagleHead(MlaHeadConfig config, WeightStore store, std::vector<
   const DeepseekV3Config& c = config_.attn;
   inv_freq_ = yarn_inv_freq(c.qk_rope_head_dim, c.rope_theta, c.rope_scaling);
   mla_shape_ = deepseek_mla_shape(c);
+  cache_shape_ = {1, c.kv_cache_width(), false, "this MLA head (needs KvCache::latent with one layer)"};
 }
 
 KvCache MlaEagleHead::make_kv_cache(int64_t capacity) const {
@@ -158,8 +159,7 @@ std::string MlaEagleHead::describe() const {
 }
 
 void MlaEagleHead::check_batch(const DraftBatch& batch) const {
-  check_draft_batch(batch, {1, config_.attn.kv_cache_width(), false, "this MLA head (needs KvCache::latent with one layer)"},
-                    config_.attn.n_vocab, target_layers_.size());
+  check_draft_batch(batch, cache_shape_, config_.attn.n_vocab, target_layers_.size());
 }
 
 DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {

@@ -29,6 +29,7 @@
 #include "models/mla.h"
 #include "models/moe.h"
 #include "spec/deepseek_heads.h"
+#include "spec/draft_batch_check.h"
 
 namespace aerie {
 
@@ -84,6 +85,7 @@ class MlaEagleHead final : public DraftHead {
   std::vector<float> inv_freq_;  // [qk_rope_head_dim / 2]
   MlaShape mla_shape_;
   MlaPath path_ = MlaPath::kAuto;
+  DraftCacheShape cache_shape_;  // what check_batch expects of a cache (built once: no string per forward)
 
   ScratchBuffer fused_, x_, emb_, cur_, attn_in_, block_out_, logits_in_, logits_;
   std::vector<int64_t> positions_;

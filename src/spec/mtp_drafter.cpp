@@ -46,6 +46,7 @@ MtpWeights bind_mtp_weights(const DeepseekV3Model& target) {
 MtpDrafter::MtpDrafter(const DeepseekV3Model& target, ThreadPool& pool)
     : config_(target.config()), weights_(bind_mtp_weights(target)), pool_(pool), inv_freq_(target.rope_inv_freq()) {
   context_ = deepseek_layer_context(config_, inv_freq_);
+  cache_shape_ = {1, config_.kv_cache_width(), false, "the MTP layer (needs KvCache::latent with one layer)"};
 }
 
 KvCache MtpDrafter::make_kv_cache(int64_t capacity) const {
@@ -77,8 +78,7 @@ std::string MtpDrafter::describe() const {
 }
 
 void MtpDrafter::check_batch(const DraftBatch& batch) const {
-  check_draft_batch(batch, {1, config_.kv_cache_width(), false, "the MTP layer (needs KvCache::latent with one layer)"},
-                    config_.n_vocab, 1);
+  check_draft_batch(batch, cache_shape_, config_.n_vocab, 1);
 }
 
 DraftOutput MtpDrafter::forward(const DraftBatch& batch) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "models/deepseek_v3.h"
+#include "spec/draft_batch_check.h"
 #include "spec/draft_head.h"
 
 namespace aerie {
@@ -68,6 +69,7 @@ class MtpDrafter final : public DraftHead {
   std::vector<int> target_layers_{kFinalNormLayer};
   std::vector<float> inv_freq_;
   DeepseekLayerContext context_;
+  DraftCacheShape cache_shape_;  // what check_batch expects of a cache (built once: no string per forward)
 
   ScratchBuffer x_, emb_, cur_, fused_, logits_in_, logits_;
   std::vector<int64_t> positions_;
