@@ -7,7 +7,8 @@
 namespace aerie {
 
 BlockPool::BlockPool(int32_t n_blocks, int32_t block_size, bool prefix_caching)
-    : n_blocks_(n_blocks), block_size_(block_size), prefix_caching_(prefix_caching) {
+    : n_blocks_(n_blocks), block_size_(block_size), prefix_caching_(prefix_caching),
+      by_hash_(prefix_caching ? n_blocks : 0) {
   AERIE_CHECK(n_blocks > 0 && block_size > 0, "block pool: need at least one block of at least one position");
   blocks_.resize(size_t(n_blocks));
   if (prefix_caching) tokens_.resize(size_t(n_blocks) * size_t(block_size));
@@ -38,8 +39,7 @@ void BlockPool::lru_remove(int32_t b) {
 void BlockPool::unregister(int32_t b) {
   Block& blk = blocks_[size_t(b)];
   if (!blk.registered) return;
-  auto it = by_hash_.find(blk.hash);
-  if (it != by_hash_.end() && it->second == b) by_hash_.erase(it);
+  by_hash_.erase(blk.hash, b);
   blk.registered = false;
 }
 
@@ -103,9 +103,8 @@ std::span<const int64_t> BlockPool::tokens_of(int32_t b) const {
 std::optional<int32_t> BlockPool::find(uint64_t parent_hash, std::span<const int64_t> tokens) {
   if (!prefix_caching_ || int64_t(tokens.size()) != block_size_) return std::nullopt;
   ++lookups_;
-  const auto it = by_hash_.find(chain_hash(parent_hash, tokens));
-  if (it == by_hash_.end()) return std::nullopt;
-  const int32_t b = it->second;
+  const int32_t b = by_hash_.find(chain_hash(parent_hash, tokens));
+  if (b < 0) return std::nullopt;
   const Block& blk = blocks_[size_t(b)];
   if (blk.parent_hash != parent_hash || !std::equal(tokens.begin(), tokens.end(), tokens_of(b).begin()))
     return std::nullopt;
@@ -120,12 +119,12 @@ uint64_t BlockPool::register_full(int32_t b, uint64_t parent_hash, std::span<con
   if (!prefix_caching_) return hash;
   Block& blk = blocks_[size_t(b)];
   AERIE_CHECK(blk.refs > 0, "block pool: register of unheld block ", b);
-  if (blk.registered || by_hash_.count(hash)) return hash;  // same content cached already: keep that one
+  if (blk.registered || by_hash_.find(hash) >= 0) return hash;  // same content cached already: keep that one
   blk.registered = true;
   blk.hash = hash;
   blk.parent_hash = parent_hash;
   std::copy(tokens.begin(), tokens.end(), tokens_.begin() + int64_t(b) * block_size_);
-  by_hash_.emplace(hash, b);
+  by_hash_.insert(hash, b);
   return hash;
 }
 

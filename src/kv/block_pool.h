@@ -12,8 +12,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
+
+#include "kv/block_index.h"
 
 namespace aerie {
 
@@ -72,7 +73,7 @@ class BlockPool {
   std::vector<int64_t> tokens_;  // [n_blocks, block_size] content of registered blocks
   std::vector<int32_t> free_;    // stack of free block ids
   int32_t lru_head_ = -1, lru_tail_ = -1, n_idle_ = 0;
-  std::unordered_map<uint64_t, int32_t> by_hash_;
+  BlockIndex by_hash_;
   int64_t lookups_ = 0, hits_ = 0;
 };
 
