@@ -1,44 +1,49 @@
 // Engine: many requests served from one set of weights by continuous batching over a paged KV cache,
-// with speculative decoding inside the batch.
+// with speculative decoding inside the batch. The one implementation of a speculative round: `aerie
+// generate`, `bench-accept`, `bench-spec` and `serve` all run it.
 //
-// Each step() plans one ragged batch (sched/scheduler.h): prompt chunks and decode/verification rows of
-// running sequences together; one target forward; per sequence sampling or acceptance of its drafts with
-// its own parameters and RNG; rollback of rejected positions (blocks go back to the pool); then the draft
-// head runs once over every sequence's new rows (target features) and K-1 more times, one row per
-// sequence, to propose the next drafts. Token events go to each request's callback from inside step().
+// One step, schedule -> run -> postprocess:
+//   scheduler.plan()          which sequences run and how many rows each (a prompt chunk, or 1 + K drafts)
+//   StepInput::build(plan)    the flat ragged batch                                   (step_input.h)
+//   target.forward(batch)     logits of the wanted rows, captured hidden states for the head
+//   Verifier::run(seq)        per sequence: the first token, or drafts accepted + one target token, with
+//                             the request's own sampling parameters, RNG, mask and stop conditions
+//                             -> StepResult                                            (verifier.h)
+//   scheduler.update(result)  tokens appended, positions advanced, rejected positions cut off (blocks go
+//                             back to the pool), full blocks registered for prefix caching
+//   DraftRunner::propose()    the head over every sequence's new rows, then K - 1 own-feature passes:
+//                             the next drafts                                          (draft_runner.h)
+//   events                    each request's callback, from inside step()
 //
+// A failure inside one request's work (its sampling, mask, or a forward it was batched into) finishes
+// that request with FinishReason::kError and frees its blocks; the engine goes on with the others.
 // submit() and cancel() may be called from any thread; step() from one thread at a time.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/draft_runner.h"
+#include "engine/draft_tokens.h"
 #include "engine/memory_plan.h"
 #include "engine/metrics.h"
+#include "engine/step_input.h"
+#include "engine/verifier.h"
 #include "models/model.h"
 #include "sched/request.h"
 #include "sched/scheduler.h"
 #include "spec/draft_head.h"
 #include "spec/spec_options.h"
-#include "spec/verify.h"
 
 namespace aerie {
-
-// "1-4:3,5-16:2,17-:0": K by the number of decoding sequences (0 = plain decoding at that size).
-struct DraftTokensByBatchSize {
-  struct Range {
-    int64_t lo, hi, k;  // hi < 0: unbounded
-  };
-  std::vector<Range> ranges;
-  static DraftTokensByBatchSize parse(const std::string& text);
-  int64_t k_for(int64_t batch_size, int64_t fallback) const;
-};
 
 struct EngineConfig {
   int64_t block_size = 16;
@@ -55,9 +60,11 @@ struct EngineConfig {
 
 class Engine {
  public:
-  // `draft` may be null (plain decoding). Both must outlive the engine.
+  // `draft` may be null (plain decoding). Both must outlive the engine. The models run on `pool`.
   Engine(Model& target, DraftHead* draft, const EngineConfig& config, ThreadPool& pool);
   ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   // Queues a request; returns its id. Throws aerie::Error for a request that can never run (empty prompt,
   // prompt + 1 beyond the max length, bad sampling parameters) or when the queue is full.
@@ -78,6 +85,7 @@ class Engine {
   const MemoryPlan& memory_plan() const { return plan_; }
   int64_t max_length() const { return plan_.max_length; }
   const BlockPool& pool() const { return *pool_; }
+  const BlockPool* draft_pool() const { return draft_pool_.get(); }
   // The target's KV cache of a request that holds blocks (null otherwise), as of the end of its last
   // round: for tests and debugging, from the step thread (an event callback) or between steps.
   const KvCache* target_cache(uint64_t id) const;
@@ -86,31 +94,24 @@ class Engine {
   bool step_once();
   void snapshot_state();
   void drain_inbox();
-  void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const std::vector<int64_t>& tokens = {},
-              const std::vector<TokenLogprobs>* logprobs = nullptr);
-  AcceptRule rule_for(const Sequence& seq) const;
-  int64_t next_k(const Sequence& seq, int64_t k_step) const;
-  // Appends token to the sequence and to this step's events (slot = its place in the plan); `logits` is
-  // the target row it was chosen from (for log-probabilities).
-  void emit_token(Sequence& seq, int64_t token, const float* logits, size_t slot, bool& done);
-  void token_logprobs(const float* logits, int64_t token, int64_t n_top, TokenLogprobs& out);
-  void run_target(const std::vector<ScheduledRows>& plan);
-  void run_draft(const std::vector<ScheduledRows>& plan);
-  void pick_draft(Sequence& seq, const float* logits, int64_t i);
-  // Structured output: `n_rows` logit rows of a constrained sequence copied and masked (row j with the
-  // constraint walked along the first j drafts), or `logits` itself when the sequence is unconstrained.
-  const float* masked_rows(Sequence& seq, const float* logits, int64_t n_rows, int64_t vocab);
+  // Runs `plan` (all of this step's plan, or a slice whose results are results_[first..]): the target
+  // forward, each sequence's decision and scheduler update, then the head's passes. A forward that throws
+  // is retried one sequence at a time, so that only the sequence it fails on fails.
+  void run(std::span<const ScheduledRows> plan, size_t first);
+  void run_draft(std::span<const ScheduledRows> plan, size_t first);
+  void fail(size_t i, const std::string& what, const std::exception& e);
+  void post_events(const std::vector<ScheduledRows>& plan);
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
 
   Model& target_;
   DraftHead* draft_;
   EngineConfig config_;
-  ThreadPool& pool_threads_;
   MemoryPlan plan_;
   std::unique_ptr<KvStore> store_, draft_store_;
   std::unique_ptr<BlockPool> pool_, draft_pool_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::vector<int64_t> draft_to_target_;
-  std::vector<int64_t> eos_;
+  std::unique_ptr<Verifier> verifier_;
+  std::unique_ptr<DraftRunner> drafter_;  // null without a draft head
 
   mutable std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;
@@ -123,30 +124,13 @@ class Engine {
   EngineMetrics metrics_;
   mutable std::mutex metrics_mutex_;
 
-  // Per-step buffers, reused.
-  std::vector<int64_t> ids_, logit_rows_;
-  std::vector<SequenceRows> rows_;
-  std::vector<int64_t> row_begin_;       // per planned sequence: first row in the target batch
-  std::vector<int64_t> logit_begin_;     // per planned sequence: first logit row
-  std::vector<int64_t> accepted_rows_;   // per planned sequence: rows whose features feed the head
-  std::vector<std::vector<int64_t>> fresh_;  // per planned sequence: tokens emitted this step
-  std::vector<std::vector<TokenLogprobs>> fresh_logprobs_;  // per planned sequence, when asked for
-  std::vector<int32_t> logprob_order_;
-  std::vector<uint8_t> done_;            // per planned sequence
-  std::vector<float> gathered_;          // head features gathered, per part
-  std::vector<const float*> parts_;
-  std::vector<int64_t> head_ids_, head_logit_rows_;
-  std::vector<SequenceRows> head_rows_;
-  std::vector<Sequence*> drafting_;
-  std::vector<int64_t> drafting_k_;
-  std::vector<float> self_features_;     // [n drafting, n_embd_head]
-  std::vector<size_t> active_;
-  VerifyScratch verify_scratch_;
-  SamplerScratch sampler_scratch_;
-  std::vector<float> probs_;
-  std::vector<float> masked_;            // masked logit rows of one constrained sequence
-  std::vector<uint8_t> allowed_;         // its token mask
+  // Per-step state, reused (steady-state steps allocate nothing).
+  std::vector<Sequence*> preempted_;
+  StepInput input_;
   ForwardOutput out_;
+  std::vector<StepResult> results_;       // per planned sequence
+  std::vector<int64_t> new_positions_;    // per planned sequence: rows whose features feed the head
+  TokenEvent event_;
 };
 
 }  // namespace aerie

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sample/logprobs.h"
 #include "sample/sampling.h"
 #include "sample/token_constraint.h"
 #include "spec/spec_stats.h"
@@ -25,11 +26,6 @@ struct RequestOptions {
   // Structured output: which tokens may come next (JSON schema, tool calls). A prototype in its initial
   // state, never changed: each request works on its own clone. Null: unconstrained.
   std::shared_ptr<const TokenConstraint> constraint;
-};
-
-struct TokenLogprobs {
-  float logprob = 0.0f;
-  std::vector<std::pair<int64_t, float>> top;  // (token id, log-probability), most likely first
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

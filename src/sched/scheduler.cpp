@@ -78,8 +78,9 @@ void Scheduler::admit_prefix(Sequence* seq) {
   if (seq->preemptions == 0) seq->n_cached_prompt = std::min(matched, seq->n_prompt);
 }
 
-std::vector<ScheduledRows> Scheduler::plan(std::vector<Sequence*>& preempted) {
-  std::vector<ScheduledRows> rows;
+const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preempted) {
+  std::vector<ScheduledRows>& rows = rows_;
+  rows.clear();
   int64_t budget = config_.max_batch_tokens;
   // Running sequences, oldest first; a sequence that cannot get blocks preempts the newest one.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -114,6 +115,24 @@ std::vector<ScheduledRows> Scheduler::plan(std::vector<Sequence*>& preempted) {
     budget -= want;
   }
   return rows;
+}
+
+void Scheduler::update(Sequence& seq, const StepResult& result) {
+  const int64_t p = seq.n_computed;
+  seq.tokens.insert(seq.tokens.end(), result.tokens.begin(), result.tokens.end());
+  seq.n_computed = p + result.n_new_positions;
+  AERIE_CHECK(seq.n_computed <= int64_t(seq.tokens.size()), "scheduler: ", seq.n_computed,
+              " positions computed for ", seq.tokens.size(), " tokens");
+  if (seq.kv->length() > seq.n_computed) seq.kv->truncate(seq.n_computed);
+  // The head's blocks stay reserved: it rewrites these positions in this step's draft passes.
+  if (seq.draft_kv && seq.draft_kv->length() > p) seq.draft_kv->truncate(p, /*keep_blocks=*/true);
+  seq.drafts.clear();
+  seq.table.register_full_blocks(pool_, seq.tokens);
+}
+
+void Scheduler::register_draft_blocks(Sequence& seq) {
+  // Head row t carries token t + 1.
+  seq.draft_table.register_full_blocks(*draft_pool_, std::span<const int64_t>(seq.tokens).subspan(1));
 }
 
 }  // namespace aerie

@@ -14,6 +14,7 @@
 
 #include "kv/block_pool.h"
 #include "sched/sequence.h"
+#include "sched/step_result.h"
 
 namespace aerie {
 
@@ -38,9 +39,17 @@ class Scheduler {
 
   void add(Sequence* seq);     // waits until admitted
   void remove(Sequence* seq);  // finished or cancelled: frees its blocks, forgets it
-  // The rows of the next step (empty when there is nothing to do). Sequences preempted to make room are
-  // appended to `preempted`.
-  std::vector<ScheduledRows> plan(std::vector<Sequence*>& preempted);
+  // The rows of the next step (empty when there is nothing to do), valid until the next call. Sequences
+  // preempted to make room are appended to `preempted`.
+  const std::vector<ScheduledRows>& plan(std::vector<Sequence*>& preempted);
+  // Applies a planned sequence's step: appends its tokens, advances its computed positions, cuts the
+  // target cache back to them (rejected drafts), rewinds the head's cache to where its target-feature
+  // rows end (its blocks kept for this step's draft passes) and registers full blocks in the prefix
+  // cache. The only writer of a sequence's progress besides admission and preemption.
+  void update(Sequence& seq, const StepResult& result);
+  // Registers the head's full blocks of positions computed from target features (call after the head's
+  // first pass of a step, before its own-feature passes write speculative positions).
+  void register_draft_blocks(Sequence& seq);
 
   int64_t n_running() const { return int64_t(running_.size()); }
   int64_t n_waiting() const { return int64_t(waiting_.size()); }
@@ -55,6 +64,7 @@ class Scheduler {
   SchedulerConfig config_;
   BlockPool& pool_;
   BlockPool* draft_pool_;
+  std::vector<ScheduledRows> rows_;  // the last plan
   std::vector<Sequence*> running_;  // in arrival order
   std::deque<Sequence*> waiting_;   // in arrival order
 };

@@ -11,4 +11,11 @@ void validate(const SpecOptions& spec) {
               spec.synthetic_acceptance);
 }
 
+AcceptRule accept_rule(const SamplingParams& sampling, const SpecOptions& spec, bool has_draft) {
+  if (has_draft && spec.synthetic_acceptance >= 0.0) return AcceptRule::kSynthetic;
+  if (sampling.greedy()) return AcceptRule::kGreedy;
+  if (!has_draft) return AcceptRule::kTargetMatch;
+  return spec.proposal == DraftProposal::kSampled ? AcceptRule::kRejection : AcceptRule::kTargetMatch;
+}
+
 }  // namespace aerie

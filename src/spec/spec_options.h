@@ -4,6 +4,9 @@
 
 #include <cstdint>
 
+#include "sample/sampling.h"
+#include "spec/verify.h"
+
 namespace aerie {
 
 enum class DraftProposal {
@@ -20,5 +23,10 @@ struct SpecOptions {
 
 // Throws aerie::Error unless K is in [1, 32] and the synthetic acceptance is at most 1.
 void validate(const SpecOptions& spec);
+
+// How a sequence with these sampling parameters verifies its drafts: greedy at T = 0, rejection sampling
+// for sampled proposals, target-match for argmax proposals; synthetic in performance tests. Without a
+// draft head a sampled token is a plain draw (kTargetMatch over no drafts).
+AcceptRule accept_rule(const SamplingParams& sampling, const SpecOptions& spec, bool has_draft);
 
 }  // namespace aerie

@@ -1,0 +1,33 @@
+// The flat target batch of one step, built from the scheduler's plan (a pure function of the plan and
+// the sequences' tokens and drafts; buffers reused step to step).
+//
+// Worked example, plan [A: prompt chunk of 3 (positions 0..2, last chunk), B: round with 2 drafts]:
+//   ids         [a0 a1 a2 | xB d1 d2]
+//   rows        [{0, 3, A.kv}, {3, 3, B.kv}]
+//   logit_rows  [2 | 3 4 5]          (A: its last row only; B: every row, K + 1 = 3)
+//   row_begin   [0, 3]   logit_begin [0, 1]
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "models/model.h"
+#include "sched/scheduler.h"
+
+namespace aerie {
+
+struct StepInput {
+  std::vector<int64_t> ids;          // [n_tokens]
+  std::vector<SequenceRows> rows;    // per planned sequence
+  std::vector<int64_t> logit_rows;   // rows whose logits are wanted, ascending
+  std::vector<int64_t> row_begin;    // per planned sequence: its first row
+  std::vector<int64_t> logit_begin;  // per planned sequence: its first logit row
+
+  // A prefilling sequence contributes its next n_rows prompt tokens (logits of the last row when the chunk
+  // reaches the end of its tokens); a decoding one its last token and its drafts (logits of every row).
+  void build(std::span<const ScheduledRows> plan);
+  StepBatch batch(std::span<const int> capture_layers) const { return StepBatch{ids, rows, logit_rows, capture_layers}; }
+};
+
+}  // namespace aerie

@@ -1,0 +1,65 @@
+#include "engine/verifier.h"
+
+#include <algorithm>
+
+namespace aerie {
+
+Verifier::Verifier(VerifierConfig config, int64_t n_vocab)
+    : config_(std::move(config)), n_vocab_(n_vocab), probs_(size_t(n_vocab)) {}
+
+bool Verifier::emit(Sequence& seq, int64_t token, const float* row, StepResult& out) {
+  out.tokens.push_back(token);
+  if (seq.options.logprobs >= 0) {
+    out.logprobs.emplace_back();
+    token_logprobs(row, n_vocab_, token, seq.options.logprobs, out.logprobs.back(), logprob_scratch_);
+  }
+  const auto& stops = seq.options.stop_token_ids;
+  const auto& eos = config_.eos;
+  const bool is_eos = !seq.options.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
+  if (is_eos || std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    out.finish = FinishReason::kStop;
+  } else if (seq.constraint && (!seq.constraint->accept(token) || seq.constraint->finished())) {
+    // The structured output is complete (or, in synthetic-acceptance benchmarks, a draft broke it).
+    out.finish = seq.constraint->finished() ? FinishReason::kStop : FinishReason::kLength;
+  } else {
+    const int64_t n_tokens = int64_t(seq.tokens.size() + out.tokens.size());
+    if (n_tokens - seq.n_prompt >= seq.options.max_tokens || n_tokens >= config_.max_length)
+      out.finish = FinishReason::kLength;
+  }
+  return out.finish == FinishReason::kNone;
+}
+
+void Verifier::run(Sequence& seq, int64_t n_rows, const float* logits, StepResult& out) {
+  out.clear();
+  if (seq.prefilling()) {
+    out.n_new_positions = n_rows;
+    if (seq.n_computed + n_rows < int64_t(seq.tokens.size())) return;  // more prompt to come
+    const float* row = seq.constraint ? mask_verification_rows(*seq.constraint, logits, 1, n_vocab_, {}, config_.eos,
+                                                               constraint_scratch_)
+                                      : logits;
+    const int64_t y = sample_token(row, n_vocab_, seq.options.sampling, seq.rng, probs_.data(), sampler_scratch_);
+    emit(seq, y, logits, out);
+    return;
+  }
+  const int64_t k = int64_t(seq.drafts.size());
+  const float* rows = seq.constraint ? mask_verification_rows(*seq.constraint, logits, k + 1, n_vocab_, seq.drafts,
+                                                              config_.eos, constraint_scratch_)
+                                     : logits;
+  const DraftDistributions q{seq.q.empty() ? nullptr : seq.q.data(), config_.n_draft_vocab, seq.draft_ids,
+                             config_.draft_to_target};
+  const AcceptRule rule = accept_rule(seq.options.sampling, config_.spec, config_.has_draft);
+  const VerifyResult verdict = verify_drafts(rule, rows, n_vocab_, seq.drafts, seq.options.sampling, seq.rng,
+                                             verify_scratch_, q, config_.spec.synthetic_acceptance);
+  out.n_drafts = k;
+  out.n_accepted = verdict.n_accepted;
+  // Token j of the round comes from row j: the accepted drafts, then the target's token. A stop among the
+  // accepted drafts ends the round there.
+  bool going = true;
+  for (int64_t j = 0; j < verdict.n_accepted && going; ++j)
+    going = emit(seq, seq.drafts[size_t(j)], logits + j * n_vocab_, out);
+  if (going) emit(seq, verdict.next_token, logits + verdict.n_accepted * n_vocab_, out);
+  // Cached after the round: x_P and the emitted drafts, i.e. every emitted token but the last.
+  out.n_new_positions = int64_t(out.tokens.size());
+}
+
+}  // namespace aerie

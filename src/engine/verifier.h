@@ -1,0 +1,52 @@
+// The decision of one step for one planned sequence, from its rows of target logits: nothing for a prompt
+// chunk that does not reach the end of its tokens; the first token after the prompt; or a round's drafts
+// accepted or rejected (spec/verify.h) and the token the target adds. Applies the request's token mask
+// (structured output), stop conditions and log-probabilities, and returns a StepResult. It changes only
+// the request's sampling state (RNG, constraint); progress is applied by the scheduler.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sample/constraint_mask.h"
+#include "sample/logprobs.h"
+#include "sched/sequence.h"
+#include "sched/step_result.h"
+#include "spec/spec_options.h"
+#include "spec/verify.h"
+
+namespace aerie {
+
+struct VerifierConfig {
+  std::vector<int64_t> eos;              // the model's end-of-sequence ids
+  int64_t max_length = 0;                // per sequence, prompt + output
+  int64_t n_draft_vocab = 0;             // 0 without a draft head
+  std::vector<int64_t> draft_to_target;  // [n_draft_vocab] for a reduced-vocabulary head; empty otherwise
+  SpecOptions spec;
+  bool has_draft = false;
+};
+
+class Verifier {
+ public:
+  explicit Verifier(VerifierConfig config, int64_t n_vocab);
+
+  // logits: the sequence's logit rows, [1, n_vocab] for a prompt chunk that reaches the end of its tokens,
+  // [K + 1, n_vocab] for a round (K = seq.drafts.size()); unused for other prompt chunks.
+  void run(Sequence& seq, int64_t n_rows, const float* logits, StepResult& out);
+
+ private:
+  // Appends `token` to out (with its log-probability from `row`) and sets out.finish when it ends the
+  // request. Returns false when it did.
+  bool emit(Sequence& seq, int64_t token, const float* row, StepResult& out);
+
+  VerifierConfig config_;
+  int64_t n_vocab_;
+  VerifyScratch verify_scratch_;
+  SamplerScratch sampler_scratch_;
+  ConstraintScratch constraint_scratch_;
+  LogprobScratch logprob_scratch_;
+  std::vector<float> probs_;  // [n_vocab]
+};
+
+}  // namespace aerie

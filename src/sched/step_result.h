@@ -1,0 +1,38 @@
+// What one engine step did for one planned sequence: the verdict of sampling or verification, before
+// the scheduler applies it (Scheduler::update is the only writer of a sequence's progress).
+//
+// Worked example, a round at p = 10 (positions 0..9 cached, x_10 the last token) with K = 3 drafts
+// [d1 d2 d3]: the target wrote positions 10..13 for [x_10 d1 d2 d3]; verification accepts a = 2 and adds
+// y. tokens = [d1 d2 y], n_new_positions = 3 (x_10, d1, d2 stay cached: every token but the last), so
+// the cache is cut back to 13 and d3's position is dropped. Had d1 been a stop token, tokens = [d1] and
+// n_new_positions = 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sample/logprobs.h"
+#include "sched/request.h"
+
+namespace aerie {
+
+struct StepResult {
+  int64_t n_new_positions = 0;          // target cache positions that stay: a prompt chunk's rows, or the
+                                        // number of tokens a round emitted
+  std::vector<int64_t> tokens;          // emitted this step, in order
+  std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
+  int64_t n_drafts = 0, n_accepted = 0; // the round's drafts and how many were accepted
+  FinishReason finish = FinishReason::kNone;  // kStop / kLength when this step ended the request
+  std::string error;                    // set when the step failed for this request (finish = kError)
+
+  void clear() {
+    n_new_positions = n_drafts = n_accepted = 0;
+    tokens.clear();
+    logprobs.clear();
+    finish = FinishReason::kNone;
+    error.clear();
+  }
+};
+
+}  // namespace aerie
