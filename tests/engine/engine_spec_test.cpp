@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include "engine/engine.h"
@@ -126,6 +127,54 @@ TEST_F(EngineSpecTest, EndOfSequenceInsideAcceptedDraftsEndsLikePlain) {
     EXPECT_EQ(out[i].tokens, expected[i]) << "request " << i << " " << out[i].error;
     EXPECT_EQ(out[i].reason, FinishReason::kStop) << "request " << i;
   }
+  EXPECT_EQ(engine.metrics().kv_blocks_in_use, 0);
+}
+
+// Counts the passes of the head it wraps.
+class CountingHead final : public testing::DelegatingDraftHead {
+ public:
+  using DelegatingDraftHead::DelegatingDraftHead;
+  DraftOutput forward(const DraftBatch& batch) override {
+    ++(batch.source == FeatureSource::kTarget ? target_passes : self_passes);
+    logit_rows += int64_t(batch.logit_rows.size());
+    return inner_.forward(batch);
+  }
+  std::string describe() const override { return "counting " + inner_.describe(); }
+  void reset() { target_passes = self_passes = logit_rows = 0; }
+  int64_t target_passes = 0, self_passes = 0, logit_rows = 0;
+};
+
+// K by batch size: one decoding sequence drafts 4, two or three draft 2, four or more draft nothing. At
+// K = 0 the head still takes the step's new rows into its cache (one pass, no logits: the cheap part of
+// a draft step), so drafting resumes with a complete cache when the batch shrinks; it runs no draft pass.
+TEST_F(EngineSpecTest, DraftTokensFollowTheBatchSize) {
+  testing::OracleHead oracle(*copy, 1, 0.0);
+  CountingHead head(oracle);
+  EngineConfig c = config(4);
+  c.k_by_batch_size = DraftTokensByBatchSize::parse("1-1:4,2-3:2,4-:0");
+  Engine engine(*target, &head, c, pool);
+  std::vector<Job> jobs = make_jobs(4, 13, target->n_vocab(), 16);
+  jobs[0].options.max_tokens = 80;  // outlives the others
+  int64_t long_done = 0;  // tokens of the long request so far (K shrinks only within 5 of its end)
+  engine.submit(jobs[0].prompt, jobs[0].options, [&](const TokenEvent& e) { long_done += int64_t(e.tokens.size()); });
+  for (size_t i = 1; i < jobs.size(); ++i) engine.submit(jobs[i].prompt, jobs[i].options, nullptr);
+  engine.step();  // every prompt in one batch: prefilled, first tokens, no drafts yet (still prefilling)
+  std::map<int64_t, int> seen;  // running sequences -> steps checked
+  while (!engine.idle()) {
+    const int64_t running = engine.metrics().running;
+    head.reset();
+    engine.step();
+    const EngineMetrics m = engine.metrics();
+    const int64_t k_expected = running >= 4 ? 0 : running >= 2 ? 2 : 4;
+    if (m.running == running && long_done + 5 < jobs[0].options.max_tokens) {  // nobody finished
+      ASSERT_EQ(head.target_passes, 1) << running << " running";
+      ASSERT_EQ(head.self_passes, k_expected == 0 ? 0 : k_expected - 1) << running << " running";
+      ASSERT_EQ(head.logit_rows, running * k_expected) << running << " running";
+      ++seen[running];
+    }
+  }
+  EXPECT_GT(seen[4], 3) << "no step with four sequences decoding";
+  EXPECT_GT(seen[1], 3) << "no step with one sequence decoding";
   EXPECT_EQ(engine.metrics().kv_blocks_in_use, 0);
 }
 
