@@ -35,7 +35,8 @@ std::vector<uint64_t> EngineLoop::submit(std::vector<SubmitJob> jobs, std::share
   const int64_t n = int64_t(jobs.size());
   {
     std::lock_guard<std::mutex> lock(admit_mutex_);
-    if (!admitting_.load() || failed_.load()) throw Overloaded(503, "The server is shutting down.");
+    if (failed_.load()) throw Overloaded(503, "The engine has failed and cannot take requests; restart the server.");
+    if (!admitting_.load()) throw Overloaded(503, "The server is shutting down.");
     if (in_flight_.load() + n > max_in_flight_) throw Overloaded(429, "The server is currently overloaded.");
     in_flight_ += n;
   }
@@ -79,6 +80,11 @@ std::vector<uint64_t> EngineLoop::submit(std::vector<SubmitJob> jobs, std::share
 
 void EngineLoop::cancel(uint64_t id) { engine_.cancel(id); }
 
+std::string EngineLoop::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  return failure_;
+}
+
 void EngineLoop::cancel_all() {
   std::lock_guard<std::mutex> lock(ids_mutex_);
   for (uint64_t id : live_ids_) engine_.cancel(id);
@@ -108,6 +114,10 @@ void EngineLoop::run() {
     } catch (const std::exception& e) {
       // A step that throws leaves the engine in an unknown state: stop taking requests, cancel the live
       // ones and keep stepping so that their final events (and the HTTP responses) still come.
+      {
+        std::lock_guard<std::mutex> lock(failure_mutex_);
+        if (failure_.empty()) failure_ = std::string("engine step failed: ") + e.what();
+      }
       if (!failed_.exchange(true)) std::fprintf(stderr, "aerie serve: engine step failed: %s\n", e.what());
       cancel_all();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -85,8 +86,10 @@ class EngineLoop {
   int64_t in_flight() const { return in_flight_.load(); }
   int64_t max_in_flight() const { return max_in_flight_; }
   const Engine& engine() const { return engine_; }
-  // True once step() has thrown: the engine can no longer be trusted.
+  // True once step() itself has thrown (a request's own failure never does: the engine fails that request
+  // alone): the engine's state can no longer be trusted, and failure() says why.
   bool failed() const { return failed_.load(); }
+  std::string failure() const;
 
   // Refuse new submissions from now on (503).
   void stop_admission() { admitting_.store(false); }
@@ -107,6 +110,8 @@ class EngineLoop {
   std::atomic<bool> admitting_{true};
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mutex_;
+  std::string failure_;
 
   mutable std::mutex ids_mutex_;
   mutable std::condition_variable ids_cv_;

@@ -166,7 +166,9 @@ struct HttpServer::Impl {
     http.Get("/health", guarded(false, [this](const auto&, auto& res) {
       const std::shared_ptr<Backend> b = current();
       const char* state = !b ? "loading" : draining.load() ? "draining" : b->loop->failed() ? "failed" : "ok";
-      send_json(res, std::string_view(state) == "ok" ? 200 : 503, OrderedJson{{"status", state}});
+      OrderedJson body{{"status", state}};
+      if (std::string_view(state) == "failed") body["error"] = b->loop->failure();
+      send_json(res, std::string_view(state) == "ok" ? 200 : 503, body);
     }));
     http.Get("/metrics", guarded(false, [this](const auto&, auto& res) {
       const std::shared_ptr<Backend> b = current();

@@ -63,8 +63,10 @@ std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, in
   metric(out, "aerie_prefix_cache_lookups_total", "counter", "Prefix cache block lookups.", double(m.prefix_block_lookups));
   metric(out, "aerie_prefix_cache_hits_total", "counter", "Prefix cache block hits.", double(m.prefix_block_hits));
   metric(out, "aerie_requests_submitted_total", "counter", "Requests submitted to the engine.", double(m.requests_submitted));
-  metric(out, "aerie_requests_finished_total", "counter", "Requests that finished (stop, length or error).",
+  metric(out, "aerie_requests_finished_total", "counter", "Requests that finished (stop or length).",
          double(m.requests_finished));
+  metric(out, "aerie_requests_failed_total", "counter", "Requests that failed inside the engine (the others went on).",
+         double(m.requests_failed));
   metric(out, "aerie_requests_cancelled_total", "counter", "Requests cancelled (client gone, stop string, shutdown).",
          double(m.requests_cancelled));
   metric(out, "aerie_preemptions_total", "counter", "Sequences preempted for KV cache space.", double(m.preemptions));

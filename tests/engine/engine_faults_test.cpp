@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/generator.h"
+#include "fault_injection.h"
 #include "lossless_support.h"
 #include "models/registry.h"
 
@@ -18,32 +19,6 @@ namespace aerie {
 namespace {
 
 const std::filesystem::path kData(AERIE_TEST_DATA_DIR);
-
-// The target, failing every forward whose batch holds the poison token.
-class PoisonTarget final : public Model {
- public:
-  PoisonTarget(Model& inner, int64_t poison) : inner_(inner), poison_(poison) {}
-  ForwardOutput forward(const StepBatch& batch) override {
-    if (std::find(batch.token_ids.begin(), batch.token_ids.end(), poison_) != batch.token_ids.end())
-      throw Error("poisoned target batch");
-    return inner_.forward(batch);
-  }
-  KvCache make_kv_cache(int64_t capacity) const override { return inner_.make_kv_cache(capacity); }
-  int64_t n_vocab() const override { return inner_.n_vocab(); }
-  int64_t n_embd() const override { return inner_.n_embd(); }
-  int64_t n_layer() const override { return inner_.n_layer(); }
-  int64_t max_position_embeddings() const override { return inner_.max_position_embeddings(); }
-  uint64_t decode_weight_bytes() const override { return inner_.decode_weight_bytes(); }
-  const std::vector<int64_t>& eos_token_ids() const override { return inner_.eos_token_ids(); }
-  const std::vector<int64_t>& bos_token_ids() const override { return inner_.bos_token_ids(); }
-  const Tensor& token_embedding() const override { return inner_.token_embedding(); }
-  const Tensor& output_head() const override { return inner_.output_head(); }
-  std::string describe() const override { return "poisoned " + inner_.describe(); }
-
- private:
-  Model& inner_;
-  int64_t poison_;
-};
 
 // A real head, failing every pass whose batch holds the poison token.
 class PoisonHead final : public testing::DelegatingDraftHead {
@@ -168,7 +143,7 @@ class EngineFaults : public ::testing::Test {
 };
 
 TEST_F(EngineFaults, TargetForwardFailureFailsOnlyItsRequest) {
-  PoisonTarget poisoned(*target, poison);
+  testing::PoisonTarget poisoned(*target, poison);
   for (size_t bad : {size_t(0), size_t(2)}) {
     Engine engine(poisoned, head.get(), config(), pool);
     expect_isolated(engine, bad, "poisoned target batch");

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/thread_pool.h"
+#include "../engine/fault_injection.h"
 #include "engine/engine.h"
 #include "models/registry.h"
 #include "server/http_server.h"
@@ -102,6 +103,7 @@ struct TestServerConfig {
   EngineConfig engine;
   bool draft = false;
   bool attach = true;
+  int64_t poison_token = -1;  // >= 0: every target forward whose batch holds this id fails (fault injection)
 
   TestServerConfig() {
     options.port = 0;
@@ -124,8 +126,9 @@ class TestServer {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir_));
     model_ = load_model(dir_, pool_);
     if (config.draft) head_ = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *model_, pool_);
+    if (config.poison_token >= 0) poisoned_ = std::make_unique<aerie::testing::PoisonTarget>(*model_, config.poison_token);
     config_.engine.max_queue = config_.options.max_in_flight + 1;
-    engine_ = std::make_unique<Engine>(*model_, head_.get(), config_.engine, pool_);
+    engine_ = std::make_unique<Engine>(poisoned_ ? *poisoned_ : *model_, head_.get(), config_.engine, pool_);
     server_ = std::make_unique<HttpServer>(config_.options);
     port_ = server_->bind();
     server_->start();
@@ -169,6 +172,7 @@ class TestServer {
   ThreadPool pool_{1};
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<aerie::testing::PoisonTarget> poisoned_;
   std::unique_ptr<DraftHead> head_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<HttpServer> server_;

@@ -1,6 +1,8 @@
 // Requests that end early: a client that hangs up (streaming or waiting for the whole response) gets its
-// engine requests cancelled and their KV blocks freed; a drain (SIGTERM) refuses new work with 503, lets running streams finish within the grace
-// period and cancels the rest (their streams end with an error object), leaving the KV pool empty.
+// engine requests cancelled and their KV blocks freed; a drain (SIGTERM) refuses new work with 503, lets
+// running streams finish within the grace period and cancels the rest (their streams end with an error
+// object), leaving the KV pool empty; a request whose work fails inside the engine gets a 500 error object
+// alone while the server stays healthy and serves the others.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -144,6 +146,44 @@ TEST(ServeLifecycle, DrainCancelsWhatOutlivesTheGracePeriod) {
   EXPECT_TRUE(s.done);
   EXPECT_EQ(server.server().metrics().kv_blocks_in_use, 0);
   EXPECT_EQ(server.server().metrics().requests_cancelled, 1);
+}
+
+TEST(ServeLifecycle, AFailingRequestFailsAloneAndTheServerStaysHealthy) {
+  // Every target forward whose batch holds '~' fails: only a prompt with '~' in it can trigger that.
+  const int64_t poison = [] {
+    TestServer probe;
+    return int64_t(probe.tokenizer().encode("~", false).at(0));
+  }();
+  TestServerConfig config;
+  config.poison_token = poison;
+  TestServer server(config);
+  auto client = server.client();
+  const Json healthy = {{"prompt", "hello there"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+  const HttpResult alone = post(*client, "/v1/completions", healthy.dump());
+  ASSERT_EQ(alone.status, 200) << alone.body;
+  // A healthy stream runs while the poisoned request fails beside it.
+  auto streamed = std::async(std::launch::async, [&server] {
+    auto c = server.client();
+    Json body = {{"prompt", "hello there"}, {"max_tokens", 120}, {"temperature", 0}, {"ignore_eos", true}};
+    return post(*c, "/v1/completions", body.dump());
+  });
+  std::this_thread::sleep_for(50ms);
+  const HttpResult bad = post(*client, "/v1/completions", Json{{"prompt", "hello ~ there"}, {"max_tokens", 8}}.dump());
+  EXPECT_EQ(bad.status, 500) << bad.body;
+  const Json error = Json::parse(bad.body);
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("poisoned target batch"), std::string::npos) << bad.body;
+  const HttpResult other = streamed.get();
+  ASSERT_EQ(other.status, 200) << other.body;
+  EXPECT_EQ(Json::parse(other.body)["choices"][0]["finish_reason"], "length");
+  // Still healthy and serving: the same request gives the same text as before the failure.
+  const HttpResult health = get(*client, "/health");
+  EXPECT_EQ(health.status, 200) << health.body;
+  const HttpResult again = post(*client, "/v1/completions", healthy.dump());
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(Json::parse(again.body)["choices"][0]["text"], Json::parse(alone.body)["choices"][0]["text"]);
+  const HttpResult metrics = get(*client, "/metrics");
+  EXPECT_NE(metrics.body.find("aerie_requests_failed_total 1"), std::string::npos);
+  EXPECT_TRUE(wait_until_pool_empty(server.server(), 5000ms));
 }
 
 }  // namespace
