@@ -39,14 +39,43 @@ void DraftRunner::pick(Sequence& seq, const float* logits, int64_t i) {
   if (seq.draft_constraint) seq.draft_constraint->accept(seq.drafts[size_t(i)]);
 }
 
-void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const int64_t> row_begin,
-                          std::span<const int64_t> new_positions, const ForwardOutput& target_out, int64_t k_step) {
+void DraftRunner::defer(std::span<const ScheduledRows> plan, std::span<const int64_t> row_begin,
+                        std::span<const int64_t> new_positions, const ForwardOutput& target_out) {
   const size_t n_parts = target_out.hidden.size();
   const int64_t width = target_out.n_embd;
+  const size_t row_floats = n_parts * size_t(width);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& seq = *plan[i].seq;
+    const int64_t rows = new_positions[i];
+    if (rows == 0 || seq.speculation_off) continue;
+    if (seq.deferred_rows + rows > kMaxDeferredRows) {
+      // Too far behind to catch up cheaply: this sequence decodes plainly from now on.
+      seq.speculation_off = true;
+      seq.deferred_rows = 0;
+      seq.deferred_features.clear();
+      continue;
+    }
+    if (seq.deferred_features.capacity() == 0) seq.deferred_features.reserve(size_t(kMaxDeferredRows) * row_floats);
+    seq.deferred_features.resize(size_t(seq.deferred_rows + rows) * row_floats);
+    for (int64_t r = 0; r < rows; ++r)
+      for (size_t j = 0; j < n_parts; ++j)
+        std::memcpy(seq.deferred_features.data() + size_t(seq.deferred_rows + r) * row_floats + j * size_t(width),
+                    target_out.hidden[j].data + (row_begin[i] + r) * width, size_t(width) * sizeof(float));
+    seq.deferred_rows += rows;
+  }
+}
+
+void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const int64_t> row_begin,
+                          std::span<const int64_t> new_positions, const ForwardOutput& target_out, int64_t k_step) {
+  if (k_step == 0) return defer(plan, row_begin, new_positions, target_out);
+  const size_t n_parts = target_out.hidden.size();
+  const int64_t width = target_out.n_embd;
+  const size_t row_floats = n_parts * size_t(width);
   int64_t m = 0;
-  for (size_t i = 0; i < plan.size(); ++i) m += new_positions[i];
+  for (size_t i = 0; i < plan.size(); ++i)
+    if (new_positions[i] > 0 && !plan[i].seq->speculation_off) m += plan[i].seq->deferred_rows + new_positions[i];
   if (m == 0) return;
-  gathered_.resize(size_t(m) * size_t(width) * n_parts);
+  gathered_.resize(size_t(m) * row_floats);
   parts_.resize(n_parts);
   for (size_t j = 0; j < n_parts; ++j) parts_[j] = gathered_.data() + j * size_t(m * width);
   ids_.clear();
@@ -55,15 +84,21 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
   drafting_.clear();
   drafting_k_.clear();
   for (size_t i = 0; i < plan.size(); ++i) {
-    const int64_t rows = new_positions[i];
-    if (rows == 0) continue;
     Sequence& seq = *plan[i].seq;
+    if (new_positions[i] == 0 || seq.speculation_off) continue;
+    // Rows: the deferred ones (steps at K = 0), then this step's.
+    const int64_t deferred = seq.deferred_rows, rows = deferred + new_positions[i];
     const int64_t hb = int64_t(ids_.size());
     const int64_t start = seq.n_computed - rows;  // target position of the first row
     for (int64_t r = 0; r < rows; ++r) ids_.push_back(seq.tokens[size_t(start + r + 1)]);
-    for (size_t j = 0; j < n_parts; ++j)
-      std::memcpy(gathered_.data() + j * size_t(m * width) + size_t(hb * width),
-                  target_out.hidden[j].data + row_begin[i] * width, size_t(rows * width) * sizeof(float));
+    for (size_t j = 0; j < n_parts; ++j) {
+      float* dst = gathered_.data() + j * size_t(m * width) + size_t(hb * width);
+      for (int64_t r = 0; r < deferred; ++r)
+        std::memcpy(dst + r * width, seq.deferred_features.data() + size_t(r) * row_floats + j * size_t(width),
+                    size_t(width) * sizeof(float));
+      std::memcpy(dst + deferred * width, target_out.hidden[j].data + row_begin[i] * width,
+                  size_t(new_positions[i] * width) * sizeof(float));
+    }
     rows_.push_back(SequenceRows{hb, rows, &*seq.draft_kv});
     const int64_t k = seq.prefilling() ? 0 : next_k(seq, k_step);
     if (k > 0) {
@@ -77,8 +112,12 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
     }
   }
   const DraftOutput first = head_.forward(DraftBatch{ids_, FeatureSource::kTarget, parts_, rows_, logit_rows_});
-  for (size_t i = 0; i < plan.size(); ++i)
-    if (new_positions[i] > 0) scheduler_.register_draft_blocks(*plan[i].seq);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& seq = *plan[i].seq;
+    if (new_positions[i] == 0 || seq.speculation_off) continue;
+    seq.deferred_rows = 0;  // in the head's cache now
+    scheduler_.register_draft_blocks(seq);
+  }
   const int64_t hd = first.n_embd, vd = first.n_vocab;
   self_features_.resize(drafting_.size() * size_t(hd));
   for (size_t d = 0; d < drafting_.size(); ++d) {

@@ -4,6 +4,10 @@
 // K - 1 passes of one row per sequence still drafting, on the head's own features. Writes each sequence's
 // pending drafts (drafts, draft_ids, and q for rejection sampling).
 //
+// At K = 0 (DraftTokensByBatchSize at a large batch) no head pass runs: the target features of the new
+// rows are kept with the sequence and go into the head's next pass, so its cache catches up in one pass
+// when drafting resumes. A sequence more than kMaxDeferredRows behind stops speculating instead.
+//
 // Worked example, two sequences after verification: A accepted 1 draft (rows [f_P d1 | f_P+1 y] to the
 // head), B finished a prompt chunk of 3 rows; K = 3 for A, 0 for B (still prefilling):
 //   pass 0 (target features): rows [A: 2 | B: 3], logits of A's last row -> A.d'1
@@ -26,6 +30,8 @@ namespace aerie {
 
 class DraftRunner {
  public:
+  static constexpr int64_t kMaxDeferredRows = 256;
+
   // draft_to_target: [n_draft_vocab] for a reduced-vocabulary head, empty otherwise.
   DraftRunner(DraftHead& head, Scheduler& scheduler, std::vector<int64_t> draft_to_target, const SpecOptions& spec,
               int64_t max_length);
@@ -38,6 +44,9 @@ class DraftRunner {
 
  private:
   int64_t next_k(const Sequence& seq, int64_t k_step) const;
+  // K = 0: keeps the new rows' target features with each sequence instead of running the head.
+  void defer(std::span<const ScheduledRows> plan, std::span<const int64_t> row_begin,
+             std::span<const int64_t> new_positions, const ForwardOutput& target_out);
   void pick(Sequence& seq, const float* logits, int64_t i);
 
   DraftHead& head_;

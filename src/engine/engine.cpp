@@ -263,12 +263,12 @@ void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
     if (plan.size() == 1) return fail(first, "draft head: ", e);
   }
   // The head's pass failed for the batch: retry each sequence alone (its head cache rewound to where this
-  // step's rows start), so that only the one it fails on fails.
+  // pass's rows start, deferred ones included), so that only the one it fails on fails.
   for (size_t i = 0; i < plan.size(); ++i) {
     const int64_t rows = new_positions_[i];
     if (rows == 0) continue;
     Sequence& seq = *plan[i].seq;
-    const int64_t start = seq.n_computed - rows;
+    const int64_t start = seq.n_computed - rows - seq.deferred_rows;  // where this pass's head rows begin
     if (seq.draft_kv->length() > start) seq.draft_kv->truncate(start, /*keep_blocks=*/true);
     try {
       drafter_->propose(plan.subspan(i, 1), std::span(input_.row_begin).subspan(i, 1), std::span(&rows, 1), out_,
@@ -363,6 +363,11 @@ void Engine::snapshot_state() {
 const KvCache* Engine::target_cache(uint64_t id) const {
   const auto it = live_.find(id);
   return it != live_.end() && it->second->running ? &*it->second->kv : nullptr;
+}
+
+const KvCache* Engine::draft_cache(uint64_t id) const {
+  const auto it = live_.find(id);
+  return it != live_.end() && it->second->running && it->second->draft_kv ? &*it->second->draft_kv : nullptr;
 }
 
 EngineMetrics Engine::metrics() const {

@@ -89,6 +89,7 @@ class Engine {
   // The target's KV cache of a request that holds blocks (null otherwise), as of the end of its last
   // round: for tests and debugging, from the step thread (an event callback) or between steps.
   const KvCache* target_cache(uint64_t id) const;
+  const KvCache* draft_cache(uint64_t id) const;  // the head's, likewise
 
  private:
   bool step_once();

@@ -32,6 +32,10 @@ void Scheduler::release(Sequence* seq) {
   seq->n_computed = 0;
   seq->drafts.clear();
   seq->draft_ids.clear();
+  // Recomputed from scratch when it runs again, the head's cache included.
+  seq->deferred_features.clear();
+  seq->deferred_rows = 0;
+  seq->speculation_off = false;
   seq->running = false;
 }
 

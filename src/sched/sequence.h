@@ -39,6 +39,12 @@ struct Sequence {
   std::vector<int64_t> drafts;       // target ids proposed for the next step
   std::vector<int64_t> draft_ids;    // the same as draft-vocabulary ids
   std::vector<float> q;              // [K, n_draft_vocab] draft distributions (rejection sampling)
+  // Steps at K = 0 run no head pass: the target features of their new rows wait here, [rows, n_parts *
+  // n_embd] (the head's cache ends `deferred_rows` positions before the target's), and go into the head's
+  // next pass. Past the engine's limit the sequence stops speculating instead (speculation_off).
+  std::vector<float> deferred_features;
+  int64_t deferred_rows = 0;
+  bool speculation_off = false;
   SpecStats spec;
 
   // Timing.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -144,9 +145,8 @@ class CountingHead final : public testing::DelegatingDraftHead {
   int64_t target_passes = 0, self_passes = 0, logit_rows = 0;
 };
 
-// K by batch size: one decoding sequence drafts 4, two or three draft 2, four or more draft nothing. At
-// K = 0 the head still takes the step's new rows into its cache (one pass, no logits: the cheap part of
-// a draft step), so drafting resumes with a complete cache when the batch shrinks; it runs no draft pass.
+// K by batch size: one decoding sequence drafts 4, two or three draft 2, four or more draft nothing, and
+// at K = 0 the head does not run at all (the rows' features wait for its next pass).
 TEST_F(EngineSpecTest, DraftTokensFollowTheBatchSize) {
   testing::OracleHead oracle(*copy, 1, 0.0);
   CountingHead head(oracle);
@@ -167,7 +167,7 @@ TEST_F(EngineSpecTest, DraftTokensFollowTheBatchSize) {
     const EngineMetrics m = engine.metrics();
     const int64_t k_expected = running >= 4 ? 0 : running >= 2 ? 2 : 4;
     if (m.running == running && long_done + 5 < jobs[0].options.max_tokens) {  // nobody finished
-      ASSERT_EQ(head.target_passes, 1) << running << " running";
+      ASSERT_EQ(head.target_passes, k_expected == 0 ? 0 : 1) << running << " running";
       ASSERT_EQ(head.self_passes, k_expected == 0 ? 0 : k_expected - 1) << running << " running";
       ASSERT_EQ(head.logit_rows, running * k_expected) << running << " running";
       ++seen[running];
@@ -176,6 +176,61 @@ TEST_F(EngineSpecTest, DraftTokensFollowTheBatchSize) {
   EXPECT_GT(seen[4], 3) << "no step with four sequences decoding";
   EXPECT_GT(seen[1], 3) << "no step with one sequence decoding";
   EXPECT_EQ(engine.metrics().kv_blocks_in_use, 0);
+}
+
+// After steps at K = 0 the head's cache catches up in one pass over the deferred rows: it then holds what
+// a head that never skipped holds (same tokens, same target features), and greedy output is unchanged.
+TEST_F(EngineSpecTest, HeadCatchesUpAfterStepsWithoutDrafts) {
+  std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
+  std::vector<Job> jobs = make_jobs(3, 14, target->n_vocab(), 12);
+  jobs[0].options.max_tokens = 60;
+  struct Snapshot {
+    std::vector<int64_t> tokens;
+    std::vector<std::vector<float>> rows;  // per layer, head positions [0, n) (target-feature rows)
+  };
+  auto run = [&](const char* k_by_batch_size) {
+    EngineConfig c = config(3);
+    if (*k_by_batch_size) c.k_by_batch_size = DraftTokensByBatchSize::parse(k_by_batch_size);
+    Engine engine(*target, head.get(), c, pool);
+    Snapshot snap;
+    std::vector<int64_t> tokens;
+    uint64_t id = 0;
+    id = engine.submit(jobs[0].prompt, jobs[0].options, [&](const TokenEvent& e) {
+      tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
+      if (e.finished || tokens.size() < 40 || !snap.rows.empty()) return;
+      const KvCache* cache = engine.draft_cache(id);
+      ASSERT_NE(cache, nullptr);
+      const int64_t n = int64_t(jobs[0].prompt.size() + tokens.size()) - 1;  // positions from target features
+      ASSERT_GE(cache->length(), n);
+      for (int64_t layer = 0; layer < cache->n_layer(); ++layer) {
+        std::vector<float> rows;
+        for (int64_t p = 0; p < n; ++p) {
+          rows.insert(rows.end(), cache->key_row(layer, p), cache->key_row(layer, p) + cache->row_width());
+          rows.insert(rows.end(), cache->value_row(layer, p), cache->value_row(layer, p) + cache->row_width());
+        }
+        snap.rows.push_back(std::move(rows));
+      }
+      snap.tokens = tokens;
+    });
+    for (size_t i = 1; i < jobs.size(); ++i) engine.submit(jobs[i].prompt, jobs[i].options, nullptr);
+    engine.run_until_idle();
+    EXPECT_EQ(int64_t(tokens.size()), jobs[0].options.max_tokens);
+    EXPECT_EQ(engine.metrics().kv_blocks_in_use, 0);
+    return snap;
+  };
+  const Snapshot always = run("");
+  const Snapshot skipping = run("1-1:3,2-:0");  // no drafts (and no head pass) while the short ones run
+  ASSERT_FALSE(always.rows.empty());
+  ASSERT_FALSE(skipping.rows.empty());
+  const size_t n_tokens = std::min(always.tokens.size(), skipping.tokens.size());
+  ASSERT_TRUE(std::equal(always.tokens.begin(), always.tokens.begin() + int64_t(n_tokens), skipping.tokens.begin()));
+  for (size_t layer = 0; layer < always.rows.size(); ++layer) {
+    const size_t n = std::min(always.rows[layer].size(), skipping.rows[layer].size());
+    ASSERT_GT(n, 0u);
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(always.rows[layer][i], skipping.rows[layer][i], 1e-3f * (1.0f + std::abs(always.rows[layer][i])))
+          << "layer " << layer << " float " << i;
+  }
 }
 
 }  // namespace
