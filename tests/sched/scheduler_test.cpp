@@ -1,0 +1,157 @@
+// The scheduler on its own (no model): token budget and sequence cap, verifications never split, prefix
+// hits at admission, preemption of the newest sequence when blocks run out, and update() — the only
+// writer of a sequence's progress — appending tokens, cutting rejected positions (blocks back to the
+// pool) and registering full blocks.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "core/error.h"
+#include "kv/kv_cache.h"
+#include "sched/scheduler.h"
+
+namespace aerie {
+namespace {
+
+constexpr int64_t kBlock = 4;
+
+struct Fixture {
+  KvStore store{1, 2, 8, kBlock, true};  // 8 blocks of 4 positions
+  BlockPool pool{8, kBlock, true};
+  std::vector<std::unique_ptr<Sequence>> seqs;
+
+  Sequence* make(std::vector<int64_t> prompt, uint64_t arrival) {
+    auto seq = std::make_unique<Sequence>();
+    seq->tokens = std::move(prompt);
+    seq->n_prompt = int64_t(seq->tokens.size());
+    seq->arrival = arrival;
+    seq->options.max_tokens = 100;
+    seq->kv.emplace(store, seq->table, pool);
+    seqs.push_back(std::move(seq));
+    return seqs.back().get();
+  }
+  // What a forward does to the cache: positions written.
+  static void compute(Sequence& seq, int64_t n) {
+    seq.kv->check_room(n);
+    seq.kv->advance(n);
+  }
+};
+
+TEST(Scheduler, BudgetChunksPromptsAndNeverSplitsAVerification) {
+  Fixture f;
+  SchedulerConfig c;
+  c.max_batch_tokens = 6;
+  c.max_num_seqs = 4;
+  Scheduler s(c, f.pool, nullptr);
+  Sequence* a = f.make({1, 2, 3, 4, 5, 6, 7, 8, 9}, 0);
+  Sequence* b = f.make({1, 9, 9}, 1);
+  s.add(a);
+  s.add(b);
+  std::vector<Sequence*> preempted;
+  std::vector<ScheduledRows> plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 1u);  // a's first chunk takes the whole budget
+  EXPECT_EQ(plan[0].n_rows, 6);
+  Fixture::compute(*a, 6);
+  StepResult r;
+  r.n_new_positions = 6;
+  s.update(*a, r);
+  EXPECT_EQ(a->n_computed, 6);
+  plan = s.plan(preempted);  // a's last 3 prompt rows, then b's 3
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].n_rows, 3);
+  EXPECT_EQ(plan[1].n_rows, 3);
+  // a finishes its prompt and emits a token; it now verifies 1 + 3 drafts: 4 rows, never split.
+  Fixture::compute(*a, 3);
+  r.n_new_positions = 3;
+  r.tokens = {42};
+  s.update(*a, r);
+  Fixture::compute(*b, 3);
+  r.tokens = {43};
+  s.update(*b, r);
+  a->drafts = {5, 6, 7};
+  b->drafts = {5, 6};
+  plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 1u) << "b's 3 verification rows do not fit the 2 left after a's 4";
+  EXPECT_EQ(plan[0].n_rows, 4);
+  EXPECT_TRUE(preempted.empty());
+}
+
+TEST(Scheduler, UpdateCutsRejectedPositionsAndRegistersFullBlocks) {
+  Fixture f;
+  Scheduler s(SchedulerConfig{}, f.pool, nullptr);
+  Sequence* a = f.make({1, 2, 3}, 0);
+  s.add(a);
+  std::vector<Sequence*> preempted;
+  s.plan(preempted);
+  Fixture::compute(*a, 3);
+  StepResult r;
+  r.n_new_positions = 3;
+  r.tokens = {10};
+  s.update(*a, r);
+  // A round at p = 3 with 4 drafts: 5 positions written (3..7, two blocks), 1 accepted + the target's token.
+  a->drafts = {11, 12, 13, 14};
+  s.plan(preempted);
+  Fixture::compute(*a, 5);
+  EXPECT_EQ(f.pool.n_in_use(), 2);
+  r.clear();
+  r.tokens = {11, 20};
+  r.n_new_positions = 2;  // x_3 and d1 stay; d2..d4 are cut
+  s.update(*a, r);
+  EXPECT_EQ(a->n_computed, 5);
+  EXPECT_EQ(a->kv->length(), 5);
+  EXPECT_EQ(a->tokens, (std::vector<int64_t>{1, 2, 3, 10, 11, 20}));
+  EXPECT_TRUE(a->drafts.empty());
+  EXPECT_EQ(f.pool.n_in_use(), 2);  // position 4 lives in the second block
+  EXPECT_EQ(a->table.n_registered, 1);  // [1 2 3 10] is full
+  EXPECT_TRUE(f.pool.is_registered(a->table.blocks[0]));
+  // More positions than tokens is a bookkeeping bug, refused.
+  r.clear();
+  r.n_new_positions = 3;
+  r.tokens = {21};
+  EXPECT_THROW(s.update(*a, r), Error);
+}
+
+TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndAdmitsFromThePrefixCache) {
+  Fixture f;
+  Scheduler s(SchedulerConfig{}, f.pool, nullptr);
+  Sequence* old = f.make({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 0);  // 4 blocks
+  Sequence* young = f.make({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 30, 31}, 1);     // 4 blocks
+  s.add(old);
+  s.add(young);
+  std::vector<Sequence*> preempted;
+  std::vector<ScheduledRows> plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 2u);
+  for (const ScheduledRows& p : plan) {
+    Fixture::compute(*p.seq, p.n_rows);
+    StepResult r;
+    r.n_new_positions = p.n_rows;
+    r.tokens = {50};
+    s.update(*p.seq, r);
+  }
+  EXPECT_EQ(f.pool.n_in_use(), 8);
+  // old verifies 1 + 2 drafts at 15..17: a fifth block it cannot get without preempting young.
+  old->drafts = {60, 61};
+  plan = s.plan(preempted);
+  ASSERT_EQ(preempted.size(), 1u);
+  EXPECT_EQ(preempted[0], young);
+  EXPECT_EQ(young->preemptions, 1);
+  // young's first three blocks held the same tokens as old's (registered first), so its own copies were
+  // freed; it is admitted again at once sharing old's blocks, recomputing only 30 31 50.
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].seq, old);
+  EXPECT_EQ(plan[0].n_rows, 3);
+  EXPECT_EQ(plan[1].seq, young);
+  EXPECT_EQ(young->n_computed, 12);
+  EXPECT_EQ(plan[1].n_rows, 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(young->table.blocks[size_t(i)], old->table.blocks[size_t(i)]);
+    EXPECT_EQ(f.pool.refcount(old->table.blocks[size_t(i)]), 2);
+  }
+  EXPECT_EQ(f.pool.n_in_use(), 5 + 1);
+  s.remove(old);
+  s.remove(young);
+  EXPECT_EQ(f.pool.n_in_use(), 0);
+}
+
+}  // namespace
+}  // namespace aerie
