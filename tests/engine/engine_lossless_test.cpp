@@ -58,10 +58,7 @@ struct Param {
 std::string param_name(const Param& p) {
   std::string name = p.drafter == Drafter::kOracle ? "oracle" : p.drafter == Drafter::kEagle1 ? "eagle1" : "eagle3";
   if (p.noisy) name += "_noisy";
-  name += p.proposal == DraftProposal::kSampled ? "_sampled" : "_argmax";
-  if (p.constrained == Constrained::kEvenRequests) name += "_constrained_even";
-  if (p.constrained == Constrained::kOddRequests) name += "_constrained_odd";
-  return name;
+  return name + testing::case_suffix(p.proposal, p.constrained);
 }
 
 void PrintTo(const Param& p, std::ostream* os) { *os << param_name(p); }

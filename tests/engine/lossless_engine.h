@@ -159,6 +159,14 @@ inline const std::vector<SamplingCase>& sampling_cases() {
 
 enum class Constrained { kNone, kEvenRequests, kOddRequests };  // which requests of the block carry it
 
+// "_sampled" / "_argmax", then "_constrained_even" / "_constrained_odd" when constrained: the end of a case name.
+inline std::string case_suffix(DraftProposal proposal, Constrained constrained) {
+  std::string name = proposal == DraftProposal::kSampled ? "_sampled" : "_argmax";
+  if (constrained == Constrained::kEvenRequests) name += "_constrained_even";
+  if (constrained == Constrained::kOddRequests) name += "_constrained_odd";
+  return name;
+}
+
 struct LosslessSetup {
   std::string label;
   int64_t first_token = 0;  // x_0 of every prompt

@@ -57,11 +57,7 @@ struct Param {
 };
 
 std::string param_name(const Param& p) {
-  std::string name = p.drafter + (p.noisy ? "_noisy" : "");
-  name += p.proposal == DraftProposal::kSampled ? "_sampled" : "_argmax";
-  if (p.constrained == Constrained::kEvenRequests) name += "_constrained_even";
-  if (p.constrained == Constrained::kOddRequests) name += "_constrained_odd";
-  return name;
+  return p.drafter + (p.noisy ? "_noisy" : "") + testing::case_suffix(p.proposal, p.constrained);
 }
 
 void PrintTo(const Param& p, std::ostream* os) { *os << param_name(p); }
