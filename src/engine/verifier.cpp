@@ -1,6 +1,7 @@
 #include "engine/verifier.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace aerie {
 
