@@ -194,7 +194,9 @@ TEST_F(ServeLogprobs, SampledTokensCarryTheirOwnLogprob) {
   const Json body = chat_body(12, {{"temperature", 1.5}, {"seed", 7}, {"n", 2}, {"top_logprobs", 5}});
   const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  for (const Json& choice : r.json()["choices"]) {
+  // Named: a range-for over r.json()["choices"] would iterate a temporary already destroyed (C++20).
+  const Json response = r.json();
+  for (const Json& choice : response["choices"]) {
     const Json& entries = choice["logprobs"]["content"];
     ASSERT_EQ(entries.size(), 12u);
     for (const Json& entry : entries) {
