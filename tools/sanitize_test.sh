@@ -2,7 +2,6 @@
 # The engine, spec, kv, sched and server tests (and the openai npm client against a sanitized `aerie serve`)
 # under AddressSanitizer + UndefinedBehaviorSanitizer, in their own build folder
 # ${AERIE_ASAN_BUILD_DIR:-build-asan}. Run after tools/test.sh, which does the set-up and the npm install.
-# On 2 cores: about 11 minutes of build and 6 of tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${AERIE_ASAN_BUILD_DIR:-build-asan}"
@@ -12,16 +11,15 @@ modules=(engine spec kv sched server)
 # RelWithDebInfo (-O2 -g) so that reports name file:line; no benches.
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAERIE_SANITIZE=ON -DAERIE_BUILD_BENCH=OFF >/dev/null
 
-# Only these modules' test executables (tests/<module>/<name>_test.cpp -> <module>_<name>_test; a module
-# without tests, such as sched today, adds none) and the binary that server_openai_client starts.
-targets=(aerie)
+# Only these modules' test executables: aerie_tests_<module> (tests/CMakeLists.txt) for each module with a
+# tests/<module> folder (sched has none today); the server's also builds the binary that
+# server_openai_client starts.
+targets=()
 for module in "${modules[@]}"; do
-  for source in tests/"$module"/*_test.cpp; do
-    [[ -e "$source" ]] && targets+=("${module}_$(basename "$source" .cpp)")
-  done
+  if [[ -d "tests/$module" ]]; then targets+=("aerie_tests_$module"); fi
 done
 cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
-echo "sanitize_test.sh: built ${#targets[@]} targets in ${SECONDS}s"
+echo "sanitize_test.sh: built ${targets[*]} in ${SECONDS}s"
 
 # halt_on_error: the first report fails the test; detect_leaks: LeakSanitizer at every test's exit.
 # oneDNN (a system library without ASan) has needed no suppression so far.
