@@ -12,7 +12,7 @@ modules=(engine spec kv sched server)
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAERIE_SANITIZE=ON -DAERIE_BUILD_BENCH=OFF >/dev/null
 
 # Only these modules' test executables: aerie_tests_<module> (tests/CMakeLists.txt) for each module with a
-# tests/<module> folder (sched has none today); the server's also builds the binary that
+# tests/<module> folder (a module without one adds nothing); the server's also builds the binary that
 # server_openai_client starts.
 targets=()
 for module in "${modules[@]}"; do
