@@ -4,11 +4,12 @@
 // For every temperature, head and K, each prompt is decoded twice back to back through the engine (the path
 // `generate` and `serve` run) — plainly, then with the head — with the same seed, so the speedup is a ratio
 // of two figures taken moments apart (it holds on a noisy machine) and at T = 0 the two outputs must be
-// identical token for token (mismatches are counted and make the command fail). Generation runs for exactly --max-tokens tokens (end-of-sequence ids are not
-// stop ids here), so every run decodes the same number of tokens. Reported per (head, K, T): mean
-// acceptance length (1 + accepted / verification rounds: tokens per target forward), acceptance per chain
-// position, decode tokens/s plain and speculative (prefill excluded), speedup, and the mean acceptance
-// length per prompt source when the prompt file names sources.
+// identical token for token (mismatches are counted and make the command fail). Generation runs for
+// exactly --max-tokens tokens (end-of-sequence ids are not stop ids here), so every run decodes the same
+// number of tokens. Reported per (head, K, T): mean acceptance length (1 + accepted / verification rounds:
+// tokens per target forward), acceptance per chain position, decode tokens/s plain and speculative
+// (prefill excluded), speedup, and the mean acceptance length per prompt source when the prompt file names
+// sources.
 #include <chrono>
 #include <cstdio>
 #include <fstream>

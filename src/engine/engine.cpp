@@ -64,7 +64,7 @@ Engine::Engine(Model& target, DraftHead* draft, const EngineConfig& config, Thre
   SchedulerConfig sc;
   sc.max_batch_tokens = config.max_batch_tokens;
   sc.max_num_seqs = config.max_num_seqs;
-  sc.max_draft_tokens = max_k;
+  sc.max_draft_tokens = max_draft_tokens_ = max_k;
   scheduler_ = std::make_unique<Scheduler>(sc, *pool_, draft_pool_.get());
   VerifierConfig vc;
   vc.eos = target.eos_token_ids();
@@ -135,7 +135,7 @@ void Engine::drain_inbox() {
     // Room for every token it may hold, so that steps never grow it.
     seq->tokens.reserve(size_t(seq->n_prompt + std::min(plan_.max_length - seq->n_prompt, seq->options.max_tokens)) + 1);
     // Block tables for the max length (the head's holds K positions more).
-    const size_t max_blocks = size_t((plan_.max_length + 32 + config_.block_size - 1) / config_.block_size) + 1;
+    const size_t max_blocks = size_t((plan_.max_length + max_draft_tokens_ + config_.block_size - 1) / config_.block_size);
     seq->table.blocks.reserve(max_blocks);
     seq->draft_table.blocks.reserve(max_blocks);
     seq->kv.emplace(*store_, seq->table, *pool_);
@@ -160,23 +160,29 @@ void Engine::drain_inbox() {
   }
 }
 
+void Engine::send_event(Sequence& seq, const StepResult* step, FinishReason reason, const std::string& error) {
+  if (!seq.on_event) return;
+  event_.request_id = seq.id;
+  event_.tokens.clear();
+  event_.logprobs.clear();
+  if (step) {
+    event_.tokens.assign(step->tokens.begin(), step->tokens.end());
+    event_.logprobs.assign(step->logprobs.begin(), step->logprobs.end());
+  }
+  event_.finished = reason != FinishReason::kNone;
+  event_.finish_reason = reason;
+  event_.error.assign(error);
+  event_.prompt_tokens = seq.n_prompt;
+  event_.cached_prompt_tokens = seq.n_cached_prompt;
+  event_.generated_tokens = seq.n_generated();
+  event_.spec = &seq.spec;
+  seq.on_event(event_);
+}
+
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error, const StepResult* last) {
   if (reason == FinishReason::kError)
     std::fprintf(stderr, "aerie: request %llu failed: %s\n", (unsigned long long)seq.id, error.c_str());
-  TokenEvent event;
-  event.request_id = seq.id;
-  if (last) {
-    event.tokens = last->tokens;
-    event.logprobs = last->logprobs;
-  }
-  event.finished = true;
-  event.finish_reason = reason;
-  event.error = error;
-  event.prompt_tokens = seq.n_prompt;
-  event.cached_prompt_tokens = seq.n_cached_prompt;
-  event.generated_tokens = seq.n_generated();
-  event.spec = &seq.spec;
-  if (seq.on_event) seq.on_event(event);
+  send_event(seq, last, reason, error);
   scheduler_->remove(&seq);
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
@@ -297,15 +303,8 @@ void Engine::post_events(const std::vector<ScheduledRows>& plan) {
     }
     if (result.finish != FinishReason::kNone) {
       finish(seq, result.finish, result.error, &result);
-    } else if (!result.tokens.empty() && seq.on_event) {
-      event_.request_id = seq.id;
-      event_.tokens.assign(result.tokens.begin(), result.tokens.end());
-      event_.logprobs.assign(result.logprobs.begin(), result.logprobs.end());
-      event_.prompt_tokens = seq.n_prompt;
-      event_.cached_prompt_tokens = seq.n_cached_prompt;
-      event_.generated_tokens = seq.n_generated();
-      event_.spec = &seq.spec;
-      seq.on_event(event_);
+    } else if (!result.tokens.empty()) {
+      send_event(seq, &result, FinishReason::kNone, "");
     }
   }
 }

@@ -103,11 +103,14 @@ class Engine {
   void fail(size_t i, const std::string& what, const std::exception& e);
   void post_events(const std::vector<ScheduledRows>& plan);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
+  // Calls seq's callback with `step`'s tokens (none when null); finished when reason is not kNone.
+  void send_event(Sequence& seq, const StepResult* step, FinishReason reason, const std::string& error);
 
   Model& target_;
   DraftHead* draft_;
   EngineConfig config_;
   MemoryPlan plan_;
+  int64_t max_draft_tokens_ = 0;  // the largest K any batch size gets
   std::unique_ptr<KvStore> store_, draft_store_;
   std::unique_ptr<BlockPool> pool_, draft_pool_;
   std::unique_ptr<Scheduler> scheduler_;

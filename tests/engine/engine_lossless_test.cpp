@@ -101,15 +101,10 @@ TEST_P(EngineLossless, FirstThreeTokensOfEveryRequestMatchTheTarget) {
     }
   }
 
-  testing::LosslessSetup setup;
-  setup.label = param_name(param);
-  setup.first_token = kFirstToken;
-  setup.proposal = param.proposal;
-  setup.constrained = param.constrained;
-  setup.runs = kRuns;
   // Every drafter, raw ones too, has drafts accepted and rejected at both positions in every case; the
   // steered ones are accepted often.
-  if (oracle || noisy) setup.checks.min_acceptance = param.proposal == DraftProposal::kSampled ? 0.25 : 0.15;
+  testing::LosslessSetup setup = testing::lossless_setup(param_name(param), kFirstToken, param.proposal,
+                                                         param.constrained, kRuns, oracle || noisy);
   setup.before_run = [&](int run) {
     if (oracle) oracle->set_salt(uint64_t(run));
     if (noisy) noisy->set_salt(uint64_t(run));

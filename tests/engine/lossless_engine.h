@@ -177,6 +177,19 @@ struct LosslessSetup {
   std::function<void(int)> before_run;  // e.g. re-salts an oracle head
 };
 
+// A setup for one case; a steered drafter (an oracle) must also be accepted often.
+inline LosslessSetup lossless_setup(std::string label, int64_t first_token, DraftProposal proposal,
+                                    Constrained constrained, int runs, bool steered) {
+  LosslessSetup setup;
+  setup.label = std::move(label);
+  setup.first_token = first_token;
+  setup.proposal = proposal;
+  setup.constrained = constrained;
+  setup.runs = runs;
+  if (steered) setup.checks.min_acceptance = proposal == DraftProposal::kSampled ? 0.25 : 0.15;
+  return setup;
+}
+
 // One engine with `head`, the block of sampling_cases() served setup.runs times, every case checked.
 inline void expect_engine_lossless(Model& target, DraftHead& head, ThreadPool& pool, const LosslessSetup& setup) {
   EngineConfig config;

@@ -93,13 +93,8 @@ TEST_P(DeepseekLossless, FirstThreeTokensOfEveryRequestMatchTheTarget) {
   }
   DraftHead& head = noisy ? static_cast<DraftHead&>(*noisy) : *drafter;
 
-  testing::LosslessSetup setup;
-  setup.label = param_name(param);
-  setup.first_token = kFirstToken;
-  setup.proposal = param.proposal;
-  setup.constrained = param.constrained;
-  setup.runs = kRuns;
-  if (noisy) setup.checks.min_acceptance = param.proposal == DraftProposal::kSampled ? 0.25 : 0.15;
+  testing::LosslessSetup setup = testing::lossless_setup(param_name(param), kFirstToken, param.proposal,
+                                                         param.constrained, kRuns, noisy != nullptr);
   setup.before_run = [&](int run) {
     if (noisy) noisy->set_salt(uint64_t(run));
   };
