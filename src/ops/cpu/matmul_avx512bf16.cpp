@@ -8,9 +8,9 @@
 // forward gives bit-identical results to k one-token forwards (what speculative verification compares).
 //
 // Memory: a pass streams G consecutive weight rows (contiguous in memory) once for all R activation rows,
-// which is what makes verifying K draft tokens cost little more than one decode step; each stream is
-// prefetched one pass ahead (G rows further on), since the hardware prefetcher loses a few hundred bytes
-// at the start of every 4 KB page.
+// and with more than one block of rows, the same G rows serve every block while they sit in L1. That is
+// what makes verifying K draft tokens cost little more than one decode step: the weights stream from
+// memory once, prefetched into L2 a few passes ahead so the stream keeps going while the rows compute.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,10 +37,14 @@ inline float hsum(__m512 v) {
 
 // Outputs [o, o + G) for the R rows of one packed block:  y[r * y_stride + o + g].
 //   xb: one block of PackedRows, [n_chunks][R][P][32];  w: [n_out, n_in] bf16
-template <int R, int G, int P>
+// kPrefetch: the first row block of a pass prefetches the weights kPrefetchPasses passes ahead into L2
+// (into L1, they took the line-fill buffers the demand loads need); later row blocks of the same pass find
+// the G rows in L1 and prefetch nothing.
+constexpr int64_t kPrefetchPasses = 4;
+template <int R, int G, int P, bool kPrefetch>
 inline void pass(const uint16_t* xb, int64_t n_in, const uint16_t* w, int64_t o, float* y, int64_t y_stride) {
   const uint16_t* wr = w + o * n_in;  // G rows, contiguous
-  const int64_t ahead = G * n_in;     // prefetch the same column of the next pass's rows
+  const int64_t ahead = kPrefetchPasses * G * n_in;
   const __mmask32 tail = n_in % 32 == 0 ? __mmask32(~0u) : __mmask32((uint64_t(1) << (n_in % 32)) - 1);
   __m512 acc[R][G];
   AERIE_UNROLL for (int r = 0; r < R; ++r)
@@ -50,7 +54,7 @@ inline void pass(const uint16_t* xb, int64_t n_in, const uint16_t* w, int64_t o,
     const __mmask32 m = i + 32 <= n_in ? __mmask32(~0u) : tail;
     __m512bh a[G];
     AERIE_UNROLL for (int g = 0; g < G; ++g) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr + g * n_in + i + ahead), _MM_HINT_T0);
+      if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(wr + g * n_in + i + ahead), _MM_HINT_T1);
       a[g] = load_bh_tail(wr + g * n_in + i, m);
     }
     AERIE_UNROLL for (int r = 0; r < R; ++r) {
@@ -64,30 +68,64 @@ inline void pass(const uint16_t* xb, int64_t n_in, const uint16_t* w, int64_t o,
     AERIE_UNROLL for (int g = 0; g < G; ++g) y[r * y_stride + o + g] = hsum(acc[r][g]);
 }
 
-// Outputs [o_begin, o_end) for R rows: passes of G weight rows, single rows for the remainder.
+// One pass of G weight rows for a block of `rows` (1..kPackRows) activation rows.
+template <int G, int P, bool kPrefetch>
+inline void pass_rows(int64_t rows, const uint16_t* xb, int64_t n_in, const uint16_t* w, int64_t o, float* y,
+                      int64_t y_stride) {
+  switch (rows) {
+    case 1: return pass<1, G, P, kPrefetch>(xb, n_in, w, o, y, y_stride);
+    case 2: return pass<2, G, P, kPrefetch>(xb, n_in, w, o, y, y_stride);
+    case 3: return pass<3, G, P, kPrefetch>(xb, n_in, w, o, y, y_stride);
+    case 4: return pass<4, G, P, kPrefetch>(xb, n_in, w, o, y, y_stride);
+    case 5: return pass<5, G, P, kPrefetch>(xb, n_in, w, o, y, y_stride);
+    case 6: return pass<6, G, P, kPrefetch>(xb, n_in, w, o, y, y_stride);
+    case 7: return pass<7, G, P, kPrefetch>(xb, n_in, w, o, y, y_stride);
+    default: return pass<8, G, P, kPrefetch>(xb, n_in, w, o, y, y_stride);
+  }
+}
+
+// Outputs [o_begin, o_end) for the R (<= kPackRows) rows of one block: passes of G weight rows, single
+// rows for the remainder.
 template <int R, int G, int P>
-void rows_block(const uint16_t* xb, int64_t n_in, const uint16_t* w, int64_t o_begin, int64_t o_end, float* y,
-                int64_t y_stride) {
+void one_block(const uint16_t* xb, int64_t n_in, const uint16_t* w, int64_t o_begin, int64_t o_end, float* y,
+               int64_t y_stride) {
   int64_t o = o_begin;
-  for (; o + G <= o_end; o += G) pass<R, G, P>(xb, n_in, w, o, y, y_stride);
-  for (; o < o_end; ++o) pass<R, 1, P>(xb, n_in, w, o, y, y_stride);
+  for (; o + G <= o_end; o += G) pass<R, G, P, true>(xb, n_in, w, o, y, y_stride);
+  for (; o < o_end; ++o) pass<R, 1, P, true>(xb, n_in, w, o, y, y_stride);
+}
+
+// Outputs [o, o + G) for every row block in turn, while the G weight rows are in L1: the weights stream
+// from memory once, and that stream (prefetched by the first block) runs on while later blocks compute.
+template <int G, int P>
+inline void all_blocks(const PackedRows& x, const uint16_t* w, int64_t o, float* y, int64_t y_stride,
+                       int64_t block_size) {
+  pass_rows<G, P, true>(std::min(kPackRows, x.n_rows), x.data, x.n_in, w, o, y, y_stride);
+  for (int64_t r = kPackRows; r < x.n_rows; r += kPackRows) {
+    pass_rows<G, P, false>(std::min(kPackRows, x.n_rows - r), x.data + r / kPackRows * block_size, x.n_in, w, o,
+                           y + r * y_stride, y_stride);
+  }
 }
 
 // G chosen so that R * G accumulators, the G weight vectors and one x vector fit the 32 registers, with
-// enough independent accumulators (vdpbf16ps: ~6 cycles latency, 2 per cycle) where compute dominates.
+// enough independent accumulators (vdpbf16ps: ~6 cycles latency, 1-2 per cycle) where compute dominates.
 template <int P>
-void dispatch_rows(const uint16_t* xb, int64_t rows, int64_t n_in, const uint16_t* w, int64_t o_begin,
-                   int64_t o_end, float* y, int64_t y_stride) {
-  switch (rows) {
-    case 1: return rows_block<1, 8, P>(xb, n_in, w, o_begin, o_end, y, y_stride);
-    case 2: return rows_block<2, 8, P>(xb, n_in, w, o_begin, o_end, y, y_stride);
-    case 3: return rows_block<3, 6, P>(xb, n_in, w, o_begin, o_end, y, y_stride);
-    case 4: return rows_block<4, 5, P>(xb, n_in, w, o_begin, o_end, y, y_stride);
-    case 5: return rows_block<5, 4, P>(xb, n_in, w, o_begin, o_end, y, y_stride);
-    case 6: return rows_block<6, 4, P>(xb, n_in, w, o_begin, o_end, y, y_stride);
-    case 7: return rows_block<7, 3, P>(xb, n_in, w, o_begin, o_end, y, y_stride);
-    default: return rows_block<8, 3, P>(xb, n_in, w, o_begin, o_end, y, y_stride);
+void dispatch(const PackedRows& x, const uint16_t* w, int64_t o_begin, int64_t o_end, float* y, int64_t y_stride) {
+  const int64_t n_in = x.n_in;
+  switch (x.n_rows) {
+    case 1: return one_block<1, 8, P>(x.data, n_in, w, o_begin, o_end, y, y_stride);
+    case 2: return one_block<2, 8, P>(x.data, n_in, w, o_begin, o_end, y, y_stride);
+    case 3: return one_block<3, 6, P>(x.data, n_in, w, o_begin, o_end, y, y_stride);
+    case 4: return one_block<4, 5, P>(x.data, n_in, w, o_begin, o_end, y, y_stride);
+    case 5: return one_block<5, 4, P>(x.data, n_in, w, o_begin, o_end, y, y_stride);
+    case 6: return one_block<6, 4, P>(x.data, n_in, w, o_begin, o_end, y, y_stride);
+    case 7: return one_block<7, 3, P>(x.data, n_in, w, o_begin, o_end, y, y_stride);
+    case 8: return one_block<8, 3, P>(x.data, n_in, w, o_begin, o_end, y, y_stride);
+    default: break;
   }
+  const int64_t block_size = kPackRows * ((n_in + 31) / 32) * 32 * x.parts;  // elements per packed block
+  int64_t o = o_begin;
+  for (; o + 3 <= o_end; o += 3) all_blocks<3, P>(x, w, o, y, y_stride, block_size);
+  for (; o < o_end; ++o) all_blocks<1, P>(x, w, o, y, y_stride, block_size);
 }
 
 }  // namespace
@@ -124,23 +162,11 @@ void pack_rows_avx512(const float* x, int64_t n_rows, int64_t n_in, int parts, u
 }
 
 void matmul_bf16_avx512bf16(const PackedRows& x, const Tensor& w, int64_t o_begin, int64_t o_end, float* y) {
-  const int64_t n_out = w.dim(0), n_in = w.dim(1);
   const auto* wp = static_cast<const uint16_t*>(w.data);
-  const int64_t block_size = kPackRows * ((n_in + 31) / 32) * 32 * x.parts;  // elements per packed block
-  // Outputs in chunks whose weights stay in L2 while every row block passes over them, so weights
-  // stream from memory once per call.
-  const int64_t chunk = std::max<int64_t>(16, (256 * 1024) / (2 * n_in) / 16 * 16);
-  for (int64_t ob = o_begin; ob < o_end; ob += chunk) {
-    const int64_t oe = std::min(o_end, ob + chunk);
-    for (int64_t r = 0; r < x.n_rows; r += kPackRows) {
-      const uint16_t* xb = x.data + r / kPackRows * block_size;
-      const int64_t rows = std::min(kPackRows, x.n_rows - r);
-      if (x.parts == 2) {
-        dispatch_rows<2>(xb, rows, n_in, wp, ob, oe, y + r * n_out, n_out);
-      } else {
-        dispatch_rows<1>(xb, rows, n_in, wp, ob, oe, y + r * n_out, n_out);
-      }
-    }
+  if (x.parts == 2) {
+    dispatch<2>(x, wp, o_begin, o_end, y, w.dim(0));
+  } else {
+    dispatch<1>(x, wp, o_begin, o_end, y, w.dim(0));
   }
 }
 
