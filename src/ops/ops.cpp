@@ -22,7 +22,7 @@ namespace {
 
 Bf16Activations initial_bf16_mode() {
   const char* env = std::getenv("AERIE_BF16_ACTIVATIONS");
-  return env != nullptr && std::string_view(env) == "rounded" ? Bf16Activations::kRounded : Bf16Activations::kSplit;
+  return env != nullptr && std::string_view(env) == "split" ? Bf16Activations::kSplit : Bf16Activations::kRounded;
 }
 
 Bf16Activations g_bf16_mode = initial_bf16_mode();

@@ -69,14 +69,17 @@ void softmax(float* x, int64_t n_rows, int64_t n);
 int64_t argmax(const float* x, int64_t n);
 
 // How BF16-weight matmuls treat f32 activations on AVX-512-BF16 machines:
-//   kSplit (default): each activation is split into two bf16 parts (hi + lo, relative error ~2^-16), so
-//     results match float32 math to ~1e-5 at twice the dot-product instructions;
-//   kRounded: activations rounded to one bf16 (what llama.cpp and bf16 PyTorch do): fastest, ~1e-2 error.
-// Set from the environment variable AERIE_BF16_ACTIVATIONS=split|rounded at start-up, or here. The mode
-// is process-wide and applies to every row count alike (never rounded for prefill and split for decode):
-// speculative decoding compares a k-row forward with one-row forwards, so both must do the same math.
-// Cost, 1 thread, Llama-3.2-1B: split prefills at ~half the rounded speed (two GEMMs); decode streams
-// the same bytes in either mode; a k = 8 forward costs ~2.2x k = 1 split, ~1.7x rounded.
+//   kRounded (default): activations rounded to one bf16 (what llama.cpp and bf16 PyTorch do), ~1e-2
+//     relative error per matmul; the fastest: one dot-product instruction per pair of values;
+//   kSplit: each activation is split into two bf16 parts (hi + lo, relative error ~2^-16), so results
+//     match float32 math to ~1e-5 at twice the dot-product instructions (reference checks: `aerie logits`,
+//     the tests that compare with float32/float64 references; tests/reference_precision.h).
+// Set from the environment variable AERIE_BF16_ACTIVATIONS=split|rounded at start-up, the CLI's
+// --bf16-activations, or here. The mode is process-wide and applies to every row count alike (never
+// rounded for prefill and split for decode): speculative decoding compares a k-row forward with one-row
+// forwards, so both must do the same math.
+// Cost, Llama-3.2-1B: split prefills at ~half the rounded speed (two GEMMs); decode streams the same bytes
+// in either mode; a k-row forward (verification) does twice the dot products split.
 enum class Bf16Activations { kSplit, kRounded };
 void set_bf16_activations(Bf16Activations mode);
 Bf16Activations bf16_activations();

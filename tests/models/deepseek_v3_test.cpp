@@ -18,6 +18,7 @@
 #include "io/npy.h"
 #include "models/deepseek_v3.h"
 #include "models/registry.h"
+#include "../reference_precision.h"
 
 namespace aerie {
 namespace {

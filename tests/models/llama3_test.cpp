@@ -17,6 +17,7 @@
 #include "io/npy.h"
 #include "models/llama3.h"
 #include "models/registry.h"
+#include "../reference_precision.h"
 
 namespace aerie {
 namespace {

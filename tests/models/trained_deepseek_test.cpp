@@ -10,6 +10,7 @@
 #include "io/npy.h"
 #include "spec/mtp_drafter.h"
 #include "trained_golden.h"
+#include "../reference_precision.h"
 
 namespace aerie {
 namespace {

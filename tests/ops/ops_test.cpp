@@ -10,6 +10,7 @@
 #include "core/cpu_features.h"
 #include "ops/ops.h"
 #include "ops/ref/ref_ops.h"
+#include "../reference_precision.h"
 
 namespace aerie::ops {
 namespace {
@@ -76,7 +77,7 @@ TEST(Ops, MatmulMatchesReferenceForEveryDtypeAndShape) {
 TEST(Ops, RoundedBf16ActivationsStayWithinBf16Error) {
   if (!cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX-512-BF16 on this machine";
   ThreadPool pool(2);
-  set_bf16_activations(Bf16Activations::kRounded);
+  const aerie::testing::Bf16ActivationsScope rounded(Bf16Activations::kRounded);
   for (int64_t n_rows : {1, 4, 40}) {
     const Weights w = make_weights(DType::kBF16, 96, 300, 5);
     const std::vector<float> x = random_floats(size_t(n_rows * 300), 9);
@@ -84,7 +85,6 @@ TEST(Ops, RoundedBf16ActivationsStayWithinBf16Error) {
     matmul(x.data(), n_rows, w.tensor, nullptr, y.data(), pool);
     expect_matmul_close(x, n_rows, w.tensor, y.data(), 1e-2);  // bf16 keeps 8 bits: ~2^-8 relative
   }
-  set_bf16_activations(Bf16Activations::kSplit);
 }
 
 TEST(Ops, MatmulBiasIsAdded) {

@@ -19,6 +19,7 @@
 #include "spec/eagle_head.h"
 #include "spec/mla_head.h"
 #include "spec/mtp_drafter.h"
+#include "../reference_precision.h"
 
 namespace aerie {
 namespace {

@@ -14,6 +14,7 @@
 #include "../engine/lossless_support.h"
 #include "models/registry.h"
 #include "spec/mtp_drafter.h"
+#include "../reference_precision.h"
 
 namespace aerie {
 namespace {

@@ -15,6 +15,7 @@
 #include "io/npy.h"
 #include "models/registry.h"
 #include "spec/eagle_head.h"
+#include "../reference_precision.h"
 
 namespace aerie {
 namespace {
