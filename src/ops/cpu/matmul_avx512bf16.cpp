@@ -37,14 +37,14 @@ inline float hsum(__m512 v) {
 
 // Outputs [o, o + G) for the R rows of one packed block:  y[r * y_stride + o + g].
 //   xb: one block of PackedRows, [n_chunks][R][P][32];  w: [n_out, n_in] bf16
-// kPrefetch: the first row block of a pass prefetches the weights kPrefetchPasses passes ahead into L2
-// (into L1, they took the line-fill buffers the demand loads need); later row blocks of the same pass find
-// the G rows in L1 and prefetch nothing.
-constexpr int64_t kPrefetchPasses = 4;
+// kPrefetch: the first row block of a pass prefetches the weights about kPrefetchBytes ahead (1 to 4
+// passes) into L2 (into L1, they took the line-fill buffers the demand loads need); later row blocks of
+// the same pass find the G rows in L1 and prefetch nothing.
+constexpr int64_t kPrefetchBytes = 128 * 1024;
 template <int R, int G, int P, bool kPrefetch>
 inline void pass(const uint16_t* xb, int64_t n_in, const uint16_t* w, int64_t o, float* y, int64_t y_stride) {
   const uint16_t* wr = w + o * n_in;  // G rows, contiguous
-  const int64_t ahead = kPrefetchPasses * G * n_in;
+  const int64_t ahead = std::clamp<int64_t>(kPrefetchBytes / (2 * G * n_in), 1, 4) * G * n_in;
   const __mmask32 tail = n_in % 32 == 0 ? __mmask32(~0u) : __mmask32((uint64_t(1) << (n_in % 32)) - 1);
   __m512 acc[R][G];
   AERIE_UNROLL for (int r = 0; r < R; ++r)
