@@ -174,7 +174,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, choice.model, /*required=*/true);
   const std::vector<BenchPrompt> prompts = load_prompts(prompt_file, *tokenizer, args.integer("--max-prompts", 0));
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> target = load_model_verbose(choice.model, pool, quiet);
+  std::unique_ptr<Model> target = load_model_verbose(choice.model, pool, quiet, weight_memory(args));
 
   nlohmann::json results = nlohmann::json::array();
   int64_t total_mismatches = 0;

@@ -72,7 +72,7 @@ int run_logits(const std::vector<std::string>& argv) {
   const std::vector<int64_t> ids = args.integers("--ids");
   const std::string out_path = args.required("--out");
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"));
+  std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"), weight_memory(args));
   if (args.has("--draft")) {
     AERIE_CHECK(!args.has("--hidden-layers"), "--hidden-layers applies to the target; use it without --draft");
     const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet"));

@@ -8,13 +8,20 @@
 
 #include "cli/args.h"
 #include "core/thread_pool.h"
+#include "io/weight_memory.h"
 #include "models/model.h"
 
 namespace aerie::cli {
 
-// Loads the model in `dir`, printing progress to stderr when it is a terminal (and a one-line summary
-// with the resident size unless quiet).
-std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet);
+// Loads the model in `dir`, printing progress to stderr when it is a terminal (and, unless quiet, a
+// one-line summary with the load time and where the weights live: mapped, or in huge pages and how much of
+// them the kernel gave 2 MiB pages).
+std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
+                                          WeightMemory weight_memory);
+
+// --weight-memory mapped|hugepages|auto. The default is mapped: on the development machine huge pages did
+// not speed up decode measurably and cost 10-40 s of copying (io/weight_memory.h).
+WeightMemory weight_memory(const Args& args);
 
 // --threads N (0 or absent: every core).
 int thread_count(const Args& args);

@@ -1,5 +1,6 @@
-// WeightStore: every tensor of a checkpoint folder, as views into memory-mapped files (no copy of the
-// weights). It opens, in this order of preference:
+// WeightStore: every tensor of a checkpoint folder, as views into the bytes of its files: memory-mapped
+// (no copy) by default, or read into anonymous huge-page memory (io/weight_memory.h). It opens, in this
+// order of preference:
 //   model.safetensors.index.json (sharded safetensors), model.safetensors, pytorch_model.bin.index.json,
 //   pytorch_model.bin (torch.save zip format).
 // Every malformed file is an aerie::Error naming the file and the problem.
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "io/weight_memory.h"
 
 namespace aerie {
 
@@ -27,6 +29,16 @@ struct LoadProgress {
 };
 using ProgressFn = std::function<void(const LoadProgress&)>;
 
+struct WeightLoadOptions {
+  WeightMemory memory = WeightMemory::kMapped;
+  // Called while loading; while files are copied into huge-page memory, with bytes of the files read so far
+  // and tensors_total 0 (the headers are parsed after the copy).
+  ProgressFn progress;
+  // A copy larger than this is refused and the files are mapped instead, with a note in the report (a
+  // guard, and how the tests take the fallback path).
+  uint64_t max_copy_bytes = UINT64_MAX;
+};
+
 class WeightStore {
  public:
   WeightStore();
@@ -38,6 +50,7 @@ class WeightStore {
 
   // Opens the checkpoint in `dir` (see above). Throws aerie::Error if there is none or it is malformed.
   static WeightStore open_dir(const std::filesystem::path& dir, const ProgressFn& progress = nullptr);
+  static WeightStore open_dir(const std::filesystem::path& dir, const WeightLoadOptions& options);
   // Opens one file: *.safetensors or a torch zip (*.bin / *.pt).
   static WeightStore open_file(const std::filesystem::path& file);
 
@@ -56,10 +69,13 @@ class WeightStore {
   const std::string& source() const { return source_; }
 
   // Touches every page of every tensor (so the first forward does not pay page faults), calling
-  // `progress` as it goes; returns the resident bytes of the mappings afterwards.
+  // `progress` as it goes; returns the resident bytes of the mappings afterwards. A copy in huge-page
+  // memory is resident already and is not touched again.
   uint64_t prefault(const ProgressFn& progress = nullptr) const;
   // Bytes of the mapped files currently resident in RAM (mincore).
   uint64_t resident_bytes() const;
+  // Where the open_dir put the files' bytes, how much of a copy is in huge pages (as of the load) and why.
+  const WeightMemoryReport& memory_report() const { return memory_report_; }
 
   // Used by the readers: adds a tensor that views into `file`. Throws on a duplicate name.
   void add(const std::string& name, const Tensor& tensor, std::shared_ptr<MappedFile> file);
@@ -72,6 +88,7 @@ class WeightStore {
   std::vector<std::shared_ptr<MappedFile>> files_;
   std::vector<std::unique_ptr<std::vector<uint8_t>>> owned_;
   std::string source_;
+  WeightMemoryReport memory_report_;
 };
 
 }  // namespace aerie

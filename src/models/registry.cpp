@@ -14,6 +14,13 @@
 namespace aerie {
 namespace {
 
+WeightStore open_weights(const std::filesystem::path& dir, const LoadOptions& options) {
+  WeightStore store = WeightStore::open_dir(dir, WeightLoadOptions{options.weight_memory, options.progress});
+  if (options.prefault) store.prefault(options.progress);
+  if (options.weight_memory_report != nullptr) *options.weight_memory_report = store.memory_report();
+  return store;
+}
+
 nlohmann::json read_json(const std::filesystem::path& path) {
   return read_json_file(path, " (is this a Hugging Face checkpoint folder?)");
 }
@@ -21,16 +28,14 @@ nlohmann::json read_json(const std::filesystem::path& path) {
 std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohmann::json& json,
                                   ThreadPool& pool, const LoadOptions& options) {
   LlamaConfig config = parse_llama_config(json, (dir / "config.json").string());
-  WeightStore store = WeightStore::open_dir(dir);
-  if (options.prefault) store.prefault(options.progress);
+  WeightStore store = open_weights(dir, options);
   return std::make_unique<LlamaModel>(std::move(config), std::move(store), pool);
 }
 
 std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const nlohmann::json& json,
                                         ThreadPool& pool, const LoadOptions& options) {
   DeepseekV3Config config = parse_deepseek_v3_config(json, (dir / "config.json").string());
-  WeightStore store = WeightStore::open_dir(dir);
-  if (options.prefault) store.prefault(options.progress);
+  WeightStore store = open_weights(dir, options);
   return std::make_unique<DeepseekV3Model>(std::move(config), std::move(store), pool);
 }
 

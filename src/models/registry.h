@@ -13,6 +13,8 @@ namespace aerie {
 struct LoadOptions {
   ProgressFn progress;     // called while the weights are paged in
   bool prefault = true;    // touch every page at load so the first forward does not pay page faults
+  WeightMemory weight_memory = WeightMemory::kMapped;  // where the weights live (io/weight_memory.h)
+  WeightMemoryReport* weight_memory_report = nullptr;  // when set, filled with what the load used
 };
 
 // Reads DIR/config.json, picks the architecture and loads the weights. Throws aerie::Error for an
