@@ -162,6 +162,7 @@ int run_bench(const std::vector<std::string>& argv) {
   specs.push_back({"--k", true, "token counts of the k-token forwards (default 1,2,4,8,16)"});
   specs.push_back({"--repeats", true, "repetitions of each k-token forward; the median is reported (default 5)"});
   specs.push_back({"--bandwidth-bytes", true, "buffer size of the bandwidth probe (default 1 GiB)"});
+  std::erase_if(specs, [](const OptionSpec& o) { return o.name == "--bf16-activations"; });
   specs.push_back({"--bf16-activations", true, "split, rounded or both (default both)"});
   specs.push_back({"--json", false, "print one JSON object (a list of per-thread-count, per-mode results)"});
   specs.push_back({"--help", false, "this text"});

@@ -103,6 +103,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
     return 0;
   }
   const bool json = args.has("--json");
+  apply_bf16_activations(args);
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> target = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"),
                                                      weight_memory(args));

@@ -76,6 +76,7 @@ int run_generate(const std::vector<std::string>& argv) {
   options.max_length = args.integer("--max-length", 0);
   options.sampling = sampling_from(args);
 
+  apply_bf16_activations(args);
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, args.has("--quiet") || json, weight_memory(args));
   if (!args.has("--ignore-eos")) options.stop_token_ids = stop_token_ids(model_dir, model->eos_token_ids());

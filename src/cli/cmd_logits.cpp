@@ -71,6 +71,7 @@ int run_logits(const std::vector<std::string>& argv) {
   }
   const std::vector<int64_t> ids = args.integers("--ids");
   const std::string out_path = args.required("--out");
+  apply_bf16_activations(args, ops::Bf16Activations::kSplit);
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"), weight_memory(args));
   if (args.has("--draft")) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <thread>
 
@@ -61,6 +62,16 @@ WeightMemory weight_memory(const Args& args) {
   return parse_weight_memory(args.str("--weight-memory", "mapped"), "--weight-memory");
 }
 
+void apply_bf16_activations(const Args& args, std::optional<ops::Bf16Activations> command_default) {
+  if (args.has("--bf16-activations")) {
+    const std::string mode = args.str("--bf16-activations", "");
+    AERIE_CHECK(mode == "split" || mode == "rounded", "--bf16-activations must be split or rounded, got ", mode);
+    ops::set_bf16_activations(mode == "split" ? ops::Bf16Activations::kSplit : ops::Bf16Activations::kRounded);
+  } else if (command_default && std::getenv("AERIE_BF16_ACTIVATIONS") == nullptr) {
+    ops::set_bf16_activations(*command_default);
+  }
+}
+
 int thread_count(const Args& args) {
   const int64_t n = args.integer("--threads", 0);
   return n > 0 ? int(n) : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -71,6 +82,10 @@ std::vector<OptionSpec> model_options() {
       {"--model", true, "checkpoint folder (config.json + safetensors or pytorch_model.bin)"},
       {"--threads", true, "worker threads (default: every core)"},
       {"--quiet", false, "no loading messages"},
+      {"--bf16-activations", true,
+       "rounded or split: BF16-weight matmuls round activations to one bf16 (default, as llama.cpp does) or "
+       "split them into two bf16 parts (float32-exact to ~1e-5, twice the dot-product work; the default of "
+       "`logits`)"},
       {"--weight-memory", true,
        "mapped (default), hugepages or auto: view the weight files mapped in place, or copy them into memory "
        "backed by 2 MiB transparent huge pages (fewer page walks while decoding; costs a copy at load); auto: "

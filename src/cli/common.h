@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "io/weight_memory.h"
 #include "models/model.h"
+#include "ops/ops.h"
 
 namespace aerie::cli {
 
@@ -22,6 +24,11 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
 // --weight-memory mapped|hugepages|auto. The default is mapped: on the development machine huge pages did
 // not speed up decode measurably and cost 10-40 s of copying (io/weight_memory.h).
 WeightMemory weight_memory(const Args& args);
+
+// --bf16-activations split|rounded: sets the process-wide mode (ops::set_bf16_activations). Without the
+// flag the mode stays what AERIE_BF16_ACTIVATIONS or the library default (rounded) made it, unless
+// `command_default` is given and the variable is unset (`logits`, a reference check, defaults to split).
+void apply_bf16_activations(const Args& args, std::optional<ops::Bf16Activations> command_default = std::nullopt);
 
 // --threads N (0 or absent: every core).
 int thread_count(const Args& args);
