@@ -1,13 +1,11 @@
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "core/thread_pool.h"
 
 namespace aerie {
 namespace {
@@ -62,21 +60,6 @@ TEST(Error, CheckMacroFormatsMessage) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "file x.bin: bad 42");
-  }
-}
-
-TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
-  for (int threads : {1, 2, 3, 5}) {
-    ThreadPool pool(threads);
-    for (int64_t n : {1, 7, 64, 1000}) {
-      for (int rep = 0; rep < 50; ++rep) {
-        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-        pool.parallel_for(n, 4, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
-        });
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << threads << " " << n;
-      }
-    }
   }
 }
 
