@@ -43,7 +43,12 @@ constexpr uint64_t kBack = uint64_t(1) << 32;  // one step of a block's back end
 constexpr int64_t front(uint64_t range) { return int64_t(range & 0xffffffffu); }
 constexpr int64_t back(uint64_t range) { return int64_t(range >> 32); }
 
+// The pool index of this thread: a worker's, set when it starts; 0 for any other thread (a caller).
+thread_local int t_pool_index = 0;
+
 }  // namespace
+
+int ThreadPool::current_thread() { return t_pool_index; }
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -117,6 +122,7 @@ void ThreadPool::close_and_wait(uint32_t closed) {
 }
 
 void ThreadPool::worker(int self) {
+  t_pool_index = self;
   uint32_t last = 0;  // the state of the last job this worker joined (or saw closed)
   for (;;) {
     uint32_t seen = last;

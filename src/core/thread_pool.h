@@ -32,6 +32,10 @@ class ThreadPool {
 
   int n_threads() const { return n_threads_; }
 
+  // Inside a task: the index in [0, n_threads) of the thread running it (a worker's own index; 0 for the
+  // caller). Tasks use it to pick per-thread scratch the caller sized before the job (TaskScratch).
+  static int current_thread();
+
   template <typename F>
   void run(F&& fn) {
     if (n_threads_ == 1) {

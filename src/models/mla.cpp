@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/thread_scratch.h"
 #include "ops/ops.h"
 #include "ops/ops_fp8.h"
 
@@ -31,12 +32,18 @@ AERIE_MLA_CLONES void axpy(float alpha, const float* x, float* y, int64_t n) {
 
 // Rows [row_begin, row_end) of kv_b as f32 [rows, kv_lora]: a view when stored as F32, else converted
 // into `buffer` (the thread's own). kv_b is read slice by slice, never dequantised whole.
-const float* kv_b_rows(const LinearWeight& kv_b, int64_t row_begin, int64_t row_end, std::vector<float>& buffer) {
+const float* kv_b_rows(const LinearWeight& kv_b, int64_t row_begin, int64_t row_end, float* buffer) {
   const int64_t n_in = kv_b.n_in();
   if (kv_b.weight->dtype == DType::kF32) return kv_b.weight->as<float>() + row_begin * n_in;
-  buffer.resize(size_t((row_end - row_begin) * n_in));
-  ops::dequantize_rows(*kv_b.weight, kv_b.scale_inv, row_begin, row_end, buffer.data());
-  return buffer.data();
+  ops::dequantize_rows(*kv_b.weight, kv_b.scale_inv, row_begin, row_end, buffer);
+  return buffer;
+}
+
+// The caller's per-thread buffers for kv_b_rows of up to `rows` rows, grown before the job.
+TaskScratch& kv_b_scratch(ThreadPool& pool, const LinearWeight& kv_b, int64_t rows) {
+  thread_local TaskScratch scratch;
+  scratch.reserve(pool.n_threads(), sizeof(float) * size_t(rows * kv_b.n_in()));
+  return scratch;
 }
 
 // Absorbed form for the given rows (a batch's decode/verification rows):
@@ -46,8 +53,9 @@ void absorb_queries(const float* q, std::span<const int64_t> rows, const LinearW
                     float* q_lat, ThreadPool& pool) {
   const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, dv = s.v_head_dim, c = s.kv_lora_rank;
   const int64_t width = s.cache_width(), q_head = dn + dr;
+  TaskScratch& scratch = kv_b_scratch(pool, kv_b, dn);
   pool.parallel_for(s.n_head, 1, [&](int64_t h0, int64_t h1) {
-    thread_local std::vector<float> buffer;
+    float* buffer = reinterpret_cast<float*>(scratch.get());
     for (int64_t h = h0; h < h1; ++h) {
       const float* w_k = kv_b_rows(kv_b, h * (dn + dv), h * (dn + dv) + dn, buffer);  // [dn, kv_lora]
       for (int64_t r : rows) {
@@ -66,8 +74,9 @@ void absorb_queries(const float* q, std::span<const int64_t> rows, const LinearW
 void project_values(const float* o_lat, std::span<const int64_t> rows, const LinearWeight& kv_b, const MlaShape& s,
                     float* attn, ThreadPool& pool) {
   const int64_t dn = s.qk_nope_head_dim, dv = s.v_head_dim, c = s.kv_lora_rank, width = s.cache_width();
+  TaskScratch& scratch = kv_b_scratch(pool, kv_b, dv);
   pool.parallel_for(s.n_head, 1, [&](int64_t h0, int64_t h1) {
-    thread_local std::vector<float> buffer;
+    float* buffer = reinterpret_cast<float*>(scratch.get());
     for (int64_t h = h0; h < h1; ++h) {
       const float* w_v = kv_b_rows(kv_b, h * (dn + dv) + dn, (h + 1) * (dn + dv), buffer);  // [dv, kv_lora]
       for (int64_t r : rows) {

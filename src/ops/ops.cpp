@@ -12,6 +12,7 @@
 #include "core/aligned_buffer.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/thread_scratch.h"
 #include "ops/cpu/kernels.h"
 #include "ops/ref/ref_ops.h"
 
@@ -124,13 +125,13 @@ void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, f
 void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int64_t* positions, const float* inv_freq,
           ThreadPool& pool) {
   const int64_t half = head_dim / 2;
+  // Per-thread cos/sin rows, sized by the caller before the job (TaskScratch).
+  thread_local TaskScratch caller_scratch;
+  TaskScratch& scratch = caller_scratch;
+  scratch.reserve(pool.n_threads(), 2 * sizeof(float) * size_t(half));
   pool.parallel_for(n_rows, 1, [&](int64_t b, int64_t e) {
-    // Per-thread buffers: no allocation per call once warmed up (decode calls this every layer).
-    thread_local std::vector<float> cos_v, sin_v;
-    if (cos_v.size() < size_t(half)) {
-      cos_v.resize(size_t(half));
-      sin_v.resize(size_t(half));
-    }
+    float* cos_v = reinterpret_cast<float*>(scratch.get());
+    float* sin_v = cos_v + half;
     for (int64_t r = b; r < e; ++r) {
       for (int64_t i = 0; i < half; ++i) {
         const float angle = float(positions[r]) * inv_freq[i];  // f32, as torch computes it
@@ -162,21 +163,26 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadP
 
 void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
+  // The caller's per-thread scratch, sized before the job (bound to a reference: a thread_local named in
+  // the lambda would be each worker's own).
+  thread_local TaskScratch caller_scratch;
+  TaskScratch& scratch = caller_scratch;
   if (cpu_features().has_avx512_tier() && cpu::attention_avx512_supported(head_dim)) {
+    scratch.reserve(pool.n_threads(), cpu::attention_avx512_scratch_bytes(n_q, pos0, n_kv, n_head, n_head_kv, head_dim));
     pool.parallel_for(n_head_kv, 1, [&](int64_t b, int64_t e) {
-      cpu::attention_avx512(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, b, e);
+      cpu::attention_avx512(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, scratch.get(), b, e);
     });
     return;
   }
   const int64_t group = n_head / n_head_kv;
   // One task per (query row, head); each sees keys [0, pos0 + row]. Rows are walked block by block.
+  scratch.reserve(pool.n_threads(), sizeof(float) * size_t(std::max<int64_t>(1, std::min(pos0 + n_q, n_kv))));
   pool.parallel_for(n_q * n_head, 1, [&](int64_t b, int64_t e) {
-    thread_local std::vector<float> scores;
+    float* scores = reinterpret_cast<float*>(scratch.get());
     for (int64_t t = b; t < e; ++t) {
       const int64_t qi = t / n_head, h = t % n_head, kvh = h / group;
       const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
       const float* qp = q + (qi * n_head + h) * head_dim;
-      if (scores.size() < size_t(n_ctx)) scores.resize(size_t(n_ctx));
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_ctx;) {
         const int64_t run = k.run_length(j, n_ctx - j);

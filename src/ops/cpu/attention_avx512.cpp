@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/thread_scratch.h"
 #include "ops/cpu/exp_avx512.h"
 #include "ops/cpu/kernels.h"
 
@@ -117,30 +118,49 @@ void weighted_values(const float* const* p, const float* inv_sum, int64_t n_ctx,
 
 bool attention_avx512_supported(int64_t head_dim) { return head_dim % 16 == 0; }
 
-void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
-                      int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
-                      int64_t kv_head_begin, int64_t kv_head_end) {
+namespace {
+
+struct Layout {
+  int64_t max_ctx, n_tiles, s_stride, max_rows;
+};
+
+Layout layout(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_per_block = std::max<int64_t>(1, kRowsPerBlock / group);
   const int64_t max_ctx = std::min(pos0 + n_q, n_kv);  // keys any query sees
   const int64_t n_tiles = (max_ctx + kKeyTile - 1) / kKeyTile;
-  const int64_t s_stride = n_tiles * kKeyTile;
-  thread_local std::vector<float> scores, kt;
-  thread_local std::vector<const float*> q_rows;
-  thread_local std::vector<float*> p_rows;
-  thread_local std::vector<float*> out_rows;
-  thread_local std::vector<float> inv_sum;
-  kt.resize(size_t(n_tiles * head_dim * kKeyTile));
-  const int64_t max_rows = q_per_block * group;
-  scores.resize(size_t(max_rows * s_stride));
-  q_rows.resize(size_t(max_rows));
-  p_rows.resize(size_t(max_rows));
-  out_rows.resize(size_t(max_rows));
-  inv_sum.resize(size_t(max_rows));
+  return {max_ctx, n_tiles, n_tiles * kKeyTile, q_per_block * group};
+}
+
+}  // namespace
+
+size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                                      int64_t head_dim) {
+  const Layout l = layout(n_q, pos0, n_kv, n_head, n_head_kv);
+  using C = ScratchCarver;
+  return C::round_up(sizeof(float) * size_t(l.n_tiles * head_dim * kKeyTile)) +
+         C::round_up(sizeof(float) * size_t(l.max_rows * l.s_stride)) + 3 * C::round_up(sizeof(void*) * size_t(l.max_rows)) +
+         C::round_up(sizeof(float) * size_t(l.max_rows));
+}
+
+void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
+                      int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
+                      std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end) {
+  const int64_t group = n_head / n_head_kv;
+  const int64_t q_per_block = std::max<int64_t>(1, kRowsPerBlock / group);
+  const Layout l = layout(n_q, pos0, n_kv, n_head, n_head_kv);
+  const int64_t max_ctx = l.max_ctx, n_tiles = l.n_tiles, s_stride = l.s_stride, max_rows = l.max_rows;
+  ScratchCarver carve(scratch);  // in the order of attention_avx512_scratch_bytes
+  float* kt = carve.take<float>(size_t(n_tiles * head_dim * kKeyTile));
+  float* scores = carve.take<float>(size_t(max_rows * s_stride));
+  const float** q_rows = carve.take<const float*>(size_t(max_rows));
+  float** p_rows = carve.take<float*>(size_t(max_rows));
+  float** out_rows = carve.take<float*>(size_t(max_rows));
+  float* inv_sum = carve.take<float>(size_t(max_rows));
   for (int64_t kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
     // This head's keys, transposed once for every query: kt[tile][d][j] = k[tile * 32 + j, kvh, d] (0 past the end).
     for (int64_t tile = 0; tile < n_tiles; ++tile) {
-      float* dst = kt.data() + tile * head_dim * kKeyTile;
+      float* dst = kt + tile * head_dim * kKeyTile;
       for (int64_t j = 0; j < kKeyTile; ++j) {
         const int64_t key = tile * kKeyTile + j;
         if (key >= max_ctx) {
@@ -157,16 +177,16 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
       for (int64_t qi = q0; qi < q1; ++qi)
         for (int64_t g = 0; g < group; ++g) {
           const int64_t row = (qi - q0) * group + g, h = kvh * group + g;
-          q_rows[size_t(row)] = q + (qi * n_head + h) * head_dim;
-          p_rows[size_t(row)] = scores.data() + row * s_stride;
-          out_rows[size_t(row)] = out + (qi * n_head + h) * head_dim;
+          q_rows[row] = q + (qi * n_head + h) * head_dim;
+          p_rows[row] = scores + row * s_stride;
+          out_rows[row] = out + (qi * n_head + h) * head_dim;
         }
       // Scores, one key tile at a time; queries whose context ends before a tile skip it.
       const int64_t block_ctx = std::min(pos0 + q1, n_kv);
       for (int64_t j0 = 0; j0 < block_ctx; j0 += kKeyTile) {
         const int64_t first_row = (std::max(q0, j0 - pos0) - q0) * group;
-        score_rows(q_rows.data() + first_row, n_rows - first_row, kt.data() + j0 * head_dim, head_dim, scale,
-                   scores.data() + first_row * s_stride + j0, s_stride);
+        score_rows(q_rows + first_row, n_rows - first_row, kt + j0 * head_dim, head_dim, scale,
+                   scores + first_row * s_stride + j0, s_stride);
       }
       for (int64_t qi = q0; qi < q1; ++qi) {
         const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
@@ -177,11 +197,11 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
           const int64_t cols = std::min<int64_t>(64, head_dim - c0);
           int64_t g = 0;
           for (; g + 4 <= group; g += 4)
-            weighted_values<4>(p_rows.data() + row0 + g, inv_sum.data() + row0 + g, n_ctx, v, kvh * head_dim, c0,
-                               cols, out_rows.data() + row0 + g);
+            weighted_values<4>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
+                               cols, out_rows + row0 + g);
           for (; g < group; ++g)
-            weighted_values<1>(p_rows.data() + row0 + g, inv_sum.data() + row0 + g, n_ctx, v, kvh * head_dim, c0,
-                               cols, out_rows.data() + row0 + g);
+            weighted_values<1>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
+                               cols, out_rows + row0 + g);
         }
       }
     }

@@ -6,6 +6,7 @@
 // to float32 rounding only.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/paged_rows.h"
@@ -35,11 +36,14 @@ void matmul_bf16_avx512bf16(const PackedRows& x, const Tensor& w, int64_t o_begi
 void split_rows_avx512(const float* x, int64_t n, uint16_t* hi, uint16_t* lo);
 
 // AVX-512F causal GQA attention (ops::attention's contract) for kv heads [kv_head_begin, kv_head_end);
-// needs head_dim % 16 == 0.
+// needs head_dim % 16 == 0. `scratch`: attention_avx512_scratch_bytes for the same shape, the running
+// thread's own (TaskScratch).
 bool attention_avx512_supported(int64_t head_dim);
+size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                                      int64_t head_dim);
 void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                       int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
-                      int64_t kv_head_begin, int64_t kv_head_end);
+                      std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end);
 // AVX-512F: out[i] = silu(gate[i]) * up[i] (out may alias gate).
 void silu_mul_avx512(const float* gate, const float* up, int64_t n, float* out);
 
