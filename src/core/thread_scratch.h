@@ -23,10 +23,11 @@ class TaskScratch {
  public:
   // Every one of n_threads buffers holds at least `bytes` (64-byte aligned); grows in powers of two.
   void reserve(int n_threads, size_t bytes) {
-    if (int(buffers_.size()) < n_threads) buffers_.resize(size_t(n_threads));
-    if (bytes <= bytes_) return;
-    bytes_ = std::bit_ceil(bytes);
-    for (AlignedBuffer& b : buffers_) b = AlignedBuffer(bytes_);
+    if (bytes > bytes_) {
+      bytes_ = std::bit_ceil(bytes);
+      for (AlignedBuffer& b : buffers_) b = AlignedBuffer(bytes_);
+    }
+    while (int(buffers_.size()) < n_threads) buffers_.emplace_back(bytes_);  // a larger pool than before
   }
   // The running thread's buffer.
   std::byte* get() { return buffers_[size_t(ThreadPool::current_thread())].as<std::byte>(); }
