@@ -29,7 +29,9 @@ struct Gemm {
 struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  std::map<std::tuple<int64_t, int64_t, int64_t>, Gemm> cache;  // (n_rows, n_in, n_out)
+  // (n_rows, n_in, n_out, threads): a primitive splits its work for the OpenMP thread count set when it
+  // was created, so one made under 1 thread stays single-threaded (bench runs 1 and then 2 threads).
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, Gemm> cache;
   std::mutex mutex;
 };
 
@@ -38,8 +40,8 @@ Context& context() {
   return ctx;
 }
 
-const Gemm& gemm_for(Context& ctx, int64_t m, int64_t k, int64_t n) {
-  const auto key = std::make_tuple(m, k, n);
+const Gemm& gemm_for(Context& ctx, int64_t m, int64_t k, int64_t n, int n_threads) {
+  const auto key = std::make_tuple(m, k, n, n_threads);
   auto it = ctx.cache.find(key);
   if (it != ctx.cache.end()) return it->second;
   using dt = dnnl::memory::data_type;
@@ -79,8 +81,8 @@ bool matmul_onednn_bf16(const float* x, int64_t n_rows, const Tensor& w, float* 
   }
   Context& ctx = context();
   std::lock_guard<std::mutex> lock(ctx.mutex);
-  const Gemm& g = gemm_for(ctx, m, n_in, n_out);
   omp_set_num_threads(n_threads);
+  const Gemm& g = gemm_for(ctx, m, n_in, n_out, n_threads);
   dnnl::memory weights(g.weights, ctx.engine, const_cast<void*>(w.data));
   dnnl::memory dst(g.dst, ctx.engine, out);
   dnnl::memory hi(g.src, ctx.engine, x_hi.data());
