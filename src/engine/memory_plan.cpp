@@ -1,28 +1,16 @@
 #include "engine/memory_plan.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "core/error.h"
+#include "io/weight_memory.h"
 
 namespace aerie {
-
-uint64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t value = 0;
-  std::string unit;
-  while (in >> key >> value >> unit)
-    if (key == "MemAvailable:") return value * 1024;
-  return 0;
-}
 
 MemoryPlan plan_memory(const MemoryPlanInput& in) {
   AERIE_CHECK(in.block_size > 0 && in.target_bytes_per_position > 0, "memory plan: empty KV geometry");
   MemoryPlan plan;
   plan.budget_bytes = in.budget_bytes;
   if (plan.budget_bytes == 0) {
-    const uint64_t available = available_memory_bytes();
+    const uint64_t available = probe_memory_system().mem_available_bytes;
     AERIE_CHECK(available > 0, "memory plan: cannot read MemAvailable; give --kv-cache-memory BYTES");
     plan.budget_bytes = uint64_t(double(available) * in.budget_fraction);
   }

@@ -29,7 +29,4 @@ struct MemoryPlan {
 // Throws aerie::Error when the budget cannot hold min_useful_length positions.
 MemoryPlan plan_memory(const MemoryPlanInput& input);
 
-// MemAvailable from /proc/meminfo in bytes (0 when unknown).
-uint64_t available_memory_bytes();
-
 }  // namespace aerie

@@ -72,14 +72,11 @@ uint64_t round_to_huge_page(uint64_t bytes) {
 // Reads every file into one HugePageBuffer; nullptr buffers (the caller maps instead) when the copy is
 // refused or the allocation fails, with the reason in report.note.
 std::vector<std::shared_ptr<MappedFile>> copy_files(const std::vector<fs::path>& paths,
+                                                    const std::vector<uint64_t>& sizes,
                                                     const WeightLoadOptions& options, const MemorySystem& system,
                                                     WeightMemoryReport& report) {
-  std::vector<uint64_t> sizes;
   uint64_t reserve = 0;
-  for (const fs::path& path : paths) {
-    sizes.push_back(checked_file_size(path));
-    reserve += round_to_huge_page(sizes.back());
-  }
+  for (uint64_t size : sizes) reserve += round_to_huge_page(size);
   if (report.file_bytes > options.max_copy_bytes) {
     report.note = str_cat("copy refused: ", report.file_bytes, " bytes exceed the limit of ", options.max_copy_bytes);
     return {};
@@ -123,12 +120,16 @@ void read_file_into(std::shared_ptr<MappedFile> file, const fs::path& path, Weig
 
 void read_files(const CheckpointFiles& checkpoint, const WeightLoadOptions& options, WeightStore& store,
                 WeightMemoryReport& report) {
-  for (const fs::path& path : checkpoint.paths) report.file_bytes += checked_file_size(path);
+  std::vector<uint64_t> sizes;
+  for (const fs::path& path : checkpoint.paths) {
+    sizes.push_back(checked_file_size(path));
+    report.file_bytes += sizes.back();
+  }
   const MemorySystem system = probe_memory_system();
   const WeightMemoryChoice choice = choose_weight_memory(options.memory, report.file_bytes, system);
   report.note = choice.note;
   std::vector<std::shared_ptr<MappedFile>> files;
-  if (choice.memory == WeightMemory::kHugePages) files = copy_files(checkpoint.paths, options, system, report);
+  if (choice.memory == WeightMemory::kHugePages) files = copy_files(checkpoint.paths, sizes, options, system, report);
   for (size_t i = 0; i < checkpoint.paths.size(); ++i) {
     const fs::path& path = checkpoint.paths[i];
     read_file_into(files.empty() ? std::make_shared<MappedFile>(path.string()) : files[i], path, store);

@@ -13,18 +13,14 @@
 
 #include "core/error.h"
 #include "io/weight_store.h"
+#include "tmp_dir.h"
 
 namespace aerie {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TmpDir {
-  fs::path path = fs::temp_directory_path() / ("aerie_io_" + std::to_string(::getpid()) + "_" +
-                                               std::to_string(std::random_device{}()));
-  TmpDir() { fs::create_directories(path); }
-  ~TmpDir() { fs::remove_all(path); }
-};
+using aerie::testing::TmpDir;
 
 // Builds safetensors bytes from a header object and a data blob.
 std::string safetensors_bytes(const nlohmann::json& header, const std::string& data) {

@@ -15,18 +15,14 @@
 #include "io/mapped_file.h"
 #include "io/weight_memory.h"
 #include "io/weight_store.h"
+#include "tmp_dir.h"
 
 namespace aerie {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TmpDir {
-  fs::path path = fs::temp_directory_path() / ("aerie_wm_" + std::to_string(::getpid()) + "_" +
-                                               std::to_string(std::random_device{}()));
-  TmpDir() { fs::create_directories(path); }
-  ~TmpDir() { fs::remove_all(path); }
-};
+using aerie::testing::TmpDir;
 
 void write(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
