@@ -1,0 +1,50 @@
+// Limits on untrusted input, as policy in one place. Everything a client of `aerie serve` sends and
+// everything read from a model folder is bounded by one of these: nesting depth, sizes, counts, time and
+// integer range. Each limit, when hit, gives a clear error (an OpenAI error object with status 400/408/413,
+// or a load error naming the file and the field) and never a crash, a hang or unbounded memory.
+//
+// The defaults are generous for real use (the largest published chat templates, tool schemas and
+// tokenizer.json files stay far below them) and small enough that a hostile input costs at most seconds
+// of CPU and tens of MiB. `aerie serve` can raise the request-side ones by flag (README, "Limits").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace aerie {
+
+// The HTTP layer, per request.
+struct HttpLimits {
+  size_t max_body_bytes = size_t{8} << 20;  // whole body, Content-Length or chunked: beyond it, 413
+  size_t max_header_bytes = size_t{64} << 10;  // request line plus headers
+  int header_deadline_s = 10;  // the request line and all headers must arrive within this (408 / close)
+  int body_deadline_s = 60;    // the whole body must arrive within this after the headers (408 / close)
+  int keep_alive_idle_s = 5;   // an idle keep-alive connection is closed after this
+};
+
+// JSON from clients (request bodies) and from model folders (config.json, tokenizer.json, ...).
+struct JsonLimits {
+  int max_depth = 128;                 // arrays/objects nested deeper: 400 (or a load error)
+  size_t max_keys_per_object = 4096;   // one object's members; more: 400 (insertion order is kept, O(n) each)
+  size_t max_string_bytes = size_t{8} << 20;
+};
+
+// The Jinja chat-template engine, per render. Integers are 64-bit: an operation whose exact (Python)
+// result does not fit is an error, never undefined behaviour.
+struct TemplateLimits {
+  size_t max_output_bytes = size_t{4} << 20;   // the rendered prompt
+  size_t max_value_bytes = size_t{4} << 20;    // any one string or list built while rendering
+  int64_t max_loop_iterations = 1'000'000;     // all loop bodies of one render together
+  int max_call_depth = 64;                     // macro / caller / recursive-loop nesting
+  int max_parse_depth = 256;                   // expression and block nesting in the template source
+};
+
+// Model folders from the internet.
+struct LoadLimits {
+  size_t max_json_file_bytes = size_t{512} << 20;        // config.json, tokenizer.json, index files
+  size_t max_safetensors_header_bytes = size_t{100} << 20;  // the format's own cap (safetensors spec)
+  int64_t max_vocab_size = int64_t{1} << 22;             // token ids (model and added) below this
+  int max_tensor_rank = 8;
+};
+
+}  // namespace aerie
