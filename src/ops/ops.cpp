@@ -88,8 +88,13 @@ void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias,
   if (n_rows <= 0) return;
   const CpuFeatures& f = cpu_features();
   const bool split = g_bf16_mode == Bf16Activations::kSplit;
-  if (n_rows >= kGemmMinRows && cpu::matmul_onednn_bf16(x, n_rows, w, y, pool.n_threads(), split)) {
-    // done by oneDNN
+  cpu::OnednnRows gemm_rows{};
+  if (n_rows >= kGemmMinRows && cpu::onednn_rows_bf16(x, n_rows, w, split, gemm_rows)) {
+    // Two column ranges per thread: wide enough for oneDNN's blocking, and a second range that a thread
+    // finishing early can take from one the OS descheduled.
+    const int64_t grain = std::max<int64_t>(64, (n_out / (2 * pool.n_threads()) + 63) / 64 * 64);
+    pool.parallel_for(n_out, grain, [&](int64_t b, int64_t e) { cpu::matmul_onednn_bf16_columns(gemm_rows, w, b, e, y); });
+    cpu::onednn_rows_finish(gemm_rows, n_out, y);
   } else if (w.dtype == DType::kBF16 && f.avx512_bf16) {
     thread_local std::vector<uint16_t> packed;
     const int parts = split ? 2 : 1;

@@ -74,6 +74,22 @@ TEST(Ops, MatmulMatchesReferenceForEveryDtypeAndShape) {
         }
 }
 
+// The GEMM path (>= kGemmMinRows rows) splits output columns over the pool's threads: ragged ranges, row
+// counts padded to the primitive's bucket, and more ranges than threads all land in the right columns.
+TEST(Ops, GemmColumnRangesOverThreadsMatchReference) {
+  for (int n_threads : {1, 3}) {
+    ThreadPool pool(n_threads);
+    for (int64_t n_out : {65, 1000})
+      for (int64_t n_rows : {kGemmMinRows, int64_t(45), int64_t(600)}) {
+        const Weights w = make_weights(DType::kBF16, n_out, 256, uint32_t(n_out));
+        const std::vector<float> x = random_floats(size_t(n_rows * 256), uint32_t(n_rows));
+        std::vector<float> y(size_t(n_rows * n_out));
+        matmul(x.data(), n_rows, w.tensor, nullptr, y.data(), pool);
+        expect_matmul_close(x, n_rows, w.tensor, y.data(), 2e-5);
+      }
+  }
+}
+
 TEST(Ops, RoundedBf16ActivationsStayWithinBf16Error) {
   if (!cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX-512-BF16 on this machine";
   ThreadPool pool(2);

@@ -1,12 +1,12 @@
 // Prefill GEMM through oneDNN's BF16 matmul (AMX/AVX-512-BF16 kernels where the machine has them). The
 // weight [n_out, n_in] is used in place as the transposed B operand; activations are rounded to bf16
 // (as llama.cpp and bf16 PyTorch do) or split into two bf16 parts for near-f32 accuracy; accumulation and
-// output are f32. Primitives are cached by shape; the row count is rounded up to a bucket (multiples of 32,
+// output are f32. Each thread of the caller's pool runs oneDNN single-threaded on a range of output columns
+// (ops::matmul claims the ranges), with its own primitives cached by shape; the row count is rounded up to a bucket (multiples of 32,
 // then of 128) so that the ragged batches of a serving engine, whose row count changes every step, reuse a
 // few compiled kernels instead of compiling one per new count (several milliseconds each).
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <tuple>
 #include <vector>
 
@@ -28,11 +28,6 @@ struct Gemm {
 
 struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  // (n_rows, n_in, n_out, threads): a primitive splits its work for the OpenMP thread count set when it
-  // was created, so one made under 1 thread stays single-threaded (bench runs 1 and then 2 threads).
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, Gemm> cache;
-  std::mutex mutex;
 };
 
 Context& context() {
@@ -40,31 +35,38 @@ Context& context() {
   return ctx;
 }
 
-const Gemm& gemm_for(Context& ctx, int64_t m, int64_t k, int64_t n, int n_threads) {
-  const auto key = std::make_tuple(m, k, n, n_threads);
-  auto it = ctx.cache.find(key);
-  if (it != ctx.cache.end()) return it->second;
+// Per calling thread: primitives made for one thread (each pool thread runs its own column range, so no
+// OpenMP team is ever started next to the pool's threads), keyed by (rows, n_in, columns, row stride).
+struct ThreadGemms {
+  dnnl::stream stream{context().engine};
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Gemm> cache;
+};
+
+const Gemm& column_gemm_for(ThreadGemms& tg, int64_t m, int64_t k, int64_t n, int64_t ldc) {
+  const auto key = std::make_tuple(m, k, n, ldc);
+  auto it = tg.cache.find(key);
+  if (it != tg.cache.end()) return it->second;
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   Gemm g;
   g.src = dnnl::memory::desc({m, k}, dt::bf16, tag::ab);
-  g.weights = dnnl::memory::desc({k, n}, dt::bf16, tag::ba);  // [n_out, n_in] row-major is B^T
-  g.dst = dnnl::memory::desc({m, n}, dt::f32, tag::ab);
+  g.weights = dnnl::memory::desc({k, n}, dt::bf16, tag::ba);  // rows [o_begin, o_end) of [n_out, n_in]
+  g.dst = dnnl::memory::desc({m, n}, dt::f32, dnnl::memory::dims{ldc, 1});  // columns of [m, n_out]
   const dnnl::matmul::desc desc(g.src, g.weights, g.dst);
-  g.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, ctx.engine));
+  g.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, context().engine));
   dnnl::post_ops sum;
   sum.append_sum(1.0f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(sum);
-  g.accumulate = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, ctx.engine));
-  return ctx.cache.emplace(key, std::move(g)).first->second;
+  g.accumulate = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, context().engine));
+  return tg.cache.emplace(key, std::move(g)).first->second;
 }
 
 }  // namespace
 
-bool matmul_onednn_bf16(const float* x, int64_t n_rows, const Tensor& w, float* y, int n_threads, bool split) {
+bool onednn_rows_bf16(const float* x, int64_t n_rows, const Tensor& w, bool split, OnednnRows& rows) {
   if (w.dtype != DType::kBF16 || !cpu_features().avx512_bf16) return false;
-  const int64_t n_out = w.dim(0), n_in = w.dim(1);
+  const int64_t n_in = w.dim(1), n_out = w.dim(0);
   const int64_t bucket = n_rows <= 512 ? 32 : 128;
   const int64_t m = (n_rows + bucket - 1) / bucket * bucket;  // padded rows are zeros
   thread_local std::vector<uint16_t> x_hi, x_lo;
@@ -74,26 +76,31 @@ bool matmul_onednn_bf16(const float* x, int64_t n_rows, const Tensor& w, float* 
   split_rows_avx512(x, n_rows * n_in, x_hi.data(), split ? x_lo.data() : nullptr);
   std::fill(x_hi.begin() + n_rows * n_in, x_hi.begin() + m * n_in, uint16_t(0));
   if (split) std::fill(x_lo.begin() + n_rows * n_in, x_lo.begin() + m * n_in, uint16_t(0));
-  float* out = y;
-  if (m != n_rows) {
-    y_pad.resize(size_t(m * n_out));
-    out = y_pad.data();
-  }
-  Context& ctx = context();
-  std::lock_guard<std::mutex> lock(ctx.mutex);
-  omp_set_num_threads(n_threads);
-  const Gemm& g = gemm_for(ctx, m, n_in, n_out, n_threads);
-  dnnl::memory weights(g.weights, ctx.engine, const_cast<void*>(w.data));
-  dnnl::memory dst(g.dst, ctx.engine, out);
-  dnnl::memory hi(g.src, ctx.engine, x_hi.data());
-  g.primitive.execute(ctx.stream, {{DNNL_ARG_SRC, hi}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
-  if (split) {  // x = hi + lo: a second GEMM adds the low parts, for near-f32 accuracy at twice the FLOPs
-    dnnl::memory lo(g.src, ctx.engine, x_lo.data());
-    g.accumulate.execute(ctx.stream, {{DNNL_ARG_SRC, lo}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
-  }
-  ctx.stream.wait();
-  if (out != y) std::copy(y_pad.begin(), y_pad.begin() + n_rows * n_out, y);
+  y_pad.resize(m != n_rows ? size_t(m * n_out) : 0);
+  rows = OnednnRows{x_hi.data(), split ? x_lo.data() : nullptr, n_rows, m, n_in, m != n_rows ? y_pad.data() : nullptr};
   return true;
+}
+
+void matmul_onednn_bf16_columns(const OnednnRows& rows, const Tensor& w, int64_t o_begin, int64_t o_end, float* y) {
+  thread_local ThreadGemms tg;
+  omp_set_num_threads(1);  // this thread's ICV: oneDNN runs the primitive inline, on this thread
+  const int64_t n_out = w.dim(0), n_in = w.dim(1);
+  const Gemm& g = column_gemm_for(tg, rows.m, n_in, o_end - o_begin, n_out);
+  float* out = (rows.y_pad != nullptr ? rows.y_pad : y) + o_begin;
+  const Context& ctx = context();
+  dnnl::memory weights(g.weights, ctx.engine, const_cast<uint16_t*>(static_cast<const uint16_t*>(w.data) + o_begin * n_in));
+  dnnl::memory dst(g.dst, ctx.engine, out);
+  dnnl::memory hi(g.src, ctx.engine, const_cast<uint16_t*>(rows.hi));
+  g.primitive.execute(tg.stream, {{DNNL_ARG_SRC, hi}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+  if (rows.lo != nullptr) {
+    dnnl::memory lo(g.src, ctx.engine, const_cast<uint16_t*>(rows.lo));
+    g.accumulate.execute(tg.stream, {{DNNL_ARG_SRC, lo}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+  }
+  tg.stream.wait();
+}
+
+void onednn_rows_finish(const OnednnRows& rows, int64_t n_out, float* y) {
+  if (rows.y_pad != nullptr) std::copy(rows.y_pad, rows.y_pad + rows.n_rows * n_out, y);
 }
 
 }  // namespace aerie::ops::cpu

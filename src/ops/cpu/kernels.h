@@ -54,7 +54,19 @@ void matmul_avx2(const float* x, int64_t n_rows, const Tensor& w, int64_t o_begi
 void matmul_scalar(const float* x, int64_t n_rows, const Tensor& w, int64_t o_begin, int64_t o_end, float* y);
 
 // oneDNN BF16 GEMM for many rows (prefill): activations rounded to bf16 (split: hi + lo parts, two GEMMs),
-// f32 accumulation and output. Returns false when oneDNN cannot run this case (the caller falls back).
-bool matmul_onednn_bf16(const float* x, int64_t n_rows, const Tensor& w, float* y, int n_threads, bool split);
+// f32 accumulation and output, split by output columns over the caller's threads, each running oneDNN
+// single-threaded on its range (no OpenMP team beside the pool's threads, and ranges are claimed
+// dynamically, so a descheduled thread's range is taken by another). onednn_rows_bf16 packs the
+// activations once (false: oneDNN cannot run this case, the caller falls back); every thread then calls
+// matmul_onednn_bf16_columns for its ranges; onednn_rows_finish copies out of the padded rows.
+struct OnednnRows {
+  const uint16_t* hi;  // [m, n_in] bf16, rows past n_rows zero
+  const uint16_t* lo;  // split's low parts, or null
+  int64_t n_rows, m, n_in;
+  float* y_pad;  // [m, n_out] when m != n_rows, else null (results go straight to y)
+};
+bool onednn_rows_bf16(const float* x, int64_t n_rows, const Tensor& w, bool split, OnednnRows& rows);
+void matmul_onednn_bf16_columns(const OnednnRows& rows, const Tensor& w, int64_t o_begin, int64_t o_end, float* y);
+void onednn_rows_finish(const OnednnRows& rows, int64_t n_out, float* y);
 
 }  // namespace aerie::ops::cpu
