@@ -82,8 +82,18 @@ struct DeepseekV3Config {
   }
 };
 
-// Parses a config.json object; `source` names the file in errors.
+// Parses a config.json object; `source` names the file in errors. Besides the unsupported features above,
+// refuses with the key named: sizes not positive (or beyond 2^31), vocab_size beyond
+// LoadLimits::max_vocab_size, rms_norm_eps or rope_theta out of range, YaRN values out of range, and expert
+// counts the router cannot honour (num_experts_per_tok > n_routed_experts, n_routed_experts not a multiple
+// of n_group, topk_group > n_group, fewer than num_experts_per_tok experts in topk_group groups).
 DeepseekV3Config parse_deepseek_v3_config(const nlohmann::json& json, const std::string& source);
 DeepseekV3Config load_deepseek_v3_config(const std::filesystem::path& config_json);
+
+// The range checks on what an MLA attention needs, shared with the EAGLE-3 MLA head's config
+// (spec/deepseek_heads.cpp): vocab_size within LoadLimits::max_vocab_size, an even qk_rope_head_dim,
+// rms_norm_eps > 0, rope_theta > 1, all finite, and the YaRN values (factor >= 1, beta_fast >= beta_slow > 0,
+// mscale, mscale_all_dim and attention_factor >= 0). Throws aerie::Error naming `source` and the key.
+void check_mla_config(const DeepseekV3Config& config, const std::string& source);
 
 }  // namespace aerie

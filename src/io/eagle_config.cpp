@@ -1,6 +1,7 @@
 #include "io/eagle_config.h"
 
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -45,9 +46,12 @@ EagleConfig parse_eagle_config(const json& j, const std::string& source) {
       const json& ids = e["eagle_aux_hidden_state_layer_ids"];
       AERIE_CHECK(ids.is_array(), source, ": 'eagle_config.eagle_aux_hidden_state_layer_ids' must be a list");
       for (const json& id : ids) {
-        AERIE_CHECK(id.is_number_integer(), source,
-                    ": 'eagle_config.eagle_aux_hidden_state_layer_ids' must be a list of integers");
-        c.aux_layer_ids.push_back(id.get<int>());
+        // Non-negative and below INT_MAX: the loader adds 1 to them under aux_layer_ids_are_outputs.
+        AERIE_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 &&
+                        id.get<int64_t>() < std::numeric_limits<int>::max(),
+                    source, ": 'eagle_config.eagle_aux_hidden_state_layer_ids' must be a list of layer numbers >= 0, got ",
+                    id.dump());
+        c.aux_layer_ids.push_back(int(id.get<int64_t>()));
       }
     }
   }

@@ -40,9 +40,11 @@ struct LlamaConfig {
   std::string torch_dtype;           // "bfloat16", "float32", ...
 };
 
-// Parses a config.json object. `source` names the file in errors. Throws aerie::Error on an unknown
-// architecture, a missing required key, a value of the wrong type or an inconsistent shape
-// (hidden_size not divisible by heads, heads not divisible by kv heads, ...).
+// Parses a config.json object. `source` names the file in errors. Throws aerie::Error naming the key on an
+// unknown architecture, a missing required key, a value of the wrong type, a value out of range (sizes not
+// positive, vocab_size beyond LoadLimits::max_vocab_size, rms_norm_eps or rope_theta not positive and
+// finite, rope_scaling factors out of order) or an inconsistent shape (hidden_size not divisible by heads,
+// heads not divisible by kv heads, an odd head_dim).
 LlamaConfig parse_llama_config(const nlohmann::json& json, const std::string& source);
 LlamaConfig load_llama_config(const std::filesystem::path& config_json);
 
