@@ -1,8 +1,11 @@
 // aerie bench-engine: the continuous-batching engine under load, in one run: for each concurrency level,
 // `requests` requests (random prompts of --prompt-tokens, --max-tokens each, greedy, EOS ignored) are kept
 // `concurrency` at a time in flight; prints generated tokens/s, requests/s, TTFT and inter-token latency
-// percentiles, mean acceptance length with a draft. With --draft, the same runs are made without it too,
-// so the speculative gain at each batch size is visible.
+// percentiles, mean acceptance length with a draft, and the rates of the two kinds of step: generated
+// tokens/s over the steps that prefilled nothing (llama-batched-bench's S_TG; with --requests equal to
+// --concurrency the run is its npp/ntg/npl experiment) and prompt tokens/s over the steps that prefilled.
+// With --draft, the same runs are made without it too, so the speculative gain at each batch size is
+// visible.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,6 +33,9 @@ double percentile(std::vector<double> v, double q) {
 struct LoadResult {
   double seconds = 0;
   int64_t tokens = 0;
+  // Steps that prefilled no prompt rows (llama-batched-bench's text-generation phase) and the others.
+  double decode_seconds = 0, prefill_seconds = 0;
+  int64_t decode_tokens = 0, prefill_tokens = 0;
   std::vector<double> ttft, itl;
   double acceptance_length = 0;
 };
@@ -73,7 +79,18 @@ LoadResult run_load(Model& target, DraftHead* draft, const EngineConfig& config,
   const auto start = Clock::now();
   while (submitted < std::min(concurrency, n_requests)) submit_one();
   while (finished < n_requests) {
+    const int64_t prefilled = engine.metrics().prefilled_tokens, generated = r.tokens;
+    const auto step_start = Clock::now();
     engine.step();
+    const double step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+    const int64_t step_prefill = engine.metrics().prefilled_tokens - prefilled;
+    if (step_prefill == 0) {
+      r.decode_seconds += step_seconds;
+      r.decode_tokens += r.tokens - generated;
+    } else {
+      r.prefill_seconds += step_seconds;
+      r.prefill_tokens += step_prefill;
+    }
     while (submitted < n_requests && submitted - finished < concurrency) submit_one();
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -94,6 +111,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   specs.push_back({"--prompt-tokens", true, "prompt length (default 128)"});
   specs.push_back({"--max-tokens", true, "tokens generated per request (default 64)"});
   specs.push_back({"--max-batch-tokens", true, "rows per step (default 512)"});
+  specs.push_back({"--max-prefill-rows-while-decoding", true, "prompt rows in a step that also decodes (default 128; 0: no cap)"});
   specs.push_back({"--kv-cache-memory", true, "KV budget in bytes (default 4 GB)"});
   specs.push_back({"--json", false, "print one JSON object"});
   specs.push_back({"--help", false, "this text"});
@@ -115,6 +133,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   EngineConfig config;
   config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", int64_t(4) << 30));
   config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
+  config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 128);
   config.max_length = prompt_tokens + max_tokens + 64;
   config.spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
   config.spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
@@ -138,16 +157,20 @@ int run_bench_engine(const std::vector<std::string>& argv) {
                             {"seconds", r.seconds},
                             {"generated_tokens_per_second", double(r.tokens) / r.seconds},
                             {"requests_per_second", double(n) / r.seconds},
+                            {"decode_tokens_per_second", r.decode_seconds > 0 ? double(r.decode_tokens) / r.decode_seconds : 0.0},
+                            {"prefill_tokens_per_second", r.prefill_seconds > 0 ? double(r.prefill_tokens) / r.prefill_seconds : 0.0},
                             {"ttft_p50_ms", 1e3 * percentile(r.ttft, 0.5)},
                             {"ttft_p99_ms", 1e3 * percentile(r.ttft, 0.99)},
                             {"itl_p50_ms", 1e3 * percentile(r.itl, 0.5)},
                             {"itl_p99_ms", 1e3 * percentile(r.itl, 0.99)},
                             {"mean_acceptance_length", r.acceptance_length}};
       if (!json) {
-        std::printf("concurrency %3lld %-5s: %7.1f tokens/s, %5.2f req/s | TTFT p50 %7.1f ms p99 %7.1f ms | "
+        std::printf("concurrency %3lld %-5s: %7.1f tokens/s, %5.2f req/s | decode-only steps %7.1f tokens/s, "
+                    "prefill steps %6.1f prompt tokens/s | TTFT p50 %7.1f ms p99 %7.1f ms | "
                     "ITL p50 %6.1f ms p99 %6.1f ms",
                     (long long)c, draft ? "spec" : "plain", row["generated_tokens_per_second"].get<double>(),
-                    row["requests_per_second"].get<double>(), row["ttft_p50_ms"].get<double>(),
+                    row["requests_per_second"].get<double>(), row["decode_tokens_per_second"].get<double>(),
+                    row["prefill_tokens_per_second"].get<double>(), row["ttft_p50_ms"].get<double>(),
                     row["ttft_p99_ms"].get<double>(), row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>());
         if (draft) std::printf(" | acceptance length %.2f", r.acceptance_length);
         std::printf("\n");

@@ -64,6 +64,7 @@ Engine::Engine(Model& target, DraftHead* draft, const EngineConfig& config, Thre
   SchedulerConfig sc;
   sc.max_batch_tokens = config.max_batch_tokens;
   sc.max_num_seqs = config.max_num_seqs;
+  sc.max_prefill_rows_while_decoding = config.max_prefill_rows_while_decoding;
   sc.max_draft_tokens = max_draft_tokens_ = max_k;
   scheduler_ = std::make_unique<Scheduler>(sc, *pool_, draft_pool_.get());
   VerifierConfig vc;

@@ -86,18 +86,44 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
   std::vector<ScheduledRows>& rows = rows_;
   rows.clear();
   int64_t budget = config_.max_batch_tokens;
-  // Running sequences, oldest first; a sequence that cannot get blocks preempts the newest one.
+  // Decoding sequences first, oldest first: each gets 1 + its drafts, so a long prompt never delays the
+  // next token of a running request by more than its capped chunk. One that cannot get blocks preempts
+  // the newest running sequence (not yet planned: running_ is in arrival order and is walked in order).
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    const int64_t want = seq->prefilling() ? std::min<int64_t>(budget, int64_t(seq->tokens.size()) - seq->n_computed)
-                                           : 1 + int64_t(seq->drafts.size());
+    if (seq->prefilling()) {
+      ++i;
+      continue;
+    }
+    const int64_t want = 1 + int64_t(seq->drafts.size());
     if (want > budget) break;  // a verification is never split
     if (!reserve(seq, want)) {
       Sequence* victim = running_.back();
       preempted.push_back(victim);
       preempt(victim);
-      if (victim == seq) continue;  // running_[i] is now the next one (or the end)
-      continue;                     // retry this sequence with the freed blocks
+      continue;  // the same index: this sequence again with the freed blocks, or the next one
+    }
+    rows.push_back({seq, want});
+    budget -= want;
+    ++i;
+  }
+  // Prompt chunks share what is left, capped while sequences decode (their inter-token latency).
+  if (!rows.empty() && config_.max_prefill_rows_while_decoding > 0)
+    budget = std::min(budget, config_.max_prefill_rows_while_decoding);
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    if (!seq->prefilling()) {
+      ++i;
+      continue;
+    }
+    const int64_t want = std::min<int64_t>(budget, int64_t(seq->tokens.size()) - seq->n_computed);
+    if (!reserve(seq, want)) {
+      // The newest sequence makes room unless this step already runs it (a decode planned above).
+      Sequence* victim = running_.back();
+      if (std::any_of(rows.begin(), rows.end(), [&](const ScheduledRows& r) { return r.seq == victim; })) break;
+      preempted.push_back(victim);
+      preempt(victim);
+      continue;
     }
     rows.push_back({seq, want});
     budget -= want;

@@ -1,7 +1,8 @@
 // Scheduler: decides, each step, which sequences run and how many rows each gets, within a token budget
 // and a cap on running sequences, holding enough KV blocks for them.
-//   - decoding sequences first (1 row + their drafts), then prompt chunks (chunked prefill), first come
-//     first served; waiting requests are admitted while budget, sequence slots and blocks allow;
+//   - decoding sequences first (1 row + their drafts), then prompt chunks (chunked prefill, capped while
+//     sequences decode), first come first served; waiting requests are admitted while budget, sequence
+//     slots and blocks allow;
 //   - admission looks up the prompt in the prefix cache (target and draft head alike) and skips what it
 //     finds;
 //   - when blocks run out for a running sequence, the newest running sequence is preempted: its blocks
@@ -25,6 +26,9 @@ struct SchedulerConfig {
   int64_t max_batch_tokens = 512;  // rows per step
   int64_t max_num_seqs = 16;       // running sequences
   int64_t max_draft_tokens = 0;    // K the draft head may propose after a step (head blocks to hold)
+  // Prompt rows in a step that also decodes (0: no cap beyond max_batch_tokens). A step's time grows with
+  // its rows (prefill is compute-bound), and every decoding sequence waits for the whole step.
+  int64_t max_prefill_rows_while_decoding = 0;
 };
 
 struct ScheduledRows {

@@ -76,6 +76,95 @@ TEST(Scheduler, BudgetChunksPromptsAndNeverSplitsAVerification) {
   EXPECT_TRUE(preempted.empty());
 }
 
+// A decoding sequence gets its row before an older sequence's prompt chunk, and the chunk is capped while
+// sequences decode (without the cap, b's prompt would take the whole budget and a would wait a step).
+TEST(Scheduler, DecodesComeFirstAndPromptChunksAreCappedWhileDecoding) {
+  Fixture f;
+  SchedulerConfig c;
+  c.max_batch_tokens = 8;
+  c.max_num_seqs = 4;
+  c.max_prefill_rows_while_decoding = 3;
+  Scheduler s(c, f.pool, nullptr);
+  Sequence* b = f.make({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 0);
+  Sequence* a = f.make({7, 7}, 1);
+  s.add(b);
+  s.add(a);
+  std::vector<Sequence*> preempted;
+  std::vector<ScheduledRows> plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 1u) << "nobody decodes yet: b's chunk takes the whole budget";
+  EXPECT_EQ(plan[0].seq, b);
+  EXPECT_EQ(plan[0].n_rows, 8);
+  Fixture::compute(*b, 8);
+  StepResult r;
+  r.n_new_positions = 8;
+  s.update(*b, r);
+  plan = s.plan(preempted);  // b's last 4 prompt rows and a's 2
+  ASSERT_EQ(plan.size(), 2u);
+  Fixture::compute(*b, 4);
+  r.n_new_positions = 4;
+  r.tokens = {42};
+  s.update(*b, r);
+  Fixture::compute(*a, 2);
+  r.n_new_positions = 2;
+  r.tokens = {43};
+  s.update(*a, r);
+  // Both decode now; a third request's prompt shares the step, capped at 3 rows.
+  Sequence* d = f.make({5, 5, 5, 5, 5, 5}, 2);
+  s.add(d);
+  plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].seq, b);
+  EXPECT_EQ(plan[0].n_rows, 1);
+  EXPECT_EQ(plan[1].seq, a);
+  EXPECT_EQ(plan[1].n_rows, 1);
+  EXPECT_EQ(plan[2].seq, d);
+  EXPECT_EQ(plan[2].n_rows, 3);
+  EXPECT_TRUE(preempted.empty());
+}
+
+// An older sequence still in its prompt does not delay a newer one's decode row.
+TEST(Scheduler, AnOlderPromptDoesNotStarveANewerDecode) {
+  Fixture f;
+  SchedulerConfig c;
+  c.max_batch_tokens = 4;
+  c.max_num_seqs = 4;
+  Scheduler s(c, f.pool, nullptr);
+  Sequence* a = f.make({3, 3}, 1);
+  s.add(a);
+  std::vector<Sequence*> preempted;
+  std::vector<ScheduledRows> plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 1u);
+  Fixture::compute(*a, 2);
+  StepResult r;
+  r.n_new_positions = 2;
+  r.tokens = {9};
+  s.update(*a, r);
+  Sequence* b = f.make({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0);  // arrived first (re-admitted after preemption)
+  s.add(b);
+  plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].seq, a);
+  EXPECT_EQ(plan[0].n_rows, 1);
+  EXPECT_EQ(plan[1].seq, b);
+  EXPECT_EQ(plan[1].n_rows, 3);
+  Fixture::compute(*a, 1);
+  r.n_new_positions = 1;
+  r.tokens = {8};
+  s.update(*a, r);
+  Fixture::compute(*b, 3);
+  r.n_new_positions = 3;
+  r.tokens = {};
+  s.update(*b, r);
+  // b runs before a in arrival order and still has 7 prompt rows: a's row comes first all the same.
+  plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].seq, a);
+  EXPECT_EQ(plan[0].n_rows, 1);
+  EXPECT_EQ(plan[1].seq, b);
+  EXPECT_EQ(plan[1].n_rows, 3);
+  EXPECT_TRUE(preempted.empty());
+}
+
 TEST(Scheduler, UpdateCutsRejectedPositionsAndRegistersFullBlocks) {
   Fixture f;
   Scheduler s(SchedulerConfig{}, f.pool, nullptr);
