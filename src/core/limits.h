@@ -29,6 +29,25 @@ struct JsonLimits {
   size_t max_string_bytes = size_t{8} << 20;
 };
 
+// The OpenAI fields of one request, beyond JSON's own limits: what each costs grows with the count (every
+// stop string is matched after every token, every choice is a sequence in the engine). Beyond one: 400.
+struct RequestLimits {
+  int64_t max_choices = 128;        // n x prompts of one request (OpenAI's n is at most 128)
+  size_t max_stop_sequences = 16;   // OpenAI allows 4
+  size_t max_stop_bytes = 1024;     // one stop string
+  size_t max_tools = 128;           // OpenAI's limit
+  size_t max_logit_bias = 1024;     // logit_bias entries
+};
+
+// Structured output: a JSON schema (response_format, or the tools of a forced tool call) compiled into a
+// grammar. Some shapes cost quadratic time and memory in the grammar's tables (a chain of anyOf through
+// $ref, an object with thousands of optional properties), so the tables are bounded as well as the nesting.
+struct SchemaLimits {
+  int max_depth = 128;                       // schemas inside schemas (properties, items, anyOf, $ref hops)
+  size_t max_nodes = 20000;                  // grammar nodes (about one per subschema and per property)
+  size_t max_table_entries = size_t{1} << 22;  // anyOf first-byte dispatch and optional-key tries, in all
+};
+
 // The Jinja chat-template engine, per render. Integers are 64-bit: an operation whose exact (Python)
 // result does not fit is an error, never undefined behaviour.
 struct TemplateLimits {
@@ -37,6 +56,10 @@ struct TemplateLimits {
   int64_t max_loop_iterations = 1'000'000;     // all loop bodies of one render together
   int max_call_depth = 64;                     // macro / caller / recursive-loop nesting
   int max_parse_depth = 256;                   // expression and block nesting in the template source
+  // Bytes built, copied or scanned by one render, each statement and expression step counting as a few
+  // bytes: bounds its CPU time and memory where each single value and loop count is within the above
+  // (a million iterations that each copy a 4 MiB string would otherwise take minutes).
+  size_t max_work_bytes = size_t{256} << 20;
 };
 
 // Model folders from the internet.
@@ -45,6 +68,11 @@ struct LoadLimits {
   size_t max_safetensors_header_bytes = size_t{100} << 20;  // the format's own cap (safetensors spec)
   int64_t max_vocab_size = int64_t{1} << 22;             // token ids (model and added) below this
   int max_tensor_rank = 8;
+  // A torch.save file's data.pkl: what running it may build (values, container slots, strings, memo
+  // entries; a real state dict takes about 2 KiB per tensor) and how deeply its values may nest (a state
+  // dict nests about 4 deep).
+  size_t max_pickle_memory_bytes = size_t{256} << 20;
+  int max_pickle_depth = 128;
 };
 
 }  // namespace aerie

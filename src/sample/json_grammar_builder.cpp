@@ -27,22 +27,36 @@ std::string json_quote(const std::string& text) {
   return out + "\"";
 }
 
-// Whether a value of concrete node `n` may start with byte b.
-bool may_start(const JsonGrammar& g, const JsonNode& n, uint8_t b) {
+// The bytes a value of concrete node `n` may start with, appended to `out`.
+void append_start_bytes(const JsonGrammar& g, const JsonNode& n, std::vector<uint8_t>& out) {
   switch (n.kind) {
-    case JsonNodeKind::kObject: return b == '{';
-    case JsonNodeKind::kArray: return b == '[';
-    case JsonNodeKind::kString: return b == '"';
-    case JsonNodeKind::kNumber: return b == '-' || (b >= '0' && b <= '9');
-    case JsonNodeKind::kLiteral: return n.child != kJsonNoNode && g.literal_step(n.child, b) != kJsonNoNode;
+    case JsonNodeKind::kObject: out.push_back('{'); break;
+    case JsonNodeKind::kArray: out.push_back('['); break;
+    case JsonNodeKind::kString: out.push_back('"'); break;
+    case JsonNodeKind::kNumber:
+      out.push_back('-');
+      for (uint8_t d = '0'; d <= '9'; ++d) out.push_back(d);
+      break;
+    case JsonNodeKind::kLiteral:
+      if (n.child == kJsonNoNode) break;
+      for (uint32_t e = 0; e < g.literal_states[n.child].n_edges; ++e)
+        out.push_back(g.literal_edges[g.literal_states[n.child].first_edge + e].byte);
+      break;
     case JsonNodeKind::kAnyOf: break;
   }
-  return false;
 }
 
 }  // namespace
 
-JsonGrammarBuilder::JsonGrammarBuilder() : grammar_(std::make_shared<JsonGrammar>()) {}
+JsonGrammarBuilder::JsonGrammarBuilder(const SchemaLimits& limits)
+    : limits_(limits), grammar_(std::make_shared<JsonGrammar>()) {}
+
+void JsonGrammarBuilder::charge_table(size_t n) {
+  table_entries_ += n;
+  AERIE_CHECK(table_entries_ <= limits_.max_table_entries, "json schema: too large: its grammar's tables pass ",
+              limits_.max_table_entries, " entries (long anyOf or $ref chains, or objects with many optional "
+              "properties)");
+}
 
 uint32_t JsonGrammarBuilder::add_node(const JsonNode& node, std::string path, uint32_t into) {
   if (into != kJsonNoNode) {
@@ -50,6 +64,8 @@ uint32_t JsonGrammarBuilder::add_node(const JsonNode& node, std::string path, ui
     grammar_->paths[into] = std::move(path);
     return into;
   }
+  AERIE_CHECK(grammar_->nodes.size() < limits_.max_nodes, "json schema: too large: more than ", limits_.max_nodes,
+              " grammar nodes (about one per subschema and per property)");
   grammar_->nodes.push_back(node);
   grammar_->paths.push_back(std::move(path));
   return uint32_t(grammar_->nodes.size() - 1);
@@ -156,6 +172,9 @@ uint32_t JsonGrammarBuilder::add_trie(std::vector<std::pair<std::string, int32_t
   entries.erase(std::unique(entries.begin(), entries.end(),
                             [](const auto& a, const auto& b) { return a.first == b.first; }),
                 entries.end());
+  size_t bytes = 0;  // at most one state and one edge per byte
+  for (const auto& e : entries) bytes += e.first.size() + 1;
+  charge_table(bytes);
   auto& states = grammar_->literal_states;
   auto& edges = grammar_->literal_edges;
   struct Task {
@@ -300,6 +319,8 @@ void JsonGrammarBuilder::build_dispatch() {
   JsonGrammar& g = *grammar_;
   std::vector<uint8_t> seen(g.nodes.size(), 0);
   std::vector<uint32_t> concrete, stack, visited;
+  std::vector<uint8_t> bytes;
+  std::vector<std::vector<uint32_t>> by_byte(256);  // this anyOf's concrete alternatives per first byte
   for (uint32_t id = 0; id < g.nodes.size(); ++id) {
     if (g.nodes[id].kind != JsonNodeKind::kAnyOf) continue;
     // Flatten nested anyOf (acyclic, checked) into the distinct concrete alternatives, in order.
@@ -320,11 +341,20 @@ void JsonGrammarBuilder::build_dispatch() {
       for (uint32_t i = n.count; i-- > 0;) stack.push_back(g.alternatives[n.first + i]);
     }
     for (const uint32_t a : visited) seen[a] = 0;
+    // Bucketing by first byte costs what the table holds (a chain of n anyOf holds n^2 entries in all).
+    for (auto& list : by_byte) list.clear();
+    size_t entries = 0;
+    for (const uint32_t a : concrete) {
+      bytes.clear();
+      append_start_bytes(g, g.nodes[a], bytes);
+      for (const uint8_t b : bytes) by_byte[b].push_back(a);
+      entries += bytes.size();
+    }
+    charge_table(visited.size() + 257 + entries);
     g.nodes[id].keys = uint32_t(g.dispatch_offsets.size());
     for (int b = 0; b < 256; ++b) {
       g.dispatch_offsets.push_back(uint32_t(g.dispatch_nodes.size()));
-      for (const uint32_t a : concrete)
-        if (may_start(g, g.nodes[a], uint8_t(b))) g.dispatch_nodes.push_back(a);
+      g.dispatch_nodes.insert(g.dispatch_nodes.end(), by_byte[size_t(b)].begin(), by_byte[size_t(b)].end());
     }
     g.dispatch_offsets.push_back(uint32_t(g.dispatch_nodes.size()));
   }

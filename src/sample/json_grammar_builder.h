@@ -6,6 +6,7 @@
 //      matcher never admits a prefix it cannot complete; a root that cannot produce a value is an error;
 //   3. each listed object gets, per position, the literal trie of the keys that may come next;
 //   4. each anyOf gets its first-byte dispatch table.
+// Nodes and table entries are counted against SchemaLimits as they are made: beyond one, aerie::Error.
 #pragma once
 
 #include <memory>
@@ -13,13 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/limits.h"
 #include "sample/json_grammar.h"
 
 namespace aerie {
 
 class JsonGrammarBuilder {
  public:
-  JsonGrammarBuilder();
+  explicit JsonGrammarBuilder(const SchemaLimits& limits = {});
 
   // Every add_* writes into node `into` when given (a node reserved earlier, which others may already
   // refer to), else appends a new node; it returns the node's id.
@@ -51,11 +53,15 @@ class JsonGrammarBuilder {
 
  private:
   uint32_t add_trie(std::vector<std::pair<std::string, int32_t>> entries);
+  // Counts `n` more table entries (or steps of work building them) against max_table_entries.
+  void charge_table(size_t n);
   std::vector<uint8_t> find_productive() const;
   void prune(const std::vector<uint8_t>& productive);
   void build_key_tries();
   void build_dispatch();
 
+  SchemaLimits limits_;
+  size_t table_entries_ = 0;
   std::shared_ptr<JsonGrammar> grammar_;
   uint32_t any_value_ = kJsonNoNode;
   uint32_t any_object_ = kJsonNoNode;

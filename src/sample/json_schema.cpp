@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_scan.h"
 #include "sample/json_grammar_builder.h"
 
 namespace aerie {
@@ -77,7 +78,7 @@ struct PendingEnum {
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const Json& root) : root_(root) {}
+  SchemaCompiler(const Json& root, const SchemaLimits& limits) : root_(root), limits_(limits), builder_(limits) {}
 
   std::shared_ptr<const JsonGrammar> compile() {
     const uint32_t root = compile_at("#", root_);
@@ -85,7 +86,7 @@ class SchemaCompiler {
     for (const PendingEnum& e : enums_) {  // inner enums were registered first
       std::vector<std::string> literals;
       for (const Json& v : e.values)
-        if (e.rest == kJsonNoNode || admits(e.rest, v)) literals.push_back(v.dump());
+        if (e.rest == kJsonNoNode || admits(e.rest, v, 0)) literals.push_back(v.dump());
       builder_.set_literals(e.node, literals);
     }
     return builder_.finish(root);
@@ -94,11 +95,17 @@ class SchemaCompiler {
  private:
   // The node for the schema at `path` (a JSON pointer into the root, "#..."), compiled once: a $ref to it
   // gets the same node, which is reserved before its content so that recursion can refer to it.
+  // Every nested schema passes here, so depth_ bounds the recursion (a $ref chain a0 -> a1 -> ... nests
+  // as deep as a literal one).
   uint32_t compile_at(const std::string& path, const Json& schema) {
     if (const auto it = compiled_.find(path); it != compiled_.end()) return it->second;
+    AERIE_CHECK(depth_ < limits_.max_depth, "json schema: ", path, " is nested more than ", limits_.max_depth,
+                " schemas deep (counting properties, items, anyOf and $ref hops)");
     const uint32_t id = builder_.add_node(JsonNode{}, path);
     compiled_[path] = id;
+    ++depth_;
     compile_into(id, path, schema);
+    --depth_;
     return id;
   }
 
@@ -112,9 +119,12 @@ class SchemaCompiler {
   void refuse_siblings(const std::string& path, const Json& schema, const std::string& keyword) const;
   void set_bounds(JsonNode& number, const std::string& path, const Json& schema) const;
   uint32_t count_keyword(const std::string& path, const Json& schema, const char* keyword, uint32_t fallback) const;
-  bool admits(uint32_t node, const Json& value) const;
+  bool admits(uint32_t node, const Json& value, int depth) const;
 
   const Json& root_;
+  SchemaLimits limits_;
+  int depth_ = 0;                   // compile_at calls in progress
+  mutable size_t admits_steps_ = 0;  // admits() calls so far
   JsonGrammarBuilder builder_;
   std::map<std::string, uint32_t> compiled_;
   std::vector<PendingEnum> enums_;
@@ -360,14 +370,21 @@ uint32_t SchemaCompiler::compile_array(const std::string& path, const Json& sche
 }
 
 // Whether the compiled node admits the value (the enum filter): the same semantics as the grammar, on a
-// parsed value. Literal nodes compare serialisations.
-bool SchemaCompiler::admits(uint32_t id, const Json& value) const {
+// parsed value. Literal nodes compare serialisations. `depth` counts anyOf hops and value nesting: an anyOf
+// chain built from $refs compiled in reverse order can be as long as the schema is, however shallow each
+// compile_at was. Steps are counted too: anyOf alternatives that share their alternatives (a diamond per
+// level) would otherwise be walked 2^depth times.
+bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
+  AERIE_CHECK(depth <= 2 * limits_.max_depth, "json schema: ", builder_.grammar().paths[id], " is nested too deeply (",
+              "anyOf or $ref chains longer than ", 2 * limits_.max_depth, ") to check enum values against it");
+  AERIE_CHECK(++admits_steps_ <= limits_.max_table_entries, "json schema: checking the enum values against ",
+              builder_.grammar().paths[id], " takes more than ", limits_.max_table_entries, " steps");
   const JsonGrammar& g = builder_.grammar();
   const JsonNode& n = g.nodes[id];
   switch (n.kind) {
     case JsonNodeKind::kAnyOf:
       for (uint32_t i = 0; i < n.count; ++i)
-        if (admits(g.alternatives[n.first + i], value)) return true;
+        if (admits(g.alternatives[n.first + i], value, depth + 1)) return true;
       return false;
     case JsonNodeKind::kLiteral: {
       if (n.child == kJsonNoNode) return false;
@@ -393,19 +410,19 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value) const {
     }
     case JsonNodeKind::kArray:
       if (!value.is_array() || value.size() < n.min || value.size() > n.max) return false;
-      return std::all_of(value.begin(), value.end(), [&](const Json& item) { return admits(n.child, item); });
+      return std::all_of(value.begin(), value.end(), [&](const Json& item) { return admits(n.child, item, depth + 1); });
     case JsonNodeKind::kObject: {
       if (!value.is_object()) return false;
       if (n.map) {
         for (const auto& [key, v] : value.items())
-          if (!admits(n.child, v)) return false;
+          if (!admits(n.child, v, depth + 1)) return false;
         return true;
       }
       for (const auto& [key, v] : value.items()) {
         const JsonProperty* p = nullptr;
         for (uint32_t i = 0; i < n.count && !p; ++i)
           if (g.properties[n.first + i].name == key) p = &g.properties[n.first + i];
-        if (!p || !admits(p->value, v)) return false;
+        if (!p || !admits(p->value, v, depth + 1)) return false;
       }
       for (uint32_t i = 0; i < n.count; ++i)
         if (g.properties[n.first + i].required && !value.contains(g.properties[n.first + i].name)) return false;
@@ -417,22 +434,25 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value) const {
 
 }  // namespace
 
-std::shared_ptr<const JsonGrammar> compile_json_schema(const nlohmann::ordered_json& schema) {
+std::shared_ptr<const JsonGrammar> compile_json_schema(const nlohmann::ordered_json& schema,
+                                                       const SchemaLimits& limits) {
   try {
-    return SchemaCompiler(schema).compile();
+    return SchemaCompiler(schema, limits).compile();
   } catch (const nlohmann::json::exception& e) {  // e.g. a string that is not UTF-8 in a built schema
     throw Error(str_cat("json schema: ", e.what()));
   }
 }
 
-std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text) {
+std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text, const SchemaLimits& limits) {
+  if (const auto violation = scan_json_limits(schema_text, JsonLimits{}))
+    throw Error(str_cat("json schema: ", violation->message, " at '", violation->path, "'"));
   nlohmann::ordered_json schema;
   try {
     schema = nlohmann::ordered_json::parse(schema_text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(str_cat("json schema: not valid JSON: ", e.what()));
   }
-  return compile_json_schema(schema);
+  return compile_json_schema(schema, limits);
 }
 
 std::shared_ptr<const JsonGrammar> json_value_grammar() {

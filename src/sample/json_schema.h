@@ -37,14 +37,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/limits.h"
 #include "sample/json_grammar.h"
 
 namespace aerie {
 
 // Parse the schema with nlohmann::ordered_json so that property order survives. Throws aerie::Error.
-std::shared_ptr<const JsonGrammar> compile_json_schema(const nlohmann::ordered_json& schema);
+std::shared_ptr<const JsonGrammar> compile_json_schema(const nlohmann::ordered_json& schema,
+                                                       const SchemaLimits& limits = {});
 // The schema as JSON text (a separate name: a string literal would also convert to ordered_json).
-std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text);
+std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text,
+                                                            const SchemaLimits& limits = {});
 
 // Any JSON value; any JSON object (OpenAI response_format {"type": "json_object"}). Built once, shared.
 std::shared_ptr<const JsonGrammar> json_value_grammar();
