@@ -69,8 +69,8 @@ struct LoadLimits {
   int64_t max_vocab_size = int64_t{1} << 22;             // token ids (model and added) below this
   int max_tensor_rank = 8;
   // A torch.save file's data.pkl: what running it may build (values, container slots, strings, memo
-  // entries; a real state dict takes about 2 KiB per tensor) and how deeply its values may nest (a state
-  // dict nests about 4 deep).
+  // entries; a state dict takes under 4 KiB per tensor) and how deeply its values may nest (a state dict
+  // nests about 4 deep).
   size_t max_pickle_memory_bytes = size_t{256} << 20;
   int max_pickle_depth = 128;
 };

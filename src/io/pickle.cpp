@@ -1,5 +1,6 @@
 #include "io/pickle.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -15,15 +16,50 @@ ValuePtr make(Kind kind) {
 
 namespace {
 
+// Stack entries and marks together; each costs a few bytes of pickle, so this bounds their memory.
+constexpr size_t kMaxStack = size_t{1} << 20;
+// What one memo entry costs in the hash map (node, key, pointer), charged like a value.
+constexpr uint64_t kMemoEntryBytes = 64;
+// What a hook's object costs (the Value and, for torch, a TensorRef or StorageRef).
+constexpr uint64_t kHookObjectBytes = 256;
+
 class Machine {
  public:
-  Machine(const uint8_t* data, uint64_t size, const Hooks& hooks, const std::string& what)
-      : p_(data), end_(data + size), hooks_(hooks), what_(what) {}
+  Machine(const uint8_t* data, uint64_t size, const Hooks& hooks, const std::string& what, const LoadLimits& limits)
+      : p_(data), end_(data + size), hooks_(hooks), what_(what), limits_(limits) {}
 
   ValuePtr run();
 
  private:
   [[noreturn]] void fail(const std::string& why) const { throw Error(str_cat(what_, ": pickle: ", why)); }
+  // Counts what the program builds: a few bytes of pickle can copy a memoised value or string many times.
+  void charge(uint64_t bytes) {
+    built_ += bytes;
+    if (built_ > limits_.max_pickle_memory_bytes)
+      fail(str_cat("data.pkl builds more than ", limits_.max_pickle_memory_bytes, " bytes of values",
+                   " (LoadLimits::max_pickle_memory_bytes)"));
+  }
+  ValuePtr new_value(Kind kind, uint64_t extra_bytes = 0) {
+    charge(sizeof(Value) + extra_bytes);
+    return make(kind);
+  }
+  // Makes `items` the items of `container` (appended): each becomes contained and the container one level
+  // deeper than its deepest item. A container holding itself is the one cycle left to refuse: any other
+  // would need a contained container to grow (see Value::contained).
+  void adopt(Value& container, const std::vector<ValuePtr>& items) {
+    charge(items.size() * sizeof(ValuePtr));
+    for (const ValuePtr& item : items) {
+      if (item.get() == &container) fail("a container would hold itself");
+      item->contained = true;
+      container.depth = std::max(container.depth, item->depth + 1);
+    }
+    if (container.depth > limits_.max_pickle_depth)
+      fail(str_cat("values nest deeper than ", limits_.max_pickle_depth, " levels (LoadLimits::max_pickle_depth)"));
+    container.items.insert(container.items.end(), items.begin(), items.end());
+  }
+  void memo_put(uint64_t key) {
+    if (memo_.insert_or_assign(key, top()).second) charge(kMemoEntryBytes);
+  }
   const uint8_t* take(uint64_t n) {
     if (uint64_t(end_ - p_) < n) fail("truncated");
     const uint8_t* at = p_;
@@ -64,34 +100,37 @@ class Machine {
     return items;
   }
   void push_string(uint64_t n) {
-    auto v = make(Kind::kString);
+    auto v = new_value(Kind::kString, n);
     v->text.assign(reinterpret_cast<const char*>(take(n)), n);
     stack_.push_back(v);
   }
   void push_int(int64_t x) {
-    auto v = make(Kind::kInt);
+    auto v = new_value(Kind::kInt);
     v->integer = x;
     stack_.push_back(v);
   }
-  void push_tuple(std::vector<ValuePtr> items) {
-    auto v = make(Kind::kTuple);
-    v->items = std::move(items);
+  void push_tuple(const std::vector<ValuePtr>& items) {
+    auto v = new_value(Kind::kTuple);
+    adopt(*v, items);
     stack_.push_back(v);
   }
   void set_items(const std::vector<ValuePtr>& kv) {
     ValuePtr& dict = top();
     if (dict->kind != Kind::kDict || kv.size() % 2) fail("SETITEMS on a non-dict");
-    dict->items.insert(dict->items.end(), kv.begin(), kv.end());
+    if (dict->contained) fail("SETITEMS on a dict that is already inside another value");
+    adopt(*dict, kv);
   }
   void append_items(const std::vector<ValuePtr>& items) {
     ValuePtr& list = top();
     if (list->kind != Kind::kList) fail("APPENDS on a non-list");
-    list->items.insert(list->items.end(), items.begin(), items.end());
+    if (list->contained) fail("APPENDS on a list that is already inside another value");
+    adopt(*list, items);
   }
   ValuePtr call(const ValuePtr& callable, const ValuePtr& args) {
     if (callable->kind != Kind::kGlobal || args->kind != Kind::kTuple) fail("REDUCE of a non-callable");
     ValuePtr out = hooks_.reduce ? hooks_.reduce(*callable, *args) : nullptr;
     if (out == nullptr) fail("unsupported callable '" + callable->text + "'");
+    charge(kHookObjectBytes);
     return out;
   }
   bool step(uint8_t op);
@@ -100,6 +139,8 @@ class Machine {
   const uint8_t* end_;
   const Hooks& hooks_;
   const std::string& what_;
+  const LoadLimits& limits_;
+  uint64_t built_ = 0;  // bytes charged so far
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, ValuePtr> memo_;
@@ -111,12 +152,12 @@ bool Machine::step(uint8_t op) {
     case 0x80: take(1); break;                                         // PROTO
     case 0x95: take(8); break;                                         // FRAME
     case '(': marks_.push_back(stack_.size()); break;                  // MARK
-    case '}': stack_.push_back(make(Kind::kDict)); break;              // EMPTY_DICT
-    case ']': stack_.push_back(make(Kind::kList)); break;              // EMPTY_LIST
+    case '}': stack_.push_back(new_value(Kind::kDict)); break;         // EMPTY_DICT
+    case ']': stack_.push_back(new_value(Kind::kList)); break;         // EMPTY_LIST
     case ')': push_tuple({}); break;                                   // EMPTY_TUPLE
-    case 'N': stack_.push_back(make(Kind::kNone)); break;              // NONE
+    case 'N': stack_.push_back(new_value(Kind::kNone)); break;         // NONE
     case 0x88: case 0x89: {                                            // NEWTRUE, NEWFALSE
-      auto v = make(Kind::kBool);
+      auto v = new_value(Kind::kBool);
       v->integer = op == 0x88;
       stack_.push_back(v);
       break;
@@ -141,14 +182,14 @@ bool Machine::step(uint8_t op) {
       const uint8_t* b = take(8);
       uint64_t bits = 0;
       for (int i = 0; i < 8; ++i) bits = (bits << 8) | b[i];
-      auto v = make(Kind::kFloat);
+      auto v = new_value(Kind::kFloat);
       std::memcpy(&v->number, &bits, 8);
       stack_.push_back(v);
       break;
     }
-    case 'q': memo_[read<uint8_t>()] = top(); break;                   // BINPUT
-    case 'r': memo_[read<uint32_t>()] = top(); break;                  // LONG_BINPUT
-    case 0x94: memo_[memo_.size()] = top(); break;                     // MEMOIZE
+    case 'q': memo_put(read<uint8_t>()); break;                        // BINPUT
+    case 'r': memo_put(read<uint32_t>()); break;                       // LONG_BINPUT
+    case 0x94: memo_put(memo_.size()); break;                          // MEMOIZE
     case 'h': case 'j': {                                              // BINGET, LONG_BINGET
       const uint64_t key = op == 'h' ? read<uint8_t>() : read<uint32_t>();
       const auto it = memo_.find(key);
@@ -165,16 +206,17 @@ bool Machine::step(uint8_t op) {
     case 'a': append_items({pop()}); break;                            // APPEND
     case 'e': append_items(pop_mark()); break;                         // APPENDS
     case 'c': {                                                        // GLOBAL "module\nname\n"
-      auto v = make(Kind::kGlobal);
       const std::string module = read_line();
-      v->text = module + "." + read_line();
+      const std::string name = read_line();
+      auto v = new_value(Kind::kGlobal, module.size() + 1 + name.size());
+      v->text = module + "." + name;
       stack_.push_back(v);
       break;
     }
     case 0x93: {                                                       // STACK_GLOBAL
       auto name = pop(), module = pop();
       if (name->kind != Kind::kString || module->kind != Kind::kString) fail("STACK_GLOBAL of non-strings");
-      auto v = make(Kind::kGlobal);
+      auto v = new_value(Kind::kGlobal, module->text.size() + 1 + name->text.size());
       v->text = module->text + "." + name->text;
       stack_.push_back(v);
       break;
@@ -185,13 +227,14 @@ bool Machine::step(uint8_t op) {
       auto pid = pop();
       ValuePtr v = hooks_.persistent_load ? hooks_.persistent_load(*pid) : nullptr;
       if (v == nullptr) fail("unsupported persistent id");
+      charge(kHookObjectBytes);
       stack_.push_back(v);
       break;
     }
     case '.': return false;                                            // STOP
     default: fail(str_cat("unsupported opcode 0x", std::hex, int(op)));
   }
-  if (stack_.size() > (1u << 20)) fail("stack too deep");
+  if (stack_.size() + marks_.size() > kMaxStack) fail("stack too deep");
   return true;
 }
 
@@ -203,8 +246,9 @@ ValuePtr Machine::run() {
 
 }  // namespace
 
-ValuePtr run(const uint8_t* data, uint64_t size, const Hooks& hooks, const std::string& what) {
-  return Machine(data, size, hooks, what).run();
+ValuePtr run(const uint8_t* data, uint64_t size, const Hooks& hooks, const std::string& what,
+             const LoadLimits& limits) {
+  return Machine(data, size, hooks, what, limits).run();
 }
 
 }  // namespace aerie::pickle

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/limits.h"
+
 namespace aerie::pickle {
 
 struct Value;
@@ -23,6 +25,11 @@ struct Value {
   std::string text;                                // kString; kGlobal "module.name"; kObject type name
   std::vector<ValuePtr> items;                     // kTuple, kList; kDict as key, value, key, value...
   std::shared_ptr<void> object;                    // kObject: what reduce/persistent_load made
+  // The machine's bookkeeping. depth: 1 for a scalar, 1 + the deepest item for a container. contained: the
+  // value is an item of some container; a contained list or dict may no longer grow, which makes reference
+  // cycles (and so leaks and unbounded depth) impossible to build.
+  int depth = 1;
+  bool contained = false;
 };
 
 ValuePtr make(Kind kind);
@@ -35,7 +42,10 @@ struct Hooks {
 };
 
 // Runs the program; returns the value on the stack at STOP. Throws aerie::Error("<what>: pickle ...") on
-// truncated input, an unsupported opcode, or a malformed stack.
-ValuePtr run(const uint8_t* data, uint64_t size, const Hooks& hooks, const std::string& what);
+// truncated input, an unsupported opcode, a malformed stack, values nested deeper than
+// LoadLimits::max_pickle_depth, more than LoadLimits::max_pickle_memory_bytes built (a few bytes of pickle
+// can copy a memoised value many times over), or a container that would come to hold itself.
+ValuePtr run(const uint8_t* data, uint64_t size, const Hooks& hooks, const std::string& what,
+             const LoadLimits& limits = {});
 
 }  // namespace aerie::pickle

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "io/mapped_file.h"
+#include "io/tensor_checks.h"
 
 namespace aerie {
 namespace {
@@ -18,9 +20,6 @@ struct Entry {
   Shape shape;
   uint64_t begin, end;
 };
-
-// Headers larger than this are refused rather than parsed (the real DeepSeek-V3 shards have ~100 KB).
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 Entry parse_entry(const std::string& file, const std::string& name, const nlohmann::json& info) {
   auto fail = [&](const std::string& what) { throw Error(str_cat(file, ": tensor '", name, "': ", what)); };
@@ -34,16 +33,20 @@ Entry parse_entry(const std::string& file, const std::string& name, const nlohma
   const std::string dtype = info["dtype"].get<std::string>();
   if (!dtype_from_name(dtype, &e.dtype)) fail("unknown dtype '" + dtype + "'");
   const nlohmann::json& shape = info["shape"];
-  if (shape.size() > size_t(kMaxDims)) fail("more than " + std::to_string(kMaxDims) + " dimensions");
+  const int max_rank = std::min(kMaxDims, LoadLimits{}.max_tensor_rank);
+  if (shape.size() > size_t(max_rank))
+    fail(str_cat(shape.size(), " dimensions, more than ", max_rank, " (LoadLimits::max_tensor_rank)"));
   int64_t dims[kMaxDims];
   uint64_t numel = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (!shape[i].is_number_unsigned()) fail("shape is not a list of non-negative integers");
-    dims[i] = shape[i].get<int64_t>();
-    if (dims[i] > (int64_t(1) << 40)) fail("dimension too large");
+    // Read unsigned: a value above 2^63 must not turn negative and slip past the bound.
+    const uint64_t dim = shape[i].get<uint64_t>();
+    if (dim > (uint64_t(1) << 40)) fail(str_cat("dimension ", dim, " is too large"));
     // Checked before multiplying so a crafted shape cannot wrap around to match a small byte range.
-    if (dims[i] != 0 && numel > (uint64_t(1) << 42) / uint64_t(dims[i])) fail("too many elements");
-    numel *= uint64_t(dims[i]);
+    if (dim != 0 && numel > (uint64_t(1) << 42) / dim) fail("too many elements");
+    dims[i] = int64_t(dim);
+    numel *= dim;
   }
   e.shape = Shape::from(dims, int(shape.size()));
   const nlohmann::json& offsets = info["data_offsets"];
@@ -65,13 +68,22 @@ void read_safetensors(std::shared_ptr<MappedFile> file, WeightStore& store) {
   AERIE_CHECK(size >= 8, path, ": truncated safetensors file (", size, " bytes, shorter than the 8-byte header length)");
   uint64_t header_len;
   std::memcpy(&header_len, file->data(), 8);
-  AERIE_CHECK(header_len <= kMaxHeaderBytes, path, ": header length ", header_len, " is implausibly large");
+  const uint64_t max_header = LoadLimits{}.max_safetensors_header_bytes;
+  AERIE_CHECK(header_len <= max_header, path, ": header length ", header_len, " exceeds the limit of ", max_header,
+              " bytes (LoadLimits::max_safetensors_header_bytes)");
   AERIE_CHECK(header_len <= size - 8, path, ": header length ", header_len, " runs past the end of the file (",
               size, " bytes): truncated or not a safetensors file");
   const char* header_begin = reinterpret_cast<const char*>(file->data() + 8);
   nlohmann::json header;
+  // nlohmann nests without bound: a header of 100 MB of '[' would build 100 M nested arrays (GBs).
+  const int max_depth = JsonLimits{}.max_depth;
+  const auto limit_depth = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    AERIE_CHECK(depth <= max_depth, path, ": safetensors header nests deeper than ", max_depth,
+                " levels (JsonLimits::max_depth)");
+    return true;
+  };
   try {
-    header = nlohmann::json::parse(header_begin, header_begin + header_len);
+    header = nlohmann::json::parse(header_begin, header_begin + header_len, limit_depth);
   } catch (const nlohmann::json::exception& e) {
     throw Error(str_cat(path, ": safetensors header is not valid JSON: ", e.what()));
   }
@@ -91,7 +103,11 @@ void read_safetensors(std::shared_ptr<MappedFile> file, WeightStore& store) {
     AERIE_CHECK(entries[i].begin >= prev.end || entries[i].begin == entries[i].end || prev.begin == prev.end, path,
                 ": tensors '", prev.name, "' and '", entries[i].name, "' overlap");
   }
-  for (const Entry& e : entries) store.add(e.name, Tensor{e.dtype, e.shape, data + e.begin}, file);
+  for (const Entry& e : entries) {
+    const Tensor tensor{e.dtype, e.shape, data + e.begin};
+    check_small_tensor_finite(path, e.name, tensor);
+    store.add(e.name, tensor, file);
+  }
 }
 
 }  // namespace aerie

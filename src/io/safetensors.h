@@ -13,8 +13,11 @@ namespace aerie {
 class MappedFile;
 
 // Adds every tensor of the mapped safetensors file to `store`. Throws aerie::Error naming the file and the
-// problem for: a file shorter than its header, a header that is not a JSON object, an unknown dtype, a
-// shape whose element count disagrees with the byte range, offsets past the end or overlapping.
+// problem for: a file shorter than its header, a header beyond LoadLimits::max_safetensors_header_bytes or
+// nested deeper than JsonLimits::max_depth, a header that is not a JSON object, an unknown dtype, a rank
+// beyond LoadLimits::max_tensor_rank, a shape whose element count disagrees with the byte range (or
+// exceeds 2^42), offsets past the end or overlapping, and a small floating-point tensor (a norm weight, a
+// bias, a block scale) holding a NaN or an infinity (io/tensor_checks.h).
 void read_safetensors(std::shared_ptr<MappedFile> file, WeightStore& store);
 
 }  // namespace aerie

@@ -1,11 +1,14 @@
 #include "io/torch_zip.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "io/mapped_file.h"
 #include "io/pickle.h"
+#include "io/tensor_checks.h"
 #include "io/zip_reader.h"
 
 namespace aerie {
@@ -40,8 +43,16 @@ bool storage_dtype(const std::string& type, DType* out) {
   return true;
 }
 
+// Storage keys are the decimal numbers torch writes ("0", "17"); a longer one is copied into every tensor.
+constexpr size_t kMaxStorageKeyBytes = 64;
+
+int max_rank() { return std::min(kMaxDims, LoadLimits{}.max_tensor_rank); }
+
 std::vector<int64_t> int_tuple(const Value& v, const std::string& what, const std::string& path) {
   AERIE_CHECK(v.kind == Kind::kTuple, path, ": ", what, " is not a tuple");
+  // Before reading the items: a memoised tuple of a million items may be passed to every tensor.
+  AERIE_CHECK(v.items.size() <= size_t(max_rank()), path, ": ", what, " has ", v.items.size(),
+              " dimensions, more than ", max_rank(), " (LoadLimits::max_tensor_rank)");
   std::vector<int64_t> out;
   for (const ValuePtr& x : v.items) {
     AERIE_CHECK(x->kind == Kind::kInt && x->integer >= 0, path, ": ", what, " holds a non-integer");
@@ -59,6 +70,8 @@ pickle::Hooks torch_hooks(const std::string& path) {
     auto ref = std::make_shared<StorageRef>();
     AERIE_CHECK(storage_dtype(pid.items[1]->text, &ref->dtype), path, ": unsupported storage type '",
                 pid.items[1]->text, "'");
+    AERIE_CHECK(pid.items[2]->text.size() <= kMaxStorageKeyBytes, path, ": storage key of ",
+                pid.items[2]->text.size(), " bytes in data.pkl (torch writes a number)");
     ref->key = pid.items[2]->text;
     auto v = pickle::make(Kind::kObject);
     v->text = "storage";
@@ -80,8 +93,8 @@ pickle::Hooks torch_hooks(const std::string& path) {
     ref->offset = args.items[1]->integer;
     ref->shape = int_tuple(*args.items[2], "tensor size", path);
     ref->stride = int_tuple(*args.items[3], "tensor stride", path);
-    AERIE_CHECK(ref->shape.size() == ref->stride.size() && ref->shape.size() <= size_t(kMaxDims) && ref->offset >= 0,
-                path, ": tensor size and stride disagree");
+    AERIE_CHECK(ref->shape.size() == ref->stride.size() && ref->offset >= 0, path,
+                ": tensor size and stride disagree");
     auto v = pickle::make(Kind::kObject);
     v->text = "tensor";
     v->object = ref;
@@ -90,9 +103,11 @@ pickle::Hooks torch_hooks(const std::string& path) {
   return hooks;
 }
 
-// Adds one tensor: a view when it is contiguous, otherwise a contiguous copy.
+// Adds one tensor: a view when it is contiguous, otherwise a contiguous copy. The copies of one file
+// together may not exceed `copy_budget` bytes (what is left of the file's size): each is at most its
+// storage, but many strided views of one storage would each copy it.
 void add_tensor(const std::string& name, const TensorRef& t, const ZipEntry& storage, std::shared_ptr<MappedFile> file,
-                WeightStore& store) {
+                uint64_t& copy_budget, WeightStore& store) {
   const std::string& path = file->path();
   const size_t elem = dtype_size(t.storage.dtype);
   const uint64_t n_storage = storage.size / elem;
@@ -128,9 +143,14 @@ void add_tensor(const std::string& name, const TensorRef& t, const ZipEntry& sto
   AERIE_CHECK(contiguous || numel <= n_storage, path, ": tensor '", name,
               "' is a broadcast view larger than its storage; save it with .contiguous()");
   if (contiguous) {
-    store.add(name, Tensor{t.storage.dtype, shape, storage.data + uint64_t(t.offset) * elem}, std::move(file));
+    const Tensor view{t.storage.dtype, shape, storage.data + uint64_t(t.offset) * elem};
+    check_small_tensor_finite(path, name, view);
+    store.add(name, view, std::move(file));
     return;
   }
+  AERIE_CHECK(numel * elem <= copy_budget, path, ": tensor '", name, "' is a strided view whose copy (", numel * elem,
+              " bytes) would bring the copies of this file past its size; save the tensors with .contiguous()");
+  copy_budget -= numel * elem;
   std::vector<uint8_t> bytes(size_t(shape.numel()) * elem);
   std::vector<int64_t> index(t.shape.size(), 0);
   for (int64_t i = 0; i < shape.numel(); ++i) {
@@ -142,6 +162,7 @@ void add_tensor(const std::string& name, const TensorRef& t, const ZipEntry& sto
       index[size_t(d)] = 0;
     }
   }
+  check_small_tensor_finite(path, name, Tensor{t.storage.dtype, shape, bytes.data()});
   store.add_owned(name, t.storage.dtype, shape, std::move(bytes));
 }
 
@@ -164,6 +185,7 @@ void read_torch_zip(std::shared_ptr<MappedFile> file, WeightStore& store) {
   AERIE_CHECK(pkl != nullptr, path, ": no data.pkl in the archive: not a torch.save state dict");
   const ValuePtr root = pickle::run(pkl->data, pkl->size, torch_hooks(path), path);
   AERIE_CHECK(root->kind == Kind::kDict, path, ": data.pkl does not hold a dict of tensors");
+  uint64_t copy_budget = file->size();
   for (size_t i = 0; i + 1 < root->items.size(); i += 2) {
     const Value& key = *root->items[i];
     const Value& value = *root->items[i + 1];
@@ -173,7 +195,7 @@ void read_torch_zip(std::shared_ptr<MappedFile> file, WeightStore& store) {
     const TensorRef& t = *std::static_pointer_cast<TensorRef>(value.object);
     const ZipEntry* storage = zip.find(prefix + "data/" + t.storage.key);
     AERIE_CHECK(storage != nullptr, path, ": storage '", t.storage.key, "' of tensor '", key.text, "' is missing");
-    add_tensor(key.text, t, *storage, file, store);
+    add_tensor(key.text, t, *storage, file, copy_budget, store);
   }
 }
 

@@ -48,7 +48,8 @@ ZipReader::ZipReader(std::shared_ptr<MappedFile> file) : file_(std::move(file)) 
   if ((count == 0xffff || cd_offset == 0xffffffffu || cd_size == 0xffffffffu) && eocd >= 20 &&
       read_le<uint32_t>(base + eocd - 20) == kZip64EndLocator) {
     const uint64_t z64 = read_le<uint64_t>(base + eocd - 20 + 8);
-    AERIE_CHECK(z64 + 56 <= size && read_le<uint32_t>(base + z64) == kZip64End, path(),
+    // Compared as size - z64, not z64 + 56, which a crafted offset near 2^64 wraps around.
+    AERIE_CHECK(z64 <= size && size - z64 >= 56 && read_le<uint32_t>(base + z64) == kZip64End, path(),
                 ": bad ZIP64 end-of-central-directory record");
     count = read_le<uint64_t>(base + z64 + 32);
     cd_size = read_le<uint64_t>(base + z64 + 40);
