@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/finite_logits.h"
+
 namespace aerie {
 
 Verifier::Verifier(VerifierConfig config, int64_t n_vocab)
@@ -30,22 +32,29 @@ bool Verifier::emit(Sequence& seq, int64_t token, const float* row, StepResult& 
   return out.finish == FinishReason::kNone;
 }
 
+const float* Verifier::target_rows(const Sequence& seq, const float* logits, int64_t n_rows,
+                                   std::span<const int64_t> drafts) {
+  const float* rows = logits;
+  if (!seq.options.logit_bias.empty()) rows = add_logit_bias(seq.options.logit_bias, rows, n_rows, n_vocab_, biased_);
+  if (seq.constraint)
+    rows = mask_verification_rows(*seq.constraint, rows, n_rows, n_vocab_, drafts, config_.eos, constraint_scratch_);
+  return rows;
+}
+
 void Verifier::run(Sequence& seq, int64_t n_rows, const float* logits, StepResult& out) {
   out.clear();
   if (seq.prefilling()) {
     out.n_new_positions = n_rows;
     if (seq.n_computed + n_rows < int64_t(seq.tokens.size())) return;  // more prompt to come
-    const float* row = seq.constraint ? mask_verification_rows(*seq.constraint, logits, 1, n_vocab_, {}, config_.eos,
-                                                               constraint_scratch_)
-                                      : logits;
+    check_finite_logits(logits, 1, n_vocab_);
+    const float* row = target_rows(seq, logits, 1, {});
     const int64_t y = sample_token(row, n_vocab_, seq.options.sampling, seq.rng, probs_.data(), sampler_scratch_);
     emit(seq, y, logits, out);
     return;
   }
   const int64_t k = int64_t(seq.drafts.size());
-  const float* rows = seq.constraint ? mask_verification_rows(*seq.constraint, logits, k + 1, n_vocab_, seq.drafts,
-                                                              config_.eos, constraint_scratch_)
-                                     : logits;
+  check_finite_logits(logits, k + 1, n_vocab_);
+  const float* rows = target_rows(seq, logits, k + 1, seq.drafts);
   const DraftDistributions q{seq.q.empty() ? nullptr : seq.q.data(), config_.n_draft_vocab, seq.draft_ids,
                              config_.draft_to_target};
   const AcceptRule rule = accept_rule(seq.options.sampling, config_.spec, config_.has_draft);

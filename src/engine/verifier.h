@@ -39,6 +39,9 @@ class Verifier {
   // Appends `token` to out (with its log-probability from `row`) and sets out.finish when it ends the
   // request. Returns false when it did.
   bool emit(Sequence& seq, int64_t token, const float* row, StepResult& out);
+  // The rows [n_rows, n_vocab] the request samples from and verifies against: the target's logits with
+  // the request's logit_bias added, then its structured-output mask (row j after drafts[0..j)).
+  const float* target_rows(const Sequence& seq, const float* logits, int64_t n_rows, std::span<const int64_t> drafts);
 
   VerifierConfig config_;
   int64_t n_vocab_;
@@ -46,7 +49,8 @@ class Verifier {
   SamplerScratch sampler_scratch_;
   ConstraintScratch constraint_scratch_;
   LogprobScratch logprob_scratch_;
-  std::vector<float> probs_;  // [n_vocab]
+  std::vector<float> probs_;   // [n_vocab]
+  std::vector<float> biased_;  // [n_rows, n_vocab] logits with logit_bias added
 };
 
 }  // namespace aerie

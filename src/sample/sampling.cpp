@@ -35,6 +35,17 @@ void validate(const SamplingParams& p) {
   AERIE_CHECK(p.min_p >= 0.0f && p.min_p <= 1.0f, "min_p must be in [0, 1], got ", p.min_p);
 }
 
+const float* add_logit_bias(std::span<const LogitBias> biases, const float* logits, int64_t n_rows, int64_t n_vocab,
+                            std::vector<float>& out) {
+  out.assign(logits, logits + n_rows * n_vocab);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* row = out.data() + r * n_vocab;
+    for (const LogitBias& b : biases)
+      if (b.token >= 0 && b.token < n_vocab) row[b.token] += b.bias;
+  }
+  return out.data();
+}
+
 Rng::Rng(uint64_t seed) {
   uint64_t x = seed;
   for (uint64_t& s : state_) s = splitmix64(x);

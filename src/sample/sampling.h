@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace aerie {
@@ -21,6 +22,19 @@ struct SamplingParams {
 
   bool greedy() const { return temperature <= 0.0f; }
 };
+
+// OpenAI's logit_bias: `bias` is added to token `token`'s logit before temperature and every filter (and
+// before the argmax of greedy decoding): +100 all but forces the token, -100 all but bans it.
+struct LogitBias {
+  int64_t token = 0;
+  float bias = 0.0f;
+  bool operator==(const LogitBias&) const = default;
+};
+
+// Copies `n_rows` rows of logits [n_rows, n_vocab] into `out` and adds the biases to every row (ids outside
+// [0, n_vocab) are skipped). Returns out.data(): the rows a request samples from and verifies against.
+const float* add_logit_bias(std::span<const LogitBias> biases, const float* logits, int64_t n_rows, int64_t n_vocab,
+                            std::vector<float>& out);
 
 // Validates ranges; throws aerie::Error naming the field ("top_p must be in (0, 1], got 1.5").
 void validate(const SamplingParams& params);

@@ -23,6 +23,10 @@ struct RequestOptions {
   // -1: no log-probabilities. n >= 0: each generated token's log-probability under the model's own
   // distribution (log-softmax of the raw logits, before temperature and filters) and the n most likely.
   int64_t logprobs = -1;
+  // OpenAI's logit_bias, sorted by token: added to every row of the target's logits before sampling and
+  // verification (so speculation stays lossless with respect to the biased target); log-probabilities
+  // stay those of the model's own distribution. The draft head is not biased: it only proposes.
+  std::vector<LogitBias> logit_bias;
   // Structured output: which tokens may come next (JSON schema, tool calls). A prototype in its initial
   // state, never changed: each request works on its own clone. Null: unconstrained.
   std::shared_ptr<const TokenConstraint> constraint;
