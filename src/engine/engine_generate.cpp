@@ -1,6 +1,7 @@
 #include "engine/engine_generate.h"
 
 #include <chrono>
+#include <string>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -30,6 +31,7 @@ GenerateResult generate_with_engine(Model& target, DraftHead* draft, ThreadPool&
   Engine* engine_ptr = nullptr;
   uint64_t id = 0;  // set by submit before any event arrives (events come from run_until_idle)
   bool stopped_by_callback = false;
+  std::string failure;  // the error of a request that failed (non-finite logits, a failing forward)
   const auto start = std::chrono::steady_clock::now();
   auto first_token_at = start;
   RequestOptions request;
@@ -53,11 +55,15 @@ GenerateResult generate_with_engine(Model& target, DraftHead* draft, ThreadPool&
       }
     }
     if (e.finished) {
+      if (e.finish_reason == FinishReason::kError) failure = e.error;
       if (e.finish_reason == FinishReason::kStop || stopped_by_callback) result.finish_reason = "stop";
       if (stats && e.spec) *stats = *e.spec;
     }
   });
   engine.run_until_idle();
+  // The engine isolates a failing request; here it is the only one, and the caller must not take its
+  // partial output for a result.
+  if (!failure.empty()) throw Error(failure);
   if (!result.tokens.empty())
     result.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_token_at).count();
   return result;

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "engine/finite_logits.h"
 
 namespace aerie {
 namespace {
@@ -47,6 +48,7 @@ GenerateResult generate(Model& model, std::span<const int64_t> prompt, const Gen
     const int64_t last_row = int64_t(ids.size()) - 1;
     const StepBatch batch{ids, std::span(&seq, 1), std::span(&last_row, 1), {}};
     const ForwardOutput out = model.forward(batch);
+    check_finite_logits(out.logits, 1, out.n_vocab);
     const int64_t token = sample_token(out.logits, out.n_vocab, options.sampling, rng, probs.data(), sampler_scratch);
     if (result.tokens.empty()) {
       result.prefill_seconds = seconds_since(start);
