@@ -111,7 +111,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   specs.push_back({"--prompt-tokens", true, "prompt length (default 128)"});
   specs.push_back({"--max-tokens", true, "tokens generated per request (default 64)"});
   specs.push_back({"--max-batch-tokens", true, "rows per step (default 512)"});
-  specs.push_back({"--max-prefill-rows-while-decoding", true, "prompt rows in a step that also decodes (default 128; 0: no cap)"});
+  specs.push_back({"--max-prefill-rows-while-decoding", true, "prompt rows in a step that also decodes (default 256; 0: no cap)"});
   specs.push_back({"--kv-cache-memory", true, "KV budget in bytes (default 4 GB)"});
   specs.push_back({"--json", false, "print one JSON object"});
   specs.push_back({"--help", false, "this text"});
@@ -133,7 +133,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   EngineConfig config;
   config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", int64_t(4) << 30));
   config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
-  config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 128);
+  config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 256);
   config.max_length = prompt_tokens + max_tokens + 64;
   config.spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
   config.spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);

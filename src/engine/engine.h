@@ -53,7 +53,7 @@ struct EngineConfig {
   int64_t max_batch_tokens = 512;
   // Prompt rows in a step that also decodes (0: up to max_batch_tokens): bounds the inter-token latency of
   // running requests while new prompts are prefilled (SchedulerConfig).
-  int64_t max_prefill_rows_while_decoding = 128;
+  int64_t max_prefill_rows_while_decoding = 256;
   int64_t max_num_seqs = 16;
   bool prefix_caching = true;
   SpecOptions spec;              // used when there is a draft head
