@@ -19,6 +19,14 @@ struct Frame {
   std::string_view key;     // object: the current member's key, as written (escapes not decoded)
 };
 
+// A key as a path shows it: at most kMaxKeyInPath bytes, printable ASCII (anything else, which may be
+// invalid UTF-8 in text not yet parsed, becomes '?': the path goes into a JSON error body).
+std::string key_in_path(std::string_view key) {
+  std::string out;
+  for (const char c : key.substr(0, kMaxKeyInPath)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return key.size() > kMaxKeyInPath ? out + "..." : out;
+}
+
 // "messages[0].content": each frame's current member or element; the innermost one only when
 // `with_innermost` (a violation inside a value names the value, one about an object names the object).
 std::string path_of(const std::vector<Frame>& stack, bool with_innermost) {
@@ -31,7 +39,7 @@ std::string path_of(const std::vector<Frame>& stack, bool with_innermost) {
       path.append("[").append(std::to_string(f.count)).append("]");
     } else if (!f.expect_key) {
       if (!path.empty()) path += '.';
-      path += f.key.size() <= kMaxKeyInPath ? std::string(f.key) : std::string(f.key.substr(0, kMaxKeyInPath)) + "...";
+      path += key_in_path(f.key);
     }
   }
   return path;

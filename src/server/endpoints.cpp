@@ -110,6 +110,7 @@ std::string render_chat(const Backend& backend, const ChatRequest& request, bool
 RequestOptions request_options(const Backend& backend, const SamplingRequest& request, const Json& body) {
   RequestOptions options;
   options.sampling = sampling_of(request);
+  options.logit_bias = fields::checked_logit_bias(request, backend.n_vocab);
   // The sampled token's log-probability and the top_logprobs most likely (the model's own distribution).
   options.logprobs = request.logprobs ? request.top_logprobs : -1;
   options.stop_token_ids = backend.model.eos_ids;

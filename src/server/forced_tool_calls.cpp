@@ -1,5 +1,7 @@
 #include "server/forced_tool_calls.h"
 
+#include "core/json_scan.h"
+
 namespace aerie::server {
 namespace {
 
@@ -102,6 +104,14 @@ class CallListParser final : public ToolCallParser {
 
  private:
   void close_element(std::vector<ToolEvent>& out) {
+    // The model's output nests as deep as it likes (an any-object schema does not bound it), and dump()
+    // recurses: an element beyond the request limits' depth stays text.
+    if (scan_json_limits(element_, JsonLimits{})) {
+      emit_text(element_, out);
+      element_.clear();
+      syntax_.clear();
+      return;
+    }
     const Json value = Json::parse(element_, nullptr, /*allow_exceptions=*/false);
     std::optional<std::string> arguments;
     if (value.is_object() && value.contains("name") && value["name"].is_string() && value.contains("parameters")) {

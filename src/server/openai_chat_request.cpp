@@ -1,7 +1,6 @@
 // /v1/chat/completions bodies: messages, tools, tool_choice and the chat-only fields.
 #include <algorithm>
 #include <cctype>
-#include <limits>
 
 #include "server/openai_fields.h"
 #include "server/openai_schema.h"
@@ -110,9 +109,10 @@ bool is_valid_function_name(const std::string& name) {
 }
 
 // tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}]
-Json read_tools(const Json& body) {
+Json read_tools(const Json& body, const RequestLimits& limits) {
   const Json* tools = fields::get_array(body, "tools", "tools");
   if (!tools || tools->empty()) return nullptr;
+  if (tools->size() > limits.max_tools) fields::throw_too_long("tools", "array", limits.max_tools, tools->size());
   for (size_t i = 0; i < tools->size(); ++i) {
     const Json& tool = (*tools)[i];
     const std::string param = indexed("tools", i);
@@ -223,16 +223,18 @@ ResponseFormat read_response_format(const Json& body) {
 
 }  // namespace
 
-ChatRequest parse_chat_request(std::string_view body) { return chat_request_from_json(fields::parse_body(body)); }
+ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
+  return chat_request_from_json(fields::parse_body(body), limits);
+}
 
-ChatRequest chat_request_from_json(const Json& body) {
+ChatRequest chat_request_from_json(const Json& body, const RequestLimits& limits) {
   ChatRequest request;
-  fields::read_sampling_fields(body, request);
+  fields::read_sampling_fields(body, limits, request);
   request.messages = read_messages(body);
-  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMax = fields::kMaxTokensValue;
   // max_completion_tokens replaced max_tokens in OpenAI's API; when both are given it wins (as in vLLM).
-  request.max_tokens = fields::get_integer(body, "max_completion_tokens", "max_completion_tokens", 1, kInt64Max);
-  if (auto max_tokens = fields::get_integer(body, "max_tokens", "max_tokens", 1, kInt64Max); !request.max_tokens) {
+  request.max_tokens = fields::get_integer(body, "max_completion_tokens", "max_completion_tokens", 1, kMax);
+  if (auto max_tokens = fields::get_integer(body, "max_tokens", "max_tokens", 1, kMax); !request.max_tokens) {
     request.max_tokens = max_tokens;
   }
   request.logprobs = fields::get_bool(body, "logprobs", "logprobs").value_or(false);
@@ -243,7 +245,7 @@ ChatRequest chat_request_from_json(const Json& body) {
     }
     request.top_logprobs = *top_logprobs;
   }
-  request.tools = read_tools(body);
+  request.tools = read_tools(body, limits);
   request.tool_choice = read_tool_choice(body, request.tools);
   request.parallel_tool_calls = fields::get_bool(body, "parallel_tool_calls", "parallel_tool_calls").value_or(true);
   request.response_format = read_response_format(body);

@@ -42,6 +42,14 @@ void throw_invalid_value(const std::string& param, std::string message) {
   throw ApiError::invalid_request(std::move(message), param, "invalid_value");
 }
 
+void throw_too_long(const std::string& param, std::string_view kind, size_t limit, size_t got) {
+  const std::string article = kind == "array" ? "an array" : "a string";
+  throw ApiError::invalid_request("Invalid '" + param + "': " + std::string(kind) + " too long. Expected " + article +
+                                      " with maximum length " + std::to_string(limit) + ", but got " + article +
+                                      " with length " + std::to_string(got) + " instead.",
+                                  param, std::string(kind) + "_above_max_length");
+}
+
 const Json* find(const Json& object, std::string_view key) {
   const auto it = object.find(key);
   if (it == object.end() || it->is_null()) return nullptr;
@@ -89,21 +97,29 @@ std::optional<int64_t> get_integer(const Json& object, std::string_view key, con
                                    int64_t max) {
   const Json* value = find(object, key);
   if (!value) return std::nullopt;
+  // An integer beyond int64 (an unsigned one above 2^63 - 1, or a decimal with an integral value beyond
+  // int64, as the parser reads longer literals) is out of every range: a range error, never a wrapped or
+  // clamped value.
+  constexpr double kTwoTo63 = 9223372036854775808.0;
   int64_t number = 0;
-  if (value->is_number_integer()) {
+  bool above = false, below = false;
+  if (value->is_number_unsigned()) {
+    const uint64_t u = value->get<uint64_t>();
+    above = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    number = above ? 0 : static_cast<int64_t>(u);
+  } else if (value->is_number_integer()) {
     number = value->get<int64_t>();
-    // Unsigned values above int64's range read as max.
-    if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      number = std::numeric_limits<int64_t>::max();
-    }
   } else if (value->is_number_float() && std::isfinite(value->get<double>()) &&
-             value->get<double>() == std::floor(value->get<double>()) && std::fabs(value->get<double>()) < 9e18) {
-    number = static_cast<int64_t>(value->get<double>());
+             value->get<double>() == std::floor(value->get<double>())) {
+    const double d = value->get<double>();
+    above = d >= kTwoTo63;
+    below = d <= -kTwoTo63;  // -2^63 itself as a double is a rounded literal beyond it (int64's own is an integer)
+    number = above || below ? 0 : static_cast<int64_t>(d);
   } else {
     throw_invalid_type(param, "an integer", *value);
   }
-  if (number < min) throw_range(param, "integer", false, ">=", static_cast<double>(min), *value);
-  if (number > max) throw_range(param, "integer", true, "<=", static_cast<double>(max), *value);
+  if (below || (!above && number < min)) throw_range(param, "integer", false, ">=", static_cast<double>(min), *value);
+  if (above || number > max) throw_range(param, "integer", true, "<=", static_cast<double>(max), *value);
   return number;
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,10 @@ namespace aerie::server::fields {
 
 using Json = nlohmann::ordered_json;
 
+// The largest max_tokens accepted: beyond any context, and small enough that prompt + max_tokens never
+// overflows (a larger value is a 400 range error; one up to it meets the context check).
+constexpr int64_t kMaxTokensValue = (int64_t{1} << 31) - 1;
+
 // "a string", "an integer", "a decimal", "a boolean", "an object", "an array", "null".
 std::string type_name(const Json& value);
 std::string format_number(double value);
@@ -24,6 +29,9 @@ std::string format_number(double value);
 [[noreturn]] void throw_invalid_type(const std::string& param, std::string_view expected, const Json& got);
 [[noreturn]] void throw_missing(const std::string& param);
 [[noreturn]] void throw_invalid_value(const std::string& param, std::string message);
+// "Invalid 'tools': array too long. Expected an array with maximum length 128, but got an array with length
+// 129 instead." (code array_above_max_length; `kind` "array" or "string").
+[[noreturn]] void throw_too_long(const std::string& param, std::string_view kind, size_t limit, size_t got);
 
 // The member `key` of `object`, or nullptr when absent or null.
 const Json* find(const Json& object, std::string_view key);
@@ -44,11 +52,15 @@ const Json* get_array(const Json& object, std::string_view key, const std::strin
 
 namespace aerie::server::fields {
 
-// The request body as a JSON object (400 when it is not JSON or not an object).
-Json parse_body(std::string_view body);
+// The request body as a JSON object: 400 when it is not JSON or not an object, and 400 naming the field
+// when it breaks a JsonLimit (checked on the bytes, before any DOM exists: see core/json_scan.h).
+Json parse_body(std::string_view body, const JsonLimits& limits = {});
 
-// model, temperature, top_p, top_k, min_p, penalties, seed, stop, n, stream, stream_options,
-// user: the fields whose meaning is the same in both endpoints.
-void read_sampling_fields(const Json& body, SamplingRequest& out);
+// model, temperature, top_p, top_k, min_p, penalties, seed, stop, n, stream, stream_options, user,
+// logit_bias: the fields whose meaning is the same in both endpoints.
+void read_sampling_fields(const Json& body, const RequestLimits& limits, SamplingRequest& out);
+
+// The request's logit_bias for a model of n_vocab tokens: 400 naming the first id outside the vocabulary.
+std::vector<LogitBias> checked_logit_bias(const SamplingRequest& request, int64_t n_vocab);
 
 }  // namespace aerie::server::fields

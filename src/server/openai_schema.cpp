@@ -1,7 +1,9 @@
 #include "server/openai_schema.h"
 
+#include <algorithm>
 #include <limits>
 
+#include "core/json_scan.h"
 #include "server/openai_fields.h"
 
 namespace aerie::server {
@@ -68,18 +70,107 @@ ApiError ApiError::internal(std::string message) {
 
 namespace fields {
 
-Json parse_body(std::string_view body) {
+namespace {
+
+// Codes by limit; the message names the limit and the field (the path of the offending value).
+ApiError json_limit_error(const JsonLimitViolation& violation) {
+  static constexpr const char* kCodes[] = {"json_too_deep", "json_too_many_keys", "string_above_max_length",
+                                           "number_out_of_range"};
+  const std::string where = violation.path.empty() ? "the request body" : "'" + violation.path + "'";
+  return ApiError::invalid_request("Invalid " + where + ": " + violation.message + ".", violation.path,
+                                   kCodes[static_cast<int>(violation.kind)]);
+}
+
+}  // namespace
+
+Json parse_body(std::string_view body, const JsonLimits& limits) {
+  if (const auto violation = scan_json_limits(body, limits)) throw json_limit_error(*violation);
   Json parsed;
   try {
     parsed = Json::parse(body);
-  } catch (const Json::parse_error& error) {
+  } catch (const Json::exception& error) {  // parse_error, or out_of_range for a number the scan let pass
     throw ApiError::malformed_body(error.what());
   }
   if (!parsed.is_object()) throw ApiError::malformed_body("expected a JSON object, but got " + type_name(parsed) + ".");
   return parsed;
 }
 
-void read_sampling_fields(const Json& body, SamplingRequest& out) {
+namespace {
+
+std::string checked_stop(const Json& value, const std::string& param, const RequestLimits& limits) {
+  if (!value.is_string()) throw_invalid_type(param, "a string", value);
+  const std::string& text = value.get_ref<const std::string&>();
+  if (text.size() > limits.max_stop_bytes) throw_too_long(param, "string", limits.max_stop_bytes, text.size());
+  return text;
+}
+
+// stop: a string or an array of strings, each matched against the output after every token.
+std::vector<std::string> read_stop(const Json& body, const RequestLimits& limits) {
+  const Json* stop = find(body, "stop");
+  if (!stop) return {};
+  if (stop->is_string()) return {checked_stop(*stop, "stop", limits)};
+  if (!stop->is_array()) throw_invalid_type("stop", "a string or an array of strings", *stop);
+  if (stop->size() > limits.max_stop_sequences) throw_too_long("stop", "array", limits.max_stop_sequences, stop->size());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < stop->size(); ++i) out.push_back(checked_stop((*stop)[i], "stop[" + std::to_string(i) + "]", limits));
+  return out;
+}
+
+// A token id as logit_bias writes it: decimal digits, no sign, no leading zero, below 2^31.
+std::optional<int64_t> token_id_key(const std::string& key) {
+  if (key.empty() || key.size() > 10 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  int64_t id = 0;
+  for (const char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + (c - '0');
+  }
+  if (id > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return id;
+}
+
+// logit_bias: {"token id": bias in [-100, 100]}.
+std::vector<LogitBias> read_logit_bias(const Json& body, const RequestLimits& limits) {
+  const Json* map = get_object(body, "logit_bias", "logit_bias");
+  if (!map) return {};
+  if (map->size() > limits.max_logit_bias) {
+    throw ApiError::invalid_request("Invalid 'logit_bias': too many entries. Expected at most " +
+                                        std::to_string(limits.max_logit_bias) + ", but got " +
+                                        std::to_string(map->size()) + " instead.",
+                                    "logit_bias", "object_above_max_size");
+  }
+  std::vector<LogitBias> out;
+  for (const auto& [key, value] : map->items()) {
+    const auto id = token_id_key(key);
+    std::string shown;  // printable ASCII: a cut key may not be valid UTF-8
+    for (const char c : std::string_view(key).substr(0, 32)) shown += c >= 0x20 && c < 0x7f ? c : '?';
+    if (key.size() > 32) shown += "...";
+    if (!id) {
+      throw_invalid_value("logit_bias", "Invalid key in 'logit_bias': '" + shown +
+                                            "' is not a token id (a non-negative integer in decimal, below 2^31).");
+    }
+    const std::string param = "logit_bias." + shown;
+    if (value.is_null()) throw_invalid_type(param, "a decimal", value);
+    const double bias = *get_number(*map, key, param, -100.0, 100.0);
+    out.push_back(LogitBias{*id, static_cast<float>(bias)});
+  }
+  std::sort(out.begin(), out.end(), [](const LogitBias& a, const LogitBias& b) { return a.token < b.token; });
+  return out;  // canonical keys: one entry per token
+}
+
+}  // namespace
+
+std::vector<LogitBias> checked_logit_bias(const SamplingRequest& request, int64_t n_vocab) {
+  for (const LogitBias& b : request.logit_bias) {
+    if (b.token >= n_vocab) {
+      throw_invalid_value("logit_bias", "Invalid 'logit_bias': token id " + std::to_string(b.token) +
+                                            " is outside the model's vocabulary of " + std::to_string(n_vocab) +
+                                            " tokens.");
+    }
+  }
+  return request.logit_bias;
+}
+
+void read_sampling_fields(const Json& body, const RequestLimits& limits, SamplingRequest& out) {
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   if (auto model = get_string(body, "model", "model")) out.model = *model;
   out.temperature = get_number(body, "temperature", "temperature", 0.0, 2.0).value_or(1.0);
@@ -93,19 +184,8 @@ void read_sampling_fields(const Json& body, SamplingRequest& out) {
   out.stream = get_bool(body, "stream", "stream").value_or(false);
   if (auto user = get_string(body, "user", "user")) out.user = *user;
 
-  if (const Json* stop = find(body, "stop")) {
-    if (stop->is_string()) {
-      out.stop.push_back(stop->get<std::string>());
-    } else if (stop->is_array()) {
-      for (size_t i = 0; i < stop->size(); ++i) {
-        const Json& item = (*stop)[i];
-        if (!item.is_string()) throw_invalid_type("stop[" + std::to_string(i) + "]", "a string", item);
-        out.stop.push_back(item.get<std::string>());
-      }
-    } else {
-      throw_invalid_type("stop", "a string or an array of strings", *stop);
-    }
-  }
+  out.stop = read_stop(body, limits);
+  out.logit_bias = read_logit_bias(body, limits);
 
   if (const Json* options = get_object(body, "stream_options", "stream_options")) {
     if (!out.stream) {
@@ -118,8 +198,8 @@ void read_sampling_fields(const Json& body, SamplingRequest& out) {
 
 }  // namespace fields
 
-CompletionRequest parse_completion_request(std::string_view body) {
-  return completion_request_from_json(fields::parse_body(body));
+CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits) {
+  return completion_request_from_json(fields::parse_body(body), limits);
 }
 
 namespace {
@@ -179,13 +259,21 @@ std::vector<CompletionPrompt> read_prompts(const Json& body) {
 
 }  // namespace
 
-CompletionRequest completion_request_from_json(const Json& body) {
+CompletionRequest completion_request_from_json(const Json& body, const RequestLimits& limits) {
   CompletionRequest request;
-  fields::read_sampling_fields(body, request);
+  fields::read_sampling_fields(body, limits, request);
   request.prompts = read_prompts(body);
+  // Every prompt gets n choices, each a sequence in the engine.
+  const int64_t n_prompts = static_cast<int64_t>(request.prompts.size());
+  if (n_prompts > limits.max_choices / request.n) {
+    const std::string param = n_prompts > limits.max_choices ? "prompt" : "n";
+    throw ApiError::invalid_request("Invalid '" + param + "': " + std::to_string(n_prompts) + " prompts with n = " +
+                                        std::to_string(request.n) + " make " + std::to_string(n_prompts * request.n) +
+                                        " choices; the limit is " + std::to_string(limits.max_choices) + ".",
+                                    param, "too_many_choices");
+  }
   // OpenAI's (and vLLM's) default for the legacy endpoint; 0 is allowed there (echo-only scoring).
-  request.max_tokens = fields::get_integer(body, "max_tokens", "max_tokens", 0, std::numeric_limits<int64_t>::max())
-                           .value_or(16);
+  request.max_tokens = fields::get_integer(body, "max_tokens", "max_tokens", 0, fields::kMaxTokensValue).value_or(16);
   request.echo = fields::get_bool(body, "echo", "echo").value_or(false);
   if (auto logprobs = fields::get_integer(body, "logprobs", "logprobs", 0, 20)) {
     request.logprobs = true;

@@ -15,6 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/limits.h"
+#include "sample/sampling.h"
+
 namespace aerie::server {
 
 class ApiError : public std::runtime_error {
@@ -55,7 +58,8 @@ class ApiError : public std::runtime_error {
 };
 
 // Fields both endpoints share. Ranges follow OpenAI and vLLM: temperature [0, 2], top_p (0, 1], top_k -1
-// (or 0: off) or >= 1, min_p [0, 1], presence/frequency penalty [-2, 2], n [1, 128], top_logprobs [0, 20].
+// (or 0: off) or >= 1, min_p [0, 1], presence/frequency penalty [-2, 2], n [1, 128], top_logprobs [0, 20],
+// logit_bias values [-100, 100]. Counts and sizes within RequestLimits.
 struct SamplingRequest {
   std::string model;                  // "" when absent (the server picks its model)
   std::optional<int64_t> max_tokens;  // >= 1; nullopt: up to the context (chat)
@@ -73,6 +77,9 @@ struct SamplingRequest {
   bool logprobs = false;
   int64_t top_logprobs = 0;    // chat: top_logprobs; completions: the integer `logprobs`
   std::string user;
+  // {"token id": bias}, sorted by token, one entry per token. Ids are checked against the model's
+  // vocabulary when the request meets the model (fields::checked_logit_bias).
+  std::vector<LogitBias> logit_bias;
 };
 
 enum class ToolChoiceMode { kNone, kAuto, kRequired, kFunction };
@@ -115,10 +122,11 @@ struct CompletionRequest : SamplingRequest {
   bool echo = false;
 };
 
-// Parse and validate; throw ApiError. The _from_json forms take a body already parsed.
-ChatRequest parse_chat_request(std::string_view body);
-ChatRequest chat_request_from_json(const nlohmann::ordered_json& body);
-CompletionRequest parse_completion_request(std::string_view body);
-CompletionRequest completion_request_from_json(const nlohmann::ordered_json& body);
+// Parse and validate; throw ApiError. The _from_json forms take a body already parsed (fields::parse_body,
+// which enforces JsonLimits).
+ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits = {});
+ChatRequest chat_request_from_json(const nlohmann::ordered_json& body, const RequestLimits& limits = {});
+CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits = {});
+CompletionRequest completion_request_from_json(const nlohmann::ordered_json& body, const RequestLimits& limits = {});
 
 }  // namespace aerie::server

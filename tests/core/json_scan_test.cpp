@@ -48,6 +48,7 @@ TEST(JsonScan, Violations) {
       {R"({"a": {"1234567890123456789012345": 1}})", JsonLimitKind::kStringBytes, "a"},
       {R"({"temperature": 1e400})", JsonLimitKind::kNumberRange, "temperature"},
       {R"({"stop": ["a", -1E+999]})", JsonLimitKind::kNumberRange, "stop[1]"},
+      {"{\"k\xff\xc3\": 1e999}", JsonLimitKind::kNumberRange, "k??"},  // only printable ASCII in paths
   };
   for (const Case& c : cases) {
     const auto violation = scan_json_limits(c.text, limits);

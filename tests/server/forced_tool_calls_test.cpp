@@ -99,5 +99,21 @@ TEST(ForcedToolCalls, CutShortOrNotAListIsContent) {
   EXPECT_EQ(wrong.content, R"({"tool": "now"})");
 }
 
+// The model may nest the arguments as deep as its tokens allow (an any-object schema does not bound it);
+// reading the element back parsed and dumped it recursively (a crash at ~100k levels). Beyond the JSON
+// depth limit the element is content.
+TEST(ForcedToolCalls, DeepArgumentsAreContent) {
+  const int depth = 200000;
+  const std::string element =
+      R"({"name": "now", "parameters": {"x": )" + std::string(depth, '[') + std::string(depth, ']') + "}}";
+  auto parser = make_call_list_parser(kSeed);
+  const ParsedMessage m = parser->parse("[" + element + "]");
+  EXPECT_TRUE(m.tool_calls.empty());
+  EXPECT_EQ(m.content, element);
+  const ParsedMessage shallow = make_call_list_parser(kSeed)->parse(R"([{"name": "now", "parameters": {"x": [[[]]]}}])");
+  ASSERT_EQ(shallow.tool_calls.size(), 1u);
+  EXPECT_EQ(shallow.tool_calls[0].arguments, R"({"x":[[[]]]})");
+}
+
 }  // namespace
 }  // namespace aerie::server

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/openai_fields.h"
+
 namespace aerie::server {
 namespace {
 
@@ -156,6 +158,15 @@ TEST(ChatRequestParse, EveryMalformedFieldIsA400WithParamAndCode) {
       {"{" + kMessages + "," + tools + R"(, "tool_choice": {"type": "function"}})", "tool_choice.function",
        "missing_required_parameter"},
       {"{" + kMessages + R"(, "chat_template_kwargs": "thinking"})", "chat_template_kwargs", "invalid_type"},
+      {"{" + kMessages + R"(, "logit_bias": [1]})", "logit_bias", "invalid_type"},
+      {"{" + kMessages + R"(, "logit_bias": {"abc": 1}})", "logit_bias", "invalid_value"},
+      {"{" + kMessages + R"(, "logit_bias": {"-1": 1}})", "logit_bias", "invalid_value"},
+      {"{" + kMessages + R"(, "logit_bias": {"07": 1}})", "logit_bias", "invalid_value"},
+      {"{" + kMessages + R"(, "logit_bias": {"2147483648": 1}})", "logit_bias", "invalid_value"},
+      {"{" + kMessages + R"(, "logit_bias": {"5": 101}})", "logit_bias.5", "decimal_above_max_value"},
+      {"{" + kMessages + R"(, "logit_bias": {"5": -100.5}})", "logit_bias.5", "decimal_below_min_value"},
+      {"{" + kMessages + R"(, "logit_bias": {"5": "up"}})", "logit_bias.5", "invalid_type"},
+      {"{" + kMessages + R"(, "logit_bias": {"5": null}})", "logit_bias.5", "invalid_type"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.body);
@@ -166,6 +177,21 @@ TEST(ChatRequestParse, EveryMalformedFieldIsA400WithParamAndCode) {
       expect_error(error, c);
     }
   }
+}
+
+TEST(ChatRequestParse, LogitBias) {
+  const ChatRequest request = parse_chat_request("{" + kMessages + R"(, "logit_bias": {"50": -100, "7": 2.5, "0": 100}})");
+  EXPECT_EQ(request.logit_bias, (std::vector<LogitBias>{{0, 100.0f}, {7, 2.5f}, {50, -100.0f}}));  // sorted by id
+  EXPECT_TRUE(parse_chat_request("{" + kMessages + "}").logit_bias.empty());
+  EXPECT_EQ(fields::checked_logit_bias(request, 51), request.logit_bias);
+  try {
+    fields::checked_logit_bias(request, 50);
+    ADD_FAILURE() << "id 50 accepted with a vocabulary of 50";
+  } catch (const ApiError& error) {
+    expect_error(error, {"", "logit_bias", "invalid_value"});
+  }
+  const CompletionRequest completion = parse_completion_request(R"({"prompt": "x", "logit_bias": {"3": 1}})");
+  EXPECT_EQ(completion.logit_bias, (std::vector<LogitBias>{{3, 1.0f}}));
 }
 
 TEST(ChatRequestParse, MessagesWordedAsOpenAI) {
