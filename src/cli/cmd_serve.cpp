@@ -42,7 +42,7 @@ std::vector<OptionSpec> serve_options() {
       {"--served-model-name", true, "the model name clients use (default: the --model argument)"},
       {"--max-num-seqs", true, "sequences decoded together (default 16)"},
       {"--max-batch-tokens", true, "rows per engine step (default 512)"},
-      {"--kv-cache-memory", true, "KV cache budget in bytes (default: half the available memory)"},
+      {"--kv-cache-memory", true, "KV cache bytes (default: --max-num-seqs x --max-length, at most half free memory)"},
       {"--max-length", true, "context per sequence, prompt + output (default: the model's)"},
       {"--max-queue", true, "engine requests queued or running before 429 (default 256)"},
       {"--tool-parser", true, "deepseek_v3 | deepseek_v31 | llama3_json (default: detected from the checkpoint)"},

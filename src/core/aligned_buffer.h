@@ -11,7 +11,12 @@ namespace aerie {
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
+  // Zero-filled here (every page is touched now: the caller pays the page faults up front).
   explicit AlignedBuffer(size_t bytes);
+  // Zero-filled on demand: an anonymous mapping whose pages read as zero and take memory only when first
+  // written, so a KV cache sized for many long sequences costs neither start-up time nor RSS until
+  // sequences fill it. Page-aligned.
+  static AlignedBuffer zeroed_on_demand(size_t bytes);
   AlignedBuffer(AlignedBuffer&&) noexcept = default;
   AlignedBuffer& operator=(AlignedBuffer&&) noexcept = default;
   AlignedBuffer(const AlignedBuffer&) = delete;
@@ -31,7 +36,8 @@ class AlignedBuffer {
 
  private:
   struct Free {
-    void operator()(void* p) const { std::free(p); }
+    size_t mapped_bytes;  // non-zero: an anonymous mapping of this length (zeroed_on_demand); value-initialised to 0
+    void operator()(void* p) const;
   };
   std::unique_ptr<void, Free> data_;
   size_t size_ = 0;

@@ -34,6 +34,7 @@ Engine::Engine(Model& target, DraftHead* draft, const EngineConfig& config, Thre
   in.target_bytes_per_position = bytes_per_position(tg);
   in.draft_bytes_per_position = draft ? bytes_per_position(dg) : 0;
   in.block_size = config.block_size;
+  in.max_num_seqs = config.max_num_seqs;
   in.max_length = config.max_length > 0 ? config.max_length : target.max_position_embeddings();
   in.min_useful_length = std::min<int64_t>(64, in.max_length);
   plan_ = plan_memory(in);

@@ -47,7 +47,8 @@ namespace aerie {
 
 struct EngineConfig {
   int64_t block_size = 16;
-  uint64_t kv_cache_memory = 0;  // bytes; 0: kv_cache_fraction of MemAvailable
+  uint64_t kv_cache_memory = 0;  // bytes; 0: what max_num_seqs x max_length need, at most
+                                 // kv_cache_fraction of MemAvailable (engine/memory_plan.h)
   double kv_cache_fraction = 0.5;
   int64_t max_length = 0;        // per sequence (prompt + output); 0: the model's max_position_embeddings
   int64_t max_batch_tokens = 512;

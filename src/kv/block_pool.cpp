@@ -11,7 +11,9 @@ BlockPool::BlockPool(int32_t n_blocks, int32_t block_size, bool prefix_caching)
       by_hash_(prefix_caching ? n_blocks : 0) {
   AERIE_CHECK(n_blocks > 0 && block_size > 0, "block pool: need at least one block of at least one position");
   blocks_.resize(size_t(n_blocks));
-  if (prefix_caching) tokens_.resize(size_t(n_blocks) * size_t(block_size));
+  // Written only as blocks are registered: untouched pages take no memory.
+  if (prefix_caching)
+    tokens_ = AlignedBuffer::zeroed_on_demand(size_t(n_blocks) * size_t(block_size) * sizeof(int64_t));
   free_.reserve(size_t(n_blocks));
   for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // hand out low ids first
 }
@@ -97,7 +99,7 @@ uint64_t BlockPool::chain_hash(uint64_t parent, std::span<const int64_t> tokens)
 }
 
 std::span<const int64_t> BlockPool::tokens_of(int32_t b) const {
-  return std::span(tokens_.data() + size_t(b) * size_t(block_size_), size_t(block_size_));
+  return std::span(tokens_.as<int64_t>() + size_t(b) * size_t(block_size_), size_t(block_size_));
 }
 
 std::optional<int32_t> BlockPool::find(uint64_t parent_hash, std::span<const int64_t> tokens) {
@@ -123,7 +125,7 @@ uint64_t BlockPool::register_full(int32_t b, uint64_t parent_hash, std::span<con
   blk.registered = true;
   blk.hash = hash;
   blk.parent_hash = parent_hash;
-  std::copy(tokens.begin(), tokens.end(), tokens_.begin() + int64_t(b) * block_size_);
+  std::copy(tokens.begin(), tokens.end(), tokens_.as<int64_t>() + size_t(b) * size_t(block_size_));
   by_hash_.insert(hash, b);
   return hash;
 }

@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "kv/block_index.h"
 
 namespace aerie {
@@ -70,7 +71,7 @@ class BlockPool {
   int32_t n_blocks_, block_size_;
   bool prefix_caching_;
   std::vector<Block> blocks_;
-  std::vector<int64_t> tokens_;  // [n_blocks, block_size] content of registered blocks
+  AlignedBuffer tokens_;         // int64 [n_blocks, block_size] content of registered blocks, zeroed on demand
   std::vector<int32_t> free_;    // stack of free block ids
   int32_t lru_head_ = -1, lru_tail_ = -1, n_idle_ = 0;
   BlockIndex by_hash_;

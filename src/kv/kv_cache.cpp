@@ -13,8 +13,10 @@ KvStore::KvStore(int64_t n_layer, int64_t row_width, int64_t n_blocks, int64_t b
       block_size_(block_size),
       layer_stride_(n_blocks * block_size * row_width),
       has_values_(with_values),
-      keys_(size_t(n_layer * n_blocks * block_size * row_width) * sizeof(float)),
-      values_(with_values ? size_t(n_layer * n_blocks * block_size * row_width) * sizeof(float) : 0) {
+      // Zeroed on demand: a store sized for many long sequences takes memory only as they fill it.
+      keys_(AlignedBuffer::zeroed_on_demand(size_t(n_layer * n_blocks * block_size * row_width) * sizeof(float))),
+      values_(AlignedBuffer::zeroed_on_demand(
+          with_values ? size_t(n_layer * n_blocks * block_size * row_width) * sizeof(float) : 0)) {
   AERIE_CHECK(n_layer > 0 && row_width > 0 && n_blocks > 0 && block_size > 0, "KV store: empty geometry");
 }
 
