@@ -118,7 +118,10 @@ void check_mla_config(const DeepseekV3Config& c, const std::string& source) {
   // theta <= 1 makes every dimension rotate at least once per position, and YaRN divides by log(theta).
   AERIE_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1, source,
               ": 'rope_theta' must be a finite number > 1, got ", c.rope_theta);
-  const YarnRopeScaling& y = c.rope_scaling;
+  check_yarn_rope_scaling(c.rope_scaling, source);
+}
+
+void check_yarn_rope_scaling(const YarnRopeScaling& y, const std::string& source) {
   if (!y.enabled) return;
   AERIE_CHECK(std::isfinite(y.factor) && y.factor >= 1, source, ": 'rope_scaling.factor' must be >= 1, got ",
               y.factor);

@@ -95,5 +95,8 @@ DeepseekV3Config load_deepseek_v3_config(const std::filesystem::path& config_jso
 // rms_norm_eps > 0, rope_theta > 1, all finite, and the YaRN values (factor >= 1, beta_fast >= beta_slow > 0,
 // mscale, mscale_all_dim and attention_factor >= 0). Throws aerie::Error naming `source` and the key.
 void check_mla_config(const DeepseekV3Config& config, const std::string& source);
+// The YaRN part of it, for a head that takes only the rope_scaling of a DeepSeek config (an EAGLE-3 MHA
+// head on a DeepSeek target).
+void check_yarn_rope_scaling(const YarnRopeScaling& scaling, const std::string& source);
 
 }  // namespace aerie

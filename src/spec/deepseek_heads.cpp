@@ -1,6 +1,7 @@
 #include "spec/deepseek_heads.h"
 
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -57,8 +58,7 @@ YarnRopeScaling parse_yarn_object(const json& r, const std::string& source) {
   s.beta_fast = number(r, "beta_fast", source, 32.0);
   s.beta_slow = number(r, "beta_slow", source, 1.0);
   s.attention_factor = number(r, "attention_factor", source, 0.0);
-  AERIE_CHECK(s.factor >= 1.0 && s.original_max_position_embeddings > 0 && s.beta_fast > 0 && s.beta_slow > 0,
-              source, ": rope_scaling values are inconsistent (need factor >= 1, positive lengths and betas)");
+  check_yarn_rope_scaling(s, source);
   return s;
 }
 
@@ -132,9 +132,12 @@ MlaHeadConfig parse_mla_head_config(const json& j, const std::string& source) {
       const json& ids = e["eagle_aux_hidden_state_layer_ids"];
       AERIE_CHECK(ids.is_array(), source, ": 'eagle_config.eagle_aux_hidden_state_layer_ids' must be a list");
       for (const json& id : ids) {
-        AERIE_CHECK(id.is_number_integer(), source,
-                    ": 'eagle_config.eagle_aux_hidden_state_layer_ids' must be a list of integers");
-        c.aux_layer_ids.push_back(id.get<int>());
+        // Non-negative and below INT_MAX: deepseek_eagle3_layers adds 1 under aux_layer_ids_are_outputs.
+        AERIE_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 &&
+                        id.get<int64_t>() < std::numeric_limits<int>::max(),
+                    source, ": 'eagle_config.eagle_aux_hidden_state_layer_ids' must be a list of layer numbers >= 0, got ",
+                    id.dump());
+        c.aux_layer_ids.push_back(int(id.get<int64_t>()));
       }
     }
   }
@@ -147,6 +150,7 @@ MlaHeadConfig parse_mla_head_config(const json& j, const std::string& source) {
               ": qk_rope_head_dim must be positive and even, got ", a.qk_rope_head_dim);
   AERIE_CHECK(c.n_draft_vocab > 0 && c.n_draft_vocab <= a.n_vocab, source, ": draft_vocab_size (", c.n_draft_vocab,
               ") must be in [1, vocab_size = ", a.n_vocab, "]");
+  check_mla_config(a, source);  // the ranges the target's config is held to: norm eps, rope, YaRN, vocabulary
   return c;
 }
 
