@@ -410,7 +410,8 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
     }
     case JsonNodeKind::kArray:
       if (!value.is_array() || value.size() < n.min || value.size() > n.max) return false;
-      return std::all_of(value.begin(), value.end(), [&](const Json& item) { return admits(n.child, item, depth + 1); });
+      return std::all_of(value.begin(), value.end(),
+                         [&](const Json& item) { return admits(n.child, item, depth + 1); });
     case JsonNodeKind::kObject: {
       if (!value.is_object()) return false;
       if (n.map) {

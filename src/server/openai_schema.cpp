@@ -110,9 +110,13 @@ std::vector<std::string> read_stop(const Json& body, const RequestLimits& limits
   if (!stop) return {};
   if (stop->is_string()) return {checked_stop(*stop, "stop", limits)};
   if (!stop->is_array()) throw_invalid_type("stop", "a string or an array of strings", *stop);
-  if (stop->size() > limits.max_stop_sequences) throw_too_long("stop", "array", limits.max_stop_sequences, stop->size());
+  if (stop->size() > limits.max_stop_sequences) {
+    throw_too_long("stop", "array", limits.max_stop_sequences, stop->size());
+  }
   std::vector<std::string> out;
-  for (size_t i = 0; i < stop->size(); ++i) out.push_back(checked_stop((*stop)[i], "stop[" + std::to_string(i) + "]", limits));
+  for (size_t i = 0; i < stop->size(); ++i) {
+    out.push_back(checked_stop((*stop)[i], "stop[" + std::to_string(i) + "]", limits));
+  }
   return out;
 }
 
