@@ -20,6 +20,7 @@
 #include "cli/draft.h"
 #include "cli/prompt.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
 #include "server/tool_parser.h"
@@ -49,7 +50,11 @@ std::vector<OptionSpec> serve_options() {
       {"--tokenizer", true, "folder with tokenizer.json (default: the model folder)"},
       {"--chat-template", true, "a Jinja chat template file instead of tokenizer_config.json's"},
       {"--http-threads", true, "HTTP connection workers (default 128; a streaming response holds one)"},
-      {"--max-request-bytes", true, "largest request body (default 8 MiB; larger: 413)"},
+      {"--max-request-bytes", true, "largest request body (default 8 MiB; larger: 413, before it is read)"},
+      {"--max-header-bytes", true, "largest request line plus headers (default 64 KiB; larger: 431)"},
+      {"--header-timeout", true, "seconds a request's line and headers may take to arrive (default 10; then 408)"},
+      {"--body-timeout", true, "seconds a request's body may take to arrive after its headers (default 60; then 408)"},
+      {"--keep-alive-timeout", true, "seconds an idle keep-alive connection stays open (default 5)"},
       {"--drain-timeout", true, "seconds running requests may take to finish on SIGTERM (default 30)"},
       {"--help", false, "this text"},
   };
@@ -77,6 +82,22 @@ std::optional<server::ToolParserKind> tool_parser_for(const Args& args, const st
     return std::nullopt;  // the loaders report broken files; detection just finds nothing
   }
   return server::detect_tool_parser(tokenizer_config, model_config);
+}
+
+// --max-request-bytes, --max-header-bytes and the request deadlines; HttpLimits' defaults when absent.
+void read_http_limits(const Args& args, HttpLimits& limits) {
+  const auto positive = [&args](const char* name, int64_t fallback, int64_t max) {
+    const int64_t value = args.integer(name, fallback);
+    AERIE_CHECK(value >= 1 && value <= max, name, " must be in [1, ", max, "]");
+    return value;
+  };
+  constexpr int64_t kMaxBytes = int64_t{1} << 40;
+  constexpr int64_t kMaxSeconds = 24 * 3600;
+  limits.max_body_bytes = size_t(positive("--max-request-bytes", int64_t(limits.max_body_bytes), kMaxBytes));
+  limits.max_header_bytes = size_t(positive("--max-header-bytes", int64_t(limits.max_header_bytes), kMaxBytes));
+  limits.header_deadline_s = int(positive("--header-timeout", limits.header_deadline_s, kMaxSeconds));
+  limits.body_deadline_s = int(positive("--body-timeout", limits.body_deadline_s, kMaxSeconds));
+  limits.keep_alive_idle_s = int(positive("--keep-alive-timeout", limits.keep_alive_idle_s, kMaxSeconds));
 }
 
 // SIGINT/SIGTERM are blocked in every thread and taken here by sigwait: before the model is ready the
@@ -126,10 +147,11 @@ int run_serve(const std::vector<std::string>& argv) {
   options.api_key = args.str("--api-key");
   options.served_model_name = args.str("--served-model-name", model_arg);
   options.http_threads = int(args.integer("--http-threads", 128));
-  options.max_body_bytes = size_t(args.integer("--max-request-bytes", 8 << 20));
   options.max_in_flight = args.integer("--max-queue", 256);
   AERIE_CHECK(options.port >= 0 && options.port < 65536, "--port must be in [0, 65535]");
+  AERIE_CHECK(options.http_threads >= 1, "--http-threads must be >= 1");
   AERIE_CHECK(options.max_in_flight >= 1, "--max-queue must be >= 1");
+  read_http_limits(args, options.limits);
   server::HttpServer http(options);
   const int port = http.bind();
   http.start();

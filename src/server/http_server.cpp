@@ -1,26 +1,36 @@
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <mutex>
 #include <thread>
-
-#include <sys/socket.h>
+#include <unordered_set>
 
 #include <httplib.h>
 
 #include "core/error.h"
+#include "server/connection_stream.h"
 #include "server/endpoints.h"
+#include "server/http_checks.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
 #include "server/peer_socket.h"
+#include "server/request_gate.h"
 
 namespace aerie::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using HandlerResponse = httplib::Server::HandlerResponse;
+
+// A connection closes after this many requests (the library's Keep-Alive header announces the number).
+constexpr int64_t kMaxRequestsPerConnection = 10000;
 
 void send_json(httplib::Response& res, int status, const OrderedJson& body) {
   res.status = status;
@@ -29,11 +39,71 @@ void send_json(httplib::Response& res, int status, const OrderedJson& body) {
 
 void send_error(httplib::Response& res, const ApiError& error) { send_json(res, error.status(), error.body()); }
 
+// The request a worker thread is serving, as its handlers need it beyond httplib::Request: the stream (the
+// socket, and why a body read failed), the body's framing, and whether the connection must close after
+// the response because bytes of this request may be left unread or its framing is not trusted.
+struct Exchange {
+  ConnectionStream* stream = nullptr;
+  BodyFraming framing;
+  bool close = false;
+};
+// Set by the worker around each request; the library runs the handlers on that same thread.
+thread_local Exchange* t_exchange = nullptr;
+
+Exchange& exchange() {
+  AERIE_CHECK(t_exchange != nullptr, "an HTTP handler ran outside a worker's request");
+  return *t_exchange;
+}
+
+// Every path the server answers, its method (HEAD too, for GET) and whether it needs the API key. The
+// head is checked against this before any of the body is read.
+struct RouteSpec {
+  std::string_view path;
+  std::string_view method;
+  bool authenticated;
+};
+constexpr RouteSpec kRoutes[] = {
+    {"/v1/chat/completions", "POST", true}, {"/v1/completions", "POST", true}, {"/v1/models", "GET", true},
+    {"/tokenize", "POST", true},           {"/detokenize", "POST", true},     {"/health", "GET", false},
+    {"/metrics", "GET", false},
+};
+
+const RouteSpec* find_route(std::string_view path) {
+  for (const RouteSpec& route : kRoutes)
+    if (route.path == path) return &route;
+  return nullptr;
+}
+
+// cpp-httplib's server with its connection handling replaced: the listener hands each accepted socket to
+// `accepted` (the request gate) instead of a library worker, and serve_request() runs the library's
+// parser, router and response writer on one request whose head is already buffered.
+class GatedServer final : public httplib::Server {
+ public:
+  std::function<void(int fd)> accepted;
+
+  bool serve_request(httplib::Stream& stream, bool& client_closes) {
+    return process_request(stream, /*close_connection=*/false, client_closes, nullptr);
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    accepted(int(sock));
+    return true;
+  }
+};
+
+// The library's task queue, reduced to running the hand-over on the listener thread.
+class InlineTaskQueue final : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
+
 }  // namespace
 
 struct HttpServer::Impl {
   ServerOptions options;
-  httplib::Server http;
+  GatedServer http;
   std::thread listener;
   int port = -1;
   std::atomic<int> listen_socket{-1};
@@ -47,6 +117,16 @@ struct HttpServer::Impl {
   std::atomic<int64_t> requests{0}, responses_2xx{0}, responses_4xx{0}, responses_5xx{0};
   std::atomic<int64_t> rejected{0}, disconnects{0};
   std::mutex log_mutex;
+
+  // Connections whose head has arrived, waiting for a worker; the workers; the sockets they serve (shut
+  // down at stop so that none waits out a deadline).
+  std::unique_ptr<RequestGate> gate;
+  std::mutex work_mutex;
+  std::condition_variable work_cv;
+  std::deque<std::unique_ptr<Connection>> ready;
+  std::unordered_set<int> serving;
+  bool workers_stopping = false;
+  std::vector<std::thread> workers;
 
   explicit Impl(ServerOptions o) : options(std::move(o)) {}
 
@@ -67,43 +147,125 @@ struct HttpServer::Impl {
   std::shared_ptr<Backend> require_backend() const {
     std::shared_ptr<Backend> b = current();
     if (!b) throw ApiError(503, "The model is still loading; try again shortly.", "server_error", "", "model_loading");
-    if (draining.load()) throw Overloaded(503, "The server is shutting down.");
+    if (draining.load()) throw service_unavailable(true, "");
+    if (b->loop->failed()) throw service_unavailable(false, b->loop->failure());
     return b;
   }
 
+  // The 503 for an engine refusal that is not a full queue: why the server cannot serve.
+  ApiError unavailable(const Overloaded& e) const {
+    const std::shared_ptr<Backend> b = current();
+    if (draining.load()) return service_unavailable(true, "");
+    if (b && b->loop->failed()) return service_unavailable(false, b->loop->failure());
+    return ApiError(503, e.what(), "server_error", "", "service_unavailable");
+  }
+
   EndpointContext context(std::shared_ptr<Backend> b) { return {std::move(b), options.served_model_name, logger()}; }
-
-  void check_api_key(const httplib::Request& req) const {
-    if (options.api_key.empty()) return;
-    if (req.get_header_value("Authorization") != "Bearer " + options.api_key) throw ApiError::invalid_api_key();
-  }
-
-  // Runs a handler with authentication and every failure turned into an OpenAI error response.
-  httplib::Server::Handler guarded(bool auth, std::function<void(const httplib::Request&, httplib::Response&)> fn) {
-    return [this, auth, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
-      ++requests;
-      try {
-        if (auth) check_api_key(req);
-        fn(req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-      } catch (const Overloaded& e) {
-        ++rejected;
-        send_error(res, ApiError::overloaded(e.status()));
-        res.set_header("Retry-After", "1");
-      } catch (const Error& e) {
-        send_error(res, ApiError::invalid_request(e.what()));
-      } catch (const std::exception& e) {
-        send_error(res, ApiError::internal(std::string("internal error: ") + e.what()));
-      }
-      count(res.status);
-    };
-  }
 
   void count(int status) {
     if (status >= 500) ++responses_5xx;
     else if (status >= 400) ++responses_4xx;
     else ++responses_2xx;
+  }
+
+  // A refusal from the head alone; the connection closes when a body may follow unread.
+  HandlerResponse refuse(httplib::Response& res, const ApiError& error, bool close) {
+    ++requests;
+    send_error(res, error);
+    count(error.status());
+    if (close) exchange().close = true;
+    return HandlerResponse::Handled;
+  }
+
+  // Runs before the library reads any of the body (and instead of "100 Continue").
+  HandlerResponse check_head(const httplib::Request& req, httplib::Response& res) {
+    Exchange& ex = exchange();
+    try {
+      ex.framing = body_framing(req.headers);
+    } catch (const ApiError& e) {
+      return refuse(res, e, true);
+    }
+    const bool has_body = ex.framing.kind != BodyFraming::Kind::kNone;
+    // Nothing after a chunked body is trusted as a next request: the library takes a malformed chunk end
+    // for the end of the body. A body on a GET is never read, so it must not be parsed as a request.
+    if (ex.framing.kind == BodyFraming::Kind::kChunked || (has_body && req.method != "POST")) ex.close = true;
+    const RouteSpec* route = find_route(req.path);
+    if (route == nullptr) return refuse(res, ApiError::not_found(req.path), has_body);
+    if (route->authenticated && !options.api_key.empty() && !has_bearer_key(req, options.api_key))
+      return refuse(res, ApiError::invalid_api_key(), has_body);
+    if (req.method != route->method && !(req.method == "HEAD" && route->method == "GET")) {
+      res.set_header("Allow", std::string(route->method));
+      return refuse(res, method_not_allowed(req.method, req.path, route->method), has_body);
+    }
+    if (ex.framing.kind == BodyFraming::Kind::kLength && ex.framing.length > options.limits.max_body_bytes)
+      return refuse(res, body_too_large(options.limits.max_body_bytes, ex.framing.length), true);
+    if (req.is_multipart_form_data()) {
+      return refuse(res, ApiError(415, "Send the request as a JSON body; multipart/form-data is not accepted.",
+                                  "invalid_request_error", "", "unsupported_media_type"), true);
+    }
+    return HandlerResponse::Unhandled;
+  }
+
+  // The body, as framed, within the body limit and deadline; throws the ApiError when it cannot be had.
+  std::string read_body(const httplib::Response& res, const httplib::ContentReader& reader) {
+    Exchange& ex = exchange();
+    if (ex.framing.kind == BodyFraming::Kind::kNone) return {};  // no Content-Length, no chunks: empty
+    const size_t limit = options.limits.max_body_bytes;
+    std::string body;
+    if (ex.framing.kind == BodyFraming::Kind::kLength) body.reserve(size_t(ex.framing.length));
+    bool too_large = false;
+    const bool ok = reader([&](const char* data, size_t n) {
+      too_large = body.size() + n > limit;
+      if (!too_large) body.append(data, n);
+      return !too_large;
+    });
+    if (ok) return body;
+    ex.close = true;
+    if (too_large || ex.stream->over_limit()) throw body_too_large(limit, std::nullopt);
+    if (ex.stream->timed_out()) throw request_timeout("body", options.limits.body_deadline_s);
+    if (res.status == 415) {
+      throw ApiError(415, "The request's Content-Encoding is not supported.", "invalid_request_error", "",
+                     "unsupported_content_encoding");
+    }
+    throw ApiError::invalid_request("The request body could not be read: the connection ended early, or its "
+                                    "chunked framing or compression is malformed.");
+  }
+
+  // Runs a handler with every failure turned into an OpenAI error response.
+  void run_guarded(httplib::Response& res, const std::function<void()>& fn) {
+    ++requests;
+    try {
+      fn();
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const Overloaded& e) {
+      ++rejected;
+      if (e.status() == 429) {
+        send_error(res, ApiError::overloaded(429));
+        res.set_header("Retry-After", "1");
+      } else {
+        send_error(res, unavailable(e));
+      }
+    } catch (const Error& e) {
+      send_error(res, ApiError::invalid_request(e.what()));
+    } catch (const std::exception& e) {
+      send_error(res, ApiError::internal(std::string("internal error: ") + e.what()));
+    }
+    count(res.status);
+  }
+
+  httplib::Server::Handler guarded(std::function<void(const httplib::Request&, httplib::Response&)> fn) {
+    return [this, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
+      run_guarded(res, [&] { fn(req, res); });
+    };
+  }
+
+  using BodyHandler = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
+  httplib::Server::HandlerWithContentReader with_body(BodyHandler fn) {
+    return [this, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& reader) {
+      run_guarded(res, [&] { fn(req, read_body(res, reader), res); });
+    };
   }
 
   void stream(httplib::Response& res, std::shared_ptr<Generation> generation) {
@@ -129,11 +291,11 @@ struct HttpServer::Impl {
         });
   }
 
-  void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  void generate(const std::string& body, httplib::Response& res, bool chat) {
     EndpointContext ctx = context(require_backend());
     bool streamed = false;
-    std::shared_ptr<Generation> generation = chat ? make_chat_generation(ctx, req.body, streamed)
-                                                  : make_completion_generation(ctx, req.body, streamed);
+    std::shared_ptr<Generation> generation = chat ? make_chat_generation(ctx, body, streamed)
+                                                  : make_completion_generation(ctx, body, streamed);
     generation->start();
     if (streamed) {
       stream(res, std::move(generation));
@@ -141,78 +303,180 @@ struct HttpServer::Impl {
     }
     // A whole response is written only at the end, so a client that hangs up is noticed by probing its
     // socket; its choices are cancelled and their KV blocks freed (as for a stream).
-    const PeerSocket peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    std::optional<OrderedJson> body = generation->run_to_completion([&peer] { return peer.closed(); });
-    if (!body) {
+    const PeerSocket peer(exchange().stream->socket());
+    std::optional<OrderedJson> result = generation->run_to_completion([&peer] { return peer.closed(); });
+    if (!result) {
       ++disconnects;
       res.status = 499;  // nginx's "client closed request": nobody reads it
       return;
     }
-    send_json(res, 200, *body);
+    send_json(res, 200, *result);
   }
 
-  void routes() {
-    http.Post("/v1/chat/completions", guarded(true, [this](const auto& req, auto& res) { generate(req, res, true); }));
-    http.Post("/v1/completions", guarded(true, [this](const auto& req, auto& res) { generate(req, res, false); }));
-    http.Get("/v1/models", guarded(true, [this](const auto&, auto& res) {
-      send_json(res, 200, model_list_json({options.served_model_name}, created, "aerie"));
-    }));
-    http.Post("/tokenize", guarded(true, [this](const auto& req, auto& res) {
-      send_json(res, 200, tokenize_body(context(require_backend()), req.body));
-    }));
-    http.Post("/detokenize", guarded(true, [this](const auto& req, auto& res) {
-      send_json(res, 200, detokenize_body(context(require_backend()), req.body));
-    }));
-    http.Get("/health", guarded(false, [this](const auto&, auto& res) {
-      const std::shared_ptr<Backend> b = current();
-      const char* state = !b ? "loading" : draining.load() ? "draining" : b->loop->failed() ? "failed" : "ok";
-      OrderedJson body{{"status", state}};
-      if (std::string_view(state) == "failed") body["error"] = b->loop->failure();
-      send_json(res, std::string_view(state) == "ok" ? 200 : 503, body);
-    }));
-    http.Get("/metrics", guarded(false, [this](const auto&, auto& res) {
-      const std::shared_ptr<Backend> b = current();
-      HttpCounters c;
-      c.requests = requests;
-      c.responses_2xx = responses_2xx;
-      c.responses_4xx = responses_4xx;
-      c.responses_5xx = responses_5xx;
-      c.rejected_overload = rejected;
-      c.client_disconnects = disconnects;
-      const EngineMetrics m = b ? b->loop->metrics() : EngineMetrics();
-      res.set_content(prometheus_text(m, c, b ? b->loop->in_flight() : 0, b && !draining.load()),
-                      "text/plain; version=0.0.4; charset=utf-8");
-    }));
-    // Responses the library makes itself (unknown path, oversize body, bad request line) get an OpenAI
-    // error body too.
-    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      if (res.status == 404) {
-        send_error(res, ApiError::not_found(req.path));
-      } else if (res.status == 413) {
-        send_error(res, ApiError::request_too_large(options.max_body_bytes));
-      } else {
-        const int status = res.status;
-        send_error(res, ApiError(status, "HTTP error " + std::to_string(status) + ".",
-                                 status >= 500 ? "server_error" : "invalid_request_error"));
+  void routes();
+  void serve(std::unique_ptr<Connection> connection);
+  void start_workers();
+  void stop_connections();
+};
+
+void HttpServer::Impl::routes() {
+  http.Post("/v1/chat/completions", with_body([this](const auto&, const std::string& body, auto& res) {
+    generate(body, res, true);
+  }));
+  http.Post("/v1/completions", with_body([this](const auto&, const std::string& body, auto& res) {
+    generate(body, res, false);
+  }));
+  http.Get("/v1/models", guarded([this](const auto&, auto& res) {
+    send_json(res, 200, model_list_json({options.served_model_name}, created, "aerie"));
+  }));
+  http.Post("/tokenize", with_body([this](const auto&, const std::string& body, auto& res) {
+    send_json(res, 200, tokenize_body(context(require_backend()), body));
+  }));
+  http.Post("/detokenize", with_body([this](const auto&, const std::string& body, auto& res) {
+    send_json(res, 200, detokenize_body(context(require_backend()), body));
+  }));
+  http.Get("/health", guarded([this](const auto&, auto& res) {
+    const std::shared_ptr<Backend> b = current();
+    const char* state = !b ? "loading" : draining.load() ? "draining" : b->loop->failed() ? "failed" : "ok";
+    OrderedJson body{{"status", state}};
+    if (std::string_view(state) == "failed") body["error"] = b->loop->failure();
+    send_json(res, std::string_view(state) == "ok" ? 200 : 503, body);
+  }));
+  http.Get("/metrics", guarded([this](const auto&, auto& res) {
+    const std::shared_ptr<Backend> b = current();
+    HttpCounters c;
+    c.requests = requests;
+    c.responses_2xx = responses_2xx;
+    c.responses_4xx = responses_4xx;
+    c.responses_5xx = responses_5xx;
+    c.rejected_overload = rejected;
+    c.client_disconnects = disconnects;
+    const EngineMetrics m = b ? b->loop->metrics() : EngineMetrics();
+    res.set_content(prometheus_text(m, c, b ? b->loop->in_flight() : 0, b && !draining.load()),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  }));
+  http.set_pre_routing_handler([this](const auto& req, auto& res) { return check_head(req, res); });
+  http.set_expect_100_continue_handler([this](const auto& req, auto& res) {
+    return check_head(req, res) == HandlerResponse::Handled ? res.status : 100;
+  });
+  // No endpoint serves partial content (the gate strips Range from every request), and a connection that
+  // closes says so.
+  http.set_post_routing_handler([](const auto&, auto& res) {
+    res.headers.erase("Accept-Ranges");
+    if (!exchange().close) return;
+    res.headers.erase("Keep-Alive");
+    res.headers.erase("Connection");
+    res.set_header("Connection", "close");
+  });
+  // Responses the library makes itself (a malformed request line or header, a URI beyond its limit) get
+  // an OpenAI error body too; after those nothing on the connection is trusted.
+  http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const int status = res.status;
+    send_error(res, ApiError(status, "HTTP error " + std::to_string(status) + ": the request line or headers are "
+                             "malformed or too long.", status >= 500 ? "server_error" : "invalid_request_error"));
+    if (t_exchange != nullptr) t_exchange->close = true;
+    ++requests;
+    count(status);
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    send_error(res, ApiError::internal("internal error"));
+  });
+}
+
+// One request on a worker: the library parses the buffered head, the handlers read the body under its
+// deadline, the response is written; then the connection goes back to the gate for its next request, or
+// closes (lingering when bytes of this request may be left unread).
+void HttpServer::Impl::serve(std::unique_ptr<Connection> connection) {
+  StreamLimits limits;
+  limits.body_deadline = Clock::now() + std::chrono::seconds(options.limits.body_deadline_s);
+  // The body as sent: its content limit plus room for chunk framing (generous for real chunk sizes).
+  limits.max_body_wire_bytes = 2 * uint64_t(options.limits.max_body_bytes) + options.limits.max_header_bytes;
+  limits.write_timeout = std::chrono::seconds(options.write_timeout_s);
+  Exchange ex;
+  bool served = false, client_closes = false;
+  {
+    ConnectionStream stream(*connection, limits);
+    ex.stream = &stream;
+    t_exchange = &ex;
+    served = http.serve_request(stream, client_closes);
+    t_exchange = nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lock(work_mutex);
+    serving.erase(connection->fd);
+  }
+  const bool keep = served && !client_closes && !ex.close && ++connection->requests < kMaxRequestsPerConnection;
+  if (keep) gate->admit(std::move(connection));
+  else if (served && ex.close) gate->linger(std::move(connection));
+  // else: the connection closes here
+}
+
+void HttpServer::Impl::start_workers() {
+  const int n = std::max(1, options.http_threads);
+  for (int i = 0; i < n; ++i) {
+    workers.emplace_back([this] {
+      while (true) {
+        std::unique_ptr<Connection> connection;
+        {
+          std::unique_lock<std::mutex> lock(work_mutex);
+          work_cv.wait(lock, [this] { return workers_stopping || !ready.empty(); });
+          if (workers_stopping) return;
+          connection = std::move(ready.front());
+          ready.pop_front();
+          serving.insert(connection->fd);
+        }
+        serve(std::move(connection));
       }
-      count(res.status);
-    });
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-      send_error(res, ApiError::internal("internal error"));
     });
   }
-};
+}
+
+void HttpServer::Impl::stop_connections() {
+  gate->stop();
+  {
+    std::lock_guard<std::mutex> lock(work_mutex);
+    workers_stopping = true;
+    ready.clear();
+    // Wakes workers blocked on a slow client; they finish their request at once and exit.
+    for (int fd : serving) ::shutdown(fd, SHUT_RDWR);
+  }
+  work_cv.notify_all();
+  for (std::thread& t : workers) t.join();
+  workers.clear();
+}
 
 HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   Impl& s = *impl_;
-  const size_t threads = size_t(std::max(4, s.options.http_threads));
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.http.set_payload_max_length(s.options.max_body_bytes);
-  s.http.set_read_timeout(s.options.read_timeout_s, 0);
-  s.http.set_write_timeout(s.options.write_timeout_s, 0);
-  s.http.set_keep_alive_timeout(s.options.keep_alive_timeout_s);
-  s.http.set_keep_alive_max_count(10000);
+  const HttpLimits& limits = s.options.limits;
+  AERIE_CHECK(limits.max_body_bytes > 0 && limits.max_header_bytes > 0 && limits.header_deadline_s > 0 &&
+                  limits.body_deadline_s > 0 && limits.keep_alive_idle_s > 0,
+              "the HTTP limits must be positive");
+  GateOptions gate;
+  gate.max_head_bytes = limits.max_header_bytes;
+  gate.head_deadline = std::chrono::seconds(limits.header_deadline_s);
+  gate.idle_timeout = std::chrono::seconds(limits.keep_alive_idle_s);
+  s.gate = std::make_unique<RequestGate>(
+      gate,
+      [&s](std::unique_ptr<Connection> connection) {
+        {
+          std::lock_guard<std::mutex> lock(s.work_mutex);
+          if (s.workers_stopping) return;  // closes it
+          s.ready.push_back(std::move(connection));
+        }
+        s.work_cv.notify_one();
+      },
+      [&s](int status) {
+        ++s.requests;
+        s.count(status);
+      });
+  s.http.accepted = [&s](int fd) { s.gate->admit(std::make_unique<Connection>(fd)); };
+  s.http.new_task_queue = [] { return new InlineTaskQueue(); };
+  // The library's own body limit never acts (the head check refuses larger Content-Lengths first, and the
+  // body reader counts chunked bodies), but it agrees with ours.
+  s.http.set_payload_max_length(limits.max_body_bytes);
+  s.http.set_keep_alive_timeout(limits.keep_alive_idle_s);  // for the Keep-Alive header; the gate enforces it
+  s.http.set_keep_alive_max_count(size_t(kMaxRequestsPerConnection));
   s.http.set_tcp_nodelay(true);
   // The library's own options, plus a note of the listening socket (see bind()).
   s.http.set_socket_options([&s](socket_t sock) {
@@ -220,6 +484,7 @@ HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>(std
     s.listen_socket.store(int(sock));
   });
   s.routes();
+  s.start_workers();
 }
 
 HttpServer::~HttpServer() { shutdown(std::chrono::milliseconds(0)); }
@@ -286,6 +551,7 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
   }
   s.http.stop();
   if (s.listener.joinable()) s.listener.join();
+  s.stop_connections();
   if (backend) backend->loop->stop();
 }
 

@@ -1,13 +1,18 @@
-// The HTTP/1.1 server of `aerie serve` (cpp-httplib: keep-alive, a thread pool of connection workers,
-// a body size limit, read/write timeouts) with the OpenAI-compatible endpoints:
+// The HTTP/1.1 server of `aerie serve` with the OpenAI-compatible endpoints:
 //
 //   POST /v1/chat/completions   POST /v1/completions   GET /v1/models
 //   GET /health (503 until a model is attached and while draining)   GET /metrics (Prometheus text)
 //   POST /tokenize   POST /detokenize
 //
-// Errors are OpenAI error objects with their statuses. The server can listen before the model is loaded
-// (attach() makes it ready), and shutdown() drains: new requests get 503, running ones may finish within
-// the grace period, the rest are cancelled, then the listener stops.
+// cpp-httplib parses requests and routes them; the connections are this server's own: a request gate
+// holds every connection until its request head has arrived (header deadline and size limit), and only
+// then does one of `http_threads` workers serve it: the checks of the head (framing, API key, route,
+// Content-Length against the body limit) come before a byte of the body is read, and the body is read
+// under its own deadline and limit. Errors are OpenAI error objects with their statuses.
+//
+// The server can listen before the model is loaded (attach() makes it ready), and shutdown() drains: new
+// requests get 503, running ones may finish within the grace period, the rest are cancelled, then the
+// listener stops.
 #pragma once
 
 #include <chrono>
@@ -17,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "core/limits.h"
 #include "engine/metrics.h"
 #include "server/backend.h"
 
@@ -27,11 +33,9 @@ struct ServerOptions {
   int port = 8000;                   // 0: any free port (see HttpServer::port())
   std::string api_key;               // "": no authentication
   std::string served_model_name = "aerie";
-  size_t max_body_bytes = 8u << 20;  // larger bodies: 413
-  int http_threads = 128;            // connection workers (a streaming response holds one)
-  int read_timeout_s = 60;
-  int write_timeout_s = 60;
-  int keep_alive_timeout_s = 5;
+  HttpLimits limits;                 // body and head sizes, the request deadlines, keep-alive idle time
+  int http_threads = 128;            // workers serving requests whose head has arrived (a stream holds one)
+  int write_timeout_s = 60;          // a client that takes no response byte for this long is dropped
   int64_t max_in_flight = 256;       // engine requests queued or running; beyond: 429 with Retry-After
   LogFunction log;                   // one line per request; null: stderr
   bool quiet = false;                // no request log lines

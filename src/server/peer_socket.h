@@ -1,6 +1,5 @@
 // Whether the client of an HTTP request is still connected, for requests whose response is written only
-// at the end (non-streamed completions): the HTTP library (cpp-httplib 0.11) does not expose the
-// connection, so the socket is found by its two endpoints and probed without consuming anything.
+// at the end (non-streamed completions): the connection's socket is probed without consuming anything.
 #pragma once
 
 #include <string>
@@ -9,9 +8,7 @@ namespace aerie::server {
 
 class PeerSocket {
  public:
-  // The connected socket of this process whose local and remote endpoints are these (numeric addresses as
-  // the HTTP library reports them). Not found: valid() is false and closed() always answers false.
-  PeerSocket(const std::string& local_addr, int local_port, const std::string& remote_addr, int remote_port);
+  explicit PeerSocket(int fd) : fd_(fd) {}
 
   bool valid() const { return fd_ >= 0; }
   // True once the peer has closed or reset the connection. Bytes the client sent ahead (a pipelined
@@ -21,5 +18,9 @@ class PeerSocket {
  private:
   int fd_ = -1;
 };
+
+// The numeric address and port of a connected socket's own end (`peer` false) or its peer's; false for a
+// socket that is not IPv4/IPv6 or not connected.
+bool socket_endpoint(int fd, bool peer, std::string& address, int& port);
 
 }  // namespace aerie::server

@@ -15,7 +15,7 @@ class ServeErrors : public ::testing::Test {
   static void SetUpTestSuite() {
     TestServerConfig config;
     config.options.api_key = kKey;
-    config.options.max_body_bytes = 64 * 1024;
+    config.options.limits.max_body_bytes = 64 * 1024;
     config.options.max_in_flight = 4;
     server_ = new TestServer(config);
   }

@@ -109,7 +109,7 @@ struct TestServerConfig {
     options.port = 0;
     options.quiet = true;
     options.http_threads = 96;
-    options.keep_alive_timeout_s = 1;  // idle keep-alive connections hold a worker until then (shutdown waits)
+    options.limits.keep_alive_idle_s = 1;
     engine.kv_cache_memory = 4u << 20;
     engine.max_length = 256;
     engine.max_num_seqs = 8;
