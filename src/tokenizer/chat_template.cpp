@@ -6,9 +6,10 @@
 
 namespace aerie {
 
-ChatTemplate ChatTemplate::parse(std::string source, std::string name) {
+ChatTemplate ChatTemplate::parse(std::string source, std::string name, const TemplateLimits& limits) {
   ChatTemplate t;
-  t.body_ = std::make_shared<const jinja::Body>(jinja::parse_template(source, name));
+  t.body_ = std::make_shared<const jinja::Body>(jinja::parse_template(source, name, limits));
+  t.limits_ = limits;
   t.name_ = std::move(name);
   t.source_ = std::move(source);
   return t;
@@ -20,7 +21,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context, std::opt
   jinja::ValueDict variables;
   variables.reserve(context.size());
   for (const auto& [key, value] : context.items()) variables.emplace_back(key, jinja::Value::from_json(value));
-  return jinja::render(*body_, variables, name_, now.has_value() ? *now : std::time(nullptr));
+  return jinja::render(*body_, variables, name_, now.has_value() ? *now : std::time(nullptr), limits_);
 }
 
 std::string apply_chat_template(const ChatTemplate& chat_template, const nlohmann::ordered_json& messages,

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/limits.h"
+
 namespace aerie {
 
 namespace jinja {
@@ -18,21 +20,27 @@ struct Stmt;
 
 class ChatTemplate {
  public:
-  // Parses once; throws aerie::Error naming `name`, the line and column on a syntax error.
-  static ChatTemplate parse(std::string source, std::string name = "chat_template");
+  // Parses once; throws aerie::Error naming `name`, the line and column on a syntax error. The source is
+  // untrusted (model folders): `limits` bound its nesting now and every later render() of it.
+  static ChatTemplate parse(std::string source, std::string name = "chat_template",
+                            const TemplateLimits& limits = TemplateLimits());
 
   // Renders with `context` as the template's variables (messages, tools, add_generation_prompt,
   // bos_token, ...). Use ordered_json: tojson prints keys in their given order. `now` fixes the clock seen
   // by strftime_now (UTC); the current time when absent. Errors name the template line; a template's
-  // raise_exception(message) throws an aerie::Error whose text is that message.
+  // raise_exception(message) throws an aerie::Error whose text is that message. A render that would pass
+  // one of the TemplateLimits (output, value size, loop iterations, call depth, work) throws an
+  // aerie::Error naming it.
   std::string render(const nlohmann::ordered_json& context, std::optional<std::time_t> now = std::nullopt) const;
 
   const std::string& name() const { return name_; }
   const std::string& source() const { return source_; }
+  const TemplateLimits& limits() const { return limits_; }
 
  private:
   std::string name_;
   std::string source_;
+  TemplateLimits limits_;
   std::shared_ptr<const std::vector<std::unique_ptr<jinja::Stmt>>> body_;
 };
 

@@ -40,6 +40,7 @@ struct Expr {
   bool negated = false;           // kTest with "is not"
   std::vector<ExprPtr> args;
   KeywordArgs keywords;
+  int height = 1;                 // 1 + the tallest operand: bounded by TemplateLimits::max_parse_depth
 };
 
 struct Stmt;

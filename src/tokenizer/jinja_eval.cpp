@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_eval.h"
 
+#include <cstdint>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -32,14 +33,27 @@ using ScopePtr = std::shared_ptr<Scope>;
 
 enum class Flow { kNormal, kBreak, kContinue };
 
-// Macro calls deeper than this are refused (a recursive macro without a base case would overflow the stack).
-constexpr int kMaxCallDepth = 100;
+// The stack one render may use. Each limit alone keeps recursion shallow (max_parse_depth for blocks and
+// expressions, max_call_depth for macros), but a macro recursing 64 times through 200 nested loops would
+// still overflow an 8 MiB thread stack; measuring the stack itself also holds under sanitizers, whose
+// frames are several times larger.
+constexpr size_t kMaxStackBytes = size_t{1} << 20;
+
+// Where statements write: the render's output, or a block captured as a value (a macro's or caller's
+// output, {% set %}...{% endset %}, {% filter %}), each with its own limit.
+struct Sink {
+  std::string text;
+  size_t max_bytes;
+  const char* limit_name;
+};
 
 class Interpreter {
  public:
-  explicit Interpreter(const std::string& name) : name_(name) {}
+  Interpreter(const std::string& name, RenderBudget& budget)
+      : name_(name), budget_(budget), stack_base_(stack_address()) {}
 
-  Flow exec_body(const Body& body, const ScopePtr& scope, std::string& out) {
+  Flow exec_body(const Body& body, const ScopePtr& scope, Sink& out) {
+    check_stack();
     for (const StmtPtr& stmt : body) {
       Flow flow = Flow::kNormal;
       try {
@@ -57,13 +71,34 @@ class Interpreter {
   }
 
  private:
-  Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
+  static uintptr_t stack_address() { return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)); }
+
+  // The stack grows down on every platform this runs on.
+  void check_stack() const {
+    if (stack_base_ - stack_address() > kMaxStackBytes) {
+      throw_error("template nested too deeply: blocks and macro calls use over ", kMaxStackBytes >> 10,
+                  " KiB of stack (max_call_depth = ", budget_.limits().max_call_depth, ")");
+    }
+  }
+
+  // Appends to `out` within its limit; charged as work.
+  void emit(Sink& out, const std::string& text) {
+    if (saturating_add(out.text.size(), text.size()) > out.max_bytes) {
+      throw_error("template output too large: over the limit ", out.limit_name, " = ", out.max_bytes, " bytes");
+    }
+    budget_.charge(text.size());
+    out.text += text;
+  }
+
+  Sink capture() { return Sink{std::string(), budget_.limits().max_value_bytes, "max_value_bytes"}; }
+
+  Flow exec(const Stmt& s, const ScopePtr& scope, Sink& out) {
+    budget_.charge(kStepBytes);
     switch (s.kind) {
-      case StmtKind::kText: out += s.text; return Flow::kNormal;
+      case StmtKind::kText: emit(out, s.text); return Flow::kNormal;
       case StmtKind::kOutput: {
         const Value v = eval(*s.expr, scope);
-        if (v.is_string()) out += v.as_string();
-        else out += v.to_string();
+        emit(out, v.is_string() ? v.as_string() : v.to_string(budget_.limits().max_value_bytes));
         return Flow::kNormal;
       }
       case StmtKind::kIf:
@@ -74,17 +109,17 @@ class Interpreter {
       case StmtKind::kFor: exec_for(s, scope, out); return Flow::kNormal;
       case StmtKind::kSet: exec_set(s, scope); return Flow::kNormal;
       case StmtKind::kSetBlock: {
-        std::string captured;
+        Sink captured = capture();
         exec_body(s.body, scope, captured);
-        scope->vars[s.targets[0]] = Value(std::move(captured));
+        scope->vars[s.targets[0]] = Value(std::move(captured.text));
         return Flow::kNormal;
       }
       case StmtKind::kMacro: scope->vars[s.text] = make_macro(s, scope); return Flow::kNormal;
       case StmtKind::kCallBlock: exec_call_block(s, scope, out); return Flow::kNormal;
       case StmtKind::kFilterBlock: {
-        std::string captured;
+        Sink captured = capture();
         exec_body(s.body, scope, captured);
-        out += apply_filter_expr(*s.expr, Value(std::move(captured)), scope).to_string();
+        emit(out, to_text(apply_filter_expr(*s.expr, Value(std::move(captured.text)), scope), budget_));
         return Flow::kNormal;
       }
       case StmtKind::kBreak: return Flow::kBreak;
@@ -98,7 +133,7 @@ class Interpreter {
       scope.vars[targets[0]] = value;
       return;
     }
-    const ValueList items = iterate(value);
+    const ValueList items = iterate(value, budget_);
     AERIE_CHECK(items.size() == targets.size(), "cannot unpack ", items.size(), " values into ",
                 targets.size(), " variables");
     for (size_t i = 0; i < targets.size(); ++i) scope.vars[targets[i]] = items[i];
@@ -134,14 +169,15 @@ class Interpreter {
     return Value::dict(std::move(loop));
   }
 
-  void exec_for(const Stmt& s, const ScopePtr& scope, std::string& out) {
-    ValueList items = iterate(eval(*s.expr, scope));
+  void exec_for(const Stmt& s, const ScopePtr& scope, Sink& out) {
+    ValueList items = iterate(eval(*s.expr, scope), budget_);
     if (s.condition) {
       // `for x in xs if cond`: filtered before the loop, so loop.length counts only kept items.
       ValueList kept;
       auto probe = std::make_shared<Scope>();
       probe->parent = scope;
       for (Value& item : items) {
+        budget_.count_iterations();
         assign_targets(s.targets, item, *probe);
         if (eval(*s.condition, probe).truthy()) kept.push_back(std::move(item));
       }
@@ -152,6 +188,7 @@ class Interpreter {
       return;
     }
     for (size_t i = 0; i < items.size(); ++i) {
+      budget_.count_iterations();
       auto inner = std::make_shared<Scope>();
       inner->parent = scope;
       inner->vars["loop"] = make_loop(items, i);
@@ -168,13 +205,7 @@ class Interpreter {
     return Value::function([this, macro, weak_scope](CallArgs& args) -> Value {
       ScopePtr defining_scope = weak_scope.lock();
       AERIE_CHECK(defining_scope != nullptr, "macro '", macro->text, "' called outside the block defining it");
-      AERIE_CHECK(call_depth_ < kMaxCallDepth, "macro '", macro->text, "' recursed more than ", kMaxCallDepth,
-                  " levels");
-      ++call_depth_;
-      struct DepthRestore {
-        int& depth;
-        ~DepthRestore() { --depth; }
-      } restore{call_depth_};
+      const RenderBudget::CallGuard guard(budget_, "macro '" + macro->text + "'");
       auto scope = std::make_shared<Scope>();
       scope->parent = defining_scope;
       AERIE_CHECK(args.positional.size() <= macro->params.size(), "macro '", macro->text, "' takes ",
@@ -188,15 +219,16 @@ class Interpreter {
       for (const auto& [key, value] : args.keyword) {
         if (key == "caller") scope->vars["caller"] = value;
       }
-      std::string out;
+      Sink out = capture();
       exec_body(macro->body, scope, out);
-      return Value(std::move(out));
+      return Value(std::move(out.text));
     });
   }
 
-  void exec_call_block(const Stmt& s, const ScopePtr& scope, std::string& out) {
+  void exec_call_block(const Stmt& s, const ScopePtr& scope, Sink& out) {
     const Stmt* block = &s;
     Value caller = Value::function([this, block, scope](CallArgs& args) -> Value {
+      const RenderBudget::CallGuard guard(budget_, "caller()");
       auto inner = std::make_shared<Scope>();
       inner->parent = scope;
       for (size_t i = 0; i < block->params.size(); ++i) {
@@ -204,16 +236,16 @@ class Interpreter {
         if (v.is_undefined() && block->params[i].second) v = eval(*block->params[i].second, inner);
         inner->vars[block->params[i].first] = v;
       }
-      std::string body_out;
+      Sink body_out = capture();
       exec_body(block->body, inner, body_out);
-      return Value(std::move(body_out));
+      return Value(std::move(body_out.text));
     });
     const Expr& call = *s.expr;
     const Value callee = eval(*call.args[0], scope);
     CallArgs args = eval_args(call, scope, 1);
     args.keyword.emplace_back("caller", caller);
     AERIE_CHECK(callee.is_function(), "'call' block needs a macro");
-    out += callee.as_function()(args).to_string();
+    emit(out, to_text(callee.as_function()(args), budget_));
   }
 
   CallArgs eval_args(const Expr& e, const ScopePtr& scope, size_t first) {
@@ -225,10 +257,12 @@ class Interpreter {
 
   Value apply_filter_expr(const Expr& e, const Value& operand, const ScopePtr& scope) {
     CallArgs args = eval_args(e, scope, 1);
-    return apply_filter(e.name, operand, args);
+    return apply_filter(e.name, operand, args, budget_);
   }
 
   Value eval(const Expr& e, const ScopePtr& scope) {
+    budget_.charge(kStepBytes);
+    check_stack();
     switch (e.kind) {
       case ExprKind::kLiteral: return e.literal;
       case ExprKind::kName: {
@@ -236,6 +270,7 @@ class Interpreter {
         return v != nullptr ? *v : Value::undefined(e.name);
       }
       case ExprKind::kList: {
+        budget_.build(list_bytes(e.args.size()), "list");
         ValueList items;
         for (const ExprPtr& item : e.args) items.push_back(eval(*item, scope));
         return Value::list(std::move(items));
@@ -249,17 +284,17 @@ class Interpreter {
         }
         return dict;
       }
-      case ExprKind::kGetAttr: return get_attribute(eval(*e.args[0], scope), e.name);
-      case ExprKind::kGetItem: return get_item(eval(*e.args[0], scope), eval(*e.args[1], scope));
+      case ExprKind::kGetAttr: return get_attribute(eval(*e.args[0], scope), e.name, budget_);
+      case ExprKind::kGetItem: return get_item(eval(*e.args[0], scope), eval(*e.args[1], scope), budget_);
       case ExprKind::kSlice: {
         auto part = [&](size_t i) { return e.args[i] ? eval(*e.args[i], scope) : Value(); };
-        return slice(eval(*e.args[0], scope), part(1), part(2), part(3));
+        return slice(eval(*e.args[0], scope), part(1), part(2), part(3), budget_);
       }
       case ExprKind::kCall: return eval_call(e, scope);
       case ExprKind::kFilter: return apply_filter_expr(e, eval(*e.args[0], scope), scope);
       case ExprKind::kTest: {
         CallArgs args = eval_args(e, scope, 1);
-        return Value(apply_test(e.name, eval(*e.args[0], scope), args) != e.negated);
+        return Value(apply_test(e.name, eval(*e.args[0], scope), args, budget_) != e.negated);
       }
       case ExprKind::kUnary: return eval_unary(e, scope);
       case ExprKind::kBinary: return eval_binary(e, scope);
@@ -287,7 +322,7 @@ class Interpreter {
     if (e.name == "not") return Value(!v.truthy());
     AERIE_CHECK(v.is_number(), "bad operand type for unary ", e.name, ": '", v.type_name(), "'");
     if (e.name == "+") return v.is_bool() ? Value(v.as_int()) : v;
-    return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
+    return negate(v);
   }
 
   Value eval_binary(const Expr& e, const ScopePtr& scope) {
@@ -295,7 +330,7 @@ class Interpreter {
     // and/or short-circuit and return an operand, as in Python.
     if (e.name == "and") return left.truthy() ? eval(*e.args[1], scope) : left;
     if (e.name == "or") return left.truthy() ? left : eval(*e.args[1], scope);
-    return binary_operation(e.name, left, eval(*e.args[1], scope));
+    return binary_operation(e.name, left, eval(*e.args[1], scope), budget_);
   }
 
   Value eval_compare(const Expr& e, const ScopePtr& scope) {
@@ -304,14 +339,14 @@ class Interpreter {
       Value right = eval(*e.args[i + 1], scope);
       const std::string& op = e.ops[i];
       bool result = false;
-      if (op == "==") result = values_equal(left, right);
-      else if (op == "!=") result = !values_equal(left, right);
-      else if (op == "<") result = value_less(left, right);
-      else if (op == "<=") result = !value_less(right, left);
-      else if (op == ">") result = value_less(right, left);
-      else if (op == ">=") result = !value_less(left, right);
-      else if (op == "in") result = contains(right, left);
-      else result = !contains(right, left);
+      if (op == "==") result = values_equal(left, right, budget_);
+      else if (op == "!=") result = !values_equal(left, right, budget_);
+      else if (op == "<") result = value_less(left, right, budget_);
+      else if (op == "<=") result = !value_less(right, left, budget_);
+      else if (op == ">") result = value_less(right, left, budget_);
+      else if (op == ">=") result = !value_less(left, right, budget_);
+      else if (op == "in") result = contains(right, left, budget_);
+      else result = !contains(right, left, budget_);
       if (!result) return Value(false);
       left = std::move(right);  // a < b < c is a < b and b < c
     }
@@ -319,22 +354,34 @@ class Interpreter {
   }
 
   const std::string& name_;
-  int call_depth_ = 0;
+  RenderBudget& budget_;
+  const uintptr_t stack_base_;
 };
 
 }  // namespace
 
 std::string render(const Body& body, const ValueDict& variables, const std::string& template_name,
-                   std::time_t now) {
+                   std::time_t now, const TemplateLimits& limits) {
+  // Declared first: every value of the render (the scopes, closures holding it) is destroyed before it.
+  RenderBudget budget(limits);
+  // `{% set ns.self = ns %}` makes a cycle of shared pointers that would never be freed: emptying every
+  // namespace at the end, however the render ends, breaks them all.
+  ValueList namespaces;
+  struct CycleBreaker {
+    ValueList& namespaces;
+    ~CycleBreaker() {
+      for (Value& ns : namespaces) ns.as_dict().clear();
+    }
+  } cycle_breaker{namespaces};
   auto globals = std::make_shared<Scope>();
   ValueDict functions;
-  add_global_functions(functions, now);
+  add_global_functions(functions, now, budget, namespaces);
   for (auto& [key, value] : functions) globals->vars[key] = value;
   auto scope = std::make_shared<Scope>();
   scope->parent = globals;
   for (const auto& [key, value] : variables) scope->vars[key] = value;
-  std::string out;
-  Interpreter interpreter(template_name);
+  Sink out{std::string(), limits.max_output_bytes, "max_output_bytes"};
+  Interpreter interpreter(template_name, budget);
   try {
     interpreter.exec_body(body, scope, out);
   } catch (const RaisedError&) {
@@ -342,7 +389,7 @@ std::string render(const Body& body, const ValueDict& variables, const std::stri
   } catch (const LocatedError& e) {
     throw Error(e.what());
   }
-  return out;
+  return std::move(out.text);
 }
 
 }  // namespace aerie::jinja

@@ -1,6 +1,8 @@
 #include "tokenizer/jinja_parser.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <initializer_list>
 
 #include "core/error.h"
@@ -8,10 +10,6 @@
 
 namespace aerie::jinja {
 namespace {
-
-// Nesting deeper than this (brackets, unary operators, blocks) is refused instead of overflowing the
-// stack on hostile input; real chat templates nest a handful of levels.
-constexpr int kMaxNesting = 200;
 
 ExprPtr make_expr(ExprKind kind, int line) {
   auto e = std::make_unique<Expr>();
@@ -22,7 +20,8 @@ ExprPtr make_expr(ExprKind kind, int line) {
 
 class Parser {
  public:
-  Parser(std::vector<Token> tokens, const std::string& name) : tokens_(std::move(tokens)), name_(name) {}
+  Parser(std::vector<Token> tokens, const std::string& name, const TemplateLimits& limits)
+      : tokens_(std::move(tokens)), name_(name), max_depth_(limits.max_parse_depth) {}
 
   Body parse() {
     std::string end_tag;
@@ -55,6 +54,22 @@ class Parser {
     if (!at_name(name)) return false;
     next();
     return true;
+  }
+
+  [[noreturn]] void fail_too_deep() const {
+    fail(peek(), str_cat("template nested too deeply: over the limit max_parse_depth = ", max_depth_));
+  }
+  // Completes a node: its height is what evaluating and destroying it recurse through, so chains that
+  // the parser builds in a loop (a ~ b ~ c ..., x.a.b.c ..., x|f|g ...) are bounded as well.
+  ExprPtr finish(ExprPtr e) const {
+    int height = 0;
+    for (const ExprPtr& arg : e->args) {
+      if (arg) height = std::max(height, arg->height);
+    }
+    for (const auto& keyword : e->keywords) height = std::max(height, keyword.second->height);
+    e->height = height + 1;
+    if (e->height > max_depth_) fail_too_deep();
+    return e;
   }
 
   [[noreturn]] void fail(const Token& t, const std::string& what) const {
@@ -124,11 +139,13 @@ class Parser {
     }
   }
 
-  // Counts one level of nesting for the lifetime of a parse function.
+  // Counts one level of nesting (a block, a bracket, a unary operator, an else branch) for the lifetime
+  // of a parse function: the parser recurses once per level, so hostile input must not nest without
+  // bound. Real chat templates nest a handful of levels.
   class NestingGuard {
    public:
     explicit NestingGuard(Parser& parser) : parser_(parser) {
-      if (++parser_.depth_ > kMaxNesting) parser_.fail(parser_.peek(), "template nested too deeply");
+      if (++parser_.depth_ > parser_.max_depth_) parser_.fail_too_deep();
     }
     ~NestingGuard() { --parser_.depth_; }
     NestingGuard(const NestingGuard&) = delete;
@@ -274,12 +291,13 @@ class Parser {
     auto list = make_expr(ExprKind::kList, first->line);
     list->args.push_back(std::move(first));
     while (accept_op(",")) list->args.push_back(parse_expression());
-    return list;
+    return finish(std::move(list));
   }
 
   ExprPtr parse_expression() { return parse_or_condition(/*allow_condition=*/true); }
 
   ExprPtr parse_or_condition(bool allow_condition) {
+    NestingGuard guard(*this);
     ExprPtr e = parse_or();
     while (allow_condition && at_name("if")) {
       const int line = next().line;
@@ -287,7 +305,7 @@ class Parser {
       cond->args.push_back(parse_or());
       cond->args.push_back(std::move(e));
       cond->args.push_back(accept_name("else") ? parse_or_condition(true) : nullptr);
-      e = std::move(cond);
+      e = finish(std::move(cond));
     }
     return e;
   }
@@ -297,7 +315,7 @@ class Parser {
     e->name = op;
     e->args.push_back(std::move(left));
     e->args.push_back(std::move(right));
-    return e;
+    return finish(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -317,15 +335,13 @@ class Parser {
     return e;
   }
   ExprPtr parse_not() {
+    if (!at_name("not")) return parse_compare();
     NestingGuard guard(*this);
-    if (at_name("not")) {
-      const int line = next().line;
-      auto e = make_expr(ExprKind::kUnary, line);
-      e->name = "not";
-      e->args.push_back(parse_not());
-      return e;
-    }
-    return parse_compare();
+    const int line = next().line;
+    auto e = make_expr(ExprKind::kUnary, line);
+    e->name = "not";
+    e->args.push_back(parse_not());
+    return finish(std::move(e));
   }
 
   ExprPtr parse_compare() {
@@ -355,7 +371,7 @@ class Parser {
       cmp->ops.push_back(op);
       cmp->args.push_back(parse_math1());
     }
-    return cmp ? std::move(cmp) : std::move(first);
+    return cmp ? finish(std::move(cmp)) : std::move(first);
   }
 
   ExprPtr parse_math1() {
@@ -391,13 +407,14 @@ class Parser {
     return e;
   }
   ExprPtr parse_unary(bool with_filter) {
-    NestingGuard guard(*this);
     ExprPtr e;
     if (at_op("-") || at_op("+")) {
+      NestingGuard guard(*this);
       const Token& t = next();
       e = make_expr(ExprKind::kUnary, t.line);
       e->name = t.value;
       e->args.push_back(parse_unary(false));
+      e = finish(std::move(e));
     } else {
       e = parse_postfix(parse_primary());
     }
@@ -417,15 +434,13 @@ class Parser {
       }
       case TokenKind::kInteger: {
         auto e = make_expr(ExprKind::kLiteral, t.line);
-        int64_t v = 0;
-        auto res = std::from_chars(t.value.data(), t.value.data() + t.value.size(), v);
-        if (res.ec != std::errc()) fail(t, "integer literal out of range: " + t.value);
-        e->literal = Value(v);
+        e->literal = Value(integer_literal(t));
         return e;
       }
       case TokenKind::kFloat: {
         auto e = make_expr(ExprKind::kLiteral, t.line);
-        e->literal = Value(std::stod(t.value));
+        // Python reads 1e999 as inf; strtod does too, where std::stod would throw.
+        e->literal = Value(std::strtod(without_underscores(t.value).c_str(), nullptr));
         return e;
       }
       case TokenKind::kOperator:
@@ -436,6 +451,22 @@ class Parser {
       default: break;
     }
     fail(t, "unexpected " + describe(t));
+  }
+
+  // 1_000 is 1000, as in Python.
+  static std::string without_underscores(const std::string& text) {
+    std::string digits = text;
+    std::erase(digits, '_');
+    return digits;
+  }
+  int64_t integer_literal(const Token& t) const {
+    const std::string digits = without_underscores(t.value);
+    int64_t v = 0;
+    const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (res.ec != std::errc() || res.ptr != digits.data() + digits.size()) {
+      fail(t, "integer literal does not fit in 64 bits: " + t.value);
+    }
+    return v;
   }
 
   ExprPtr parse_name(const Token& t) {
@@ -457,7 +488,7 @@ class Parser {
       auto list = make_expr(ExprKind::kList, open.line);
       list->args.push_back(std::move(e));
       while (accept_op(",") && !at_op(")")) list->args.push_back(parse_expression());
-      e = std::move(list);
+      e = finish(std::move(list));
     }
     expect_op(")");
     return e;
@@ -470,7 +501,7 @@ class Parser {
       if (!accept_op(",")) break;
     }
     expect_op("]");
-    return e;
+    return finish(std::move(e));
   }
 
   ExprPtr parse_dict(const Token& open) {
@@ -482,7 +513,7 @@ class Parser {
       if (!accept_op(",")) break;
     }
     expect_op("}");
-    return e;
+    return finish(std::move(e));
   }
 
   void parse_call_args(Expr& call) {
@@ -509,14 +540,14 @@ class Parser {
         if (peek().kind == TokenKind::kInteger) {
           attr->kind = ExprKind::kGetItem;  // foo.0 is foo[0]
           auto index = make_expr(ExprKind::kLiteral, line);
-          index->literal = Value(static_cast<int64_t>(std::stoll(next().value)));
+          index->literal = Value(integer_literal(next()));
           attr->args.push_back(std::move(e));
           attr->args.push_back(std::move(index));
         } else {
           attr->name = expect_name();
           attr->args.push_back(std::move(e));
         }
-        e = std::move(attr);
+        e = finish(std::move(attr));
       } else if (at_op("[")) {
         e = parse_subscript(std::move(e), next().line);
       } else if (at_op("(")) {
@@ -524,7 +555,7 @@ class Parser {
         auto call = make_expr(ExprKind::kCall, line);
         call->args.push_back(std::move(e));
         parse_call_args(*call);
-        e = std::move(call);
+        e = finish(std::move(call));
       } else {
         return e;
       }
@@ -551,7 +582,7 @@ class Parser {
     } else {
       for (auto& part : parts) e->args.push_back(std::move(part));
     }
-    return e;
+    return finish(std::move(e));
   }
 
   // Filters `| name(args)` and tests `is [not] name args` after a unary expression.
@@ -568,7 +599,7 @@ class Parser {
         }
         f->args.push_back(std::move(e));
         if (accept_op("(")) parse_call_args(*f);
-        e = std::move(f);
+        e = finish(std::move(f));
       } else if (at_name("is")) {
         const int line = next().line;
         auto test = make_expr(ExprKind::kTest, line);
@@ -580,7 +611,7 @@ class Parser {
         } else if (starts_test_argument()) {
           test->args.push_back(parse_postfix(parse_primary()));
         }
-        e = std::move(test);
+        e = finish(std::move(test));
       } else {
         return e;
       }
@@ -600,14 +631,15 @@ class Parser {
 
   std::vector<Token> tokens_;
   const std::string& name_;
+  const int max_depth_;
   size_t pos_ = 0;
   int depth_ = 0;
 };
 
 }  // namespace
 
-Body parse_template(const std::string& source, const std::string& template_name) {
-  return Parser(tokenize(source, template_name), template_name).parse();
+Body parse_template(const std::string& source, const std::string& template_name, const TemplateLimits& limits) {
+  return Parser(tokenize(source, template_name), template_name, limits).parse();
 }
 
 }  // namespace aerie::jinja

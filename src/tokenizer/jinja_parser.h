@@ -4,11 +4,13 @@
 
 #include <string>
 
+#include "core/limits.h"
 #include "tokenizer/jinja_ast.h"
 
 namespace aerie::jinja {
 
-// Throws aerie::Error "chat template '<name>' line L column C: syntax error: ..." on bad input.
-Body parse_template(const std::string& source, const std::string& template_name);
+// Throws aerie::Error "chat template '<name>' line L column C: syntax error: ..." on bad input, and on
+// nesting beyond limits.max_parse_depth.
+Body parse_template(const std::string& source, const std::string& template_name, const TemplateLimits& limits);
 
 }  // namespace aerie::jinja

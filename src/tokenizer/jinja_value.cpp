@@ -25,6 +25,49 @@ Value::Value(int64_t i) : kind_(Kind::kInt), int_(i) {}
 Value::Value(double f) : kind_(Kind::kFloat), float_(f) {}
 Value::Value(std::string s) : kind_(Kind::kString), string_(std::make_shared<const std::string>(std::move(s))) {}
 
+namespace {
+// The values whose destruction the outermost ~Value on this thread has deferred; null when none runs.
+thread_local ValueList* t_pending_destruction = nullptr;
+}  // namespace
+
+bool Value::holds_containers() const {
+  return list_ != nullptr || dict_ != nullptr || function_ != nullptr;
+}
+
+void Value::move_items_to(ValueList& pending) {
+  // Only the last owner destroys the items (use_count is exact: a render's values never leave its
+  // thread), and only items that hold containers can recurse; the others are destroyed in place.
+  if (list_ != nullptr && list_.use_count() == 1) {
+    for (Value& item : *list_) {
+      if (item.holds_containers()) pending.push_back(std::move(item));
+    }
+    list_->clear();
+  }
+  if (dict_ != nullptr && dict_.use_count() == 1) {
+    for (auto& entry : *dict_) {
+      if (entry.second.holds_containers()) pending.push_back(std::move(entry.second));
+    }
+    dict_->clear();
+  }
+}
+
+Value::~Value() {
+  if (!holds_containers()) return;
+  if (t_pending_destruction != nullptr) {  // inside the loop below: defer instead of recursing
+    move_items_to(*t_pending_destruction);
+    return;
+  }
+  ValueList pending;
+  t_pending_destruction = &pending;
+  move_items_to(pending);
+  function_.reset();  // a closure's captured values are deferred too
+  while (!pending.empty()) {
+    Value item = std::move(pending.back());
+    pending.pop_back();
+  }  // each item's own destructor defers its items onto `pending`
+  t_pending_destruction = nullptr;
+}
+
 Value Value::list(ValueList items) {
   Value v;
   v.kind_ = Kind::kList;
@@ -170,7 +213,21 @@ std::string format_python_float(double value) {
 
 namespace {
 
-constexpr int kMaxPrintDepth = 500;
+// Values nested deeper than this are refused when printed or compared: a namespace can be made to
+// contain itself, and nothing legitimate is this deep.
+constexpr int kMaxValueDepth = 500;
+
+void check_depth(int depth) {
+  AERIE_CHECK(depth < kMaxValueDepth, "value nested too deeply (or circular): over ", kMaxValueDepth, " levels");
+}
+
+// Refuses to grow `out` by `more` bytes past `max_bytes`.
+void check_room(const std::string& out, size_t more, size_t max_bytes) {
+  if (saturating_add(out.size(), more) > max_bytes) {
+    throw_error("template value too large: printing a value takes over the limit max_value_bytes = ", max_bytes,
+                " bytes");
+  }
+}
 
 std::string python_string_repr(const std::string& s) {
   // Python prefers single quotes and switches to double quotes when the text has ' but no ".
@@ -225,16 +282,38 @@ void append_json_string(std::string& out, const std::string& s) {
   out += '"';
 }
 
-void append_newline_indent(std::string& out, int indent, int depth) {
+void append_newline_indent(std::string& out, int64_t indent, int depth, size_t max_bytes) {
+  const size_t spaces = saturating_multiply(static_cast<size_t>(indent), static_cast<size_t>(depth));
+  check_room(out, saturating_add(spaces, 1), max_bytes);
   out += '\n';
-  out.append(static_cast<size_t>(indent * depth), ' ');
+  out.append(spaces, ' ');
 }
+
+void append_json(std::string& out, const Value& v, int64_t indent, int depth, size_t max_bytes);
 
 // json.dumps layout: without indent the separators are ", " and ": "; with indent "," and ": ", and
 // empty containers stay "[]" / "{}".
-void append_json(std::string& out, const Value& v, int indent, int depth) {
-  // A namespace can be made to contain itself; nothing legitimate is this deep.
-  AERIE_CHECK(depth < kMaxPrintDepth, "value nested too deeply (or circular) to print");
+template <typename Items, typename AppendItem>
+void append_json_container(std::string& out, const Items& items, char open, char close, int64_t indent, int depth,
+                           size_t max_bytes, AppendItem append_item) {
+  if (items.empty()) {
+    out += open;
+    out += close;
+    return;
+  }
+  out += open;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += indent >= 0 ? "," : ", ";
+    if (indent >= 0) append_newline_indent(out, indent, depth + 1, max_bytes);
+    append_item(items[i]);
+    check_room(out, 0, max_bytes);
+  }
+  if (indent >= 0) append_newline_indent(out, indent, depth, max_bytes);
+  out += close;
+}
+
+void append_json(std::string& out, const Value& v, int64_t indent, int depth, size_t max_bytes) {
+  check_depth(depth);
   switch (v.kind()) {
     case Kind::kNone: out += "null"; return;
     case Kind::kBool: out += v.as_bool() ? "true" : "false"; return;
@@ -246,41 +325,23 @@ void append_json(std::string& out, const Value& v, int indent, int depth) {
       else out += format_python_float(f);
       return;
     }
-    case Kind::kString: append_json_string(out, v.as_string()); return;
-    case Kind::kList: {
-      const ValueList& items = v.as_list();
-      if (items.empty()) {
-        out += "[]";
-        return;
-      }
-      out += '[';
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) append_newline_indent(out, indent, depth + 1);
-        append_json(out, items[i], indent, depth + 1);
-      }
-      if (indent >= 0) append_newline_indent(out, indent, depth);
-      out += ']';
+    case Kind::kString:
+      check_room(out, v.as_string().size(), max_bytes);
+      append_json_string(out, v.as_string());
       return;
-    }
-    case Kind::kDict: {
-      const ValueDict& items = v.as_dict();
-      if (items.empty()) {
-        out += "{}";
-        return;
-      }
-      out += '{';
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) append_newline_indent(out, indent, depth + 1);
-        append_json_string(out, items[i].first);
+    case Kind::kList:
+      append_json_container(out, v.as_list(), '[', ']', indent, depth, max_bytes, [&](const Value& item) {
+        append_json(out, item, indent, depth + 1, max_bytes);
+      });
+      return;
+    case Kind::kDict:
+      append_json_container(out, v.as_dict(), '{', '}', indent, depth, max_bytes, [&](const auto& entry) {
+        check_room(out, entry.first.size(), max_bytes);
+        append_json_string(out, entry.first);
         out += ": ";
-        append_json(out, items[i].second, indent, depth + 1);
-      }
-      if (indent >= 0) append_newline_indent(out, indent, depth);
-      out += '}';
+        append_json(out, entry.second, indent, depth + 1, max_bytes);
+      });
       return;
-    }
     case Kind::kUndefined:
     case Kind::kFunction: throw_error("Object of type ", v.type_name(), " is not JSON serializable");
   }
@@ -288,53 +349,96 @@ void append_json(std::string& out, const Value& v, int indent, int depth) {
 
 }  // namespace
 
-std::string Value::to_json(int indent) const {
+std::string Value::to_json(int64_t indent, size_t max_bytes) const {
   std::string out;
-  append_json(out, *this, indent, 0);
+  append_json(out, *this, indent, 0, max_bytes);
   return out;
 }
 
-std::string Value::to_string() const {
+std::string Value::to_string(size_t max_bytes) const {
   switch (kind_) {
     case Kind::kUndefined: return "";
-    case Kind::kString: return *string_;
-    default: return repr();
+    case Kind::kString: {
+      check_room(std::string(), string_->size(), max_bytes);
+      return *string_;
+    }
+    default: return repr(max_bytes);
   }
 }
 
-std::string Value::repr() const { return repr_at_depth(0); }
+std::string Value::repr(size_t max_bytes) const {
+  std::string out;
+  append_repr(out, 0, max_bytes);
+  return out;
+}
 
-std::string Value::repr_at_depth(int depth) const {
-  AERIE_CHECK(depth < kMaxPrintDepth, "value nested too deeply (or circular) to print");
+void Value::append_repr(std::string& out, int depth, size_t max_bytes) const {
+  check_depth(depth);
   switch (kind_) {
-    case Kind::kUndefined: return "";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return bool_ ? "True" : "False";
-    case Kind::kInt: return std::to_string(int_);
-    case Kind::kFloat: return format_python_float(float_);
-    case Kind::kString: return python_string_repr(*string_);
-    case Kind::kList: {
-      std::string out = "[";
+    case Kind::kUndefined: return;
+    case Kind::kNone: out += "None"; return;
+    case Kind::kBool: out += bool_ ? "True" : "False"; return;
+    case Kind::kInt: out += std::to_string(int_); return;
+    case Kind::kFloat: out += format_python_float(float_); return;
+    case Kind::kString:
+      check_room(out, string_->size(), max_bytes);
+      out += python_string_repr(*string_);
+      return;
+    case Kind::kList:
+      out += '[';
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i > 0) out += ", ";
-        out += (*list_)[i].repr_at_depth(depth + 1);
+        (*list_)[i].append_repr(out, depth + 1, max_bytes);
+        check_room(out, 0, max_bytes);
       }
-      return out + "]";
-    }
-    case Kind::kDict: {
-      std::string out = namespace_ ? "<Namespace {" : "{";
+      out += ']';
+      return;
+    case Kind::kDict:
+      out += namespace_ ? "<Namespace {" : "{";
       for (size_t i = 0; i < dict_->size(); ++i) {
         if (i > 0) out += ", ";
-        out += python_string_repr((*dict_)[i].first) + ": " + (*dict_)[i].second.repr_at_depth(depth + 1);
+        check_room(out, (*dict_)[i].first.size(), max_bytes);
+        out += python_string_repr((*dict_)[i].first) + ": ";
+        (*dict_)[i].second.append_repr(out, depth + 1, max_bytes);
+        check_room(out, 0, max_bytes);
       }
-      return out + (namespace_ ? "}>" : "}");
-    }
-    case Kind::kFunction: return "<function>";
+      out += namespace_ ? "}>" : "}";
+      return;
+    case Kind::kFunction: out += "<function>"; return;
   }
-  return "";
 }
 
-bool values_equal(const Value& a, const Value& b) {
+size_t list_bytes(size_t items) { return saturating_multiply(items, sizeof(Value)); }
+
+namespace {
+
+bool values_equal_at(const Value& a, const Value& b, RenderBudget& budget, int depth);
+
+bool lists_equal(const ValueList& x, const ValueList& y, RenderBudget& budget, int depth) {
+  if (&x == &y) return true;  // the same list: also keeps `l == l` linear when l holds itself many times
+  if (x.size() != y.size()) return false;
+  budget.charge(list_bytes(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!values_equal_at(x[i], y[i], budget, depth + 1)) return false;
+  }
+  return true;
+}
+
+bool dicts_equal(const Value& a, const Value& b, RenderBudget& budget, int depth) {
+  const ValueDict& x = a.as_dict();
+  if (&x == &b.as_dict()) return true;
+  if (x.size() != b.as_dict().size()) return false;
+  // find() is linear: a dict compare is quadratic in its size.
+  budget.charge(list_bytes(saturating_multiply(x.size(), x.size())));
+  for (const auto& [key, value] : x) {
+    const Value* other = b.find(key);
+    if (other == nullptr || !values_equal_at(value, *other, budget, depth + 1)) return false;
+  }
+  return true;
+}
+
+bool values_equal_at(const Value& a, const Value& b, RenderBudget& budget, int depth) {
+  check_depth(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -343,46 +447,55 @@ bool values_equal(const Value& a, const Value& b) {
   switch (a.kind()) {
     case Kind::kUndefined:
     case Kind::kNone: return true;
-    case Kind::kString: return a.as_string() == b.as_string();
-    case Kind::kList: {
-      const ValueList& x = a.as_list();
-      const ValueList& y = b.as_list();
-      if (x.size() != y.size()) return false;
-      for (size_t i = 0; i < x.size(); ++i) {
-        if (!values_equal(x[i], y[i])) return false;
-      }
-      return true;
-    }
-    case Kind::kDict: {
-      const ValueDict& x = a.as_dict();
-      if (x.size() != b.as_dict().size()) return false;
-      for (const auto& [key, value] : x) {
-        const Value* other = b.find(key);
-        if (other == nullptr || !values_equal(value, *other)) return false;
-      }
-      return true;
-    }
+    case Kind::kString:
+      budget.charge(std::min(a.as_string().size(), b.as_string().size()));
+      return a.as_string() == b.as_string();
+    case Kind::kList: return lists_equal(a.as_list(), b.as_list(), budget, depth);
+    case Kind::kDict: return dicts_equal(a, b, budget, depth);
     case Kind::kFunction: return &a.as_function() == &b.as_function();
     default: return false;
   }
 }
 
-bool value_less(const Value& a, const Value& b) {
+bool value_less_at(const Value& a, const Value& b, RenderBudget& budget, int depth) {
+  check_depth(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() < b.as_double();
     return a.as_int() < b.as_int();
   }
   // UTF-8 byte order equals code point order, which is how Python compares str.
-  if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();
+  if (a.is_string() && b.is_string()) {
+    budget.charge(std::min(a.as_string().size(), b.as_string().size()));
+    return a.as_string() < b.as_string();
+  }
   if (a.is_list() && b.is_list()) {
     const ValueList& x = a.as_list();
     const ValueList& y = b.as_list();
+    budget.charge(list_bytes(std::min(x.size(), y.size())));
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (!values_equal(x[i], y[i])) return value_less(x[i], y[i]);
+      if (!values_equal_at(x[i], y[i], budget, depth + 1)) return value_less_at(x[i], y[i], budget, depth + 1);
     }
     return x.size() < y.size();
   }
   throw_error("'<' not supported between instances of '", a.type_name(), "' and '", b.type_name(), "'");
+}
+
+}  // namespace
+
+bool values_equal(const Value& a, const Value& b, RenderBudget& budget) { return values_equal_at(a, b, budget, 0); }
+
+bool value_less(const Value& a, const Value& b, RenderBudget& budget) { return value_less_at(a, b, budget, 0); }
+
+void throw_integer_overflow(const std::string& expression) {
+  throw_error("integer overflow in template: ", expression, " does not fit in 64 bits");
+}
+
+int64_t int_from_double(double value) {
+  AERIE_CHECK(!std::isnan(value), "cannot convert float NaN to integer");
+  // 2^63 is exactly representable; every double below it in magnitude truncates into range.
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  if (!(value >= -kTwoTo63 && value < kTwoTo63)) throw_integer_overflow(format_python_float(value));
+  return static_cast<int64_t>(value);
 }
 
 std::vector<size_t> code_point_offsets(const std::string& s) {

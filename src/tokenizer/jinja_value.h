@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/jinja_budget.h"
 
 namespace aerie::jinja {
 
@@ -40,6 +41,13 @@ enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict,
 class Value {
  public:
   Value() = default;  // Undefined
+  // Destroys nested lists and dicts iteratively: a list nested a million deep (a namespace updated in a
+  // loop) would overflow the stack if each level's destructor ran inside the one above.
+  ~Value();
+  Value(const Value&) = default;
+  Value(Value&&) noexcept = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) noexcept = default;
   static Value undefined(std::string name = "");
   static Value none();
   Value(bool b);  // NOLINT: implicit on purpose, values are built from literals everywhere
@@ -82,16 +90,22 @@ class Value {
   void set(const std::string& key, Value value) const;
 
   bool truthy() const;
+  // The printing functions throw an aerie::Error naming max_value_bytes when the text would be longer
+  // than `max_bytes` (a list holding one 4 MiB string a thousand times), checked as it grows.
   // str(value) as Python prints it: True, None, 1.5, ['a', 1], {'k': 'v'}; Undefined prints as ''.
-  std::string to_string() const;
+  std::string to_string(size_t max_bytes) const;
   // repr(value): strings quoted.
-  std::string repr() const;
+  std::string repr(size_t max_bytes) const;
   // json.dumps(value, ensure_ascii=False, indent=indent) with Python's separators; indent < 0 means none.
-  std::string to_json(int indent = -1) const;
+  std::string to_json(int64_t indent, size_t max_bytes) const;
   const char* type_name() const;
 
  private:
-  std::string repr_at_depth(int depth) const;
+  void append_repr(std::string& out, int depth, size_t max_bytes) const;
+  // A list, dict or function: destroying it may destroy further values.
+  bool holds_containers() const;
+  // Moves the items of a list or dict this value alone owns onto `pending` (see ~Value).
+  void move_items_to(ValueList& pending);
 
   Kind kind_ = Kind::kUndefined;
   bool bool_ = false;
@@ -105,10 +119,18 @@ class Value {
   std::shared_ptr<Function> function_;
 };
 
-// Python == (1 == 1.0 == True, deep for lists and dicts).
-bool values_equal(const Value& a, const Value& b);
+// The bytes a list of `items` counts against max_value_bytes and max_work_bytes: what its values take.
+size_t list_bytes(size_t items);
+
+// Python == (1 == 1.0 == True, deep for lists and dicts). Charges `budget` for what it compares.
+bool values_equal(const Value& a, const Value& b, RenderBudget& budget);
 // Python <: numbers, strings, lists; anything else is an Error.
-bool value_less(const Value& a, const Value& b);
+bool value_less(const Value& a, const Value& b, RenderBudget& budget);
+
+// Python's int(x) of a float where the result must fit an int64: NaN, infinities and values beyond
+// +-2^63 throw "integer overflow in template" (Python would make a big int).
+int64_t int_from_double(double value);
+[[noreturn]] void throw_integer_overflow(const std::string& expression);
 // Python's repr() of a float: shortest round-trip digits, '1.0', '1e-05', 'inf'.
 std::string format_python_float(double value);
 
