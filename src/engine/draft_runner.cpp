@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/finite_logits.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -21,6 +22,8 @@ int64_t DraftRunner::next_k(const Sequence& seq, int64_t k_step) const {
 
 void DraftRunner::pick(Sequence& seq, const float* logits, int64_t i) {
   const int64_t vd = head_.n_vocab();
+  // A broken head's NaN would reach the output through the rejection rule's residual max(0, p - q).
+  check_finite_logits(logits, 1, vd);
   if (seq.constraint) {
     // Structured output: the head proposes only what the constraint allows after the previous drafts.
     if (i == 0 || !seq.draft_constraint) seq.draft_constraint = seq.constraint->clone();

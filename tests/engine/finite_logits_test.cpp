@@ -16,6 +16,7 @@
 #include "engine/engine_generate.h"
 #include "engine/finite_logits.h"
 #include "engine/generator.h"
+#include "lossless_support.h"
 #include "models/registry.h"
 
 namespace aerie {
@@ -108,6 +109,23 @@ class NanTarget final : public Model {
   std::vector<float> logits_;  // [n_logit_rows, n_vocab]
 };
 
+// A head whose every logit is NaN: with rejection sampling its q would poison the residual max(0, p - q)
+// the recovered token is drawn from.
+class NanHead final : public testing::DelegatingDraftHead {
+ public:
+  using DelegatingDraftHead::DelegatingDraftHead;
+  DraftOutput forward(const DraftBatch& batch) override {
+    DraftOutput out = inner_.forward(batch);
+    logits_.assign(size_t(out.n_logit_rows * out.n_vocab), kNan);
+    out.logits = logits_.data();
+    return out;
+  }
+  std::string describe() const override { return "NaN " + inner_.describe(); }
+
+ private:
+  std::vector<float> logits_;
+};
+
 struct Outcome {
   std::vector<int64_t> tokens;
   FinishReason reason = FinishReason::kNone;
@@ -120,17 +138,20 @@ class NonFiniteLogits : public ::testing::Test {
   std::unique_ptr<Model> target = load_model(kData / "llama/bf16_gqa_rope_scaled_tied", pool);
   std::vector<std::vector<int64_t>> prompts = {{5, 9, 14, 3}, {7, 7, 21, 40, 2, 11}, {30, 4, 8}};
 
-  std::vector<Outcome> run(Model& model, size_t bad, int64_t poison) {
+  std::vector<Outcome> run(Model& model, size_t bad, int64_t poison, DraftHead* head = nullptr,
+                           float temperature = 0.0f) {
     EngineConfig c;
     c.kv_cache_memory = uint64_t(1) << 21;
     c.block_size = 8;
     c.max_length = 64;
-    Engine engine(model, nullptr, c, pool);
+    c.spec.num_speculative_tokens = 2;
+    Engine engine(model, head, c, pool);
     std::vector<Outcome> out(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
       RequestOptions options;
       options.max_tokens = 12;
       options.ignore_eos = true;
+      options.sampling.temperature = temperature;
       std::vector<int64_t> prompt = prompts[i];
       if (i == bad) prompt.push_back(poison);
       engine.submit(prompt, options, [&out, i](const TokenEvent& e) {
@@ -166,6 +187,18 @@ TEST_F(NonFiniteLogits, FailOnlyTheirRequest) {
   for (size_t i : {size_t(0), size_t(2)}) {
     EXPECT_EQ(out[i].reason, FinishReason::kLength) << out[i].error;
     EXPECT_EQ(out[i].tokens, clean[i].tokens);
+  }
+}
+
+TEST_F(NonFiniteLogits, FromTheDraftHeadFailTheRequest) {
+  std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
+  NanHead nan_head(*head);
+  for (const float temperature : {0.0f, 1.0f}) {
+    const std::vector<Outcome> out = run(*target, prompts.size(), -1, &nan_head, temperature);
+    for (const Outcome& o : out) {
+      EXPECT_EQ(o.reason, FinishReason::kError) << "temperature " << temperature;
+      EXPECT_NE(o.error.find("draft head: the model produced a non-finite logit (nan)"), std::string::npos) << o.error;
+    }
   }
 }
 
