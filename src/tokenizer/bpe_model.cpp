@@ -28,15 +28,25 @@ std::pair<std::string, std::string> parse_merge(const Json& merge, size_t index)
     const auto& text = merge.get_ref<const std::string&>();
     const size_t space = text.find(' ');
     AERIE_CHECK(space != std::string::npos && text.find(' ', space + 1) == std::string::npos,
-                "tokenizer.json: merge #", index, " \"", text, "\" is not two tokens separated by one space");
+                "tokenizer.json: model.merges[", index, "] \"", text, "\" is not two tokens separated by one space");
     return {text.substr(0, space), text.substr(space + 1)};
   }
   AERIE_CHECK(merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string(),
-              "tokenizer.json: merge #", index, " must be \"a b\" or [\"a\", \"b\"]");
+              "tokenizer.json: model.merges[", index, "] must be \"a b\" or [\"a\", \"b\"]");
   return {merge[0].get<std::string>(), merge[1].get<std::string>()};
 }
 
 }  // namespace
+
+int32_t checked_token_id(const Json& id, int64_t id_bound, const std::string& where) {
+  AERIE_CHECK(id.is_number_integer(), "tokenizer.json: ", where, " has a non-integer id");
+  // An unsigned id beyond INT64_MAX would wrap negative in get<int64_t>.
+  const int64_t value = id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{INT64_MAX} ? INT64_MAX : id.get<int64_t>();
+  AERIE_CHECK(value >= 0, "tokenizer.json: ", where, " has a negative id ", value);
+  AERIE_CHECK(value < id_bound, "tokenizer.json: ", where, " has id ", value, ", implausible for this file (ids must be below ",
+              id_bound, ", from its number of tokens and the limit max_vocab_size)");
+  return static_cast<int32_t>(value);
+}
 
 void MergeTable::reserve(size_t n_merges) {
   size_t capacity = 16;
@@ -65,7 +75,7 @@ void MergeTable::insert(int32_t left, int32_t right, int32_t rank, int32_t new_i
   }
 }
 
-BpeModel BpeModel::from_json(const Json& model, bool byte_level) {
+BpeModel BpeModel::from_json(const Json& model, bool byte_level, int64_t id_bound) {
   AERIE_CHECK(model.is_object(), "tokenizer.json: 'model' must be an object");
   const std::string type = model.contains("type") && model.at("type").is_string() ? model.at("type").get<std::string>()
                                                                                     : std::string("BPE");
@@ -88,12 +98,17 @@ BpeModel BpeModel::from_json(const Json& model, bool byte_level) {
 
   const Json& vocab = model.at("vocab");
   m.vocab_.reserve(vocab.size());
+  std::vector<bool> taken;
   for (const auto& [token, id_json] : vocab.items()) {
-    AERIE_CHECK(id_json.is_number_integer() && id_json.get<int64_t>() >= 0 && id_json.get<int64_t>() < INT32_MAX,
-                "tokenizer.json: vocab entry \"", token, "\" has an invalid id");
-    const auto id = id_json.get<int32_t>();
+    const int32_t id = checked_token_id(id_json, id_bound, "model.vocab \"" + token + "\"");
+    if (static_cast<size_t>(id) >= m.id_to_token_.size()) {
+      m.id_to_token_.resize(static_cast<size_t>(id) + 1);
+      taken.resize(static_cast<size_t>(id) + 1);
+    }
+    AERIE_CHECK(!taken[static_cast<size_t>(id)], "tokenizer.json: model.vocab \"", token, "\" and \"",
+                m.id_to_token_[static_cast<size_t>(id)], "\" share id ", id);
+    taken[static_cast<size_t>(id)] = true;
     m.vocab_.emplace(token, id);
-    if (static_cast<size_t>(id) >= m.id_to_token_.size()) m.id_to_token_.resize(static_cast<size_t>(id) + 1);
     m.id_to_token_[static_cast<size_t>(id)] = token;
   }
   if (byte_level) {
@@ -119,10 +134,10 @@ BpeModel BpeModel::from_json(const Json& model, bool byte_level) {
   for (size_t i = 0; i < merges.size(); ++i) {
     const auto [left, right] = parse_merge(merges[i], i);
     const auto l = m.vocab_.find(left), r = m.vocab_.find(right), merged = m.vocab_.find(left + right);
-    AERIE_CHECK(l != m.vocab_.end() && r != m.vocab_.end(), "tokenizer.json: merge #", i, " (\"", left, "\", \"",
-                right, "\") uses a token that is not in the vocab");
-    AERIE_CHECK(merged != m.vocab_.end(), "tokenizer.json: merge #", i, " yields \"", left + right,
-                "\", which is not in the vocab");
+    AERIE_CHECK(l != m.vocab_.end() && r != m.vocab_.end(), "tokenizer.json: model.merges[", i, "] (\"", left,
+                "\", \"", right, "\") uses a token that is not in model.vocab");
+    AERIE_CHECK(merged != m.vocab_.end(), "tokenizer.json: model.merges[", i, "] yields \"", left + right,
+                "\", which is not in model.vocab");
     m.merges_.insert(l->second, r->second, static_cast<int32_t>(i), merged->second);
   }
   return m;

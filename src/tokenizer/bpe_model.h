@@ -15,6 +15,10 @@
 
 namespace aerie {
 
+// A token id as tokenizer.json writes it, checked before it sizes anything: an integer in [0, id_bound).
+// `where` names the field in errors ("model.vocab \"a\"", "added_tokens[3]").
+int32_t checked_token_id(const nlohmann::json& id, int64_t id_bound, const std::string& where);
+
 struct StringHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
@@ -70,8 +74,9 @@ class BpeModel {
   };
 
   // Builds from the "model" object of tokenizer.json; `byte_level` says whether a ByteLevel pre-tokenizer
-  // feeds it. Throws aerie::Error for other model types, unsupported options and malformed merges.
-  static BpeModel from_json(const nlohmann::json& model, bool byte_level);
+  // feeds it. Throws aerie::Error for other model types, unsupported options, malformed merges, and ids
+  // that are negative, shared or not below `id_bound` (the id-indexed tables are sized by the largest id).
+  static BpeModel from_json(const nlohmann::json& model, bool byte_level, int64_t id_bound);
 
   // Appends the ids of one pre-token (raw bytes in byte-level mode, UTF-8 text otherwise).
   void encode_piece(std::string_view piece, Scratch& scratch, std::vector<int32_t>& out) const;

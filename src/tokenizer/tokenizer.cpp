@@ -1,12 +1,12 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <atomic>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/byte_level.h"
@@ -17,23 +17,6 @@ namespace aerie {
 namespace {
 
 using Json = nlohmann::json;
-
-Json parse_json(std::string_view text, std::string_view what) {
-  try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::exception& e) {
-    throw_error(str_cat(what, " is not valid JSON: ", e.what()));
-  }
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  AERIE_CHECK(in, "cannot open ", path.string());
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  AERIE_CHECK(!in.bad(), "cannot read ", path.string());
-  return std::move(buffer).str();
-}
 
 std::string type_of(const Json& component, std::string_view what) {
   AERIE_CHECK(component.is_object() && component.contains("type") && component.at("type").is_string(),
@@ -75,10 +58,22 @@ std::string token_string(const Json& config, const char* key) {
   return {};
 }
 
+// Every token id of tokenizer.json sizes id-indexed tables, so it must be plausible for the file: below
+// max_vocab_size, and below twice its number of tokens (model vocab and added_tokens) plus some slack.
+// Real files are dense: Llama 3 has ids 0..128255 for 128000 + 256 tokens, DeepSeek-V3 0..128814 for
+// 128000 + 818 (three added tokens repeat vocab entries); an id of 2^31 - 1 would ask for 8 GB.
+int64_t token_id_bound(const Json& model, const Json& added_tokens, const LoadLimits& limits) {
+  constexpr int64_t kSlack = 256;
+  const Json* vocab = model.is_object() && model.contains("vocab") ? &model.at("vocab") : nullptr;
+  const size_t n_vocab = vocab != nullptr && vocab->is_object() ? vocab->size() : 0;
+  const size_t n_added = added_tokens.is_array() ? added_tokens.size() : 0;
+  return std::min<int64_t>(limits.max_vocab_size, 2 * static_cast<int64_t>(n_vocab + n_added) + kSlack);
+}
+
 TokenizerConfig parse_config(std::string_view text) {
   TokenizerConfig config;
   if (text.empty()) return config;
-  const Json json = parse_json(text, "tokenizer_config.json");
+  const Json json = parse_json_text(text, "tokenizer_config.json");
   AERIE_CHECK(json.is_object(), "tokenizer_config.json: must be a JSON object");
   config.raw_json = std::string(text);
   if (json.contains("tokenizer_class") && json.at("tokenizer_class").is_string()) {
@@ -129,22 +124,28 @@ struct Tokenizer::Impl {
   std::optional<int32_t> bos_id, eos_id;
   uint64_t serial = 0;  // tells thread-local caches which tokenizer filled them
 
-  void load_added_tokens(const Json& list);
-  void load_post_processor(const Json& processor);
+  void load_added_tokens(const Json& list, int64_t id_bound);
+  void load_post_processor(const Json& processor, int64_t id_bound);
   void apply_config();
   void build_token_bytes();
 };
 
-void Tokenizer::Impl::load_added_tokens(const Json& list) {
+void Tokenizer::Impl::load_added_tokens(const Json& list, int64_t id_bound) {
   if (list.is_null()) return;
   AERIE_CHECK(list.is_array(), "tokenizer.json: 'added_tokens' must be an array");
-  for (const Json& item : list) {
-    AERIE_CHECK(item.is_object() && item.contains("id") && item.at("id").is_number_integer() &&
-                    item.contains("content") && item.at("content").is_string(),
-                "tokenizer.json: each added token needs an integer 'id' and a string 'content'");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Json& item = list[i];
+    const std::string where = str_cat("added_tokens[", i, "]");
+    AERIE_CHECK(item.is_object() && item.contains("id") && item.contains("content") && item.at("content").is_string(),
+                "tokenizer.json: ", where, " needs an integer 'id' and a string 'content'");
     AddedToken token;
-    token.id = item.at("id").get<int32_t>();
     token.content = item.at("content").get<std::string>();
+    token.id = checked_token_id(item.at("id"), id_bound, where + " \"" + token.content + "\"");
+    if (token.id < model.n_vocab()) {
+      const std::string& in_vocab = model.id_to_token(token.id);
+      AERIE_CHECK(in_vocab.empty() || in_vocab == token.content, "tokenizer.json: ", where, " \"", token.content,
+                  "\" has id ", token.id, ", which model.vocab gives to \"", in_vocab, "\"");
+    }
     auto flag = [&](const char* key, bool fallback) {
       return item.contains(key) && item.at(key).is_boolean() ? item.at(key).get<bool>() : fallback;
     };
@@ -157,14 +158,14 @@ void Tokenizer::Impl::load_added_tokens(const Json& list) {
   }
 }
 
-void Tokenizer::Impl::load_post_processor(const Json& processor) {
+void Tokenizer::Impl::load_post_processor(const Json& processor, int64_t id_bound) {
   if (processor.is_null()) return;
   const std::string type = type_of(processor, "post_processor");
   if (type == "ByteLevel") return;  // only adjusts offsets
   if (type == "Sequence") {
     AERIE_CHECK(processor.contains("processors") && processor.at("processors").is_array(),
                 "tokenizer.json: post_processor Sequence lacks a 'processors' array");
-    for (const Json& item : processor.at("processors")) load_post_processor(item);
+    for (const Json& item : processor.at("processors")) load_post_processor(item, id_bound);
     return;
   }
   AERIE_CHECK(type == "TemplateProcessing", "tokenizer.json: unsupported post_processor type '", type,
@@ -180,12 +181,18 @@ void Tokenizer::Impl::load_post_processor(const Json& processor) {
       seen_sequence = true;
       continue;
     }
-    AERIE_CHECK(piece.contains("SpecialToken") && piece.at("SpecialToken").contains("id"),
-                "tokenizer.json: TemplateProcessing pieces must be {\"Sequence\"} or {\"SpecialToken\"}");
+    AERIE_CHECK(piece.contains("SpecialToken") && piece.at("SpecialToken").contains("id") &&
+                    piece.at("SpecialToken").at("id").is_string(),
+                "tokenizer.json: TemplateProcessing pieces must be {\"Sequence\"} or {\"SpecialToken\": {\"id\": name}}");
     const auto name = piece.at("SpecialToken").at("id").get<std::string>();
-    AERIE_CHECK(specials.contains(name) && specials.at(name).contains("ids") && specials.at(name).at("ids").is_array(),
+    AERIE_CHECK(specials.is_object() && specials.contains(name) && specials.at(name).is_object() &&
+                    specials.at(name).contains("ids") && specials.at(name).at("ids").is_array(),
                 "tokenizer.json: TemplateProcessing special token '", name, "' is not in special_tokens");
-    for (const Json& id : specials.at(name).at("ids")) (seen_sequence ? after : before).push_back(id.get<int32_t>());
+    // Checked against the vocabulary once it is complete (build_token_bytes).
+    for (const Json& id : specials.at(name).at("ids")) {
+      (seen_sequence ? after : before)
+          .push_back(checked_token_id(id, id_bound, "post_processor special_tokens '" + name + "'"));
+    }
   }
   AERIE_CHECK(seen_sequence, "tokenizer.json: TemplateProcessing 'single' has no Sequence");
   // A later processor wraps the output of an earlier one.
@@ -234,32 +241,42 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view config_json) {
+Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view config_json, const LoadLimits& limits) {
   static std::atomic<uint64_t> next_serial{1};
-  const Json json = parse_json(tokenizer_json, "tokenizer.json");
+  const Json json = parse_json_text(tokenizer_json, "tokenizer.json");
   AERIE_CHECK(json.is_object(), "tokenizer.json: must be a JSON object");
   AERIE_CHECK(json.contains("model"), "tokenizer.json: lacks the 'model' section");
   auto impl = std::make_unique<Impl>();
   impl->serial = next_serial.fetch_add(1);
-  check_normalizer(json.value("normalizer", Json()));
-  impl->pre_tokenizer = PreTokenizer::from_json(json.value("pre_tokenizer", Json()));
-  check_decoder(json.value("decoder", Json()));
-  impl->model = BpeModel::from_json(json.at("model"), impl->pre_tokenizer.byte_level());
-  impl->load_added_tokens(json.value("added_tokens", Json()));
-  impl->load_post_processor(json.value("post_processor", Json()));
+  try {
+    check_normalizer(json.value("normalizer", Json()));
+    impl->pre_tokenizer = PreTokenizer::from_json(json.value("pre_tokenizer", Json()));
+    check_decoder(json.value("decoder", Json()));
+    static const Json kNone;
+    const Json& added_tokens = json.contains("added_tokens") ? json.at("added_tokens") : kNone;
+    const int64_t id_bound = token_id_bound(json.at("model"), added_tokens, limits);
+    impl->model = BpeModel::from_json(json.at("model"), impl->pre_tokenizer.byte_level(), id_bound);
+    impl->load_added_tokens(added_tokens, id_bound);
+    impl->load_post_processor(json.value("post_processor", Json()), id_bound);
+  } catch (const Json::exception& e) {
+    // A field of an unexpected type that no check above names.
+    throw_error(str_cat("tokenizer.json: unexpected JSON: ", e.what()));
+  }
   impl->config = parse_config(config_json);
   impl->apply_config();
   impl->build_token_bytes();
   return Tokenizer(std::move(impl));
 }
 
-Tokenizer Tokenizer::load(const std::filesystem::path& path) {
+Tokenizer Tokenizer::load(const std::filesystem::path& path, const LoadLimits& limits) {
   const std::filesystem::path file = std::filesystem::is_directory(path) ? path / "tokenizer.json" : path;
   AERIE_CHECK(std::filesystem::exists(file), "tokenizer file not found: ", file.string());
   const std::filesystem::path config_file = file.parent_path() / "tokenizer_config.json";
-  const std::string config = std::filesystem::exists(config_file) ? read_file(config_file) : std::string();
+  const std::string config =
+      std::filesystem::exists(config_file) ? read_json_text(config_file, limits.max_json_file_bytes) : std::string();
+  const std::string text = read_json_text(file, limits.max_json_file_bytes);
   try {
-    return from_json(read_file(file), config);
+    return from_json(text, config, limits);
   } catch (const Error& e) {
     throw_error(str_cat(file.string(), ": ", e.what()));
   }

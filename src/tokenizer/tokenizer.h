@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/limits.h"
+
 namespace aerie {
 
 // The fields of tokenizer_config.json that the rest of the engine uses. Token fields may be written as
@@ -40,10 +42,13 @@ struct EncodeOptions {
 class Tokenizer {
  public:
   // `path` is a directory holding tokenizer.json (and optionally tokenizer_config.json), or the
-  // tokenizer.json file itself (the config is then looked for beside it).
-  static Tokenizer load(const std::filesystem::path& path);
+  // tokenizer.json file itself (the config is then looked for beside it). The files come from the
+  // internet: `limits` bound their size (max_json_file_bytes), JSON depth and token ids (max_vocab_size),
+  // and a file over a limit is a load error naming the file and field.
+  static Tokenizer load(const std::filesystem::path& path, const LoadLimits& limits = LoadLimits());
   // From the file contents; config_json may be empty.
-  static Tokenizer from_json(std::string_view tokenizer_json, std::string_view config_json = {});
+  static Tokenizer from_json(std::string_view tokenizer_json, std::string_view config_json = {},
+                             const LoadLimits& limits = LoadLimits());
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -1,9 +1,14 @@
 // Hand-checkable tokenizers built in the test: BPE merge order, both merge spellings, ignore_merges,
 // added-token flags, the template, pre-tokenizer behaviours and the load-time errors.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/tokenizer.h"
@@ -205,7 +210,7 @@ TEST(LoadErrors, AreClear) {
 
   json = tiny_tokenizer();
   json["model"]["merges"] = {"a q"};
-  expect_load_error(json.dump(), "not in the vocab");
+  expect_load_error(json.dump(), "model.merges[0] (\"a\", \"q\") uses a token that is not in model.vocab");
   json["model"]["merges"] = {"b c"};
   expect_load_error(json.dump(), "yields \"bc\"");
   json["model"]["merges"] = {"abc"};
@@ -224,6 +229,90 @@ TEST(LoadErrors, AreClear) {
   expect_load_error(json.dump(), "unsupported post_processor type 'BertProcessing'");
 
   EXPECT_THROW((void)Tokenizer::load("/nonexistent/dir"), Error);
+}
+
+// Issue 17: ids size id-indexed tables, so an absurd one (2^31 - 1 asked for 8 GB) is a load error
+// naming the field, as are negative, shared and non-integer ids.
+TEST(LoadErrors, TokenIdsAreChecked) {
+  struct Case {
+    const char* what;
+    std::function<void(Json&)> damage;
+    const char* expected_part;
+  };
+  const Case cases[] = {
+      {"huge added id", [](Json& j) { j["added_tokens"][1]["id"] = 2147483647; },
+       "added_tokens[1] \"[X]\" has id 2147483647, implausible"},
+      {"added id past int32", [](Json& j) { j["added_tokens"][1]["id"] = int64_t{1} << 40; }, "implausible"},
+      {"added id past int64", [](Json& j) { j["added_tokens"][1]["id"] = uint64_t{1} << 63; }, "implausible"},
+      {"negative added id", [](Json& j) { j["added_tokens"][1]["id"] = -5; }, "added_tokens[1] \"[X]\" has a negative id"},
+      {"string added id", [](Json& j) { j["added_tokens"][1]["id"] = "10"; }, "added_tokens[1] \"[X]\" has a non-integer id"},
+      {"added id of another vocab token", [](Json& j) { j["added_tokens"][1]["id"] = 0; },
+       "added_tokens[1] \"[X]\" has id 0, which model.vocab gives to \"a\""},
+      {"added id used twice", [](Json& j) { j["added_tokens"][1]["id"] = 9; }, "added token id 9 is used twice"},
+      {"huge vocab id", [](Json& j) { j["model"]["vocab"]["y"] = 2147483647; },
+       "model.vocab \"y\" has id 2147483647, implausible"},
+      {"negative vocab id", [](Json& j) { j["model"]["vocab"]["y"] = -1; }, "model.vocab \"y\" has a negative id"},
+      {"float vocab id", [](Json& j) { j["model"]["vocab"]["y"] = 1.5; }, "model.vocab \"y\" has a non-integer id"},
+      {"shared vocab id", [](Json& j) { j["model"]["vocab"]["y"] = 17; }, "share id 17"},
+      {"huge template id", [](Json& j) { j["post_processor"]["special_tokens"]["<s>"]["ids"] = {2147483647}; },
+       "post_processor special_tokens '<s>' has id 2147483647, implausible"},
+      {"string template id", [](Json& j) { j["post_processor"]["special_tokens"]["<s>"]["ids"] = {"9"}; },
+       "non-integer id"},
+      // Was a nlohmann::json::type_error, not an aerie::Error.
+      {"template name not a string", [](Json& j) { j["post_processor"]["single"][0]["SpecialToken"]["id"] = 9; },
+       "TemplateProcessing pieces must be"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Json json = tiny_tokenizer();
+    c.damage(json);
+    expect_load_error(json.dump(), c.expected_part);
+  }
+  // DeepSeek-V3 repeats vocab entries as added tokens with the same id and text: accepted.
+  Json same = tiny_tokenizer();
+  same["added_tokens"].push_back({{"id", 0}, {"content", "a"}, {"special", true}});
+  EXPECT_EQ(make(same).encode("a", false), (Ids{0}));
+  // max_vocab_size bounds every id.
+  LoadLimits small;
+  small.max_vocab_size = 18;
+  try {
+    (void)Tokenizer::from_json(tiny_tokenizer().dump(), {}, small);
+    ADD_FAILURE() << "loaded with an id of 18 under max_vocab_size = 18";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_vocab_size"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LoadErrors, FileSizeAndDepthAreBounded) {
+  // 100k nested arrays: copying or printing such a DOM recursed until the stack overflowed.
+  Json json = tiny_tokenizer();
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string text = json.dump();
+  text.insert(1, "\"deep\": " + deep + ", ");
+  expect_load_error(text, "tokenizer.json: JSON nested deeper than the limit max_depth = 128");
+  std::string deep_config = "{\"x\": " + deep + "}";
+  try {
+    (void)Tokenizer::from_json(json.dump(), deep_config);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json: JSON nested deeper"), std::string::npos) << e.what();
+  }
+
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "aerie_tokenizer_limits";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << json.dump();
+  EXPECT_EQ(Tokenizer::load(dir).encode("abc", false), (Ids{5}));
+  LoadLimits small;
+  small.max_json_file_bytes = 100;
+  try {
+    (void)Tokenizer::load(dir, small);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("tokenizer.json"), std::string::npos) << message;
+    EXPECT_NE(message.find("over the limit max_json_file_bytes = 100"), std::string::npos) << message;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TinyBpe, InvalidUtf8InputNamesTheOffset) {
