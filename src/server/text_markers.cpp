@@ -5,17 +5,25 @@
 namespace aerie::server {
 
 MarkerHit find_first_marker(std::string_view text, std::span<const std::string> markers) {
-  MarkerHit best;
-  for (size_t i = 0; i < markers.size(); ++i) {
-    const std::string& marker = markers[i];
-    if (marker.empty()) continue;
-    const size_t pos = text.find(marker);
-    if (pos == std::string_view::npos) continue;
-    if (!best.found() || pos < best.pos || (pos == best.pos && marker.size() > best.length)) {
-      best = MarkerHit{pos, i, marker.size()};
-    }
+  // One pass that stops at the earliest hit. Searching each marker through the whole text instead costs
+  // the whole text per call for a marker that does not come, and parsers call this once per marker found
+  // (a whole message with many calls took quadratic time).
+  std::string first_bytes;
+  for (const std::string& marker : markers) {
+    if (!marker.empty() && first_bytes.find(marker[0]) == std::string::npos) first_bytes += marker[0];
   }
-  return best;
+  for (size_t pos = text.find_first_of(first_bytes); pos != std::string_view::npos;
+       pos = text.find_first_of(first_bytes, pos + 1)) {
+    MarkerHit best;
+    for (size_t i = 0; i < markers.size(); ++i) {
+      const std::string& marker = markers[i];
+      if (!marker.empty() && marker.size() > best.length && text.substr(pos).starts_with(marker)) {
+        best = MarkerHit{pos, i, marker.size()};
+      }
+    }
+    if (best.found()) return best;
+  }
+  return MarkerHit{};
 }
 
 size_t partial_marker_suffix(std::string_view text, std::span<const std::string> markers) {

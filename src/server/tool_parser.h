@@ -112,6 +112,29 @@ std::optional<ToolParserKind> detect_tool_parser(const nlohmann::json& tokenizer
 std::unique_ptr<ToolCallParser> make_tool_parser(ToolParserKind kind, uint64_t seed);
 
 // Helpers shared by the parsers.
+
+// Generated text a parser holds, released from the front. Releasing moves an offset and the released
+// bytes are dropped when more text arrives, so one push that completes many calls (a whole message given
+// to parse()) costs time linear in its length instead of a copy of the rest per call.
+class HeldText {
+ public:
+  std::string_view view() const { return std::string_view(text_).substr(start_); }
+  void append(std::string_view more) {
+    text_.erase(0, start_);
+    start_ = 0;
+    text_ += more;
+  }
+  void release(size_t n) { start_ += n; }  // n <= view().size()
+  void clear() {
+    text_.clear();
+    start_ = 0;
+  }
+
+ private:
+  std::string text_;
+  size_t start_ = 0;
+};
+
 std::string_view trim_json_space(std::string_view text);
 // A call's arguments from generated text: the trimmed text itself when it is one JSON object; the decoded
 // string when it is a JSON string holding an object (arguments encoded twice); nullopt otherwise.

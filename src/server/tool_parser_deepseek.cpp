@@ -59,7 +59,7 @@ std::optional<std::pair<std::string, std::string>> DeepSeekToolParser::parse_cal
 }
 
 void DeepSeekToolParser::push(std::string_view text_delta, std::vector<ToolEvent>& out) {
-  buffer_ += text_delta;
+  buffer_.append(text_delta);
   for (;;) {
     bool progressed = false;
     switch (state_) {
@@ -72,26 +72,28 @@ void DeepSeekToolParser::push(std::string_view text_delta, std::vector<ToolEvent
 }
 
 bool DeepSeekToolParser::step_content(std::vector<ToolEvent>& out) {
-  const MarkerHit hit = find_first_marker(buffer_, kContentMarkers);
+  const std::string_view text = buffer_.view();
+  const MarkerHit hit = find_first_marker(text, kContentMarkers);
   if (!hit.found()) {
-    const size_t keep = partial_marker_suffix(buffer_, kContentMarkers);
-    emit_text(std::string_view(buffer_).substr(0, buffer_.size() - keep), out);
-    buffer_.erase(0, buffer_.size() - keep);
+    const size_t keep = partial_marker_suffix(text, kContentMarkers);
+    emit_text(text.substr(0, text.size() - keep), out);
+    buffer_.release(text.size() - keep);
     return false;
   }
-  emit_text(std::string_view(buffer_).substr(0, hit.pos), out);
-  buffer_.erase(0, hit.pos + hit.length);
+  emit_text(text.substr(0, hit.pos), out);
+  buffer_.release(hit.pos + hit.length);
   state_ = kContentMarkers[hit.marker] == kCallsBegin ? State::kSection : State::kCall;
   call_scan_from_ = 0;
   return true;
 }
 
 bool DeepSeekToolParser::step_section(std::vector<ToolEvent>& out) {
-  const MarkerHit hit = find_first_marker(buffer_, kSectionMarkers);
-  const size_t gap_end = hit.found() ? hit.pos : buffer_.size() - partial_marker_suffix(buffer_, kSectionMarkers);
+  const std::string_view text = buffer_.view();
+  const MarkerHit hit = find_first_marker(text, kSectionMarkers);
+  const size_t gap_end = hit.found() ? hit.pos : text.size() - partial_marker_suffix(text, kSectionMarkers);
   // Text between calls: whitespace waits in pending_space_; anything else is content, with the whitespace
   // before it.
-  const std::string_view gap = std::string_view(buffer_).substr(0, gap_end);
+  const std::string_view gap = text.substr(0, gap_end);
   const size_t last_text = gap.find_last_not_of(" \t\r\n");
   if (last_text == std::string_view::npos) {
     pending_space_ += gap;
@@ -101,28 +103,28 @@ bool DeepSeekToolParser::step_section(std::vector<ToolEvent>& out) {
     pending_space_ = std::string(gap.substr(last_text + 1));
   }
   if (!hit.found()) {
-    buffer_.erase(0, gap_end);
+    buffer_.release(gap_end);
     return false;
   }
   pending_space_.clear();
-  buffer_.erase(0, hit.pos + hit.length);
+  buffer_.release(hit.pos + hit.length);
   state_ = kSectionMarkers[hit.marker] == kCallBegin ? State::kCall : State::kContent;
   call_scan_from_ = 0;
   return true;
 }
 
 bool DeepSeekToolParser::step_call(std::vector<ToolEvent>& out) {
-  const std::string_view unscanned = std::string_view(buffer_).substr(call_scan_from_);
-  MarkerHit hit = find_first_marker(unscanned, kCallMarkers);
+  const std::string_view text = buffer_.view();
+  MarkerHit hit = find_first_marker(text.substr(call_scan_from_), kCallMarkers);
   if (!hit.found()) {
     // A marker completed by later text starts within the last (longest marker - 1) bytes.
     size_t longest = 0;
     for (const std::string& marker : kCallMarkers) longest = std::max(longest, marker.size());
-    call_scan_from_ = buffer_.size() > longest ? buffer_.size() - longest + 1 : 0;
+    call_scan_from_ = text.size() > longest ? text.size() - longest + 1 : 0;
     return false;
   }
   hit.pos += call_scan_from_;
-  const std::string_view body = std::string_view(buffer_).substr(0, hit.pos);
+  const std::string_view body = text.substr(0, hit.pos);
   const std::string& marker = kCallMarkers[hit.marker];
   auto call = marker == kCallEnd ? parse_call_body(body) : std::nullopt;
   if (call) {
@@ -134,7 +136,7 @@ bool DeepSeekToolParser::step_call(std::vector<ToolEvent>& out) {
     emit_text(body, out);
     if (marker == kCallEnd) emit_text(kCallEnd, out);
   }
-  buffer_.erase(0, hit.pos + hit.length);
+  buffer_.release(hit.pos + hit.length);
   call_scan_from_ = 0;
   if (marker == kCallEnd) state_ = State::kSection;
   if (marker == kCallsEnd) state_ = State::kContent;
@@ -142,20 +144,21 @@ bool DeepSeekToolParser::step_call(std::vector<ToolEvent>& out) {
 }
 
 void DeepSeekToolParser::finish(std::vector<ToolEvent>& out) {
+  const std::string_view text = buffer_.view();
   switch (state_) {
     case State::kContent:
-      emit_text(buffer_, out);
+      emit_text(text, out);
       break;
     case State::kSection:
       // Whitespace before the end of generation is dropped; a partial marker is text.
-      if (!buffer_.empty()) {
+      if (!text.empty()) {
         emit_text(pending_space_, out);
-        emit_text(buffer_, out);
+        emit_text(text, out);
       }
       break;
     case State::kCall:
       emit_text(kCallBegin, out);  // a truncated call is returned as content
-      emit_text(buffer_, out);
+      emit_text(text, out);
       break;
   }
   buffer_.clear();

@@ -45,9 +45,9 @@ class DeepSeekToolParser final : public ToolCallParser {
 
   Format format_;
   State state_ = State::kContent;
-  std::string buffer_;         // text not yet released
+  HeldText buffer_;            // text not yet released
   std::string pending_space_;  // whitespace seen between calls; dropped unless other text follows
-  size_t call_scan_from_ = 0;  // in kCall: where the next marker search starts (no match before it)
+  size_t call_scan_from_ = 0;  // in kCall: where in buffer_ the next marker search starts (no match before)
 };
 
 }  // namespace aerie::server

@@ -28,7 +28,7 @@ std::optional<std::pair<std::string, std::string>> parse_call(std::string_view t
 }  // namespace
 
 void Llama3JsonToolParser::push(std::string_view text_delta, std::vector<ToolEvent>& out) {
-  buffer_ += text_delta;
+  buffer_.append(text_delta);
   for (;;) {
     bool progressed = false;
     switch (state_) {
@@ -43,16 +43,17 @@ void Llama3JsonToolParser::push(std::string_view text_delta, std::vector<ToolEve
 
 // Leading whitespace waits until the first other byte says what the message is.
 bool Llama3JsonToolParser::step_start(std::vector<ToolEvent>&) {
-  const size_t first = buffer_.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return false;
-  const std::string_view rest = std::string_view(buffer_).substr(first);
+  const std::string_view text = buffer_.view();
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return false;
+  const std::string_view rest = text.substr(first);
   if (rest.front() == '{') {
-    buffer_.erase(0, first);
+    buffer_.release(first);
     state_ = State::kCalls;
     return true;
   }
   if (rest.starts_with(kPythonTag)) {
-    buffer_.erase(0, first + kPythonTag.size());
+    buffer_.release(first + kPythonTag.size());
     state_ = State::kCalls;
     return true;
   }
@@ -62,15 +63,16 @@ bool Llama3JsonToolParser::step_start(std::vector<ToolEvent>&) {
 }
 
 bool Llama3JsonToolParser::step_content(std::vector<ToolEvent>& out) {
-  const MarkerHit hit = find_first_marker(buffer_, kContentMarkers);
+  const std::string_view text = buffer_.view();
+  const MarkerHit hit = find_first_marker(text, kContentMarkers);
   if (!hit.found()) {
-    const size_t keep = partial_marker_suffix(buffer_, kContentMarkers);
-    emit_text(std::string_view(buffer_).substr(0, buffer_.size() - keep), out);
-    buffer_.erase(0, buffer_.size() - keep);
+    const size_t keep = partial_marker_suffix(text, kContentMarkers);
+    emit_text(text.substr(0, text.size() - keep), out);
+    buffer_.release(text.size() - keep);
     return false;
   }
-  emit_text(std::string_view(buffer_).substr(0, hit.pos), out);
-  buffer_.erase(0, hit.pos + hit.length);
+  emit_text(text.substr(0, hit.pos), out);
+  buffer_.release(hit.pos + hit.length);
   state_ = State::kCalls;
   return true;
 }
@@ -78,13 +80,14 @@ bool Llama3JsonToolParser::step_content(std::vector<ToolEvent>& out) {
 // Between calls: separators (';', whitespace) are dropped; '{' opens the next call; anything else ends the
 // calls and is content.
 bool Llama3JsonToolParser::step_calls(std::vector<ToolEvent>&) {
-  const size_t next = buffer_.find_first_not_of(" \t\r\n;");
-  if (next == std::string::npos) {
+  const std::string_view text = buffer_.view();
+  const size_t next = text.find_first_not_of(" \t\r\n;");
+  if (next == std::string_view::npos) {
     buffer_.clear();
     return false;
   }
-  buffer_.erase(0, next);
-  if (buffer_.front() == '{') {
+  buffer_.release(next);
+  if (text[next] == '{') {
     state_ = State::kObject;
     scanned_ = 0;
     depth_ = 0;
@@ -98,8 +101,9 @@ bool Llama3JsonToolParser::step_calls(std::vector<ToolEvent>&) {
 
 bool Llama3JsonToolParser::step_object(std::vector<ToolEvent>& out) {
   // Finds the brace that closes the object at the front of buffer_, skipping strings.
-  for (; scanned_ < buffer_.size(); ++scanned_) {
-    const char c = buffer_[scanned_];
+  const std::string_view text = buffer_.view();
+  for (; scanned_ < text.size(); ++scanned_) {
+    const char c = text[scanned_];
     if (in_string_) {
       if (escaped_) {
         escaped_ = false;
@@ -118,18 +122,18 @@ bool Llama3JsonToolParser::step_object(std::vector<ToolEvent>& out) {
       break;
     }
   }
-  if (scanned_ == buffer_.size()) return false;
+  if (scanned_ == text.size()) return false;
   const size_t end = scanned_ + 1;
-  auto call = parse_call(std::string_view(buffer_).substr(0, end));
+  auto call = parse_call(text.substr(0, end));
   if (!call) {
     // Not a call: this object and everything after it is content.
     state_ = State::kContent;
-    emit_text(std::string_view(buffer_).substr(0, end), out);
-    buffer_.erase(0, end);
+    emit_text(text.substr(0, end), out);
+    buffer_.release(end);
     return true;
   }
   emit_call(std::move(call->first), std::move(call->second), out);
-  buffer_.erase(0, end);
+  buffer_.release(end);
   state_ = State::kCalls;
   return true;
 }
@@ -137,7 +141,7 @@ bool Llama3JsonToolParser::step_object(std::vector<ToolEvent>& out) {
 void Llama3JsonToolParser::finish(std::vector<ToolEvent>& out) {
   // Held whitespace or a partial tag (kStart, kContent) and a truncated object (kObject) are content;
   // kCalls holds nothing.
-  emit_text(buffer_, out);
+  emit_text(buffer_.view(), out);
   buffer_.clear();
   state_ = State::kStart;
 }

@@ -37,7 +37,7 @@ class Llama3JsonToolParser final : public ToolCallParser {
   bool step_object(std::vector<ToolEvent>& out);
 
   State state_ = State::kStart;
-  std::string buffer_;
+  HeldText buffer_;
   // The JSON scanner over the object at the front of buffer_ (kObject): bytes scanned, nesting depth,
   // inside a string, after a backslash in a string.
   size_t scanned_ = 0;

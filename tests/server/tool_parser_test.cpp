@@ -3,6 +3,7 @@
 // calls, text around the calls, malformed and truncated calls returned as content.
 #include "server/tool_parser.h"
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -258,6 +259,25 @@ TEST(ToolEvents, CollectFoldsByIndexAndStreamingMatchesParse) {
   EXPECT_EQ(events[3].tool_index, 1);
   EXPECT_EQ(events[5], ToolEvent::text("B"));
   EXPECT_EQ(collect_events(events), parse_whole(ToolParserKind::kDeepSeekV31, text));
+}
+
+// Found by tests/fuzz (tool_parser): each call released erased it from the front of the held text, so one
+// push holding many calls copied the rest of the text once per call (100k markers: minutes under ASan).
+// The bound is far above the linear time (milliseconds) and far below the quadratic one.
+TEST(ToolParsers, ManyCallsInOnePushTakeLinearTime) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string cut_short = kCallsBegin;
+  for (int i = 0; i < 100000; ++i) cut_short += kCallBegin;
+  const ParsedMessage deepseek = parse_whole(ToolParserKind::kDeepSeekV31, cut_short);
+  EXPECT_EQ(deepseek.content, cut_short.substr(kCallsBegin.size()));
+  EXPECT_TRUE(deepseek.tool_calls.empty());
+
+  std::string calls;
+  for (int i = 0; i < 50000; ++i) calls += R"({"name": "f", "parameters": {"i": 1}}; )";
+  const ParsedMessage llama = parse_whole(ToolParserKind::kLlama3Json, calls);
+  EXPECT_EQ(llama.tool_calls.size(), 50000u);
+  EXPECT_EQ(llama.content, "");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
 }
 
 }  // namespace
