@@ -34,7 +34,7 @@ OrderedJson detokenize_body(const EndpointContext& context, std::string_view bod
 
 // Counters the HTTP layer keeps, for /metrics.
 struct HttpCounters {
-  int64_t requests = 0;
+  int64_t requests = 0;  // answered, refusals from the head (408, 413, 431, ...) included
   int64_t responses_2xx = 0, responses_4xx = 0, responses_5xx = 0;
   int64_t rejected_overload = 0;  // 429/503 for a full queue or a draining server
   int64_t client_disconnects = 0;

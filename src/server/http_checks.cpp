@@ -36,7 +36,9 @@ std::optional<uint64_t> parse_length(std::string_view value) {
   return n;
 }
 
-ApiError bad_framing(std::string message) { return ApiError(400, std::move(message), "invalid_request_error", "", "bad_framing"); }
+ApiError bad_framing(std::string message) {
+  return ApiError(400, std::move(message), "invalid_request_error", "", "bad_framing");
+}
 
 }  // namespace
 

@@ -100,7 +100,8 @@ std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, in
   histogram(out, "aerie_inter_token_latency_seconds", "Time between consecutive tokens of a request.",
             m.inter_token_latency);
 
-  metric(out, "aerie_http_requests_total", "counter", "HTTP requests routed to an endpoint.", double(http.requests));
+  metric(out, "aerie_http_requests_total", "counter", "HTTP requests answered (refusals from the head included).",
+         double(http.requests));
   header(out, "aerie_http_responses_total", "counter", "HTTP responses by status class.");
   out += "aerie_http_responses_total{code=\"2xx\"} " + std::to_string(http.responses_2xx) + "\n";
   out += "aerie_http_responses_total{code=\"4xx\"} " + std::to_string(http.responses_4xx) + "\n";

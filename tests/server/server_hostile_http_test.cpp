@@ -337,7 +337,8 @@ TEST_F(HostileHttpAuth, WrongKeyIs401BeforeTheBody) {
   }
   // With Expect: 100-continue the client is told 401 instead of "continue".
   RawConnection c(server_->port());
-  ASSERT_TRUE(c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100000000\r\n\r\n"));
+  ASSERT_TRUE(c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                         "Content-Length: 100000000\r\n\r\n"));
   EXPECT_EQ(c.read_response(5s).status, 401);
 }
 
