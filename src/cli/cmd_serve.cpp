@@ -43,6 +43,8 @@ std::vector<OptionSpec> serve_options() {
       {"--served-model-name", true, "the model name clients use (default: the --model argument)"},
       {"--max-num-seqs", true, "sequences decoded together (default 16)"},
       {"--max-batch-tokens", true, "rows per engine step (default 512)"},
+      {"--max-prefill-rows-while-decoding", true,
+       "prompt rows in a step that also decodes: bounds running requests' inter-token latency (default 256; 0: no cap)"},
       {"--kv-cache-memory", true, "KV cache bytes (default: --max-num-seqs x --max-length, at most half free memory)"},
       {"--max-length", true, "context per sequence, prompt + output (default: the model's)"},
       {"--max-queue", true, "engine requests queued or running before 429 (default 256)"},
@@ -167,6 +169,7 @@ int run_serve(const std::vector<std::string>& argv) {
   EngineConfig config;
   config.max_num_seqs = args.integer("--max-num-seqs", 16);
   config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
+  config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 256);
   config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", 0));
   config.max_length = args.integer("--max-length", 0);
   config.max_queue = options.max_in_flight + 1;  // the server's bound answers first (429)

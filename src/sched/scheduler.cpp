@@ -20,6 +20,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, BlockPool& pool, BlockPool* 
   AERIE_CHECK(config.max_batch_tokens >= 1 + config.max_draft_tokens, "max batch tokens ", config.max_batch_tokens,
               " cannot hold one verification of ", config.max_draft_tokens, " drafts");
   AERIE_CHECK(config.max_num_seqs >= 1, "max_num_seqs must be >= 1");
+  AERIE_CHECK(config.max_prefill_rows_while_decoding >= 0, "max prefill rows while decoding must be >= 0 (0: no cap), got ",
+              config.max_prefill_rows_while_decoding);
 }
 
 void Scheduler::add(Sequence* seq) {
