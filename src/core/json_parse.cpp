@@ -1,11 +1,11 @@
-#include "server/linear_json.h"
+#include "core/json_parse.h"
 
 #include <string>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
-namespace aerie::server {
+namespace aerie {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -110,4 +110,4 @@ Json parse_ordered_json(std::string_view text) {
   return builder.take();
 }
 
-}  // namespace aerie::server
+}  // namespace aerie

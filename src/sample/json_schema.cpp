@@ -6,9 +6,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/json_scan.h"
 #include "sample/json_grammar_builder.h"
 
@@ -120,11 +123,13 @@ class SchemaCompiler {
   void set_bounds(JsonNode& number, const std::string& path, const Json& schema) const;
   uint32_t count_keyword(const std::string& path, const Json& schema, const char* keyword, uint32_t fallback) const;
   bool admits(uint32_t node, const Json& value, int depth) const;
+  // Counts work of admits() (calls, members compared, bytes dumped) against max_table_entries.
+  void charge_admits(uint32_t node, size_t steps) const;
 
   const Json& root_;
   SchemaLimits limits_;
   int depth_ = 0;                   // compile_at calls in progress
-  mutable size_t admits_steps_ = 0;  // admits() calls so far
+  mutable size_t admits_steps_ = 0;  // admits() work so far
   JsonGrammarBuilder builder_;
   std::map<std::string, uint32_t> compiled_;
   std::vector<PendingEnum> enums_;
@@ -321,19 +326,25 @@ void SchemaCompiler::set_bounds(JsonNode& n, const std::string& path, const Json
 }
 
 uint32_t SchemaCompiler::compile_object(const std::string& path, const Json& schema, uint32_t into) {
-  const Json properties = schema.value("properties", Json::object());
+  static const Json kNoProperties = Json::object();
+  const Json& properties = schema.contains("properties") ? schema["properties"] : kNoProperties;
   AERIE_CHECK(properties.is_object(), "json schema: \"properties\" at ", path, " must be an object");
+  // Names are looked up in sets: "required" may list a million names, and a linear search per name
+  // would be quadratic.
+  std::unordered_set<std::string_view> property_names;
+  for (const auto& [name, subschema] : properties.items()) property_names.insert(name);
   std::vector<std::string> required;
+  std::unordered_set<std::string_view> required_names;
   if (schema.contains("required")) {
     AERIE_CHECK(schema["required"].is_array(), "json schema: \"required\" at ", path, " must be an array of strings");
     for (const Json& name : schema["required"]) {
       AERIE_CHECK(name.is_string(), "json schema: \"required\" at ", path, " must be an array of strings");
-      if (std::find(required.begin(), required.end(), name.get<std::string>()) == required.end())
-        required.push_back(name.get<std::string>());
+      if (required_names.insert(name.get_ref<const std::string&>()).second) required.push_back(name.get<std::string>());
     }
   }
   // additionalProperties: absent or true (any value), false, or a schema.
-  const Json additional = schema.value("additionalProperties", Json(true));
+  static const Json kTrue = true;
+  const Json& additional = schema.contains("additionalProperties") ? schema["additionalProperties"] : kTrue;
   const bool closed = additional == false;
   auto additional_node = [&]() {
     return additional == true ? builder_.any_value() : compile_at(path + "/additionalProperties", additional);
@@ -344,11 +355,11 @@ uint32_t SchemaCompiler::compile_object(const std::string& path, const Json& sch
   }
   std::vector<JsonProperty> listed;
   for (const auto& [name, subschema] : properties.items()) {
-    const bool is_required = std::find(required.begin(), required.end(), name) != required.end();
+    const bool is_required = required_names.count(name) > 0;
     listed.push_back(JsonProperty{name, compile_at(path + "/properties/" + pointer_token(name), subschema), is_required});
   }
   for (const std::string& name : required) {
-    if (properties.contains(name)) continue;
+    if (property_names.count(name)) continue;
     AERIE_CHECK(!closed, "json schema: required property \"", name, "\" at ", path,
                 " is not in \"properties\" and additionalProperties is false");
     listed.push_back(JsonProperty{name, additional_node(), true});
@@ -372,15 +383,20 @@ uint32_t SchemaCompiler::compile_array(const std::string& path, const Json& sche
 // Whether the compiled node admits the value (the enum filter): the same semantics as the grammar, on a
 // parsed value. Literal nodes compare serialisations. `depth` counts anyOf hops and value nesting: an anyOf
 // chain built from $refs compiled in reverse order can be as long as the schema is, however shallow each
-// compile_at was. Steps are counted too: anyOf alternatives that share their alternatives (a diamond per
+// compile_at was. Work is counted too: anyOf alternatives that share their alternatives (a diamond per
 // level) would otherwise be walked 2^depth times.
+void SchemaCompiler::charge_admits(uint32_t id, size_t steps) const {
+  admits_steps_ += steps;
+  AERIE_CHECK(admits_steps_ <= limits_.max_table_entries, "json schema: checking the enum values against ",
+              builder_.grammar().paths[id], " takes more than ", limits_.max_table_entries, " steps");
+}
+
 bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
   AERIE_CHECK(depth <= 2 * limits_.max_depth, "json schema: ", builder_.grammar().paths[id], " is nested too deeply (",
               "anyOf or $ref chains longer than ", 2 * limits_.max_depth, ") to check enum values against it");
-  AERIE_CHECK(++admits_steps_ <= limits_.max_table_entries, "json schema: checking the enum values against ",
-              builder_.grammar().paths[id], " takes more than ", limits_.max_table_entries, " steps");
   const JsonGrammar& g = builder_.grammar();
   const JsonNode& n = g.nodes[id];
+  charge_admits(id, 1 + (value.is_object() || value.is_array() ? value.size() : 0) + n.count);
   switch (n.kind) {
     case JsonNodeKind::kAnyOf:
       for (uint32_t i = 0; i < n.count; ++i)
@@ -389,7 +405,9 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
     case JsonNodeKind::kLiteral: {
       if (n.child == kJsonNoNode) return false;
       uint32_t state = n.child;
-      for (const char c : value.dump()) {
+      const std::string text = value.dump();
+      charge_admits(id, text.size());
+      for (const char c : text) {
         state = g.literal_step(state, uint8_t(c));
         if (state == kJsonNoNode) return false;
       }
@@ -419,15 +437,20 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
           if (!admits(n.child, v, depth + 1)) return false;
         return true;
       }
-      for (const auto& [key, v] : value.items()) {
-        const JsonProperty* p = nullptr;
-        for (uint32_t i = 0; i < n.count && !p; ++i)
-          if (g.properties[n.first + i].name == key) p = &g.properties[n.first + i];
-        if (!p || !admits(p->value, v, depth + 1)) return false;
+      // By name, through a map: both sides may hold thousands of members. Keys of a value are distinct,
+      // so every required property is present when as many required ones matched as there are.
+      std::unordered_map<std::string_view, const JsonProperty*> by_name;
+      size_t n_required = 0, required_seen = 0;
+      for (uint32_t i = 0; i < n.count; ++i) {
+        by_name.emplace(g.properties[n.first + i].name, &g.properties[n.first + i]);
+        n_required += g.properties[n.first + i].required ? 1 : 0;
       }
-      for (uint32_t i = 0; i < n.count; ++i)
-        if (g.properties[n.first + i].required && !value.contains(g.properties[n.first + i].name)) return false;
-      return true;
+      for (const auto& [key, v] : value.items()) {
+        const auto it = by_name.find(key);
+        if (it == by_name.end() || !admits(it->second->value, v, depth + 1)) return false;
+        required_seen += it->second->required ? 1 : 0;
+      }
+      return required_seen == n_required;
     }
   }
   return false;
@@ -449,7 +472,7 @@ std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view sch
     throw Error(str_cat("json schema: ", violation->message, " at '", violation->path, "'"));
   nlohmann::ordered_json schema;
   try {
-    schema = nlohmann::ordered_json::parse(schema_text);
+    schema = parse_ordered_json(schema_text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(str_cat("json schema: not valid JSON: ", e.what()));
   }

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/json_parse.h"
 #include "core/json_scan.h"
-#include "server/linear_json.h"
 #include "server/openai_fields.h"
 
 namespace aerie::server {
