@@ -53,6 +53,7 @@ std::vector<OptionSpec> serve_options() {
       {"--chat-template", true, "a Jinja chat template file instead of tokenizer_config.json's"},
       {"--http-threads", true, "HTTP connection workers (default 128; a streaming response holds one)"},
       {"--max-request-bytes", true, "largest request body (default 8 MiB; larger: 413, before it is read)"},
+      {"--limit", true, "GROUP.FIELD=VALUE,...: raise or lower any limit on requests (the list: --help)"},
       {"--max-header-bytes", true, "largest request line plus headers (default 64 KiB; larger: 431)"},
       {"--header-timeout", true, "seconds a request's line and headers may take to arrive (default 10; then 408)"},
       {"--body-timeout", true, "seconds a request's body may take to arrive after its headers (default 60; then 408)"},
@@ -118,6 +119,8 @@ int run_serve(const std::vector<std::string>& argv) {
   const Args args(argv, specs);
   if (args.has("--help")) {
     std::fputs(usage("serve", specs).c_str(), stdout);
+    std::printf("\nlimits on each request (--limit NAME=VALUE), with their defaults:\n%s",
+                describe_limits(RequestSideLimits{}).c_str());
     return 0;
   }
   const std::string model_arg = args.required("--model");
@@ -153,7 +156,21 @@ int run_serve(const std::vector<std::string>& argv) {
   AERIE_CHECK(options.port >= 0 && options.port < 65536, "--port must be in [0, 65535]");
   AERIE_CHECK(options.http_threads >= 1, "--http-threads must be >= 1");
   AERIE_CHECK(options.max_in_flight >= 1, "--max-queue must be >= 1");
-  read_http_limits(args, options.limits);
+  RequestSideLimits limits;
+  if (args.has("--limit")) {
+    const std::string list = args.str("--limit");
+    for (size_t begin = 0; begin <= list.size();) {
+      const size_t end = std::min(list.find(',', begin), list.size());
+      set_limit(limits, std::string_view(list).substr(begin, end - begin));
+      begin = end + 1;
+    }
+  }
+  read_http_limits(args, limits.http);  // the specific flags win over --limit http.*
+  options.limits = limits.http;
+  options.json_limits = limits.json;
+  options.request_limits = limits.request;
+  options.schema_limits = limits.schema;
+  options.template_limits = limits.chat_template;
   server::HttpServer http(options);
   const int port = http.bind();
   http.start();

@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace aerie {
 
@@ -74,5 +76,21 @@ struct LoadLimits {
   size_t max_pickle_memory_bytes = size_t{256} << 20;
   int max_pickle_depth = 128;
 };
+
+// Every limit a server applies per request, by group; `aerie serve --limit GROUP.FIELD=VALUE,...` sets
+// any of them (set_limit). Model-folder limits (LoadLimits) are fixed.
+struct RequestSideLimits {
+  HttpLimits http;
+  JsonLimits json;
+  RequestLimits request;
+  SchemaLimits schema;
+  TemplateLimits chat_template;
+};
+
+// Applies "group.field=value" (e.g. "json.max_depth=256"); the value must be a positive integer in the
+// field's range. Throws aerie::Error naming the known limits for an unknown name.
+void set_limit(RequestSideLimits& limits, std::string_view assignment);
+// "group.field = value" lines for every settable limit (the help text and the README's table).
+std::string describe_limits(const RequestSideLimits& limits);
 
 }  // namespace aerie

@@ -128,8 +128,8 @@ uint64_t fresh_seed() { return thread_rng()() | 1u; }
 
 std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context, std::string_view body, bool& stream) {
   const Backend& backend = backend_of(context);
-  const Json json = fields::parse_body(body);
-  const ChatRequest request = chat_request_from_json(json);
+  const Json json = fields::parse_body(body, context.json_limits);
+  const ChatRequest request = chat_request_from_json(json, context.request_limits);
   check_model(context, request.model);
   refuse_unsupported(request);
 
@@ -155,7 +155,7 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
   plan.n = request.n;
   plan.options = request_options(backend, request, json);
   plan.options.max_tokens = resolve_max_tokens(backend, int64_t(prompt.ids.size()), request.max_tokens, "messages");
-  if (!output.schema.is_null()) plan.options.constraint = make_output_constraint(*context.backend, output);
+  if (!output.schema.is_null()) plan.options.constraint = make_output_constraint(*context.backend, output, context.schema_limits);
   plan.forced_tools = output.forced;
   plan.forced_function = output.function;
   plan.prompts.push_back(std::move(prompt));
@@ -171,8 +171,8 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
 std::shared_ptr<Generation> make_completion_generation(const EndpointContext& context, std::string_view body,
                                                        bool& stream) {
   const Backend& backend = backend_of(context);
-  const Json json = fields::parse_body(body);
-  const CompletionRequest request = completion_request_from_json(json);
+  const Json json = fields::parse_body(body, context.json_limits);
+  const CompletionRequest request = completion_request_from_json(json, context.request_limits);
   check_model(context, request.model);
   refuse_unsupported(request);
   if (request.echo && request.logprobs) {
@@ -219,11 +219,11 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
 
 OrderedJson tokenize_body(const EndpointContext& context, std::string_view body) {
   const Backend& backend = backend_of(context);
-  const Json json = fields::parse_body(body);
+  const Json json = fields::parse_body(body, context.json_limits);
   if (auto model = fields::get_string(json, "model", "model")) check_model(context, *model);
   std::vector<int64_t> ids;
   if (fields::find(json, "messages")) {
-    const ChatRequest request = chat_request_from_json(json);
+    const ChatRequest request = chat_request_from_json(json, context.request_limits);
     const bool generation_prompt = fields::get_bool(json, "add_generation_prompt", "add_generation_prompt").value_or(true);
     ids = encode(*backend.model.tokenizer, render_chat(backend, request, generation_prompt), false, "messages");
   } else {
@@ -237,7 +237,7 @@ OrderedJson tokenize_body(const EndpointContext& context, std::string_view body)
 
 OrderedJson detokenize_body(const EndpointContext& context, std::string_view body) {
   const Backend& backend = backend_of(context);
-  const Json json = fields::parse_body(body);
+  const Json json = fields::parse_body(body, context.json_limits);
   if (auto model = fields::get_string(json, "model", "model")) check_model(context, *model);
   const Json* tokens = fields::get_array(json, "tokens", "tokens");
   if (!tokens) fields::throw_missing("tokens");

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/limits.h"
 #include "engine/metrics.h"
 #include "server/backend.h"
 #include "server/generation.h"
@@ -19,6 +20,9 @@ struct EndpointContext {
   std::shared_ptr<Backend> backend;
   std::string model_name;  // served name: requests naming another model get 404
   LogFunction log;
+  JsonLimits json_limits;
+  RequestLimits request_limits;
+  SchemaLimits schema_limits;
 };
 
 // Throws ApiError (400/404) for bad requests; the Generation is not started yet.

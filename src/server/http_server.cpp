@@ -160,7 +160,10 @@ struct HttpServer::Impl {
     return ApiError(503, e.what(), "server_error", "", "service_unavailable");
   }
 
-  EndpointContext context(std::shared_ptr<Backend> b) { return {std::move(b), options.served_model_name, logger()}; }
+  EndpointContext context(std::shared_ptr<Backend> b) {
+    return {std::move(b), options.served_model_name, logger(), options.json_limits, options.request_limits,
+            options.schema_limits};
+  }
 
   void count(int status) {
     if (status >= 500) ++responses_5xx;
@@ -520,7 +523,9 @@ void HttpServer::attach(const ServedModel& model) {
   AERIE_CHECK(model.engine != nullptr && model.tokenizer != nullptr, "HttpServer::attach: an engine and a tokenizer");
   auto backend = std::make_shared<Backend>();
   backend->model = model;
-  if (!model.chat_template.empty()) backend->chat_template = ChatTemplate::parse(model.chat_template, "chat_template");
+  if (!model.chat_template.empty()) {
+    backend->chat_template = ChatTemplate::parse(model.chat_template, "chat_template", impl_->options.template_limits);
+  }
   backend->n_vocab = model.n_vocab > 0 ? model.n_vocab : model.tokenizer->n_vocab();
   backend->max_length = model.engine->max_length();
   backend->loop = std::make_unique<EngineLoop>(*model.engine, impl_->options.max_in_flight);

@@ -34,6 +34,10 @@ struct ServerOptions {
   std::string api_key;               // "": no authentication
   std::string served_model_name = "aerie";
   HttpLimits limits;                 // body and head sizes, the request deadlines, keep-alive idle time
+  JsonLimits json_limits;            // request bodies
+  RequestLimits request_limits;      // choices, stop strings, tools, logit_bias entries
+  SchemaLimits schema_limits;        // response_format and forced tool-call schemas
+  TemplateLimits template_limits;    // each render of the chat template
   int http_threads = 128;            // workers serving requests whose head has arrived (a stream holds one)
   int write_timeout_s = 60;          // a client that takes no response byte for this long is dropped
   int64_t max_in_flight = 256;       // engine requests queued or running; beyond: 429 with Retry-After

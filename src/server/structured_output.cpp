@@ -58,10 +58,11 @@ std::shared_ptr<const TokenTrie> build_vocabulary(const Backend& backend) {
 
 }  // namespace
 
-std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, const OutputSchema& output) {
+std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, const OutputSchema& output,
+                                                              const SchemaLimits& limits) {
   std::shared_ptr<const JsonGrammar> grammar;
   try {
-    grammar = compile_json_schema(output.schema);
+    grammar = compile_json_schema(output.schema, limits);
   } catch (const Error& e) {
     throw ApiError::invalid_request(std::string("Invalid '") + output.param + "': " + e.what(), output.param,
                                     "invalid_value");

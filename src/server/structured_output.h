@@ -27,6 +27,7 @@ OutputSchema output_schema_for(const ChatRequest& request);
 
 // The constraint for a schema, over the backend's vocabulary (built on first use). Throws ApiError (400,
 // naming `param`) for a schema that uses what the constraint compiler does not support.
-std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, const OutputSchema& output);
+std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, const OutputSchema& output,
+                                                              const SchemaLimits& limits = {});
 
 }  // namespace aerie::server

@@ -121,5 +121,43 @@ TEST_F(ServeHostileJson, LogitBiasOutsideTheVocabularyIsA400) {
       << error.dump();
 }
 
+void set_limit_for_test(TestServerConfig& config) {
+  RequestSideLimits limits;
+  set_limit(limits, "json.max_depth=3");
+  set_limit(limits, "request.max_stop_sequences=1");
+  set_limit(limits, "schema.max_depth=2");
+  config.options.json_limits = limits.json;
+  config.options.request_limits = limits.request;
+  config.options.schema_limits = limits.schema;
+}
+
+// The request-side limits a server is started with (`aerie serve --limit ...`) are the ones its endpoints
+// apply: a tighter JSON depth, stop count and schema depth refuse what the defaults accept.
+TEST(ServeLimits, TheServersLimitsAreTheOnesApplied) {
+  TestServerConfig config;
+  set_limit_for_test(config);
+  TestServer strict(config);
+  TestServer lenient{TestServerConfig()};
+  const std::string nested = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+                                 "chat_template_kwargs": {"x": [[[[1]]]]}})";
+  const std::string stops = R"({"prompt": "x", "max_tokens": 2, "stop": ["a", "b"]})";
+  const std::string schema = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+      "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema":
+      {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "object"}}}}}}}})";
+  for (auto [path, body, code] : {std::tuple{"/v1/chat/completions", nested, "json_too_deep"},
+                                  std::tuple{"/v1/completions", stops, "array_above_max_length"},
+                                  std::tuple{"/v1/chat/completions", schema, ""}}) {
+    auto strict_client = strict.client();
+    const HttpResult refused = post(*strict_client, path, body);
+    EXPECT_EQ(refused.status, 400) << path << " " << refused.body.substr(0, 300);
+    if (std::string(code).size() > 0) {
+      EXPECT_NE(refused.body.find(code), std::string::npos) << refused.body;
+    }
+    auto lenient_client = lenient.client();
+    const HttpResult accepted = post(*lenient_client, path, body);
+    EXPECT_EQ(accepted.status, 200) << path << " " << accepted.body.substr(0, 300);
+  }
+}
+
 }  // namespace
 }  // namespace aerie::server::testing
