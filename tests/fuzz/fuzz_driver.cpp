@@ -344,6 +344,7 @@ int run_driver(int argc, char** argv) {
   const Options options = parse_options(argc, argv);
   bool fuzz = false;
   const std::vector<fs::path> files = input_files(options.inputs, fuzz);
+  if (fuzz && options.runs < 0 && options.max_total_time <= 0) throw std::runtime_error("give -max_total_time or -runs");
   std::vector<Bytes> seeds;
   for (const fs::path& file : files) seeds.push_back(read_file(file));
 
@@ -362,7 +363,7 @@ int run_driver(int argc, char** argv) {
     ++stats.runs;
   }
   std::fprintf(stderr, "aerie-fuzz: replayed %zu inputs\n", seeds.size());
-  if (fuzz && (options.runs != 0)) {
+  if (fuzz && options.runs != 0) {
     std::vector<Bytes> dictionary;
     for (const std::string& path : options.dictionaries) {
       for (Bytes& token : read_dictionary(path)) dictionary.push_back(std::move(token));
@@ -371,8 +372,7 @@ int run_driver(int argc, char** argv) {
     std::fprintf(stderr, "aerie-fuzz: seed %llu (-seed=%llu repeats this run), %zu dictionary tokens\n",
                  static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed), dictionary.size());
     Mutator mutator(seed, std::move(dictionary));
-    stats.runs = 0;
-    if (options.runs < 0 && options.max_total_time <= 0) throw std::runtime_error("give -max_total_time or -runs");
+    stats.runs = 0;  // -runs counts mutants
     fuzz_loop(options, seeds, mutator, stats);
   }
   close(g_state.in_progress_fd);

@@ -46,10 +46,11 @@ Bytes parse_token(const std::string& line, const std::string& where) {
     }
     if (i + 1 >= close) throw std::runtime_error(where + ": dangling backslash");
     const char next = line[++i];
-    if (next != 'x') {
-      out.push_back(uint8_t(next));  // \\ or \"
+    if (next == '\\' || next == '"') {
+      out.push_back(uint8_t(next));
       continue;
     }
+    if (next != 'x') throw std::runtime_error(where + ": only \\\\, \\\" and \\xNN escapes (as libFuzzer)");
     const int high = i + 2 < close ? hex_digit(line[i + 1]) : -1;
     const int low = i + 2 < close ? hex_digit(line[i + 2]) : -1;
     if (high < 0 || low < 0) throw std::runtime_error(where + ": bad \\x escape");
