@@ -93,7 +93,7 @@ TEST(JsonScan, HostileSizesAreRefusedQuickly) {
   const auto many = scan_json_limits(keys, JsonLimits{});
   ASSERT_TRUE(many.has_value());
   EXPECT_EQ(many->kind, JsonLimitKind::kKeys);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));  // milliseconds in practice
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));  // milliseconds in practice: a hang guard
 }
 
 }  // namespace

@@ -56,8 +56,9 @@ TEST(FiniteLogits, ErrorNamesRowAndToken) {
 }
 
 // One row of Llama 3's vocabulary (128256 logits, 501 KiB) per request per step: the scan reads it at
-// memory speed, microseconds against the tens of milliseconds of an 8B decode step.
-TEST(FiniteLogits, ScanCostsMicroseconds) {
+// memory speed, microseconds against the tens of milliseconds of an 8B decode step (printed, not asserted:
+// speed is a benchmark figure).
+TEST(FiniteLogits, AFullVocabularyRowPassesAndPrintsTheScanCost) {
   constexpr int64_t kVocab = 128256;
   std::vector<float> row(kVocab);
   for (int64_t i = 0; i < kVocab; ++i) row[size_t(i)] = float(i % 97) - 48.0f;
@@ -69,7 +70,6 @@ TEST(FiniteLogits, ScanCostsMicroseconds) {
   EXPECT_TRUE(finite);
   std::printf("all_finite over %lld logits: %.1f us (%.1f GB/s)\n", (long long)kVocab, seconds * 1e6,
               double(kVocab) * 4 / seconds / 1e9);
-  EXPECT_LT(seconds, 2e-3);  // generous: a loaded 2-core machine; typically ~20 us
 }
 
 // The target with the logit rows of every sequence whose rows in the batch hold `poison` set to NaN.

@@ -39,7 +39,8 @@ std::string optional_properties(int n) {
   return s + "}}";
 }
 
-// Compiles and returns the error message ("" when it compiled), failing when it took 2 s or more.
+// Compiles and returns the error message ("" when it compiled), failing when it took 20 s or more (the
+// quadratic compilations took from 29 s to hours; ~0.2 s now).
 std::string compile_error(const std::string& schema) {
   const auto start = std::chrono::steady_clock::now();
   std::string message;
@@ -48,7 +49,7 @@ std::string compile_error(const std::string& schema) {
   } catch (const Error& e) {
     message = e.what();
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2)) << schema.substr(0, 100);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << schema.substr(0, 100);
   return message;
 }
 

@@ -268,7 +268,7 @@ TEST(JinjaLimits, LongConversationRendersWithinTheDefaults) {
   const std::string prompt = apply_chat_template(ChatTemplate::parse(source), messages, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GT(prompt.size(), size_t{2000 * 1000});
-  EXPECT_LT(seconds, 5.0);
+  EXPECT_LT(seconds, 30.0);  // a hang guard, not a speed figure
 }
 
 }  // namespace
