@@ -8,18 +8,20 @@
 #
 #   FUZZ_TARGETS="jinja pickle"   only these targets
 #   FUZZ_SEED=N                   repeat a run's mutations (each target prints its seed)
-#   AERIE_FUZZ_ENGINE=libfuzzer   clang + libFuzzer (coverage-guided) in ${AERIE_FUZZ_BUILD_DIR:-build-fuzz},
+#   AERIE_FUZZ_ENGINE=libfuzzer   clang + libFuzzer (coverage-guided) in ${AERIE_FUZZ_BUILD_DIR:-build-fuzz}
+#                                 (AERIE_FUZZ_CC / AERIE_FUZZ_CXX: the compilers, default clang / clang++),
 #                                 for long local runs; new inputs it finds go to <build>/fuzz-out/corpus-*
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-20}"
 jobs="${AERIE_JOBS:-$(nproc)}"
-read -r -a targets <<< "${FUZZ_TARGETS:-openai_request tool_parser json_schema jinja tokenizer safetensors torch_zip pickle}"
+all_targets="openai_request tool_parser json_schema jinja tokenizer safetensors torch_zip pickle"
+read -r -a targets <<< "${FUZZ_TARGETS:-$all_targets}"
 
 if [[ "${AERIE_FUZZ_ENGINE:-driver}" == libfuzzer ]]; then
   build_dir="${AERIE_FUZZ_BUILD_DIR:-build-fuzz}"
-  CC=clang-14 CXX=clang++-14 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAERIE_SANITIZE=ON \
-    -DAERIE_FUZZ_LIBFUZZER=ON -DAERIE_BUILD_BENCH=OFF >/dev/null
+  CC="${AERIE_FUZZ_CC:-clang}" CXX="${AERIE_FUZZ_CXX:-clang++}" cmake -S . -B "$build_dir" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAERIE_SANITIZE=ON -DAERIE_FUZZ_LIBFUZZER=ON -DAERIE_BUILD_BENCH=OFF >/dev/null
 else
   # The sanitizer stage's configuration (tools/sanitize_test.sh): its libraries are reused as built.
   build_dir="${AERIE_ASAN_BUILD_DIR:-build-asan}"
@@ -36,7 +38,8 @@ echo "fuzz.sh: built ${#targets[@]} fuzz targets in ${SECONDS}s"
 
 # A finding stops the target at once; one allocation over 2 GiB, or 3 GiB resident, is a finding too.
 # Leaks are checked once, at each target's exit.
-export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:allocator_may_return_null=0:max_allocation_size_mb=2048:detect_stack_use_after_return=1"
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:allocator_may_return_null=0:max_allocation_size_mb=2048"
+ASAN_OPTIONS+=":detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 out="$build_dir/fuzz-out"
 rm -rf "$out"

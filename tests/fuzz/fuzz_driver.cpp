@@ -94,7 +94,9 @@ void write_stderr(const char* text) {
   if (write(STDERR_FILENO, text, std::strlen(text)) < 0) return;
 }
 
-int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 
 // Saves the running input as <prefix><kind>-<hash> and prints the path; async-signal-safe (no allocation).
 void save_artifact(const char* kind) {
@@ -304,7 +306,8 @@ struct Stats {
 
 void print_stats(const char* what, const Stats& stats, size_t pool) {
   std::fprintf(stderr, "aerie-fuzz: %s #%lld in %.1fs (%.0f/s), %lld accepted, pool %zu\n", what,
-               static_cast<long long>(stats.runs), stats.seconds(), double(stats.runs) / std::max(stats.seconds(), 1e-9),
+               static_cast<long long>(stats.runs), stats.seconds(),
+               double(stats.runs) / std::max(stats.seconds(), 1e-9),
                static_cast<long long>(stats.accepted), pool);
 }
 
@@ -344,7 +347,9 @@ int run_driver(int argc, char** argv) {
   const Options options = parse_options(argc, argv);
   bool fuzz = false;
   const std::vector<fs::path> files = input_files(options.inputs, fuzz);
-  if (fuzz && options.runs < 0 && options.max_total_time <= 0) throw std::runtime_error("give -max_total_time or -runs");
+  if (fuzz && options.runs < 0 && options.max_total_time <= 0) {
+    throw std::runtime_error("give -max_total_time or -runs");
+  }
   std::vector<Bytes> seeds;
   for (const fs::path& file : files) seeds.push_back(read_file(file));
 

@@ -17,6 +17,15 @@
 
 namespace {
 
+// UTF-8 continuation bytes after a lead byte; -1 for a byte that never leads (0x80-0xc1, 0xf5-0xff).
+int continuation_bytes(uint8_t c) {
+  if (c < 0x80) return 0;
+  if (c >= 0xc2 && c < 0xe0) return 1;
+  if (c >= 0xe0 && c < 0xf0) return 2;
+  if (c >= 0xf0 && c < 0xf5) return 3;
+  return -1;
+}
+
 class JsonChecker {
  public:
   explicit JsonChecker(std::string_view text) : text_(text) {}
@@ -88,7 +97,7 @@ class JsonChecker {
   }
   bool utf8_character() {
     const uint8_t c = uint8_t(text_[at_]);
-    const int n = c < 0x80 ? 0 : c >= 0xc2 && c < 0xe0 ? 1 : c >= 0xe0 && c < 0xf0 ? 2 : c >= 0xf0 && c < 0xf5 ? 3 : -1;
+    const int n = continuation_bytes(c);
     if (n < 0 || at_ + size_t(n) >= text_.size()) return false;
     uint32_t code = n == 0 ? c : c & (0x3f >> n);
     for (int i = 1; i <= n; ++i) {
