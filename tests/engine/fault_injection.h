@@ -10,15 +10,11 @@
 
 namespace aerie::testing {
 
-// The target, failing every forward whose batch holds the poison token.
-class PoisonTarget final : public Model {
+// A Model that forwards everything to `inner`; fault-injecting targets override forward() and describe().
+class DelegatingModel : public Model {
  public:
-  PoisonTarget(Model& inner, int64_t poison) : inner_(inner), poison_(poison) {}
-  ForwardOutput forward(const StepBatch& batch) override {
-    if (std::find(batch.token_ids.begin(), batch.token_ids.end(), poison_) != batch.token_ids.end())
-      throw Error("poisoned target batch");
-    return inner_.forward(batch);
-  }
+  explicit DelegatingModel(Model& inner) : inner_(inner) {}
+  ForwardOutput forward(const StepBatch& batch) override { return inner_.forward(batch); }
   KvCache make_kv_cache(int64_t capacity) const override { return inner_.make_kv_cache(capacity); }
   int64_t n_vocab() const override { return inner_.n_vocab(); }
   int64_t n_embd() const override { return inner_.n_embd(); }
@@ -29,10 +25,24 @@ class PoisonTarget final : public Model {
   const std::vector<int64_t>& bos_token_ids() const override { return inner_.bos_token_ids(); }
   const Tensor& token_embedding() const override { return inner_.token_embedding(); }
   const Tensor& output_head() const override { return inner_.output_head(); }
+  std::string describe() const override { return inner_.describe(); }
+
+ protected:
+  Model& inner_;
+};
+
+// The target, failing every forward whose batch holds the poison token.
+class PoisonTarget final : public DelegatingModel {
+ public:
+  PoisonTarget(Model& inner, int64_t poison) : DelegatingModel(inner), poison_(poison) {}
+  ForwardOutput forward(const StepBatch& batch) override {
+    if (std::find(batch.token_ids.begin(), batch.token_ids.end(), poison_) != batch.token_ids.end())
+      throw Error("poisoned target batch");
+    return inner_.forward(batch);
+  }
   std::string describe() const override { return "poisoned " + inner_.describe(); }
 
  private:
-  Model& inner_;
   int64_t poison_;
 };
 

@@ -16,6 +16,7 @@
 #include "engine/engine_generate.h"
 #include "engine/finite_logits.h"
 #include "engine/generator.h"
+#include "fault_injection.h"
 #include "lossless_support.h"
 #include "models/registry.h"
 
@@ -73,9 +74,9 @@ TEST(FiniteLogits, AFullVocabularyRowPassesAndPrintsTheScanCost) {
 }
 
 // The target with the logit rows of every sequence whose rows in the batch hold `poison` set to NaN.
-class NanTarget final : public Model {
+class NanTarget final : public testing::DelegatingModel {
  public:
-  NanTarget(Model& inner, int64_t poison) : inner_(inner), poison_(poison) {}
+  NanTarget(Model& inner, int64_t poison) : DelegatingModel(inner), poison_(poison) {}
   ForwardOutput forward(const StepBatch& batch) override {
     ForwardOutput out = inner_.forward(batch);
     logits_.assign(out.logits, out.logits + out.n_logit_rows * out.n_vocab);
@@ -91,20 +92,9 @@ class NanTarget final : public Model {
     out.logits = logits_.data();
     return out;
   }
-  KvCache make_kv_cache(int64_t capacity) const override { return inner_.make_kv_cache(capacity); }
-  int64_t n_vocab() const override { return inner_.n_vocab(); }
-  int64_t n_embd() const override { return inner_.n_embd(); }
-  int64_t n_layer() const override { return inner_.n_layer(); }
-  int64_t max_position_embeddings() const override { return inner_.max_position_embeddings(); }
-  uint64_t decode_weight_bytes() const override { return inner_.decode_weight_bytes(); }
-  const std::vector<int64_t>& eos_token_ids() const override { return inner_.eos_token_ids(); }
-  const std::vector<int64_t>& bos_token_ids() const override { return inner_.bos_token_ids(); }
-  const Tensor& token_embedding() const override { return inner_.token_embedding(); }
-  const Tensor& output_head() const override { return inner_.output_head(); }
   std::string describe() const override { return "NaN-poisoned " + inner_.describe(); }
 
  private:
-  Model& inner_;
   int64_t poison_;
   std::vector<float> logits_;  // [n_logit_rows, n_vocab]
 };
