@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "ops/bandwidth.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -69,7 +70,7 @@ BENCHMARK(BM_MatmulBf16)
     ->Args({2048, 8192, 512, 1})
     ->Unit(benchmark::kMicrosecond);
 
-// The bandwidth figure decode is compared against (ops::measure_read_bandwidth_gbs over 256 MB).
+// The bandwidth figure decode is compared against (ops::BandwidthProbe over 256 MB, best of 4 passes).
 void BM_ReadBandwidth(benchmark::State& state) {
   double gbs = 0;
   for (auto _ : state) gbs = ops::measure_read_bandwidth_gbs(pool(), size_t(256) << 20);

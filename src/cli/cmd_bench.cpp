@@ -1,9 +1,9 @@
 // aerie bench: end-to-end speed of one model on this machine, with figures that hold on a noisy machine:
-//   - the machine's read bandwidth, measured in the same run with the same thread count (before and after
-//     the decode steps; the better figure is the reference, so a busy moment cannot flatter the ratio);
+//   - the machine's read bandwidth, probed with the same thread count right before each timed decode step
+//     (one pass over a 256 MiB huge-page buffer), since on a shared host it moves by 2x within seconds;
 //   - prefill tokens/s over a P-token prompt (best and median of a few runs);
 //   - decode tokens/s from the median (and best) of the timed one-token steps, and the weight bytes a step
-//     streams per second as a fraction of that bandwidth;
+//     streams per second as a fraction of that bandwidth, step by step (median and best);
 //   - the cost of one forward over k tokens relative to k = 1 at the same context (what verifying k-1
 //     draft tokens costs), each the median of a few repeats.
 // Each figure is given for BF16 activations split (hi + lo, near-f32 results; the library's default) and
@@ -16,6 +16,7 @@
 
 #include "cli/common.h"
 #include "core/error.h"
+#include "ops/bandwidth.h"
 #include "ops/ops.h"
 #include "sample/sampling.h"
 
@@ -72,15 +73,21 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
   }
 
   // Decode: feed token ids one at a time (the ids' values do not change the cost); two untimed steps first.
-  const double bandwidth_before = ops::measure_read_bandwidth_gbs(pool, cfg.bandwidth_bytes);
-  std::vector<double> step_s;
+  // Right before each timed step the probe reads its buffer once, and the step is compared with the
+  // bandwidth of that moment: on a shared host it moves by 2x within seconds, so one probe before the run
+  // says little about the steps after it.
+  ops::BandwidthProbe probe(cfg.bandwidth_bytes);
+  const double bytes = double(model.decode_weight_bytes());
+  std::vector<double> step_s, probe_gbs, fraction;
   for (int64_t i = -2; i < cfg.decode_tokens; ++i) {
     const int64_t id = prompt[size_t(i + 2) % prompt.size()];
+    const double gbs = i >= 0 ? probe.measure_gbs(pool) : 0.0;
     const double s = timed_forward(model, kv, std::span(&id, 1));
-    if (i >= 0) step_s.push_back(s);
+    if (i < 0) continue;
+    step_s.push_back(s);
+    probe_gbs.push_back(gbs);
+    fraction.push_back(bytes / s / 1e9 / gbs);
   }
-  const double bandwidth = std::max(bandwidth_before, ops::measure_read_bandwidth_gbs(pool, cfg.bandwidth_bytes));
-  const double bytes = double(model.decode_weight_bytes());
   const double decode_median = median(step_s), decode_best = best(step_s);
 
   // k-token forwards at the context the prompt left, rolled back after each.
@@ -100,7 +107,8 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
   }
   return {
       {"bf16_activations", mode == ops::Bf16Activations::kSplit ? "split" : "rounded"},
-      {"read_bandwidth_gbs", bandwidth},
+      {"read_bandwidth_gbs", median(probe_gbs)},
+      {"read_bandwidth_gbs_max", *std::max_element(probe_gbs.begin(), probe_gbs.end())},
       {"prefill_tokens", cfg.prompt_tokens},
       {"prefill_tokens_per_second", double(cfg.prompt_tokens) / median(prefill_s)},
       {"prefill_tokens_per_second_best", double(cfg.prompt_tokens) / best(prefill_s)},
@@ -111,8 +119,8 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
       {"decode_step_ms_best", 1e3 * decode_best},
       {"decode_weight_bytes", model.decode_weight_bytes()},
       {"decode_weight_gbs", bytes / decode_median / 1e9},
-      {"decode_bandwidth_fraction", bytes / decode_median / 1e9 / bandwidth},
-      {"decode_bandwidth_fraction_best", bytes / decode_best / 1e9 / bandwidth},
+      {"decode_bandwidth_fraction", median(fraction)},
+      {"decode_bandwidth_fraction_best", *std::max_element(fraction.begin(), fraction.end())},
       {"forward_k", k_cost},
       {"forward_k_list", k_list},
   };
@@ -135,14 +143,17 @@ std::vector<nlohmann::json> bench_threads(const std::string& model_dir, int thre
 }
 
 void print_human(const nlohmann::json& r) {
-  std::printf("threads %d, bf16 activations %s: read bandwidth %.1f GB/s\n", r["threads"].get<int>(),
-              r["bf16_activations"].get<std::string>().c_str(), r["read_bandwidth_gbs"].get<double>());
+  std::printf("threads %d, bf16 activations %s: read bandwidth %.1f GB/s (median of the probes before each decode "
+              "step; max %.1f)\n",
+              r["threads"].get<int>(), r["bf16_activations"].get<std::string>().c_str(),
+              r["read_bandwidth_gbs"].get<double>(), r["read_bandwidth_gbs_max"].get<double>());
   std::printf("  prefill %lld tokens: %.1f tokens/s (best %.1f)\n", r["prefill_tokens"].get<long long>(),
               r["prefill_tokens_per_second"].get<double>(), r["prefill_tokens_per_second_best"].get<double>());
   std::printf("  decode: %.2f tokens/s (median step %.1f ms; best %.1f ms = %.2f tokens/s)\n",
               r["decode_tokens_per_second"].get<double>(), r["decode_step_ms_median"].get<double>(),
               r["decode_step_ms_best"].get<double>(), r["decode_tokens_per_second_best"].get<double>());
-  std::printf("  decode weights: %.1f GB/s = %.0f%% of measured bandwidth (best step %.0f%%)\n",
+  std::printf("  decode weights: %.1f GB/s; per step, of the bandwidth probed just before it: median %.0f%% "
+              "(best step %.0f%%)\n",
               r["decode_weight_gbs"].get<double>(), 100.0 * r["decode_bandwidth_fraction"].get<double>(),
               100.0 * r["decode_bandwidth_fraction_best"].get<double>());
   std::printf("  forward over k tokens (relative to k=%lld):", r["forward_k_list"][0]["k"].get<long long>());
@@ -161,7 +172,7 @@ int run_bench(const std::vector<std::string>& argv) {
   specs.push_back({"--decode-tokens", true, "decode steps timed; median and best reported (default 32)"});
   specs.push_back({"--k", true, "token counts of the k-token forwards (default 1,2,4,8,16)"});
   specs.push_back({"--repeats", true, "repetitions of each k-token forward; the median is reported (default 5)"});
-  specs.push_back({"--bandwidth-bytes", true, "buffer size of the bandwidth probe (default 1 GiB)"});
+  specs.push_back({"--bandwidth-bytes", true, "buffer the bandwidth probe reads before each timed decode step (default 256 MiB)"});
   std::erase_if(specs, [](const OptionSpec& o) { return o.name == "--bf16-activations"; });
   specs.push_back({"--bf16-activations", true, "split, rounded or both (default both)"});
   specs.push_back({"--json", false, "print one JSON object (a list of per-thread-count, per-mode results)"});
@@ -177,7 +188,7 @@ int run_bench(const std::vector<std::string>& argv) {
   cfg.decode_tokens = args.integer("--decode-tokens", 32);
   cfg.ks = args.has("--k") ? args.integers("--k") : std::vector<int64_t>{1, 2, 4, 8, 16};
   cfg.repeats = args.integer("--repeats", 5);
-  cfg.bandwidth_bytes = uint64_t(args.integer("--bandwidth-bytes", int64_t(1) << 30));
+  cfg.bandwidth_bytes = uint64_t(args.integer("--bandwidth-bytes", int64_t(256) << 20));
   cfg.weight_memory = weight_memory(args);
   AERIE_CHECK(cfg.prompt_tokens >= 1 && cfg.prefill_repeats >= 1 && cfg.decode_tokens >= 1 && cfg.repeats >= 1,
               "bench: counts must be >= 1");

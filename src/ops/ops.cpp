@@ -55,15 +55,6 @@ AERIE_CLONES double sum_squares(const float* x, int64_t n) {
   return total;
 }
 
-AERIE_CLONES double sum_bytes_as_u64(const uint64_t* p, int64_t n) {
-  uint64_t acc[8] = {};
-  for (int64_t i = 0; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
-  uint64_t total = 0;
-  for (uint64_t a : acc) total += a;
-  return double(total);
-}
-
 // Weights of one row as f32 (a norm's weight vector).
 void weight_row(const Tensor& w, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = ref::load_float(w, i);
@@ -240,23 +231,5 @@ void softmax(float* x, int64_t n_rows, int64_t n) {
 }
 
 int64_t argmax(const float* x, int64_t n) { return ref::argmax(x, n); }
-
-double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes) {
-  const int64_t n = int64_t(bytes / sizeof(uint64_t)) / 8 * 8;
-  AlignedBuffer buffer(size_t(n) * sizeof(uint64_t));  // zero-filled: every page is touched once here
-  const auto* p = buffer.as<uint64_t>();
-  double best = 0;
-  // One slot per thread, a cache line apart (the sums only keep the reads from being optimised away).
-  std::vector<double> sink(size_t(pool.n_threads()) * 8);
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    pool.parallel_for(n, 4096, [&](int64_t b, int64_t e) {
-      sink[size_t(ThreadPool::current_thread()) * 8] += sum_bytes_as_u64(p + b, e - b);
-    });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, double(n) * 8.0 / s / 1e9);
-  }
-  return best;
-}
 
 }  // namespace aerie::ops

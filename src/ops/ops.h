@@ -87,10 +87,6 @@ Bf16Activations bf16_activations();
 // Matmuls with at least this many rows go to the GEMM library (oneDNN) when it supports the dtype.
 inline constexpr int64_t kGemmMinRows = 32;
 
-// The machine's read bandwidth in GB/s: the best of a few timed sums over a `bytes` buffer, split across
-// the pool's threads (what decode's weight streaming is measured against).
-double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes);
-
 // Which kernel family matmul would use for this weight dtype ("avx512_bf16", "avx512", "avx2",
 // "scalar"); for bench output and logs.
 const char* matmul_isa(DType weight_dtype);
