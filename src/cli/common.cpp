@@ -15,6 +15,14 @@
 namespace aerie::cli {
 
 namespace {
+constexpr const char* kWeightMemoryHelp =
+    "): view the weight files mapped in place, or copy them into memory backed by 2 MiB transparent huge pages "
+    "(fewer page walks while decoding; costs a copy at load); auto: hugepages when transparent huge pages are "
+    "enabled, the weights are over 1 GiB and under 80% of available memory";
+}  // namespace
+
+
+namespace {
 
 // "weights in hugepages: 98% in 2 MiB pages, copied in 3.1 s", "weights mapped (<why not huge pages>)".
 std::string describe_weight_memory(const WeightMemoryReport& r) {
@@ -58,8 +66,17 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
   return model;
 }
 
-WeightMemory weight_memory(const Args& args) {
-  return parse_weight_memory(args.str("--weight-memory", "mapped"), "--weight-memory");
+WeightMemory weight_memory(const Args& args, WeightMemory command_default) {
+  if (!args.has("--weight-memory")) return command_default;
+  return parse_weight_memory(args.str("--weight-memory", ""), "--weight-memory");
+}
+
+void describe_weight_memory_default(std::vector<OptionSpec>& specs, WeightMemory command_default) {
+  const char* name = command_default == WeightMemory::kAuto ? "auto" : command_default == WeightMemory::kHugePages ? "hugepages" : "mapped";
+  for (OptionSpec& o : specs) {
+    if (o.name != "--weight-memory") continue;
+    o.help = str_cat("mapped, hugepages or auto (default ", name, kWeightMemoryHelp);
+  }
 }
 
 void apply_bf16_activations(const Args& args, std::optional<ops::Bf16Activations> command_default) {
@@ -86,11 +103,7 @@ std::vector<OptionSpec> model_options() {
        "rounded or split: BF16-weight matmuls round activations to one bf16 (default, as llama.cpp does) or "
        "split them into two bf16 parts (float32-exact to ~1e-5, twice the dot-product work; the default of "
        "`logits`)"},
-      {"--weight-memory", true,
-       "mapped (default), hugepages or auto: view the weight files mapped in place, or copy them into memory "
-       "backed by 2 MiB transparent huge pages (fewer page walks while decoding; costs a copy at load); auto: "
-       "hugepages when transparent huge pages are enabled, the weights are over 1 GiB and under 80% of "
-       "available memory"},
+      {"--weight-memory", true, str_cat("mapped, hugepages or auto (default mapped", kWeightMemoryHelp)},
   };
 }
 

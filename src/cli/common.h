@@ -21,9 +21,13 @@ namespace aerie::cli {
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
                                           WeightMemory weight_memory);
 
-// --weight-memory mapped|hugepages|auto. The default is mapped: on the development machine huge pages did
-// not speed up decode measurably and cost 10-40 s of copying (io/weight_memory.h).
-WeightMemory weight_memory(const Args& args);
+// --weight-memory mapped|hugepages|auto, `command_default` without the flag. Huge pages make single-thread
+// decode stream the weights 5-10 points of the bandwidth closer to the machine's limit (bench's per-step
+// ratio, Llama 1B and 8B shapes), for a copy at load (15-36 s for 16 GB from the page cache here): a
+// server, which loads once, defaults to auto; one-shot commands stay mapped (io/weight_memory.h).
+WeightMemory weight_memory(const Args& args, WeightMemory command_default = WeightMemory::kMapped);
+// Sets --weight-memory's help text to name `command_default`.
+void describe_weight_memory_default(std::vector<OptionSpec>& specs, WeightMemory command_default);
 
 // --bf16-activations split|rounded: sets the process-wide mode (ops::set_bf16_activations). Without the
 // flag the mode stays what AERIE_BF16_ACTIVATIONS or the library default (rounded) made it, unless
