@@ -16,9 +16,9 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   float* k = scratch.k.reserve(n_tokens * kv_width);          // [n_tokens, n_head_kv, head_dim]
   float* v = scratch.v.reserve(n_tokens * kv_width);          // [n_tokens, n_head_kv, head_dim]
   float* attn = scratch.attn.reserve(n_tokens * q_width);     // [n_tokens, n_head, head_dim]
-  ops::matmul(x, n_tokens, *w.q, w.q_bias, q, pool);
-  ops::matmul(x, n_tokens, *w.k, w.k_bias, k, pool);
-  ops::matmul(x, n_tokens, *w.v, w.v_bias, v, pool);
+  linear(x, n_tokens, w.q, q, pool, w.q_bias);
+  linear(x, n_tokens, w.k, k, pool, w.k_bias);
+  linear(x, n_tokens, w.v, v, pool, w.v_bias);
   ops::rope(q, n_tokens, shape.n_head, shape.head_dim, positions, inv_freq, pool);
   ops::rope(k, n_tokens, shape.n_head_kv, shape.head_dim, positions, inv_freq, pool);
 
@@ -33,18 +33,18 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
                    pos0 + seq.n_rows, shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale,
                    attn + seq.row_begin * q_width, pool);
   }
-  ops::matmul(attn, n_tokens, *w.o, w.o_bias, out, pool);
+  linear(attn, n_tokens, w.o, out, pool, w.o_bias);
 }
 
 void swiglu_mlp(const float* x, int64_t n_tokens, const MlpWeights& w, MlpScratch& scratch, float* out,
                 ThreadPool& pool) {
-  const int64_t n_ff = w.gate->dim(0);
+  const int64_t n_ff = w.gate.n_out();
   float* gate = scratch.gate.reserve(n_tokens * n_ff);  // [n_tokens, n_ff]
   float* up = scratch.up.reserve(n_tokens * n_ff);      // [n_tokens, n_ff]
-  ops::matmul(x, n_tokens, *w.gate, nullptr, gate, pool);
-  ops::matmul(x, n_tokens, *w.up, nullptr, up, pool);
+  linear(x, n_tokens, w.gate, gate, pool);
+  linear(x, n_tokens, w.up, up, pool);
   ops::silu_mul(gate, up, n_tokens * n_ff, gate, pool);
-  ops::matmul(gate, n_tokens, *w.down, nullptr, out, pool);
+  linear(gate, n_tokens, w.down, out, pool);
 }
 
 }  // namespace aerie

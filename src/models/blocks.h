@@ -8,16 +8,17 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "models/linear.h"
 #include "models/model.h"
 #include "models/scratch.h"
 
 namespace aerie {
 
 struct AttentionWeights {
-  const Tensor* q = nullptr;  // [n_head * head_dim, n_in]
-  const Tensor* k = nullptr;  // [n_head_kv * head_dim, n_in]
-  const Tensor* v = nullptr;  // [n_head_kv * head_dim, n_in]
-  const Tensor* o = nullptr;  // [n_out, n_head * head_dim]
+  LinearWeight q;  // [n_head * head_dim, n_in]
+  LinearWeight k;  // [n_head_kv * head_dim, n_in]
+  LinearWeight v;  // [n_head_kv * head_dim, n_in]
+  LinearWeight o;  // [n_out, n_head * head_dim]
   const Tensor* q_bias = nullptr;  // optional biases (attention_bias)
   const Tensor* k_bias = nullptr;
   const Tensor* v_bias = nullptr;
@@ -47,9 +48,9 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
                    ThreadPool& pool);
 
 struct MlpWeights {
-  const Tensor* gate = nullptr;  // [n_ff, n_in]
-  const Tensor* up = nullptr;    // [n_ff, n_in]
-  const Tensor* down = nullptr;  // [n_out, n_ff]
+  LinearWeight gate;  // [n_ff, n_in]
+  LinearWeight up;    // [n_ff, n_in]
+  LinearWeight down;  // [n_out, n_ff]
 };
 
 struct MlpScratch {

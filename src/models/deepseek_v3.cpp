@@ -81,7 +81,7 @@ DeepseekV3Weights bind_deepseek_v3_weights(const WeightStore& store, const Deeps
   w.embed = float_tensor(store, "model.embed_tokens.weight", {c.n_vocab, c.n_embd});
   for (int64_t i = 0; i < c.n_layer; ++i) w.layers.push_back(bind_deepseek_layer(store, c, i));
   w.norm = float_tensor(store, "model.norm.weight", {c.n_embd});
-  w.output = float_tensor(store, "lm_head.weight", {c.n_vocab, c.n_embd});
+  w.output = float_linear(float_tensor(store, "lm_head.weight", {c.n_vocab, c.n_embd}));
   return w;
 }
 
@@ -140,7 +140,7 @@ KvCache DeepseekV3Model::make_kv_cache(int64_t capacity) const {
 }
 
 uint64_t DeepseekV3Model::decode_weight_bytes() const {
-  uint64_t bytes = weights_.output->nbytes() + weights_.norm->nbytes();
+  uint64_t bytes = weights_.output.nbytes() + weights_.norm->nbytes();
   for (const DeepseekLayerWeights& l : weights_.layers) {
     const MlaWeights& a = l.attn;
     bytes += l.attn_norm->nbytes() + l.ffn_norm->nbytes() + a.kv_a_norm->nbytes();
@@ -230,7 +230,7 @@ ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {
   }
   if (n_logit_rows > 0) {
     float* logits = logits_.reserve(n_logit_rows * c.n_vocab);  // [n_logit_rows, n_vocab]
-    ops::matmul(logits_in, n_logit_rows, *weights_.output, nullptr, logits, pool_);
+    linear(logits_in, n_logit_rows, weights_.output, logits, pool_);
     out.logits = logits;
   }
   out.n_logit_rows = n_logit_rows;

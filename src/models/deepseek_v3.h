@@ -36,7 +36,7 @@ struct DeepseekV3Weights {
   const Tensor* embed = nullptr;   // model.embed_tokens.weight [n_vocab, n_embd]
   std::vector<DeepseekLayerWeights> layers;
   const Tensor* norm = nullptr;    // model.norm.weight [n_embd]
-  const Tensor* output = nullptr;  // lm_head.weight [n_vocab, n_embd]
+  LinearWeight output;             // lm_head [n_vocab, n_embd]
 };
 
 // Binds decoder layer `layer` (model.layers.{layer}.*) by the config's rules: dense or MoE by
@@ -92,7 +92,7 @@ class DeepseekV3Model final : public Model {
   const std::vector<int64_t>& bos_token_ids() const override { return config_.bos_token_ids; }
   std::string describe() const override;
   const Tensor& token_embedding() const override { return *weights_.embed; }
-  const Tensor& output_head() const override { return *weights_.output; }
+  const LinearWeight& output_head() const override { return weights_.output; }
 
   const DeepseekV3Config& config() const { return config_; }
   const DeepseekV3Weights& weights() const { return weights_; }

@@ -34,11 +34,11 @@ LinearWeight bind_linear(const WeightStore& store, const std::string& name, int6
   return w;
 }
 
-void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool) {
+void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool, const Tensor* bias) {
   if (w.scale_inv != nullptr) {
-    ops::matmul_fp8_block(x, n_rows, *w.weight, *w.scale_inv, nullptr, y, pool);
+    ops::matmul_fp8_block(x, n_rows, *w.weight, *w.scale_inv, bias, y, pool);
   } else {
-    ops::matmul(x, n_rows, *w.weight, nullptr, y, pool);
+    ops::matmul(x, n_rows, *w.weight, bias, y, pool);
   }
 }
 

@@ -1,6 +1,7 @@
 // LinearWeight: one projection as the checkpoint stores it, so model code calls one function whatever the
 // dtype: a float matrix (F32/BF16/F16, ops::matmul) or an F8_E4M3 matrix with its per-128x128-tile F32
-// multipliers `<name>.weight_scale_inv` (ops::matmul_fp8_block, no up-front dequantisation).
+// multipliers `<name>.weight_scale_inv` (ops::matmul_fp8_block, no up-front dequantisation). Every
+// projection of every model and draft head goes through here, output heads included.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +23,17 @@ struct LinearWeight {
   uint64_t nbytes() const { return weight->nbytes() + (scale_inv != nullptr ? scale_inv->nbytes() : 0); }
 };
 
+// A float matrix viewed as a projection (a tied head, a borrowed table).
+inline LinearWeight float_linear(const Tensor* weight) { return LinearWeight{weight, nullptr}; }
+
 // Binds `<name>.weight` of shape [n_out, n_in]; when it is F8_E4M3 also `<name>.weight_scale_inv`, which
 // must be F32 [ceil(n_out/128), ceil(n_in/128)]. FP8 weights need `fp8_allowed` (the config's
 // quantization_config). Every mismatch is an aerie::Error naming the tensor.
 LinearWeight bind_linear(const WeightStore& store, const std::string& name, int64_t n_out, int64_t n_in,
                          bool fp8_allowed);
 
-// y = x w^T:  x [n_rows, n_in] f32 -> y [n_rows, n_out] f32.
-void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool);
+// y = x w^T (+ bias):  x [n_rows, n_in] f32 -> y [n_rows, n_out] f32;  bias [n_out] any float dtype or null.
+void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool,
+            const Tensor* bias = nullptr);
 
 }  // namespace aerie

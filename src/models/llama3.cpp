@@ -17,16 +17,19 @@ LlamaWeights bind_llama_weights(const WeightStore& store, const LlamaConfig& c) 
   auto get_optional = [&](const std::string& name, const Shape& shape) -> const Tensor* {
     return store.contains(name) ? &store.get(name, shape) : nullptr;
   };
+  auto linear = [&](const std::string& name, int64_t n_out, int64_t n_in) {
+    return bind_linear(store, name, n_out, n_in, false);
+  };
   LlamaWeights w;
   w.embed = get("model.embed_tokens.weight", {c.n_vocab, c.n_embd});
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LlamaLayerWeights layer{};
     layer.attn_norm = get(p + "input_layernorm.weight", {c.n_embd});
-    layer.attn.q = get(p + "self_attn.q_proj.weight", {q_width, c.n_embd});
-    layer.attn.k = get(p + "self_attn.k_proj.weight", {kv_width, c.n_embd});
-    layer.attn.v = get(p + "self_attn.v_proj.weight", {kv_width, c.n_embd});
-    layer.attn.o = get(p + "self_attn.o_proj.weight", {c.n_embd, q_width});
+    layer.attn.q = linear(p + "self_attn.q_proj", q_width, c.n_embd);
+    layer.attn.k = linear(p + "self_attn.k_proj", kv_width, c.n_embd);
+    layer.attn.v = linear(p + "self_attn.v_proj", kv_width, c.n_embd);
+    layer.attn.o = linear(p + "self_attn.o_proj", c.n_embd, q_width);
     if (c.attention_bias) {
       layer.attn.q_bias = get(p + "self_attn.q_proj.bias", {q_width});
       layer.attn.k_bias = get(p + "self_attn.k_proj.bias", {kv_width});
@@ -35,16 +38,15 @@ LlamaWeights bind_llama_weights(const WeightStore& store, const LlamaConfig& c) 
     }
     AERIE_CHECK(!c.mlp_bias, store.source(), ": mlp_bias = true is not supported");
     layer.ffn_norm = get(p + "post_attention_layernorm.weight", {c.n_embd});
-    layer.mlp.gate = get(p + "mlp.gate_proj.weight", {c.n_ff, c.n_embd});
-    layer.mlp.up = get(p + "mlp.up_proj.weight", {c.n_ff, c.n_embd});
-    layer.mlp.down = get(p + "mlp.down_proj.weight", {c.n_embd, c.n_ff});
+    layer.mlp.gate = linear(p + "mlp.gate_proj", c.n_ff, c.n_embd);
+    layer.mlp.up = linear(p + "mlp.up_proj", c.n_ff, c.n_embd);
+    layer.mlp.down = linear(p + "mlp.down_proj", c.n_embd, c.n_ff);
     w.layers.push_back(layer);
   }
   w.norm = get("model.norm.weight", {c.n_embd});
   // Tied checkpoints usually omit lm_head.weight; some include a copy, which is then the same matrix.
-  w.output = c.tie_word_embeddings ? get_optional("lm_head.weight", {c.n_vocab, c.n_embd})
-                                   : get("lm_head.weight", {c.n_vocab, c.n_embd});
-  if (w.output == nullptr) w.output = w.embed;
+  w.output = c.tie_word_embeddings && !store.contains("lm_head.weight") ? float_linear(w.embed)
+                                                                      : linear("lm_head", c.n_vocab, c.n_embd);
   return w;
 }
 
@@ -61,10 +63,10 @@ KvCache LlamaModel::make_kv_cache(int64_t capacity) const {
 }
 
 uint64_t LlamaModel::decode_weight_bytes() const {
-  uint64_t bytes = weights_.output->nbytes() + weights_.norm->nbytes();
+  uint64_t bytes = weights_.output.nbytes() + weights_.norm->nbytes();
   for (const LlamaLayerWeights& l : weights_.layers) {
-    for (const Tensor* t : {l.attn_norm, l.attn.q, l.attn.k, l.attn.v, l.attn.o, l.ffn_norm, l.mlp.gate,
-                            l.mlp.up, l.mlp.down})
+    bytes += l.attn_norm->nbytes() + l.ffn_norm->nbytes();
+    for (const LinearWeight* t : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.mlp.gate, &l.mlp.up, &l.mlp.down})
       bytes += t->nbytes();
   }
   return bytes;
@@ -147,7 +149,7 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
   }
   if (n_logit_rows > 0) {
     float* logits = logits_.reserve(n_logit_rows * c.n_vocab);  // [n_logit_rows, n_vocab]
-    ops::matmul(logits_in, n_logit_rows, *weights_.output, nullptr, logits, pool_);
+    linear(logits_in, n_logit_rows, weights_.output, logits, pool_);
     out.logits = logits;
   }
   out.n_logit_rows = n_logit_rows;

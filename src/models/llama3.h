@@ -26,7 +26,7 @@ struct LlamaWeights {
   const Tensor* embed = nullptr;   // model.embed_tokens.weight [n_vocab, n_embd]
   std::vector<LlamaLayerWeights> layers;
   const Tensor* norm = nullptr;    // model.norm.weight [n_embd]
-  const Tensor* output = nullptr;  // lm_head.weight [n_vocab, n_embd], or the embedding when tied
+  LinearWeight output;             // lm_head [n_vocab, n_embd], or the embedding when tied
 };
 
 // Binds every tensor by its published name, checking shapes against the config; a missing tensor or a
@@ -48,7 +48,7 @@ class LlamaModel final : public Model {
   const std::vector<int64_t>& bos_token_ids() const override { return config_.bos_token_ids; }
   std::string describe() const override;
   const Tensor& token_embedding() const override { return *weights_.embed; }
-  const Tensor& output_head() const override { return *weights_.output; }
+  const LinearWeight& output_head() const override { return weights_.output; }
 
   const LlamaConfig& config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }

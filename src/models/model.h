@@ -16,6 +16,7 @@
 
 #include "core/tensor.h"
 #include "kv/kv_cache.h"
+#include "models/linear.h"
 
 namespace aerie {
 
@@ -67,7 +68,7 @@ class Model {
   // Tensors a draft head borrows: EAGLE heads embed tokens with the target's table, and EAGLE-1 reads its
   // logits out through the target's head. [n_vocab, n_embd] each (the same tensor when tied).
   virtual const Tensor& token_embedding() const = 0;
-  virtual const Tensor& output_head() const = 0;
+  virtual const LinearWeight& output_head() const = 0;
   virtual std::string describe() const = 0;
 };
 

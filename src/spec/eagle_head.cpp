@@ -45,12 +45,14 @@ int64_t EagleHead::to_target(int64_t draft_id) const {
 // EAGLE-1 also fc (it fuses every step), EAGLE-3 skips fc on its own features.
 uint64_t EagleHead::weight_bytes() const {
   const EagleWeights& w = weights_;
-  uint64_t bytes = w.output->nbytes() + (w.norm ? w.norm->nbytes() : 0);
+  uint64_t bytes = w.output.nbytes() + (w.norm ? w.norm->nbytes() : 0);
   if (w.kind == EagleKind::kEagle1) bytes += w.fc->nbytes() + (w.fc_bias ? w.fc_bias->nbytes() : 0);
-  for (const EagleLayerWeights& l : w.layers)
-    for (const Tensor* t : {l.attn_norm, l.hidden_norm, l.attn.q, l.attn.k, l.attn.v, l.attn.o, l.ffn_norm,
-                            l.mlp.gate, l.mlp.up, l.mlp.down})
+  for (const EagleLayerWeights& l : w.layers) {
+    for (const Tensor* t : {l.attn_norm, l.hidden_norm, l.ffn_norm})
       if (t != nullptr) bytes += t->nbytes();
+    for (const LinearWeight* t : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.mlp.gate, &l.mlp.up, &l.mlp.down})
+      bytes += t->nbytes();
+  }
   return bytes;
 }
 
@@ -179,7 +181,7 @@ DraftOutput EagleHead::forward(const DraftBatch& batch) {
         std::memcpy(logits_in + i * n_embd, row, size_t(n_embd) * sizeof(float));
     }
     float* logits = logits_.reserve(out.n_logit_rows * out.n_vocab);  // [n_logit_rows, n_vocab]
-    ops::matmul(logits_in, out.n_logit_rows, *w.output, nullptr, logits, pool_);
+    linear(logits_in, out.n_logit_rows, w.output, logits, pool_);
     out.logits = logits;
   }
   return out;

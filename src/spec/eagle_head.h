@@ -54,7 +54,7 @@ struct EagleWeights {
   std::vector<const Tensor*> fc_norm;  // fc_norm.{i}.weight [target_n_embd] per fused part (EAGLE-3), or empty
   std::vector<EagleLayerWeights> layers;
   const Tensor* norm = nullptr;      // norm.weight [n_embd] (EAGLE-3)
-  const Tensor* output = nullptr;    // EAGLE-3: lm_head.weight [n_draft_vocab, n_embd]; EAGLE-1: the target's
+  LinearWeight output;               // EAGLE-3: lm_head.weight [n_draft_vocab, n_embd]; EAGLE-1: the target's
   const Tensor* embed = nullptr;     // the target's table [n_vocab, n_embd] (the head's own when narrower)
   std::vector<int64_t> draft_to_target;  // [n_draft_vocab] d + d2t[d]; empty for a full-vocabulary head
 };
@@ -79,7 +79,7 @@ class EagleHead final : public DraftHead {
   KvCache make_kv_cache(int64_t capacity) const override;
   const std::vector<int>& target_layers() const override { return target_layers_; }
   int64_t n_embd() const override { return config_.llama.n_embd; }
-  int64_t n_vocab() const override { return weights_.output->dim(0); }
+  int64_t n_vocab() const override { return weights_.output.n_out(); }
   int64_t to_target(int64_t draft_id) const override;
   bool reduced_vocab() const override { return !weights_.draft_to_target.empty(); }
   uint64_t weight_bytes() const override;

@@ -67,10 +67,13 @@ void bind_layer(const WeightStore& store, const LlamaConfig& c, const std::strin
                 EagleLayerWeights& layer) {
   const int64_t q_width = c.n_head * c.head_dim, kv_width = c.n_head_kv * c.head_dim;
   auto get = [&](const std::string& name, const Shape& shape) { return &store.get(p + name, shape); };
-  layer.attn.q = get("self_attn.q_proj.weight", {q_width, n_in});
-  layer.attn.k = get("self_attn.k_proj.weight", {kv_width, n_in});
-  layer.attn.v = get("self_attn.v_proj.weight", {kv_width, n_in});
-  layer.attn.o = get("self_attn.o_proj.weight", {c.n_embd, q_width});
+  auto linear = [&](const std::string& name, int64_t n_out, int64_t n_in_) {
+    return bind_linear(store, p + name, n_out, n_in_, false);
+  };
+  layer.attn.q = linear("self_attn.q_proj", q_width, n_in);
+  layer.attn.k = linear("self_attn.k_proj", kv_width, n_in);
+  layer.attn.v = linear("self_attn.v_proj", kv_width, n_in);
+  layer.attn.o = linear("self_attn.o_proj", c.n_embd, q_width);
   if (c.attention_bias) {
     layer.attn.q_bias = get("self_attn.q_proj.bias", {q_width});
     layer.attn.k_bias = get("self_attn.k_proj.bias", {kv_width});
@@ -79,9 +82,9 @@ void bind_layer(const WeightStore& store, const LlamaConfig& c, const std::strin
   }
   AERIE_CHECK(!c.mlp_bias, store.source(), ": mlp_bias = true is not supported");
   layer.ffn_norm = get("post_attention_layernorm.weight", {c.n_embd});
-  layer.mlp.gate = get("mlp.gate_proj.weight", {c.n_ff, c.n_embd});
-  layer.mlp.up = get("mlp.up_proj.weight", {c.n_ff, c.n_embd});
-  layer.mlp.down = get("mlp.down_proj.weight", {c.n_embd, c.n_ff});
+  layer.mlp.gate = linear("mlp.gate_proj", c.n_ff, c.n_embd);
+  layer.mlp.up = linear("mlp.up_proj", c.n_ff, c.n_embd);
+  layer.mlp.down = linear("mlp.down_proj", c.n_embd, c.n_ff);
 }
 
 // EAGLE-3 tensors outside the layer may sit under "model." (SGLang's llama_eagle3 accepts both).
@@ -168,7 +171,7 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
       if (i > 0) layer.attn_norm = &store.get(p + "input_layernorm.weight", {n_embd});
       w.layers.push_back(layer);
     }
-    w.output = &target.output_head();
+    w.output = target.output_head();
     return w;
   }
 
@@ -192,7 +195,7 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
   const Tensor& head = store.get("lm_head.weight");
   AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, n_embd}), src, ": lm_head.weight has shape ",
               head.shape.str(), ", expected [", config.n_draft_vocab, ", ", n_embd, "] (draft_vocab_size, hidden_size)");
-  w.output = &head;
+  w.output = float_linear(&head);
   w.draft_to_target = bind_draft_vocab_map(store, config.n_draft_vocab, config.llama.n_vocab);
   return w;
 }

@@ -75,7 +75,7 @@ MlaHeadWeights bind_weights(const WeightStore& store, const MlaHeadConfig& confi
   const Tensor& head = store.get("lm_head.weight");
   AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, H}), src, ": lm_head.weight has shape ", head.shape.str(),
               ", expected [", config.n_draft_vocab, ", ", H, "] (draft_vocab_size, hidden_size)");
-  w.output = &head;
+  w.output = float_linear(&head);
   w.embed = &target.token_embedding();
   if (const Tensor* own = store.find(top_name(store, "embed_tokens.weight"))) {
     AERIE_CHECK(own->shape == (Shape{c.n_vocab, H}), src, ": embed_tokens.weight has shape ", own->shape.str(),
@@ -135,7 +135,7 @@ int64_t MlaEagleHead::to_target(int64_t draft_id) const {
 // One draft step after the first: the layer, the norm and lm_head (fc only runs on target features).
 uint64_t MlaEagleHead::weight_bytes() const {
   const MlaHeadWeights& w = weights_;
-  uint64_t bytes = w.output->nbytes() + w.norm->nbytes() + w.attn_norm->nbytes() + w.hidden_norm->nbytes() +
+  uint64_t bytes = w.output.nbytes() + w.norm->nbytes() + w.attn_norm->nbytes() + w.hidden_norm->nbytes() +
                    w.ffn_norm->nbytes() + w.mlp.nbytes() + w.attn.kv_a_norm->nbytes();
   for (const LinearWeight* lw : {&w.attn.q, &w.attn.q_a, &w.attn.q_b, &w.attn.kv_a, &w.attn.kv_b, &w.attn.o})
     if (lw->weight != nullptr) bytes += lw->nbytes();
@@ -223,7 +223,7 @@ DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
         ops::rms_norm(row, 1, H, *w.norm, eps, logits_in + i * H, pool_);
     }
     float* logits = logits_.reserve(out.n_logit_rows * out.n_vocab);  // [n_logit_rows, draft vocab]
-    ops::matmul(logits_in, out.n_logit_rows, *w.output, nullptr, logits, pool_);
+    linear(logits_in, out.n_logit_rows, w.output, logits, pool_);
     out.logits = logits;
   }
   return out;

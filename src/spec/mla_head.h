@@ -43,7 +43,7 @@ struct MlaHeadWeights {
   const Tensor* ffn_norm = nullptr;       // post_attention_layernorm [H]
   FfnWeights mlp;
   const Tensor* norm = nullptr;           // [H]
-  const Tensor* output = nullptr;         // lm_head [draft_vocab, H]
+  LinearWeight output;                    // lm_head [draft_vocab, H]
   const Tensor* embed = nullptr;          // [vocab, H] (the target's unless the head is narrower)
   std::vector<int64_t> draft_to_target;   // empty for a full-vocabulary head
 };
@@ -63,7 +63,7 @@ class MlaEagleHead final : public DraftHead {
   KvCache make_kv_cache(int64_t capacity) const override;
   const std::vector<int>& target_layers() const override { return target_layers_; }
   int64_t n_embd() const override { return config_.attn.n_embd; }
-  int64_t n_vocab() const override { return weights_.output->dim(0); }
+  int64_t n_vocab() const override { return weights_.output.n_out(); }
   int64_t to_target(int64_t draft_id) const override;
   bool reduced_vocab() const override { return !weights_.draft_to_target.empty(); }
   uint64_t weight_bytes() const override;

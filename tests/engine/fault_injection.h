@@ -24,7 +24,7 @@ class DelegatingModel : public Model {
   const std::vector<int64_t>& eos_token_ids() const override { return inner_.eos_token_ids(); }
   const std::vector<int64_t>& bos_token_ids() const override { return inner_.bos_token_ids(); }
   const Tensor& token_embedding() const override { return inner_.token_embedding(); }
-  const Tensor& output_head() const override { return inner_.output_head(); }
+  const LinearWeight& output_head() const override { return inner_.output_head(); }
   std::string describe() const override { return inner_.describe(); }
 
  protected:
