@@ -82,13 +82,18 @@ bool onednn_rows_bf16(const float* x, int64_t n_rows, const Tensor& w, bool spli
 }
 
 void matmul_onednn_bf16_columns(const OnednnRows& rows, const Tensor& w, int64_t o_begin, int64_t o_end, float* y) {
+  const int64_t n_out = w.dim(0), n_in = w.dim(1);
+  matmul_onednn_bf16_rows(rows, static_cast<const uint16_t*>(w.data) + o_begin * n_in, n_out, n_in, o_begin, o_end, y);
+}
+
+void matmul_onednn_bf16_rows(const OnednnRows& rows, const uint16_t* w_rows, int64_t n_out, int64_t n_in,
+                             int64_t o_begin, int64_t o_end, float* y) {
   thread_local ThreadGemms tg;
   omp_set_num_threads(1);  // this thread's ICV: oneDNN runs the primitive inline, on this thread
-  const int64_t n_out = w.dim(0), n_in = w.dim(1);
   const Gemm& g = column_gemm_for(tg, rows.m, n_in, o_end - o_begin, n_out);
   float* out = (rows.y_pad != nullptr ? rows.y_pad : y) + o_begin;
   const Context& ctx = context();
-  dnnl::memory weights(g.weights, ctx.engine, const_cast<uint16_t*>(static_cast<const uint16_t*>(w.data) + o_begin * n_in));
+  dnnl::memory weights(g.weights, ctx.engine, const_cast<uint16_t*>(w_rows));
   dnnl::memory dst(g.dst, ctx.engine, out);
   dnnl::memory hi(g.src, ctx.engine, const_cast<uint16_t*>(rows.hi));
   g.primitive.execute(tg.stream, {{DNNL_ARG_SRC, hi}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});

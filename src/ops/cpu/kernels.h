@@ -68,5 +68,9 @@ struct OnednnRows {
 bool onednn_rows_bf16(const float* x, int64_t n_rows, const Tensor& w, bool split, OnednnRows& rows);
 void matmul_onednn_bf16_columns(const OnednnRows& rows, const Tensor& w, int64_t o_begin, int64_t o_end, float* y);
 void onednn_rows_finish(const OnednnRows& rows, int64_t n_out, float* y);
+// The same for weights held elsewhere: w_rows is output rows [o_begin, o_end) of a BF16 [n_out, n_in]
+// matrix, contiguous (int8 weights widened a column block at a time).
+void matmul_onednn_bf16_rows(const OnednnRows& rows, const uint16_t* w_rows, int64_t n_out, int64_t n_in,
+                             int64_t o_begin, int64_t o_end, float* y);
 
 }  // namespace aerie::ops::cpu

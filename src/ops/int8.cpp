@@ -1,0 +1,134 @@
+#include "ops/int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/int8_kernels.h"
+#include "ops/ops.h"
+#include "ops/ref/ref_ops.h"
+
+namespace aerie::ops {
+namespace {
+
+float load_weight(const Tensor& w, int64_t i) {
+  switch (w.dtype) {
+    case DType::kF32: return static_cast<const float*>(w.data)[i];
+    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+    default: return f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+  }
+}
+
+// The portable path: per output and group, a float dot product with the int8 values, times the scale.
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void matmul_int8_portable(
+    const float* x, int64_t n_rows, const int8_t* q, const float* scale, int64_t n_in, int64_t n_groups,
+    int64_t n_out, int64_t o_begin, int64_t o_end, float* y) {
+  const int64_t group = n_in / n_groups;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n_in;
+    for (int64_t o = o_begin; o < o_end; ++o) {
+      const int8_t* qo = q + o * n_in;
+      float total = 0.0f;
+      for (int64_t g = 0; g < n_groups; ++g) {
+        float acc[8] = {};
+        const int64_t begin = g * group, end = begin + group;
+        int64_t i = begin;
+        for (; i + 8 <= end; i += 8)
+          for (int j = 0; j < 8; ++j) acc[j] += xr[i + j] * float(qo[i + j]);
+        float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        for (; i < end; ++i) s += xr[i] * float(qo[i]);
+        total += s * scale[o * n_groups + g];
+      }
+      y[r * n_out + o] = total;
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_int8(const Tensor& w, int64_t group, int8_t* q, float* scale) {
+  AERIE_CHECK(w.shape.ndim() == 2 && (w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF16),
+              "quantize_int8: weight must be a 2-D F32/BF16/F16 tensor, got ", dtype_name(w.dtype), " ", w.shape.str());
+  const int64_t n_out = w.dim(0), n_in = w.dim(1);
+  AERIE_CHECK(group > 0 && n_in % group == 0, "quantize_int8: group ", group, " does not divide ", n_in, " inputs");
+  const int64_t n_groups = n_in / group;
+  std::vector<float> row(static_cast<size_t>(group));
+  for (int64_t o = 0; o < n_out; ++o) {
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const int64_t base = o * n_in + g * group;
+      float max_abs = 0.0f;
+      for (int64_t i = 0; i < group; ++i) {
+        row[size_t(i)] = load_weight(w, base + i);
+        AERIE_CHECK(std::isfinite(row[size_t(i)]), "quantize_int8: weight [", o, ", ", g * group + i, "] is not finite");
+        max_abs = std::max(max_abs, std::abs(row[size_t(i)]));
+      }
+      const float s = max_abs / 127.0f;
+      scale[o * n_groups + g] = s;
+      for (int64_t i = 0; i < group; ++i) {
+        // nearbyint: round half to even in the default rounding mode (numpy.rint's rule).
+        const float v = s == 0.0f ? 0.0f : std::clamp(std::nearbyint(row[size_t(i)] / s), -127.0f, 127.0f);
+        q[base + i] = int8_t(v);
+      }
+    }
+  }
+}
+
+void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& scale, const Tensor* bias, float* y,
+                 ThreadPool& pool) {
+  AERIE_CHECK(q.dtype == DType::kI8 && q.shape.ndim() == 2, "matmul_int8: weight must be a 2-D I8 tensor, got ",
+              dtype_name(q.dtype), " ", q.shape.str());
+  const int64_t n_out = q.dim(0), n_in = q.dim(1);
+  AERIE_CHECK(scale.dtype == DType::kF32 && scale.shape.ndim() == 2 && scale.dim(0) == n_out && scale.dim(1) >= 1 &&
+                  n_in % scale.dim(1) == 0 && (scale.dim(1) == 1 || (n_in / scale.dim(1)) % 32 == 0),
+              "matmul_int8: scale must be F32 [", n_out, ", n_groups] with groups of a multiple of 32 of the ", n_in,
+              " inputs, got ", dtype_name(scale.dtype), " ", scale.shape.str());
+  if (n_rows <= 0) return;
+  const int64_t n_groups = scale.dim(1);
+  const auto* qp = static_cast<const int8_t*>(q.data);
+  const auto* sp = static_cast<const float*>(scale.data);
+  const bool split = bf16_activations() == Bf16Activations::kSplit;
+  const CpuFeatures& f = cpu_features();
+  cpu::OnednnRows gemm_rows{};
+  const Tensor shape_only{DType::kBF16, q.shape, nullptr};
+  if (f.avx512_bf16 && n_groups == 1 && n_rows >= kGemmMinRows &&
+      cpu::onednn_rows_bf16(x, n_rows, shape_only, split, gemm_rows)) {
+    // Many rows, one scale per channel: the int8 rows widened (exactly) to bf16 a column block at a time
+    // for the oneDNN GEMM, then each output column times its scale.
+    constexpr int64_t kColumns = 128;
+    float* out = gemm_rows.y_pad != nullptr ? gemm_rows.y_pad : y;
+    pool.parallel_for(n_out, kColumns, [&](int64_t b, int64_t e) {
+      thread_local std::vector<uint16_t> widened;
+      widened.resize(size_t((e - b) * n_in));
+      cpu::widen_int8_bf16(qp + b * n_in, (e - b) * n_in, widened.data());
+      cpu::matmul_onednn_bf16_rows(gemm_rows, widened.data(), n_out, n_in, b, e, y);
+      for (int64_t r = 0; r < n_rows; ++r)
+        for (int64_t o = b; o < e; ++o) out[r * n_out + o] *= sp[o];
+    });
+    cpu::onednn_rows_finish(gemm_rows, n_out, y);
+  } else if (f.avx512_bf16) {
+    thread_local std::vector<uint16_t> packed;
+    const int parts = split ? 2 : 1;
+    packed.resize(size_t(cpu::packed_rows_size(n_rows, n_in, parts)));
+    cpu::pack_rows_avx512(x, n_rows, n_in, parts, packed.data());
+    const cpu::PackedRows rows{packed.data(), n_rows, n_in, parts};
+    pool.parallel_for(n_out, 48, [&](int64_t b, int64_t e) {
+      cpu::matmul_int8_avx512bf16(rows, qp, sp, n_groups, b, e, y, n_out);
+    });
+  } else {
+    pool.parallel_for(n_out, 16, [&](int64_t b, int64_t e) {
+      matmul_int8_portable(x, n_rows, qp, sp, n_in, n_groups, n_out, b, e, y);
+    });
+  }
+  if (bias != nullptr) {
+    for (int64_t r = 0; r < n_rows; ++r)
+      for (int64_t o = 0; o < n_out; ++o) y[r * n_out + o] += ref::load_float(*bias, o);
+  }
+}
+
+const char* matmul_int8_isa() { return cpu_features().avx512_bf16 ? "avx512_bf16" : "scalar"; }
+
+}  // namespace aerie::ops

@@ -1,0 +1,36 @@
+// Int8 weights: symmetric, one F32 scale per output channel and group of `group` inputs,
+//   w[o, i] = q[o, i] * scale[o, i / group]      q: I8 [n_out, n_in];  scale: F32 [n_out, n_in / group]
+// (group == n_in: one scale per channel). The kernels read the int8 bytes and apply the scales on the
+// fly, so the weights stay 1 byte each in memory; models/quantize.h makes and loads them.
+//
+// Arithmetic, the same on every path up to float rounding: per output and group, the dot product of the
+// activations with q (int8 values are exact in bf16 and f32), times that group's scale, summed over the
+// groups in order. The AVX-512-BF16 path rounds activations to bf16 (or splits them into hi + lo under
+// ops::Bf16Activations::kSplit) exactly as the BF16 kernel does, and is batch invariant in the same way:
+// below kGemmMinRows a k-row call gives the bits of k one-row calls. From kGemmMinRows rows with one scale
+// per channel, q is widened to bf16 (exactly) for the oneDNN GEMM and the scales multiply its output.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace aerie::ops {
+
+// scale = max |w| over the group / 127 (0 for an all-zero group), q = round-half-to-even(w / scale)
+// clipped to [-127, 127].  w: [n_out, n_in] F32/BF16/F16;  group divides n_in;  q: [n_out, n_in];
+// scale: [n_out, n_in / group].
+void quantize_int8(const Tensor& w, int64_t group, int8_t* q, float* scale);
+
+// y[r, o] = sum_i x[r, i] * w[o, i]  (+ bias[o] when bias is non-null), w as above.
+//   x: [n_rows, n_in] f32;  q: [n_out, n_in] I8;  scale: [n_out, n_groups] F32 (n_groups divides n_in,
+//   n_in / n_groups a multiple of 32 when n_groups > 1);  bias: [n_out] any float dtype or null;
+//   y: [n_rows, n_out] f32 (overwritten).
+void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& scale, const Tensor* bias, float* y,
+                 ThreadPool& pool);
+
+// Which kernel family matmul_int8 uses for one row ("avx512_bf16" or "scalar").
+const char* matmul_int8_isa();
+
+}  // namespace aerie::ops
