@@ -171,7 +171,7 @@ int run_bench_spec(const std::vector<std::string>& argv) {
   apply_bf16_activations(args);
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> target = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"),
-                                                     weight_memory(args));
+                                                     weight_choice(args));
   std::unique_ptr<DraftHead> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
   AERIE_CHECK(head != nullptr, "bench-spec needs a draft head (--draft none given)");
   nlohmann::json r = bench_speculative(*target, *head, pool, cfg);

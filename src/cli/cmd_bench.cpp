@@ -52,7 +52,7 @@ struct BenchConfig {
   std::vector<int64_t> ks;
   int64_t repeats;
   uint64_t bandwidth_bytes;
-  WeightMemory weight_memory;
+  WeightChoice weights;
 };
 
 // Figures for one thread count and one activation mode; the model is loaded once per thread count.
@@ -129,7 +129,7 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
 std::vector<nlohmann::json> bench_threads(const std::string& model_dir, int threads, const BenchConfig& cfg,
                                           const std::vector<ops::Bf16Activations>& modes, bool quiet) {
   ThreadPool pool(threads);
-  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet, cfg.weight_memory);
+  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet, cfg.weights);
   const ops::Bf16Activations initial = ops::bf16_activations();
   std::vector<nlohmann::json> results;
   for (ops::Bf16Activations mode : modes) {
@@ -189,7 +189,7 @@ int run_bench(const std::vector<std::string>& argv) {
   cfg.ks = args.has("--k") ? args.integers("--k") : std::vector<int64_t>{1, 2, 4, 8, 16};
   cfg.repeats = args.integer("--repeats", 5);
   cfg.bandwidth_bytes = uint64_t(args.integer("--bandwidth-bytes", int64_t(256) << 20));
-  cfg.weight_memory = weight_memory(args);
+  cfg.weights = weight_choice(args);
   AERIE_CHECK(cfg.prompt_tokens >= 1 && cfg.prefill_repeats >= 1 && cfg.decode_tokens >= 1 && cfg.repeats >= 1,
               "bench: counts must be >= 1");
   AERIE_CHECK(!cfg.ks.empty(), "--k needs at least one value");

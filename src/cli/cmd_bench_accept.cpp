@@ -175,7 +175,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
   const std::vector<BenchPrompt> prompts = load_prompts(prompt_file, *tokenizer, args.integer("--max-prompts", 0));
   apply_bf16_activations(args);
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> target = load_model_verbose(choice.model, pool, quiet, weight_memory(args));
+  std::unique_ptr<Model> target = load_model_verbose(choice.model, pool, quiet, weight_choice(args));
 
   nlohmann::json results = nlohmann::json::array();
   int64_t total_mismatches = 0;

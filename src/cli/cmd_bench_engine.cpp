@@ -124,7 +124,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   apply_bf16_activations(args);
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> target = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"),
-                                                     weight_memory(args));
+                                                     weight_choice(args));
   std::unique_ptr<DraftHead> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
   const std::vector<int64_t> levels = args.has("--concurrency") ? args.integers("--concurrency")
                                                                  : std::vector<int64_t>{1, 4, 16, 64};

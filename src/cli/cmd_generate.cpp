@@ -78,7 +78,7 @@ int run_generate(const std::vector<std::string>& argv) {
 
   apply_bf16_activations(args);
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, args.has("--quiet") || json, weight_memory(args));
+  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, args.has("--quiet") || json, weight_choice(args));
   if (!args.has("--ignore-eos")) options.stop_token_ids = stop_token_ids(model_dir, model->eos_token_ids());
 
   if (!json && args.has("--show-prompt") && !prompt_input.text.empty()) {

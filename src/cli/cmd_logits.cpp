@@ -73,7 +73,7 @@ int run_logits(const std::vector<std::string>& argv) {
   const std::string out_path = args.required("--out");
   apply_bf16_activations(args, ops::Bf16Activations::kSplit);
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"), weight_memory(args));
+  std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"), weight_choice(args));
   if (args.has("--draft")) {
     AERIE_CHECK(!args.has("--hidden-layers"), "--hidden-layers applies to the target; use it without --draft");
     const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet"));

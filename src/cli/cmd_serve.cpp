@@ -181,7 +181,7 @@ int run_serve(const std::vector<std::string>& argv) {
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, model_dir, /*required=*/true);
   apply_bf16_activations(args);
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet, weight_memory(args, WeightMemory::kAuto));
+  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet, weight_choice(args, WeightMemory::kAuto));
   const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, quiet);
 
   EngineConfig config;

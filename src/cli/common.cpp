@@ -37,11 +37,13 @@ std::string describe_weight_memory(const WeightMemoryReport& r) {
 }  // namespace
 
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
-                                          WeightMemory weight_memory) {
+                                          const WeightChoice& weights) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
-  options.weight_memory = weight_memory;
+  options.weight_memory = weights.memory;
+  options.weights = weights.format;
+  options.int8_group = weights.int8_group;
   WeightMemoryReport report;
   options.weight_memory_report = &report;
   if (tty && !quiet) {
@@ -59,8 +61,15 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
   std::unique_ptr<Model> model = load_model(dir, pool, options);
   if (!quiet) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "%sloaded %s in %.2f s (%s; %s; %d threads; cpu: %s)\n", tty ? "\r\033[K" : "",
+    const std::string format = weights.format == WeightFormat::kInt8
+                                   ? str_cat("; projections quantised to int8 at load (",
+                                             weights.int8_group == 0 ? std::string("per channel")
+                                                                     : str_cat("groups of ", weights.int8_group),
+                                             ")")
+                                   : std::string();
+    std::fprintf(stderr, "%sloaded %s in %.2f s (%s; %s%s; %d threads; cpu: %s)\n", tty ? "\r\033[K" : "",
                  dir.string().c_str(), seconds, model->describe().c_str(), describe_weight_memory(report).c_str(),
+                 format.c_str(),
                  pool.n_threads(), cpu_features().describe().c_str());
   }
   return model;
@@ -69,6 +78,17 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
 WeightMemory weight_memory(const Args& args, WeightMemory command_default) {
   if (!args.has("--weight-memory")) return command_default;
   return parse_weight_memory(args.str("--weight-memory", ""), "--weight-memory");
+}
+
+WeightChoice weight_choice(const Args& args, WeightMemory memory_default) {
+  WeightChoice c;
+  c.memory = weight_memory(args, memory_default);
+  c.format = parse_weight_format(args.str("--weights", "as-stored"), "--weights");
+  c.int8_group = args.integer("--int8-group", 0);
+  AERIE_CHECK(c.int8_group == 0 || (c.int8_group > 0 && c.int8_group % 32 == 0), "--int8-group must be 0 (one "
+              "scale per output channel) or a positive multiple of 32, got ", c.int8_group);
+  AERIE_CHECK(c.int8_group == 0 || c.format == WeightFormat::kInt8, "--int8-group needs --weights int8");
+  return c;
 }
 
 void describe_weight_memory_default(std::vector<OptionSpec>& specs, WeightMemory command_default) {
@@ -104,6 +124,11 @@ std::vector<OptionSpec> model_options() {
        "split them into two bf16 parts (float32-exact to ~1e-5, twice the dot-product work; the default of "
        "`logits`)"},
       {"--weight-memory", true, str_cat("mapped, hugepages or auto (default mapped", kWeightMemoryHelp)},
+      {"--weights", true,
+       "as-stored (default) or int8: quantise every projection and the output head (target and draft head) "
+       "to symmetric int8 at load, one scale per output channel (or per --int8-group inputs); int8 "
+       "checkpoints (compressed-tensors) load as they are either way"},
+      {"--int8-group", true, "with --weights int8: inputs per scale, a multiple of 32 (default 0: per channel)"},
   };
 }
 

@@ -18,14 +18,22 @@ namespace aerie::cli {
 // Loads the model in `dir`, printing progress to stderr when it is a terminal (and, unless quiet, a
 // one-line summary with the load time and where the weights live: mapped, or in huge pages and how much of
 // them the kernel gave 2 MiB pages).
+// Where the weights live and in what format: --weight-memory, --weights, --int8-group.
+struct WeightChoice {
+  WeightMemory memory = WeightMemory::kMapped;
+  WeightFormat format = WeightFormat::kAsStored;
+  int64_t int8_group = 0;
+};
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
-                                          WeightMemory weight_memory);
+                                          const WeightChoice& weights);
 
 // --weight-memory mapped|hugepages|auto, `command_default` without the flag. Huge pages make single-thread
 // decode stream the weights 5-10 points of the bandwidth closer to the machine's limit (bench's per-step
 // ratio, Llama 1B and 8B shapes), for a copy at load (15-36 s for 16 GB from the page cache here): a
 // server, which loads once, defaults to auto; one-shot commands stay mapped (io/weight_memory.h).
 WeightMemory weight_memory(const Args& args, WeightMemory command_default = WeightMemory::kMapped);
+// weight_memory plus --weights as-stored|int8 and --int8-group N (0 or a multiple of 32).
+WeightChoice weight_choice(const Args& args, WeightMemory memory_default = WeightMemory::kMapped);
 // Sets --weight-memory's help text to name `command_default`.
 void describe_weight_memory_default(std::vector<OptionSpec>& specs, WeightMemory command_default);
 

@@ -1,5 +1,7 @@
 #include "cli/draft.h"
 
+#include "cli/common.h"
+
 #include <chrono>
 #include <cstdio>
 
@@ -23,6 +25,9 @@ std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& tar
   if (args.has("--draft-layers"))
     for (int64_t layer : args.integers("--draft-layers")) options.target_layers.push_back(int(layer));
   options.aux_layer_ids_are_outputs = args.has("--draft-layer-ids-are-outputs");
+  const WeightChoice weights = weight_choice(args);  // the head's format follows the target's
+  options.weights = weights.format;
+  options.int8_group = weights.int8_group;
   const auto start = std::chrono::steady_clock::now();
   // "mtp": the target checkpoint's own multi-token-prediction layer (DeepSeek-V3), no folder.
   std::unique_ptr<DraftHead> head = draft == "mtp" ? load_mtp_drafter(target, pool, options)

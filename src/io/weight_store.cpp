@@ -254,4 +254,11 @@ void WeightStore::add_owned(const std::string& name, DType dtype, const Shape& s
   tensors_[name] = Tensor{dtype, shape, owned_.back()->data()};
 }
 
+void WeightStore::replace_owned(const std::string& name, DType dtype, const Shape& shape, std::vector<uint8_t> bytes) {
+  AERIE_CHECK(uint64_t(bytes.size()) == uint64_t(shape.numel()) * dtype_size(dtype), source_, ": tensor '", name,
+              "' replaced by ", bytes.size(), " bytes for shape ", shape.str());
+  owned_.push_back(std::make_unique<std::vector<uint8_t>>(std::move(bytes)));
+  tensors_[name] = Tensor{dtype, shape, owned_.back()->data()};
+}
+
 }  // namespace aerie

@@ -81,6 +81,9 @@ class WeightStore {
   void add(const std::string& name, const Tensor& tensor, std::shared_ptr<MappedFile> file);
   // Owned tensors (converted from a layout that cannot be viewed, e.g. non-contiguous torch storage).
   void add_owned(const std::string& name, DType dtype, const Shape& shape, std::vector<uint8_t> bytes);
+  // Replaces (or adds) `name` by an owned tensor: a derived form of the weights (quantised at load, scales
+  // widened to F32). The old tensor's bytes stay where they were (a mapping the kernel can drop).
+  void replace_owned(const std::string& name, DType dtype, const Shape& shape, std::vector<uint8_t> bytes);
   void set_source(std::string source) { source_ = std::move(source); }
 
  private:

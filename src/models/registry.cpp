@@ -15,8 +15,10 @@ namespace aerie {
 namespace {
 
 WeightStore open_weights(const std::filesystem::path& dir, const LoadOptions& options) {
-  WeightStore store = WeightStore::open_dir(dir, WeightLoadOptions{options.weight_memory, options.progress});
-  if (options.prefault) store.prefault(options.progress);
+  const bool quantize = options.weights == WeightFormat::kInt8;
+  WeightStore store = WeightStore::open_dir(
+      dir, WeightLoadOptions{quantize ? WeightMemory::kMapped : options.weight_memory, options.progress});
+  if (options.prefault && !quantize) store.prefault(options.progress);  // quantising reads every page anyway
   if (options.weight_memory_report != nullptr) *options.weight_memory_report = store.memory_report();
   return store;
 }
@@ -29,12 +31,17 @@ std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohma
                                   ThreadPool& pool, const LoadOptions& options) {
   LlamaConfig config = parse_llama_config(json, (dir / "config.json").string());
   WeightStore store = open_weights(dir, options);
+  normalize_int8_scales(store);
+  if (options.weights == WeightFormat::kInt8)
+    quantize_projections_int8(store, options.int8_group, config.tie_word_embeddings ? "model.embed_tokens.weight" : "");
   return std::make_unique<LlamaModel>(std::move(config), std::move(store), pool);
 }
 
 std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const nlohmann::json& json,
                                         ThreadPool& pool, const LoadOptions& options) {
   DeepseekV3Config config = parse_deepseek_v3_config(json, (dir / "config.json").string());
+  AERIE_CHECK(options.weights == WeightFormat::kAsStored, dir.string(),
+              ": int8 weights are not supported for DeepseekV3ForCausalLM yet (Llama targets and EAGLE heads only)");
   WeightStore store = open_weights(dir, options);
   return std::make_unique<DeepseekV3Model>(std::move(config), std::move(store), pool);
 }

@@ -7,6 +7,7 @@
 #include "core/thread_pool.h"
 #include "io/weight_store.h"
 #include "models/model.h"
+#include "models/quantize.h"
 
 namespace aerie {
 
@@ -15,6 +16,11 @@ struct LoadOptions {
   bool prefault = true;    // touch every page at load so the first forward does not pay page faults
   WeightMemory weight_memory = WeightMemory::kMapped;  // where the weights live (io/weight_memory.h)
   WeightMemoryReport* weight_memory_report = nullptr;  // when set, filled with what the load used
+  // int8: every projection and the output head quantised at load (models/quantize.h), Llama targets;
+  // int8_group inputs per scale, 0 = one per output channel. The float weights then stay mapped (no
+  // huge-page copy of what is about to be replaced). Int8 checkpoints load as they are either way.
+  WeightFormat weights = WeightFormat::kAsStored;
+  int64_t int8_group = 0;
 };
 
 // Reads DIR/config.json, picks the architecture and loads the weights. Throws aerie::Error for an

@@ -23,6 +23,7 @@
 #include "io/weight_store.h"
 #include "kv/kv_cache.h"
 #include "models/model.h"
+#include "models/quantize.h"
 
 namespace aerie {
 
@@ -72,6 +73,10 @@ struct DraftLoadOptions {
   bool aux_layer_ids_are_outputs = false;
   ProgressFn progress;
   bool prefault = true;
+  // int8: the head's projections and own lm_head quantised at load (models/quantize.h); int8_group inputs
+  // per scale, 0 = one per output channel. Int8 checkpoints load as they are either way.
+  WeightFormat weights = WeightFormat::kAsStored;
+  int64_t int8_group = 0;
 };
 
 // Loads DIR (config.json + pytorch_model.bin or model.safetensors) as an EAGLE-1 or EAGLE-3 head for

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "models/quantize.h"
 #include "spec/deepseek_heads.h"
 #include "spec/eagle_head.h"
 #include "spec/mla_head.h"
@@ -195,7 +196,7 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
   const Tensor& head = store.get("lm_head.weight");
   AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, n_embd}), src, ": lm_head.weight has shape ",
               head.shape.str(), ", expected [", config.n_draft_vocab, ", ", n_embd, "] (draft_vocab_size, hidden_size)");
-  w.output = float_linear(&head);
+  w.output = bind_linear(store, "lm_head", config.n_draft_vocab, n_embd, false);  // int8 when quantised
   w.draft_to_target = bind_draft_vocab_map(store, config.n_draft_vocab, config.llama.n_vocab);
   return w;
 }
@@ -229,7 +230,12 @@ std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, con
   } else {
     layers = eagle3_target_layers(config, options, int(target.n_layer()), store.source());
   }
-  if (options.prefault) store.prefault(options.progress);
+  normalize_int8_scales(store);
+  if (options.weights == WeightFormat::kInt8) {
+    quantize_projections_int8(store, options.int8_group, "");
+  } else if (options.prefault) {
+    store.prefault(options.progress);
+  }
   auto head = std::make_unique<EagleHead>(std::move(config), std::move(store), kind, std::move(layers), target, pool);
   if (yarn.enabled) head->set_yarn_rope(yarn);
   return head;

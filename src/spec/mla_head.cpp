@@ -234,6 +234,8 @@ std::unique_ptr<DraftHead> load_mla_eagle_head(const std::filesystem::path& dir,
   const std::string source = (dir / "config.json").string();
   MlaHeadConfig config = parse_mla_head_config(json, source);
   require_deepseek_target(target, source + ": an EAGLE-3 MLA head (" + config.architecture + ")");
+  AERIE_CHECK(options.weights == WeightFormat::kAsStored, source,
+              ": int8 weights are not supported for MLA draft heads yet (Llama targets and EAGLE heads only)");
   WeightStore store = WeightStore::open_dir(dir, options.progress);
   const std::string fc_name = !store.contains("fc.weight") && store.contains("model.fc.weight") ? "model.fc.weight"
                                                                                                  : "fc.weight";
