@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "ops/bandwidth.h"
+#include "ops/int8.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -68,6 +69,34 @@ BENCHMARK(BM_MatmulBf16)
     ->Args({8192, 2048, 512, 1})
     ->Args({2048, 8192, 512, 0})
     ->Args({2048, 8192, 512, 1})
+    ->Unit(benchmark::kMicrosecond);
+
+// Int8 weights (ops/int8.h), one scale per output channel, on BM_MatmulBf16's shapes with rounded bf16
+// activations; bytes/s counts the int8 weight bytes streamed (half of BF16's for the same matrix).
+void BM_MatmulInt8(benchmark::State& state) {
+  const int64_t n_out = state.range(0), n_in = state.range(1), n_rows = state.range(2);
+  ops::set_bf16_activations(ops::Bf16Activations::kRounded);
+  std::mt19937 rng(1);
+  std::vector<int8_t> q(size_t(n_out * n_in));  // [n_out, n_in]
+  for (int8_t& v : q) v = int8_t(int(rng() % 255) - 127);
+  std::vector<float> scale(size_t(n_out), 0.01f);  // [n_out, 1]
+  const Tensor tq{DType::kI8, Shape{n_out, n_in}, q.data()};
+  const Tensor ts{DType::kF32, Shape{n_out, 1}, scale.data()};
+  const std::vector<float> x = random_floats(size_t(n_rows * n_in), 1);
+  std::vector<float> y(size_t(n_rows * n_out));
+  for (auto _ : state) {
+    ops::matmul_int8(x.data(), n_rows, tq, ts, nullptr, y.data(), pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * n_out * n_in);
+  state.counters["GFLOPs"] = benchmark::Counter(double(state.iterations()) * 2.0 * double(n_out * n_in * n_rows),
+                                                benchmark::Counter::kIsRate);
+  ops::set_bf16_activations(ops::Bf16Activations::kSplit);
+}
+BENCHMARK(BM_MatmulInt8)
+    ->ArgNames({"n_out", "n_in", "rows"})
+    ->Args({2048, 2048, 8})                              // 4 MB: stays in L3
+    ->ArgsProduct({{65536}, {2048}, {1, 4, 8, 16}})      // 128 MB: streams from memory
     ->Unit(benchmark::kMicrosecond);
 
 // The bandwidth figure decode is compared against (ops::BandwidthProbe over 256 MB, best of 4 passes).
