@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "core/thread_pool.h"
 #include "io/weight_memory.h"
+#include "models/quantize.h"
 #include "models/model.h"
 #include "ops/ops.h"
 
