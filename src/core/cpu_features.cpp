@@ -33,6 +33,7 @@ CpuFeatures detect() {
     f.avx512f = zmm_state && (ebx & bit_AVX512F);
     f.avx512bw = zmm_state && (ebx & bit_AVX512BW);
     f.avx512vl = zmm_state && (ebx & bit_AVX512VL);
+    f.avx512_vnni = zmm_state && (ecx & (1u << 11));
   }
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) {
     f.avx512_bf16 = f.avx512f && (eax & (1u << 5));
@@ -49,7 +50,7 @@ CpuFeatures apply_cap(CpuFeatures f) {
   const std::string_view c(cap);
   if (c == "scalar") return CpuFeatures{};
   if (c == "avx2") {
-    f.avx512f = f.avx512bw = f.avx512vl = f.avx512_bf16 = false;
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_vnni = false;
   } else if (c == "avx512") {
     f.avx512_bf16 = false;
   }
@@ -72,6 +73,7 @@ std::string CpuFeatures::describe() const {
   add(avx512bw, "avx512bw");
   add(avx512vl, "avx512vl");
   add(avx512_bf16, "avx512_bf16");
+  add(avx512_vnni, "avx512_vnni");
   return s.empty() ? "scalar" : s;
 }
 

@@ -14,6 +14,7 @@ struct CpuFeatures {
   bool avx512bw = false;
   bool avx512vl = false;
   bool avx512_bf16 = false;
+  bool avx512_vnni = false;  // vpdpwssd: the int8-weight kernels
 
   // avx2 + fma + f16c: what the AVX2 kernels need.
   bool has_avx2_tier() const { return avx2 && fma && f16c; }

@@ -109,14 +109,15 @@ void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& 
         for (int64_t o = b; o < e; ++o) out[r * n_out + o] *= sp[o];
     });
     cpu::onednn_rows_finish(gemm_rows, n_out, y);
-  } else if (f.avx512_bf16) {
-    thread_local std::vector<uint16_t> packed;
-    const int parts = split ? 2 : 1;
-    packed.resize(size_t(cpu::packed_rows_size(n_rows, n_in, parts)));
-    cpu::pack_rows_avx512(x, n_rows, n_in, parts, packed.data());
-    const cpu::PackedRows rows{packed.data(), n_rows, n_in, parts};
+  } else if (f.has_avx512_tier() && f.avx512_vnni) {
+    thread_local std::vector<int16_t> packed;
+    thread_local std::vector<float> row_scale;
+    packed.resize(size_t(cpu::int16_rows_size(n_rows, n_in)));
+    row_scale.resize(size_t(n_rows));
+    cpu::pack_rows_int16(x, n_rows, n_in, packed.data(), row_scale.data());
+    const cpu::Int16Rows rows{packed.data(), row_scale.data(), n_rows, n_in};
     pool.parallel_for(n_out, 48, [&](int64_t b, int64_t e) {
-      cpu::matmul_int8_avx512bf16(rows, qp, sp, n_groups, b, e, y, n_out);
+      cpu::matmul_int8_avx512vnni(rows, qp, sp, n_groups, b, e, y, n_out);
     });
   } else {
     pool.parallel_for(n_out, 16, [&](int64_t b, int64_t e) {
@@ -129,6 +130,9 @@ void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& 
   }
 }
 
-const char* matmul_int8_isa() { return cpu_features().avx512_bf16 ? "avx512_bf16" : "scalar"; }
+const char* matmul_int8_isa() {
+  const CpuFeatures& f = cpu_features();
+  return f.has_avx512_tier() && f.avx512_vnni ? "avx512_vnni" : "portable";
+}
 
 }  // namespace aerie::ops

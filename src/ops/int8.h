@@ -3,12 +3,14 @@
 // (group == n_in: one scale per channel). The kernels read the int8 bytes and apply the scales on the
 // fly, so the weights stay 1 byte each in memory; models/quantize.h makes and loads them.
 //
-// Arithmetic, the same on every path up to float rounding: per output and group, the dot product of the
-// activations with q (int8 values are exact in bf16 and f32), times that group's scale, summed over the
-// groups in order. The AVX-512-BF16 path rounds activations to bf16 (or splits them into hi + lo under
-// ops::Bf16Activations::kSplit) exactly as the BF16 kernel does, and is batch invariant in the same way:
-// below kGemmMinRows a k-row call gives the bits of k one-row calls. From kGemmMinRows rows with one scale
-// per channel, q is widened to bf16 (exactly) for the oneDNN GEMM and the scales multiply its output.
+// Arithmetic, per output: per group, the dot product of the activations with q (int8 values are exact in
+// every format used), times that group's scale, summed over the groups in order. Below kGemmMinRows rows
+// with AVX-512-VNNI, activations are quantised per row to int16 (within 2^-16 of the row's largest value,
+// finer than bf16's 2^-9 per value, whatever ops::Bf16Activations says) and multiplied as integers; the
+// result is batch invariant (a k-row call gives the bits of k one-row calls). From kGemmMinRows rows with
+// one scale per channel (prefill), q is widened to bf16 (exactly) a column block at a time for the oneDNN
+// GEMM, activations as ops::Bf16Activations says, and the scales multiply its output. Elsewhere a portable
+// float loop.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +32,7 @@ void quantize_int8(const Tensor& w, int64_t group, int8_t* q, float* scale);
 void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& scale, const Tensor* bias, float* y,
                  ThreadPool& pool);
 
-// Which kernel family matmul_int8 uses for one row ("avx512_bf16" or "scalar").
+// Which kernel family matmul_int8 uses for one row ("avx512_vnni" or "portable").
 const char* matmul_int8_isa();
 
 }  // namespace aerie::ops

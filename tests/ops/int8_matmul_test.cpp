@@ -43,22 +43,27 @@ std::vector<float> random_rows(int64_t n, uint32_t seed) {
   return x;
 }
 
-// Checks y against the float64 definition; the bound per output is `rel` times sum |x * w| (the error of
-// rounding the activations, which is what the kernels may do) plus float32 accumulation slack.
+// Checks y against the float64 definition; the bound per output is `rel` times sum |x * w| (rounding the
+// activations to bf16 on the GEMM path), plus half an int16 step of the row times sum |w| (the VNNI path's
+// quantisation of the activations), plus float32 accumulation slack.
 void expect_matches(const std::vector<float>& x, int64_t n_rows, const Int8Matrix& w, const std::vector<float>* bias,
                     const std::vector<float>& y, double rel, const std::string& what) {
   const int64_t n_out = w.tq.dim(0), n_in = w.tq.dim(1), n_groups = w.ts.dim(1), group = n_in / n_groups;
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t o = 0; o < n_out; ++o) {
-      double ref = 0, mag = 0;
+      double ref = 0, mag = 0, w_abs = 0, x_max = 0;
       for (int64_t i = 0; i < n_in; ++i) {
         const double wi = double(w.q[size_t(o * n_in + i)]) * double(w.scale[size_t(o * n_groups + i / group)]);
         ref += double(x[size_t(r * n_in + i)]) * wi;
         mag += std::abs(double(x[size_t(r * n_in + i)]) * wi);
+        w_abs += std::abs(wi);
+        x_max = std::max(x_max, std::abs(double(x[size_t(r * n_in + i)])));
       }
       if (bias != nullptr) ref += (*bias)[size_t(o)];
       const double got = y[size_t(r * n_out + o)];
-      ASSERT_LE(std::abs(got - ref), rel * mag + 1e-6 * mag + 1e-7) << what << " row " << r << " out " << o;
+      // The int16 path (few rows, VNNI): each activation within half a step of max |x_r| / 32767.
+      const double int16 = 0.5 * x_max / 32767.0 * w_abs * 1.01;
+      ASSERT_LE(std::abs(got - ref), rel * mag + int16 + 1e-6 * mag + 1e-7) << what << " row " << r << " out " << o;
     }
 }
 

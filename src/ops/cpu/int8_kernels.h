@@ -1,5 +1,5 @@
 // Int8-weight kernels (ops/int8.h's contract), for output columns [o_begin, o_end) and every row:
-// y[r * y_stride + o]. q: [n_out, n_in] int8 with n_in = x.n_in; scale: [n_out, n_groups].
+// y[r * y_stride + o]. q: [n_out, n_in] int8; scale: [n_out, n_groups].
 #pragma once
 
 #include <cstdint>
@@ -8,10 +8,23 @@
 
 namespace aerie::ops::cpu {
 
-// AVX-512-BF16: the int8 rows widened to bf16 in registers, activations packed as for the BF16 kernel.
-void matmul_int8_avx512bf16(const PackedRows& x, const int8_t* q, const float* scale, int64_t n_groups,
-                            int64_t o_begin, int64_t o_end, float* y, int64_t y_stride);
-// out[i] = bf16(q[i]) (exact), n a multiple of 32 or not.
+// Activations quantised per row to int16, x[r, i] ~ row_scale[r] * data, in blocks of kPackRows rows laid
+// out chunk-major like PackedRows: [n_chunks][rows in block][32], n_in zero-padded to n_chunks * 32.
+struct Int16Rows {
+  const int16_t* data;
+  const float* row_scale;  // [n_rows]
+  int64_t n_rows;
+  int64_t n_in;
+};
+int64_t int16_rows_size(int64_t n_rows, int64_t n_in);
+// AVX-512: row_scale[r] = max |x_r| / 32767, data = round-half-to-even(x / row_scale).
+void pack_rows_int16(const float* x, int64_t n_rows, int64_t n_in, int16_t* out, float* row_scale);
+
+// AVX-512-VNNI (vpdpwssd).
+void matmul_int8_avx512vnni(const Int16Rows& x, const int8_t* q, const float* scale, int64_t n_groups, int64_t o_begin,
+                            int64_t o_end, float* y, int64_t y_stride);
+
+// AVX-512: out[i] = bf16(q[i]) (exact).
 void widen_int8_bf16(const int8_t* q, int64_t n, uint16_t* out);
 
 }  // namespace aerie::ops::cpu
