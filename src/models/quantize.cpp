@@ -27,7 +27,7 @@ float load_scale(const Tensor& t, int64_t i) {
 }
 
 // Adds `<base>.weight` I8 and `<base>.weight_scale` F32 quantised from `source` (a float matrix).
-void quantize_into(WeightStore& store, const std::string& base, const Tensor& source, int64_t group) {
+void quantize_into(WeightStore& store, const std::string& base, const Tensor& source, int64_t group, ThreadPool* pool) {
   const int64_t n_out = source.dim(0), n_in = source.dim(1);
   const int64_t g = group == 0 ? n_in : group;
   AERIE_CHECK(g % 32 == 0 || g == n_in, store.source(), ": int8 group ", group, " for '", base,
@@ -36,7 +36,18 @@ void quantize_into(WeightStore& store, const std::string& base, const Tensor& so
               ".weight'");
   std::vector<uint8_t> q(size_t(n_out * n_in));
   std::vector<uint8_t> scale(size_t(n_out * (n_in / g)) * sizeof(float));
-  ops::quantize_int8(source, g, reinterpret_cast<int8_t*>(q.data()), reinterpret_cast<float*>(scale.data()));
+  auto* qp = reinterpret_cast<int8_t*>(q.data());
+  auto* sp = reinterpret_cast<float*>(scale.data());
+  const auto rows = [&](int64_t b, int64_t e) {  // output rows [b, e) as a matrix of their own
+    const Tensor part{source.dtype, Shape{e - b, n_in},
+                      static_cast<const std::byte*>(source.data) + size_t(b * n_in) * dtype_size(source.dtype)};
+    ops::quantize_int8(part, g, qp + b * n_in, sp + b * (n_in / g));
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(n_out, 64, [&](int64_t b, int64_t e) { rows(b, e); });
+  } else {
+    rows(0, n_out);
+  }
   store.replace_owned(base + ".weight", DType::kI8, Shape{n_out, n_in}, std::move(q));
   store.replace_owned(base + ".weight_scale", DType::kF32, Shape{n_out, n_in / g}, std::move(scale));
 }
@@ -94,16 +105,17 @@ int64_t normalize_int8_scales(WeightStore& store) {
   return count;
 }
 
-int64_t quantize_projections_int8(WeightStore& store, int64_t group, const std::string& tied_embedding) {
+int64_t quantize_projections_int8(WeightStore& store, int64_t group, const std::string& tied_embedding,
+                                  ThreadPool* pool) {
   int64_t count = 0;
   for (const std::string& name : store.names()) {
     const Tensor& w = store.get(name);
     if (!is_projection(name) || w.shape.ndim() != 2 || !(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF16)) continue;
-    quantize_into(store, name.substr(0, name.size() - std::strlen(".weight")), w, group);
+    quantize_into(store, name.substr(0, name.size() - std::strlen(".weight")), w, group, pool);
     ++count;
   }
   if (!tied_embedding.empty() && !store.contains("lm_head.weight")) {
-    quantize_into(store, "lm_head", store.get(tied_embedding), group);
+    quantize_into(store, "lm_head", store.get(tied_embedding), group, pool);
     ++count;
   }
   return count;

@@ -1,7 +1,7 @@
 // Int8 weights: symmetric, one F32 scale per output channel and group of inputs,
 //   w[o, i] = q[o, i] * scale[o, i / group]
 // held in one layout whatever the source: `<name>.weight` I8 [n_out, n_in] beside `<name>.weight_scale` F32
-// [n_out, n_in / group] (ops/ops_int8.h runs it; models/linear.h binds it). Two sources:
+// [n_out, n_in / group] (ops/int8.h runs it; models/linear.h binds it). Two sources:
 //   - a published compressed-tensors int8 checkpoint (the layout vLLM serves: weight I8, weight_scale per
 //     channel [n_out, 1], per group [n_out, n_groups] or per tensor, in F32, BF16 or F16):
 //     normalize_int8_scales widens the scales to F32 [n_out, n_groups];
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/thread_pool.h"
 #include "io/weight_store.h"
 
 namespace aerie {
@@ -30,6 +31,8 @@ int64_t normalize_int8_scales(WeightStore& store);
 // Quantises the float projections as above, `group` inputs per scale (0: one per output channel; else a
 // multiple of 32 dividing n_in). `tied_embedding`: the name of the embedding a tied head reads, or "".
 // Returns the number of tensors quantised.
-int64_t quantize_projections_int8(WeightStore& store, int64_t group, const std::string& tied_embedding);
+// Rows are quantised on `pool`'s threads when one is given.
+int64_t quantize_projections_int8(WeightStore& store, int64_t group, const std::string& tied_embedding,
+                                  ThreadPool* pool = nullptr);
 
 }  // namespace aerie

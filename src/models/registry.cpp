@@ -33,7 +33,8 @@ std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohma
   WeightStore store = open_weights(dir, options);
   normalize_int8_scales(store);
   if (options.weights == WeightFormat::kInt8)
-    quantize_projections_int8(store, options.int8_group, config.tie_word_embeddings ? "model.embed_tokens.weight" : "");
+    quantize_projections_int8(store, options.int8_group, config.tie_word_embeddings ? "model.embed_tokens.weight" : "",
+                              &pool);
   return std::make_unique<LlamaModel>(std::move(config), std::move(store), pool);
 }
 

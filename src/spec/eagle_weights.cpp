@@ -232,7 +232,7 @@ std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, con
   }
   normalize_int8_scales(store);
   if (options.weights == WeightFormat::kInt8) {
-    quantize_projections_int8(store, options.int8_group, "");
+    quantize_projections_int8(store, options.int8_group, "", &pool);
   } else if (options.prefault) {
     store.prefault(options.progress);
   }
