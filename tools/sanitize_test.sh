@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The core (thread pool), ops (kernels, int8 included), engine, spec, kv, sched and server tests
-# (and the openai npm client against a sanitized `aerie serve`) under AddressSanitizer + UndefinedBehaviorSanitizer, in their own build folder
+# The core (thread pool), ops (kernels, int8 included), engine, spec, kv, sched and server tests (and the
+# openai npm client against a sanitized `aerie serve`) under AddressSanitizer + UndefinedBehaviorSanitizer,
+# in their own build folder
 # ${AERIE_ASAN_BUILD_DIR:-build-asan}. Run after tools/test.sh, which does the set-up and the npm install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
