@@ -22,6 +22,7 @@
 #include "spec/draft_head.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
+#include "../tensor_files.h"
 
 namespace aerie {
 namespace {
@@ -198,40 +199,21 @@ TEST(Int8Engine, GreedySpeculativeEqualsPlain) {
 
 // ---- bad int8 tensors ------------------------------------------------------------------------------
 
-struct RawTensor {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
+using testing::OwnedTensor;
+using testing::TensorMap;
 
-void write_safetensors(const fs::path& path, const std::vector<RawTensor>& tensors) {
-  nlohmann::json header = nlohmann::json::object();
-  uint64_t offset = 0;
-  for (const RawTensor& t : tensors) {
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
-  }
-  std::string text = header.dump();
-  while ((8 + text.size()) % 8) text += ' ';
-  std::ofstream out(path, std::ios::binary);
-  const uint64_t n = text.size();
-  out.write(reinterpret_cast<const char*>(&n), 8);
-  out << text;
-  for (const RawTensor& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-}
-
-RawTensor f32(const std::string& name, std::vector<int64_t> shape, float value = 0.01f) {
+OwnedTensor f32(std::vector<int64_t> shape, float value = 0.01f) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  RawTensor t{name, "F32", shape, std::vector<uint8_t>(size_t(n) * 4)};
+  OwnedTensor t{DType::kF32, shape, std::vector<uint8_t>(size_t(n) * 4)};
   for (int64_t i = 0; i < n; ++i) std::memcpy(t.bytes.data() + i * 4, &value, 4);
   return t;
 }
 
-RawTensor i8(const std::string& name, std::vector<int64_t> shape) {
+OwnedTensor i8(std::vector<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  return RawTensor{name, "I8", shape, std::vector<uint8_t>(size_t(n), 3)};
+  return OwnedTensor{DType::kI8, shape, std::vector<uint8_t>(size_t(n), 3)};
 }
 
 class Int8LoadErrors : public ::testing::Test {
@@ -248,20 +230,20 @@ class Int8LoadErrors : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   // A valid int8 checkpoint with one change applied by `edit`.
-  std::string load_error(const std::function<void(std::vector<RawTensor>&)>& edit) {
-    std::vector<RawTensor> t = {f32("model.embed_tokens.weight", {32, 64}), f32("model.norm.weight", {64}),
-                                f32("model.layers.0.input_layernorm.weight", {64}),
-                                f32("model.layers.0.post_attention_layernorm.weight", {64})};
+  std::string load_error(const std::function<void(TensorMap&)>& edit) {
+    TensorMap t = {{"model.embed_tokens.weight", f32({32, 64})}, {"model.norm.weight", f32({64})},
+                   {"model.layers.0.input_layernorm.weight", f32({64})},
+                   {"model.layers.0.post_attention_layernorm.weight", f32({64})}};
     const std::vector<std::pair<std::string, std::vector<int64_t>>> projections = {
         {"self_attn.q_proj", {64, 64}}, {"self_attn.k_proj", {32, 64}}, {"self_attn.v_proj", {32, 64}},
         {"self_attn.o_proj", {64, 64}}, {"mlp.gate_proj", {64, 64}},   {"mlp.up_proj", {64, 64}},
         {"mlp.down_proj", {64, 64}}};
     for (const auto& [name, shape] : projections) {
-      t.push_back(i8("model.layers.0." + name + ".weight", shape));
-      t.push_back(f32("model.layers.0." + name + ".weight_scale", {shape[0], 1}));
+      t["model.layers.0." + name + ".weight"] = i8(shape);
+      t["model.layers.0." + name + ".weight_scale"] = f32({shape[0], 1});
     }
     edit(t);
-    write_safetensors(dir_ / "model.safetensors", t);
+    testing::write_safetensors(dir_ / "model.safetensors", t);
     try {
       load_model(dir_, pool_);
     } catch (const Error& e) {
@@ -269,54 +251,47 @@ class Int8LoadErrors : public ::testing::Test {
     }
     return "";
   }
-  static void erase(std::vector<RawTensor>& t, const std::string& name) {
-    std::erase_if(t, [&](const RawTensor& r) { return r.name == name; });
-  }
   fs::path dir_;
   ThreadPool pool_{1};
 };
 
-TEST_F(Int8LoadErrors, ValidCheckpointLoads) { EXPECT_EQ(load_error([](std::vector<RawTensor>&) {}), ""); }
+TEST_F(Int8LoadErrors, ValidCheckpointLoads) { EXPECT_EQ(load_error([](TensorMap&) {}), ""); }
 
 TEST_F(Int8LoadErrors, MissingScaleIsNamed) {
-  const std::string e = load_error([](auto& t) { erase(t, "model.layers.0.mlp.up_proj.weight_scale"); });
+  const std::string e = load_error([](auto& t) { t.erase("model.layers.0.mlp.up_proj.weight_scale"); });
   EXPECT_NE(e.find("'model.layers.0.mlp.up_proj.weight' has no 'model.layers.0.mlp.up_proj.weight_scale'"),
             std::string::npos) << e;
 }
 
 TEST_F(Int8LoadErrors, ZeroPointIsRefused) {
-  const std::string e = load_error([](auto& t) { t.push_back(i8("model.layers.0.mlp.up_proj.weight_zero_point", {64, 1})); });
+  const std::string e = load_error([](auto& t) { t["model.layers.0.mlp.up_proj.weight_zero_point"] = i8({64, 1}); });
   EXPECT_NE(e.find("asymmetric int8 weights are not supported"), std::string::npos) << e;
 }
 
 TEST_F(Int8LoadErrors, ScaleShapeThatFitsNoStrategyIsNamed) {
   const std::string e = load_error([](auto& t) {
-    erase(t, "model.layers.0.self_attn.k_proj.weight_scale");
-    t.push_back(f32("model.layers.0.self_attn.k_proj.weight_scale", {64, 1}));  // 64 rows for 32 outputs
+    t["model.layers.0.self_attn.k_proj.weight_scale"] = f32({64, 1});  // 64 rows for 32 outputs
   });
   EXPECT_NE(e.find("'model.layers.0.self_attn.k_proj.weight_scale' has shape [64, 1]"), std::string::npos) << e;
 }
 
 TEST_F(Int8LoadErrors, GroupsThatDoNotSplitTheInputsAreRefused) {
   const std::string e = load_error([](auto& t) {
-    erase(t, "model.layers.0.mlp.gate_proj.weight_scale");
-    t.push_back(f32("model.layers.0.mlp.gate_proj.weight_scale", {64, 3}));
+    t["model.layers.0.mlp.gate_proj.weight_scale"] = f32({64, 3});
   });
   EXPECT_NE(e.find("has 3 groups for 64 inputs"), std::string::npos) << e;
 }
 
 TEST_F(Int8LoadErrors, NegativeOrNonFiniteScaleIsRefused) {
   const std::string e = load_error([](auto& t) {
-    erase(t, "model.layers.0.mlp.down_proj.weight_scale");
-    t.push_back(f32("model.layers.0.mlp.down_proj.weight_scale", {64, 1}, -1.0f));
+    t["model.layers.0.mlp.down_proj.weight_scale"] = f32({64, 1}, -1.0f);
   });
   EXPECT_NE(e.find("scales must be finite and not negative"), std::string::npos) << e;
 }
 
 TEST_F(Int8LoadErrors, WrongWeightRankIsNamed) {
   const std::string e = load_error([](auto& t) {
-    erase(t, "model.layers.0.mlp.down_proj.weight");
-    t.push_back(i8("model.layers.0.mlp.down_proj.weight", {64, 64, 1}));
+    t["model.layers.0.mlp.down_proj.weight"] = i8({64, 64, 1});
   });
   EXPECT_NE(e.find("int8 tensor 'model.layers.0.mlp.down_proj.weight' has shape [64, 64, 1]"), std::string::npos) << e;
 }

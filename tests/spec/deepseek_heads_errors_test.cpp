@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "models/registry.h"
 #include "spec/mtp_drafter.h"
+#include "../tensor_files.h"
 
 namespace aerie {
 namespace {
@@ -27,42 +28,10 @@ const fs::path kYarnTarget = kData / "deepseek" / "bf16_qlora_yarn";     // H 48
 const fs::path kQprojTarget = kData / "deepseek" / "bf16_qproj_noyarn";  // H 64, 3 layers, no MTP
 const fs::path kLlamaTarget = kData / "llama" / "bf16_gqa_rope_scaled_tied";
 
-struct OwnedTensor {
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-using TensorMap = std::map<std::string, OwnedTensor>;
-
-TensorMap read_tensors(const fs::path& dir) {
-  const WeightStore store = WeightStore::open_dir(dir);
-  TensorMap out;
-  for (const std::string& name : store.names()) {
-    const Tensor& t = store.get(name);
-    OwnedTensor o{t.dtype, {}, {}};
-    for (int i = 0; i < t.shape.ndim(); ++i) o.shape.push_back(t.shape[i]);
-    o.bytes.assign(static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + t.nbytes());
-    out[name] = std::move(o);
-  }
-  return out;
-}
-
-void write_safetensors(const fs::path& path, const TensorMap& tensors) {
-  nlohmann::json header = nlohmann::json::object();
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
-                    {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
-  }
-  std::string text = header.dump();
-  while ((8 + text.size()) % 8) text += ' ';
-  std::ofstream out(path, std::ios::binary);
-  const uint64_t n = text.size();
-  out.write(reinterpret_cast<const char*>(&n), 8);
-  out << text;
-  for (const auto& [name, t] : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-}
+using testing::OwnedTensor;
+using testing::read_tensors;
+using testing::TensorMap;
+using testing::write_safetensors;
 
 class DeepseekHeadErrors : public ::testing::Test {
  protected:

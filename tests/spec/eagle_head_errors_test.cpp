@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "models/registry.h"
 #include "spec/eagle_head.h"
+#include "../tensor_files.h"
 
 namespace aerie {
 namespace {
@@ -26,42 +27,10 @@ const fs::path kData = fs::path(AERIE_TEST_DATA_DIR);
 const fs::path kBf16Target = kData / "llama" / "bf16_gqa_rope_scaled_tied";  // n_embd 64, 2 layers
 const fs::path kF32Target = kData / "llama" / "f32_mqa_unscaled_untied";     // n_embd 32, 2 layers
 
-struct OwnedTensor {
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-using TensorMap = std::map<std::string, OwnedTensor>;
-
-TensorMap read_tensors(const fs::path& dir) {
-  const WeightStore store = WeightStore::open_dir(dir);
-  TensorMap out;
-  for (const std::string& name : store.names()) {
-    const Tensor& t = store.get(name);
-    OwnedTensor o{t.dtype, {}, {}};
-    for (int i = 0; i < t.shape.ndim(); ++i) o.shape.push_back(t.shape[i]);
-    o.bytes.assign(static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + t.nbytes());
-    out[name] = std::move(o);
-  }
-  return out;
-}
-
-void write_safetensors(const fs::path& path, const TensorMap& tensors) {
-  nlohmann::json header = nlohmann::json::object();
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
-                    {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
-  }
-  std::string text = header.dump();
-  while ((8 + text.size()) % 8) text += ' ';
-  std::ofstream out(path, std::ios::binary);
-  const uint64_t n = text.size();
-  out.write(reinterpret_cast<const char*>(&n), 8);
-  out << text;
-  for (const auto& [name, t] : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-}
+using testing::OwnedTensor;
+using testing::read_tensors;
+using testing::TensorMap;
+using testing::write_safetensors;
 
 class EagleLoadErrors : public ::testing::Test {
  protected:
