@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "ops/int8.h"
+#include "ops/ref/ref_ops.h"
 
 namespace aerie {
 namespace {
@@ -16,15 +17,6 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 bool is_projection(const std::string& name) { return ends_with(name, "_proj.weight") || name == "lm_head.weight"; }
-
-float load_scale(const Tensor& t, int64_t i) {
-  switch (t.dtype) {
-    case DType::kF32: return static_cast<const float*>(t.data)[i];
-    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(t.data)[i]);
-    case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(t.data)[i]);
-    default: return 0.0f;
-  }
-}
 
 // Adds `<base>.weight` I8 and `<base>.weight_scale` F32 quantised from `source` (a float matrix).
 void quantize_into(WeightStore& store, const std::string& base, const Tensor& source, int64_t group, ThreadPool* pool) {
@@ -79,7 +71,7 @@ int64_t normalize_int8_scales(WeightStore& store) {
     const int64_t numel = scale->numel();
     int64_t n_groups = 0;
     bool per_tensor = false;
-    if (numel == 1 && (scale->shape.ndim() == 0 || scale->shape.ndim() == 1) && !(n_out == 1 && scale->shape.ndim() == 2)) {
+    if (numel == 1 && scale->shape.ndim() <= 1) {
       per_tensor = true;
       n_groups = 1;
     } else if (scale->shape.ndim() == 1 && scale->dim(0) == n_out) {
@@ -95,7 +87,7 @@ int64_t normalize_int8_scales(WeightStore& store) {
     std::vector<uint8_t> bytes(size_t(n_out * n_groups) * sizeof(float));
     auto* out = reinterpret_cast<float*>(bytes.data());
     for (int64_t i = 0; i < n_out * n_groups; ++i) {
-      out[i] = load_scale(*scale, per_tensor ? 0 : i);
+      out[i] = ops::ref::load_float(*scale, per_tensor ? 0 : i);
       AERIE_CHECK(std::isfinite(out[i]) && out[i] >= 0.0f, store.source(), ": '", scale_name, "' holds ", out[i],
                   " (scales must be finite and not negative)");
     }

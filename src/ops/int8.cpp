@@ -15,14 +15,6 @@
 namespace aerie::ops {
 namespace {
 
-float load_weight(const Tensor& w, int64_t i) {
-  switch (w.dtype) {
-    case DType::kF32: return static_cast<const float*>(w.data)[i];
-    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
-    default: return f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
-  }
-}
-
 // The portable path: per output and group, a float dot product with the int8 values, times the scale.
 __attribute__((target_clones("arch=x86-64-v3", "default"))) void matmul_int8_portable(
     const float* x, int64_t n_rows, const int8_t* q, const float* scale, int64_t n_in, int64_t n_groups,
@@ -62,7 +54,7 @@ void quantize_int8(const Tensor& w, int64_t group, int8_t* q, float* scale) {
       const int64_t base = o * n_in + g * group;
       float max_abs = 0.0f;
       for (int64_t i = 0; i < group; ++i) {
-        row[size_t(i)] = load_weight(w, base + i);
+        row[size_t(i)] = ref::load_float(w, base + i);
         AERIE_CHECK(std::isfinite(row[size_t(i)]), "quantize_int8: weight [", o, ", ", g * group + i, "] is not finite");
         max_abs = std::max(max_abs, std::abs(row[size_t(i)]));
       }

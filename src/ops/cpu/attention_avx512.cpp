@@ -15,6 +15,7 @@
 
 #include "core/thread_scratch.h"
 #include "ops/cpu/exp_avx512.h"
+#include "ops/cpu/hsum_avx512.h"
 #include "ops/cpu/kernels.h"
 
 namespace aerie::ops::cpu {
@@ -22,14 +23,6 @@ namespace {
 
 constexpr int64_t kKeyTile = 32;
 constexpr int64_t kRowsPerBlock = 16;  // (query, head) rows scored together
-
-inline float hsum(__m512 v) {  // fixed tree, as in the matmul kernel
-  const __m512 h = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
-  const __m256 a = _mm512_castps512_ps256(h);
-  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
-}
 
 #define AERIE_UNROLL _Pragma("GCC unroll 16")
 
@@ -76,7 +69,7 @@ float softmax_row(float* p, int64_t n) {
     _mm512_mask_storeu_ps(p + j, m, e);
     sum = _mm512_mask_add_ps(sum, m, sum, e);
   }
-  return 1.0f / hsum(sum);
+  return 1.0f / hsum512(sum);
 }
 
 // out_i[c0 : c0 + 64] = inv_sum_i * sum_{j < n_ctx} p_i[j] * v_j[c0 : c0 + 64] for NR rows of one query.

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu/hsum_avx512.h"
 #include "ops/cpu/int8_kernels.h"
 
 namespace aerie::ops::cpu {
@@ -23,16 +24,6 @@ namespace {
 
 constexpr int64_t kPrefetchBytes = 64 * 1024;
 constexpr int64_t kSegmentChunks = 128;  // 4096 inputs
-
-// The 16 int32 lanes as float, summed in a fixed tree.
-inline float hsum_i32(__m512i v) {
-  const __m512 f = _mm512_cvtepi32_ps(v);
-  const __m512 h = _mm512_add_ps(f, _mm512_shuffle_f32x4(f, f, 0x4E));
-  const __m256 a = _mm512_castps512_ps256(h);
-  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
-}
 
 #define AERIE_UNROLL _Pragma("GCC unroll 16")
 
@@ -78,7 +69,8 @@ inline void pass(const Args& a, const int16_t* xb, int64_t block_rows, int64_t r
           AERIE_UNROLL for (int g = 0; g < G; ++g) acc[r][g] = _mm512_dpwssd_epi32(acc[r][g], xv, w[g]);
         }
       }
-      AERIE_UNROLL for (int r = 0; r < R; ++r) AERIE_UNROLL for (int g = 0; g < G; ++g) group_sum[r][g] += hsum_i32(acc[r][g]);
+      AERIE_UNROLL for (int r = 0; r < R; ++r) AERIE_UNROLL for (int g = 0; g < G; ++g)
+        group_sum[r][g] += hsum512(_mm512_cvtepi32_ps(acc[r][g]));
     }
     AERIE_UNROLL for (int r = 0; r < R; ++r) AERIE_UNROLL for (int g = 0; g < G; ++g)
       total[r][g] += group_sum[r][g] * a.scale[(o + g) * a.n_groups + gi];

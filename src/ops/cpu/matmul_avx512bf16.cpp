@@ -16,20 +16,12 @@
 #include <algorithm>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/hsum_avx512.h"
 
 namespace aerie::ops::cpu {
 namespace {
 
 inline __m512bh load_bh_tail(const uint16_t* p, __mmask32 m) { return (__m512bh)_mm512_maskz_loadu_epi16(m, p); }
-
-// The 16 lanes summed in a fixed tree (halves, then quarters, ...).
-inline float hsum(__m512 v) {
-  const __m512 h = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));  // lanes 0-7 + 8-15
-  const __m256 a = _mm512_castps512_ps256(h);
-  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
-}
 
 // The register loops must be unrolled completely, or GCC keeps acc[][] in memory and stores every
 // accumulator each iteration (it did at -O3 without these).
@@ -65,7 +57,7 @@ inline void pass(const uint16_t* xb, int64_t n_in, const uint16_t* w, int64_t o,
     }
   }
   AERIE_UNROLL for (int r = 0; r < R; ++r)
-    AERIE_UNROLL for (int g = 0; g < G; ++g) y[r * y_stride + o + g] = hsum(acc[r][g]);
+    AERIE_UNROLL for (int g = 0; g < G; ++g) y[r * y_stride + o + g] = hsum512(acc[r][g]);
 }
 
 // One pass of G weight rows for a block of `rows` (1..kPackRows) activation rows.
