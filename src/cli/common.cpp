@@ -44,6 +44,7 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
   options.weight_memory = weights.memory;
   options.weights = weights.format;
   options.int8_group = weights.int8_group;
+  options.int4_group = weights.int4_group;
   WeightMemoryReport report;
   options.weight_memory_report = &report;
   if (tty && !quiet) {
@@ -65,6 +66,11 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
                                    ? str_cat("; projections quantised to int8 at load (",
                                              weights.int8_group == 0 ? std::string("per channel")
                                                                      : str_cat("groups of ", weights.int8_group),
+                                             ")")
+                                   : weights.format == WeightFormat::kInt4
+                                   ? str_cat("; projections quantised to int4 at load (",
+                                             weights.int4_group == 0 ? std::string("per channel")
+                                                                     : str_cat("groups of ", weights.int4_group),
                                              ")")
                                    : std::string();
     std::fprintf(stderr, "%sloaded %s in %.2f s (%s; %s%s; %d threads; cpu: %s)\n", tty ? "\r\033[K" : "",
@@ -88,6 +94,10 @@ WeightChoice weight_choice(const Args& args, WeightMemory memory_default) {
   AERIE_CHECK(c.int8_group == 0 || (c.int8_group > 0 && c.int8_group % 32 == 0), "--int8-group must be 0 (one "
               "scale per output channel) or a positive multiple of 32, got ", c.int8_group);
   AERIE_CHECK(c.int8_group == 0 || c.format == WeightFormat::kInt8, "--int8-group needs --weights int8");
+  c.int4_group = args.integer("--int4-group", 128);
+  AERIE_CHECK(c.int4_group == 0 || (c.int4_group > 0 && c.int4_group % 64 == 0), "--int4-group must be 0 (one "
+              "group per output channel) or a positive multiple of 64, got ", c.int4_group);
+  AERIE_CHECK(!args.has("--int4-group") || c.format == WeightFormat::kInt4, "--int4-group needs --weights int4");
   return c;
 }
 
@@ -125,10 +135,13 @@ std::vector<OptionSpec> model_options() {
        "`logits`)"},
       {"--weight-memory", true, str_cat("mapped, hugepages or auto (default mapped", kWeightMemoryHelp)},
       {"--weights", true,
-       "as-stored (default) or int8: quantise every projection and the output head (target and draft head) "
-       "to symmetric int8 at load, one scale per output channel (or per --int8-group inputs); int8 "
-       "checkpoints (compressed-tensors) load as they are either way"},
+       "as-stored (default), int8 or int4: quantise every projection and the output head (target and draft "
+       "head) at load, to symmetric int8 with one scale per output channel (or per --int8-group inputs), or "
+       "to asymmetric int4 with a scale and zero point per --int4-group inputs; int8 (compressed-tensors), "
+       "GPTQ and AWQ checkpoints load as they are either way"},
       {"--int8-group", true, "with --weights int8: inputs per scale, a multiple of 32 (default 0: per channel)"},
+      {"--int4-group", true, "with --weights int4: inputs per scale and zero point, a multiple of 64 (default 128; "
+                             "0: per channel)"},
   };
 }
 

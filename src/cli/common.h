@@ -19,11 +19,12 @@ namespace aerie::cli {
 // Loads the model in `dir`, printing progress to stderr when it is a terminal (and, unless quiet, a
 // one-line summary with the load time and where the weights live: mapped, or in huge pages and how much of
 // them the kernel gave 2 MiB pages).
-// Where the weights live and in what format: --weight-memory, --weights, --int8-group.
+// Where the weights live and in what format: --weight-memory, --weights, --int8-group, --int4-group.
 struct WeightChoice {
   WeightMemory memory = WeightMemory::kMapped;
   WeightFormat format = WeightFormat::kAsStored;
   int64_t int8_group = 0;
+  int64_t int4_group = 128;
 };
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
                                           const WeightChoice& weights);
@@ -33,7 +34,8 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
 // ratio, Llama 1B and 8B shapes), for a copy at load (15-36 s for 16 GB from the page cache here): a
 // server, which loads once, defaults to auto; one-shot commands stay mapped (io/weight_memory.h).
 WeightMemory weight_memory(const Args& args, WeightMemory command_default = WeightMemory::kMapped);
-// weight_memory plus --weights as-stored|int8 and --int8-group N (0 or a multiple of 32).
+// weight_memory plus --weights as-stored|int8|int4, --int8-group N (0 or a multiple of 32) and --int4-group N
+// (0 or a multiple of 64; default 128).
 WeightChoice weight_choice(const Args& args, WeightMemory memory_default = WeightMemory::kMapped);
 // Sets --weight-memory's help text to name `command_default`.
 void describe_weight_memory_default(std::vector<OptionSpec>& specs, WeightMemory command_default);

@@ -28,6 +28,7 @@ std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& tar
   const WeightChoice weights = weight_choice(args);  // the head's format follows the target's
   options.weights = weights.format;
   options.int8_group = weights.int8_group;
+  options.int4_group = weights.int4_group;
   const auto start = std::chrono::steady_clock::now();
   // "mtp": the target checkpoint's own multi-token-prediction layer (DeepSeek-V3), no folder.
   std::unique_ptr<DraftHead> head = draft == "mtp" ? load_mtp_drafter(target, pool, options)

@@ -1,16 +1,64 @@
 #include "models/linear.h"
 
+#include <vector>
+
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/ops_fp8.h"
 #include "ops/int8.h"
+#include "ops/int4.h"
 
 namespace aerie {
+namespace {
+
+// `<name>.weight` U8 [n_out, n_in / 2] with its int4 scales, zero points and optional act-order permutation.
+LinearWeight bind_int4(const WeightStore& store, const std::string& weight_name, int64_t n_out, int64_t n_in) {
+  LinearWeight w;
+  w.weight = &store.get(weight_name, {n_out, n_in / 2});
+  AERIE_CHECK(n_in % ops::kInt4Block == 0, store.source(), ": int4 tensor '", weight_name, "' has ", n_in,
+              " inputs, not a multiple of ", ops::kInt4Block);
+  const Tensor* scale = store.find(weight_name + "_scale");
+  const Tensor* zero = store.find(weight_name + "_zero");
+  AERIE_CHECK(scale != nullptr && zero != nullptr, store.source(), ": U8 tensor '", weight_name, "' has no '",
+              weight_name, scale == nullptr ? "_scale'" : "_zero'", " (U8 weights are int4 values, see ops/int4.h)");
+  AERIE_CHECK(scale->dtype == DType::kF32 && scale->shape.ndim() == 2 && scale->dim(0) == n_out &&
+                  scale->dim(1) >= 1 && n_in % scale->dim(1) == 0 && (n_in / scale->dim(1)) % ops::kInt4Block == 0,
+              store.source(), ": tensor '", weight_name, "_scale' is ", dtype_name(scale->dtype), " ",
+              scale->shape.str(), ", expected F32 [", n_out, ", n_groups], groups of a multiple of ",
+              ops::kInt4Block, " of ", n_in, " inputs");
+  AERIE_CHECK(zero->dtype == DType::kU8 && zero->shape == scale->shape, store.source(), ": tensor '", weight_name,
+              "_zero' is ", dtype_name(zero->dtype), " ", zero->shape.str(), ", expected U8 ", scale->shape.str());
+  w.scale = scale;
+  w.zero = zero;
+  w.perm = store.find(weight_name + "_perm");
+  AERIE_CHECK(w.perm == nullptr || (w.perm->dtype == DType::kI32 && w.perm->shape == Shape{n_in}), store.source(),
+              ": tensor '", weight_name, "_perm' must be I32 [", n_in, "]");
+  return w;
+}
+
+// int4: inputs gathered into the weight's column order first when it has a permutation.
+void linear_int4(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool,
+                 const Tensor* bias) {
+  if (w.perm == nullptr) {
+    ops::matmul_int4(x, n_rows, *w.weight, *w.scale, *w.zero, bias, y, pool);
+    return;
+  }
+  const int64_t n_in = w.n_in();
+  const auto* perm = w.perm->as<int32_t>();
+  thread_local std::vector<float> gathered;  // [n_rows, n_in]
+  gathered.resize(size_t(n_rows * n_in));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t j = 0; j < n_in; ++j) gathered[size_t(r * n_in + j)] = x[r * n_in + perm[j]];
+  ops::matmul_int4(gathered.data(), n_rows, *w.weight, *w.scale, *w.zero, bias, y, pool);
+}
+
+}  // namespace
 
 LinearWeight bind_linear(const WeightStore& store, const std::string& name, int64_t n_out, int64_t n_in,
                          bool fp8_allowed) {
   LinearWeight w;
   const std::string weight_name = name + ".weight";
+  if (store.get(weight_name).dtype == DType::kU8) return bind_int4(store, weight_name, n_out, n_in);
   w.weight = &store.get(weight_name, {n_out, n_in});
   if (w.weight->dtype == DType::kF8E4M3) {
     AERIE_CHECK(fp8_allowed, store.source(), ": tensor '", weight_name,
@@ -40,13 +88,15 @@ LinearWeight bind_linear(const WeightStore& store, const std::string& name, int6
   } else {
     AERIE_CHECK(w.weight->dtype == DType::kF32 || w.weight->dtype == DType::kBF16 || w.weight->dtype == DType::kF16,
                 store.source(), ": tensor '", weight_name, "' has dtype ", dtype_name(w.weight->dtype),
-                " (expected F32, BF16, F16, F8_E4M3 or I8)");
+                " (expected F32, BF16, F16, F8_E4M3, I8 or U8 int4)");
   }
   return w;
 }
 
 void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool, const Tensor* bias) {
-  if (w.scale != nullptr) {
+  if (w.zero != nullptr) {
+    linear_int4(x, n_rows, w, y, pool, bias);
+  } else if (w.scale != nullptr) {
     ops::matmul_int8(x, n_rows, *w.weight, *w.scale, bias, y, pool);
   } else if (w.scale_inv != nullptr) {
     ops::matmul_fp8_block(x, n_rows, *w.weight, *w.scale_inv, bias, y, pool);

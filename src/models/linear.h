@@ -1,8 +1,11 @@
 // LinearWeight: one projection as the checkpoint stores it, so model code calls one function whatever the
 // dtype: a float matrix (F32/BF16/F16, ops::matmul) or an F8_E4M3 matrix with its per-128x128-tile F32
 // multipliers `<name>.weight_scale_inv` (ops::matmul_fp8_block, no up-front dequantisation), or an I8
-// matrix with its F32 `<name>.weight_scale` [n_out, n_groups] (ops::matmul_int8; models/quantize.h). Every
-// projection of every model and draft head goes through here, output heads included.
+// matrix with its F32 `<name>.weight_scale` [n_out, n_groups] (ops::matmul_int8; models/quantize.h), or a
+// U8 matrix of packed int4 values [n_out, n_in / 2] with `<name>.weight_scale` F32 and `<name>.weight_zero`
+// U8 [n_out, n_groups] and, for GPTQ's act-order checkpoints, `<name>.weight_perm` I32 [n_in] (ops/int4.h;
+// models/int4_weights.h). Every projection of every model and draft head goes through here, output
+// heads included.
 #pragma once
 
 #include <cstdint>
@@ -17,14 +20,19 @@ namespace aerie {
 struct LinearWeight {
   const Tensor* weight = nullptr;     // [n_out, n_in]
   const Tensor* scale_inv = nullptr;  // [ceil(n_out/128), ceil(n_in/128)] F32 for FP8 weights, else null
-  const Tensor* scale = nullptr;      // [n_out, n_groups] F32 for I8 weights, else null
+  const Tensor* scale = nullptr;      // [n_out, n_groups] F32 for I8 and int4 weights, else null
+  const Tensor* zero = nullptr;       // [n_out, n_groups] U8 for int4 weights (then weight is U8 [n_out, n_in / 2])
+  const Tensor* perm = nullptr;       // [n_in] I32 or null: int4 column j holds input perm[j] (GPTQ act order)
 
   int64_t n_out() const { return weight->dim(0); }
-  int64_t n_in() const { return weight->dim(1); }
+  int64_t n_in() const { return is_int4() ? 2 * weight->dim(1) : weight->dim(1); }
   bool is_fp8() const { return scale_inv != nullptr; }
-  bool is_int8() const { return scale != nullptr; }
+  bool is_int8() const { return scale != nullptr && zero == nullptr; }
+  bool is_int4() const { return zero != nullptr; }
   uint64_t nbytes() const {
-    return weight->nbytes() + (scale_inv != nullptr ? scale_inv->nbytes() : 0) + (scale != nullptr ? scale->nbytes() : 0);
+    uint64_t bytes = weight->nbytes();
+    for (const Tensor* t : {scale_inv, scale, zero, perm}) bytes += t != nullptr ? t->nbytes() : 0;
+    return bytes;
   }
 };
 
@@ -34,7 +42,8 @@ inline LinearWeight float_linear(const Tensor* weight) { return LinearWeight{wei
 // Binds `<name>.weight` of shape [n_out, n_in]; when it is F8_E4M3 also `<name>.weight_scale_inv`, which
 // must be F32 [ceil(n_out/128), ceil(n_in/128)]. FP8 weights need `fp8_allowed` (the config's
 // quantization_config). When I8, also `<name>.weight_scale`, F32 [n_out, n_groups] as
-// normalize_int8_scales leaves it. Every mismatch is an aerie::Error naming the tensor.
+// normalize_int8_scales leaves it. When U8, the int4 tensors above. Every mismatch is an aerie::Error
+// naming the tensor.
 LinearWeight bind_linear(const WeightStore& store, const std::string& name, int64_t n_out, int64_t n_in,
                          bool fp8_allowed);
 

@@ -49,7 +49,8 @@ void quantize_into(WeightStore& store, const std::string& base, const Tensor& so
 WeightFormat parse_weight_format(const std::string& text, const std::string& what) {
   if (text == "as-stored") return WeightFormat::kAsStored;
   if (text == "int8") return WeightFormat::kInt8;
-  throw Error(str_cat(what, " must be as-stored or int8, got '", text, "'"));
+  if (text == "int4") return WeightFormat::kInt4;
+  throw Error(str_cat(what, " must be as-stored, int8 or int4, got '", text, "'"));
 }
 
 int64_t normalize_int8_scales(WeightStore& store) {

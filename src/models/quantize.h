@@ -18,9 +18,10 @@
 
 namespace aerie {
 
-enum class WeightFormat { kAsStored, kInt8 };
+// kInt4: models/int4_weights.h.
+enum class WeightFormat { kAsStored, kInt8, kInt4 };
 
-// "as-stored" or "int8"; anything else is an aerie::Error naming `what`.
+// "as-stored", "int8" or "int4"; anything else is an aerie::Error naming `what`.
 WeightFormat parse_weight_format(const std::string& text, const std::string& what);
 
 // Rewrites every I8 `*.weight`'s `*.weight_scale` as F32 [n_out, n_groups]. An I8 weight without a

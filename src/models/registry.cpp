@@ -9,13 +9,14 @@
 #include "io/deepseek_config.h"
 #include "io/llama_config.h"
 #include "models/deepseek_v3.h"
+#include "models/int4_weights.h"
 #include "models/llama3.h"
 
 namespace aerie {
 namespace {
 
 WeightStore open_weights(const std::filesystem::path& dir, const LoadOptions& options) {
-  const bool quantize = options.weights == WeightFormat::kInt8;
+  const bool quantize = options.weights != WeightFormat::kAsStored;
   WeightStore store = WeightStore::open_dir(
       dir, WeightLoadOptions{quantize ? WeightMemory::kMapped : options.weight_memory, options.progress});
   if (options.prefault && !quantize) store.prefault(options.progress);  // quantising reads every page anyway
@@ -32,6 +33,10 @@ std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohma
   LlamaConfig config = parse_llama_config(json, (dir / "config.json").string());
   WeightStore store = open_weights(dir, options);
   normalize_int8_scales(store);
+  convert_int4_checkpoint(store, json, &pool);
+  if (options.weights == WeightFormat::kInt4)
+    quantize_projections_int4(store, options.int4_group, config.tie_word_embeddings ? "model.embed_tokens.weight" : "",
+                              &pool);
   if (options.weights == WeightFormat::kInt8)
     quantize_projections_int8(store, options.int8_group, config.tie_word_embeddings ? "model.embed_tokens.weight" : "",
                               &pool);
@@ -41,6 +46,8 @@ std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohma
 std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const nlohmann::json& json,
                                         ThreadPool& pool, const LoadOptions& options) {
   DeepseekV3Config config = parse_deepseek_v3_config(json, (dir / "config.json").string());
+  AERIE_CHECK(options.weights != WeightFormat::kInt4, dir.string(),
+              ": int4 weights are not supported for DeepseekV3ForCausalLM (Llama targets and EAGLE heads only)");
   AERIE_CHECK(options.weights == WeightFormat::kAsStored, dir.string(),
               ": int8 weights are not supported for DeepseekV3ForCausalLM yet (Llama targets and EAGLE heads only)");
   WeightStore store = open_weights(dir, options);

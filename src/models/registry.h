@@ -21,6 +21,9 @@ struct LoadOptions {
   // huge-page copy of what is about to be replaced). Int8 checkpoints load as they are either way.
   WeightFormat weights = WeightFormat::kAsStored;
   int64_t int8_group = 0;
+  // int4: the same with asymmetric int4 (models/int4_weights.h), int4_group inputs per scale and zero point
+  // (0 = one per output channel). GPTQ and AWQ checkpoints load as they are either way.
+  int64_t int4_group = 128;
 };
 
 // Reads DIR/config.json, picks the architecture and loads the weights. Throws aerie::Error for an

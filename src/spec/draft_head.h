@@ -77,6 +77,7 @@ struct DraftLoadOptions {
   // per scale, 0 = one per output channel. Int8 checkpoints load as they are either way.
   WeightFormat weights = WeightFormat::kAsStored;
   int64_t int8_group = 0;
+  int64_t int4_group = 128;  // int4: models/int4_weights.h (EAGLE-1/3 heads; MLA heads refuse int4)
 };
 
 // Loads DIR (config.json + pytorch_model.bin or model.safetensors) as an EAGLE-1 or EAGLE-3 head for

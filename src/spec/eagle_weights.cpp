@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "models/int4_weights.h"
 #include "models/quantize.h"
 #include "spec/deepseek_heads.h"
 #include "spec/eagle_head.h"
@@ -233,6 +234,8 @@ std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, con
   normalize_int8_scales(store);
   if (options.weights == WeightFormat::kInt8) {
     quantize_projections_int8(store, options.int8_group, "", &pool);
+  } else if (options.weights == WeightFormat::kInt4) {
+    quantize_projections_int4(store, options.int4_group, "", &pool);
   } else if (options.prefault) {
     store.prefault(options.progress);
   }

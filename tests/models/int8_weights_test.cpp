@@ -297,7 +297,7 @@ TEST_F(Int8LoadErrors, WrongWeightRankIsNamed) {
 }
 
 TEST(Int8Options, BadFormatAndGroupAreClearErrors) {
-  EXPECT_THROW(parse_weight_format("int4", "--weights"), Error);
+  EXPECT_THROW(parse_weight_format("int3", "--weights"), Error);
   EXPECT_EQ(parse_weight_format("int8", "--weights"), WeightFormat::kInt8);
   WeightStore store = WeightStore::open_dir(kSource);
   try {
