@@ -59,5 +59,6 @@ int run_bench_spec(const std::vector<std::string>& argv);
 int run_bench_engine(const std::vector<std::string>& argv);
 int run_serve(const std::vector<std::string>& argv);
 int run_bench_accept(const std::vector<std::string>& argv);
+int run_bench_quality(const std::vector<std::string>& argv);
 
 }  // namespace aerie::cli

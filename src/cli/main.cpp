@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "  bench-engine continuous batching under load: throughput, TTFT and ITL at several concurrencies\n"
     "  bench-spec speculative decoding: draft/verify step costs, speedup at synthetic acceptance rates\n"
     "  bench-accept draft heads on a prompt set: acceptance length per K and temperature, speedup over plain\n"
+    "  bench-quality what --weights int8|int4 costs: KL and top-1 agreement against the model as stored\n"
     "  tokenize   show the token ids (and rendered chat prompt) the model's tokenizer makes\n"
     "  logits     write one prefill's logits (and hidden states) as .npy for checking against a reference\n"
     "  bench      prefill / decode / k-token forward speed and achieved memory bandwidth\n"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     if (command == "bench-engine") return aerie::cli::run_bench_engine(rest);
     if (command == "serve") return aerie::cli::run_serve(rest);
     if (command == "bench-accept") return aerie::cli::run_bench_accept(rest);
+    if (command == "bench-quality") return aerie::cli::run_bench_quality(rest);
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(kUsage, stdout);
       return 0;
