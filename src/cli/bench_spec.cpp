@@ -38,8 +38,8 @@ nlohmann::json bench_speculative(Model& target, DraftHead& head, ThreadPool& poo
   const int64_t k = cfg.k;
 
   // Step costs at the prompt's context length: median of repeats, each rolled back afterwards.
-  KvCache kv = target.make_kv_cache(cfg.prompt_tokens + k + 2);
-  KvCache head_kv = head.make_kv_cache(cfg.prompt_tokens + k + 2);
+  KvCache kv = target.make_kv_cache(cfg.prompt_tokens + k + 2, cfg.kv_cache_dtype);
+  KvCache head_kv = head.make_kv_cache(cfg.prompt_tokens + k + 2, cfg.kv_cache_dtype);
   std::vector<int> layers = head.target_layers();
   const SequenceRows pre{0, cfg.prompt_tokens, &kv};
   const int64_t last = cfg.prompt_tokens - 1;
@@ -87,6 +87,7 @@ nlohmann::json bench_speculative(Model& target, DraftHead& head, ThreadPool& poo
   // End to end: plain decode, then speculative at each synthetic rate, same prompt and length.
   GenerateOptions options;
   options.max_tokens = cfg.decode_tokens;
+  options.kv_cache_dtype = cfg.kv_cache_dtype;
   const GenerateResult plain = generate_with_engine(target, nullptr, pool, prompt, options, SpecOptions{});
   nlohmann::json out = {
       {"num_speculative_tokens", k},
@@ -153,6 +154,7 @@ int run_bench_spec(const std::vector<std::string>& argv) {
   cfg.prompt_tokens = args.integer("--prompt-tokens", 128);
   cfg.decode_tokens = args.integer("--decode-tokens", 64);
   cfg.repeats = args.integer("--repeats", 7);
+  cfg.kv_cache_dtype = kv_cache_dtype(args);
   AERIE_CHECK(cfg.k >= 1 && cfg.prompt_tokens >= 2 && cfg.decode_tokens >= 2 && cfg.repeats >= 1,
               "bench-spec: K >= 1, prompt tokens >= 2, decode tokens >= 2, repeats >= 1");
   if (args.has("--rates")) {

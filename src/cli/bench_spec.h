@@ -17,6 +17,7 @@ struct SpecBenchConfig {
   int64_t decode_tokens = 64;
   int64_t repeats = 7;
   std::vector<double> synthetic_rates = {0.5, 0.7, 0.9};
+  KvDType kv_cache_dtype = KvDType::kBF16;  // target and head caches
 };
 
 // JSON fields: num_speculative_tokens, prompt_tokens, decode_step_ms, verify_step_ms, draft_step_ms,

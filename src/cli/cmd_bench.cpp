@@ -53,6 +53,7 @@ struct BenchConfig {
   int64_t repeats;
   uint64_t bandwidth_bytes;
   WeightChoice weights;
+  KvDType kv_dtype;
 };
 
 // Figures for one thread count and one activation mode; the model is loaded once per thread count.
@@ -62,7 +63,7 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
   std::vector<int64_t> prompt(static_cast<size_t>(cfg.prompt_tokens));
   for (int64_t& id : prompt) id = int64_t(rng.next_u64() % uint64_t(model.n_vocab()));
   const int64_t max_k = *std::max_element(cfg.ks.begin(), cfg.ks.end());
-  KvCache kv = model.make_kv_cache(cfg.prompt_tokens + std::max(cfg.decode_tokens + 2, max_k) + 1);
+  KvCache kv = model.make_kv_cache(cfg.prompt_tokens + std::max(cfg.decode_tokens + 2, max_k) + 1, cfg.kv_dtype);
 
   // Warm-up (first-touch of scratch buffers, GEMM kernels generated per shape), then prefill.
   timed_forward(model, kv, std::span(prompt).first(std::min<int64_t>(16, cfg.prompt_tokens)));
@@ -107,6 +108,8 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
   }
   return {
       {"bf16_activations", mode == ops::Bf16Activations::kSplit ? "split" : "rounded"},
+      {"kv_cache_dtype", std::string(kv_dtype_name(cfg.kv_dtype))},
+      {"kv_bytes_per_token", kv.bytes_per_position()},
       {"read_bandwidth_gbs", median(probe_gbs)},
       {"read_bandwidth_gbs_max", *std::max_element(probe_gbs.begin(), probe_gbs.end())},
       {"prefill_tokens", cfg.prompt_tokens},
@@ -147,6 +150,8 @@ void print_human(const nlohmann::json& r) {
               "step; max %.1f)\n",
               r["threads"].get<int>(), r["bf16_activations"].get<std::string>().c_str(),
               r["read_bandwidth_gbs"].get<double>(), r["read_bandwidth_gbs_max"].get<double>());
+  std::printf("  KV cache %s: %.1f KiB per token\n", r["kv_cache_dtype"].get<std::string>().c_str(),
+              double(r["kv_bytes_per_token"].get<uint64_t>()) / 1024.0);
   std::printf("  prefill %lld tokens: %.1f tokens/s (best %.1f)\n", r["prefill_tokens"].get<long long>(),
               r["prefill_tokens_per_second"].get<double>(), r["prefill_tokens_per_second_best"].get<double>());
   std::printf("  decode: %.2f tokens/s (median step %.1f ms; best %.1f ms = %.2f tokens/s)\n",
@@ -190,6 +195,7 @@ int run_bench(const std::vector<std::string>& argv) {
   cfg.repeats = args.integer("--repeats", 5);
   cfg.bandwidth_bytes = uint64_t(args.integer("--bandwidth-bytes", int64_t(256) << 20));
   cfg.weights = weight_choice(args);
+  cfg.kv_dtype = kv_cache_dtype(args);
   AERIE_CHECK(cfg.prompt_tokens >= 1 && cfg.prefill_repeats >= 1 && cfg.decode_tokens >= 1 && cfg.repeats >= 1,
               "bench: counts must be >= 1");
   AERIE_CHECK(!cfg.ks.empty(), "--k needs at least one value");

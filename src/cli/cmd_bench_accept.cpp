@@ -92,11 +92,12 @@ struct RunTotals {
 };
 
 RunTotals run_one(Model& target, DraftHead& head, ThreadPool& pool, const std::vector<BenchPrompt>& prompts, int64_t k,
-                  double temperature, int64_t max_tokens, uint64_t seed) {
+                  double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype) {
   RunTotals t;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateOptions options;
     options.max_tokens = max_tokens;
+    options.kv_cache_dtype = kv_dtype;
     options.sampling.temperature = float(temperature);
     options.sampling.seed = seed + i;
     const GenerateResult plain = generate_with_engine(target, nullptr, pool, prompts[i].ids, options, SpecOptions{});
@@ -174,6 +175,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, choice.model, /*required=*/true);
   const std::vector<BenchPrompt> prompts = load_prompts(prompt_file, *tokenizer, args.integer("--max-prompts", 0));
   apply_bf16_activations(args);
+  const KvDType kv_dtype = kv_cache_dtype(args);
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> target = load_model_verbose(choice.model, pool, quiet, weight_choice(args));
 
@@ -192,7 +194,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
                   "T", "K", "tau", "accept", "per position (%)", "plain t/s", "spec t/s", "speedup", "  tau by source");
     for (double temperature : temperatures) {
       for (int64_t k : ks) {
-        const RunTotals t = run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed);
+        const RunTotals t = run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed, kv_dtype);
         const double plain_tps = t.plain_tokens / t.plain_seconds, spec_tps = t.spec_tokens / t.spec_seconds;
         total_mismatches += t.mismatches;
         nlohmann::json by_source = nlohmann::json::object();

@@ -132,6 +132,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   AERIE_CHECK(prompt_tokens >= 1 && max_tokens >= 1, "bench-engine: prompt and max tokens must be >= 1");
   EngineConfig config;
   config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", int64_t(4) << 30));
+  config.kv_cache_dtype = kv_cache_dtype(args);
   config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
   config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 256);
   config.max_length = prompt_tokens + max_tokens + 64;

@@ -74,6 +74,7 @@ int run_generate(const std::vector<std::string>& argv) {
   GenerateOptions options;
   options.max_tokens = args.integer("--max-tokens", 128);
   options.max_length = args.integer("--max-length", 0);
+  options.kv_cache_dtype = kv_cache_dtype(args);
   options.sampling = sampling_from(args);
 
   apply_bf16_activations(args);

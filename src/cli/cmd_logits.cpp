@@ -33,16 +33,17 @@ std::vector<int> parse_layers(const std::string& text, int64_t n_layer) {
 
 // Teacher-forced head logits: the target prefills x_0..x_{n-1} capturing the head's layers, then the head
 // runs rows t = 0..n-2 with the target's features at t and token x_{t+1}; row t predicts x_{t+2}.
-int write_draft_logits(Model& target, DraftHead& head, const std::vector<int64_t>& ids, const std::string& out_path) {
+int write_draft_logits(Model& target, DraftHead& head, const std::vector<int64_t>& ids, KvDType kv_dtype,
+                       const std::string& out_path) {
   const int64_t n = int64_t(ids.size());
   AERIE_CHECK(n >= 2, "--draft logits need at least 2 ids (row t pairs the feature at t with token t+1)");
-  KvCache kv = target.make_kv_cache(n);
+  KvCache kv = target.make_kv_cache(n, kv_dtype);
   const SequenceRows seq{0, n, &kv};
   const StepBatch batch{ids, std::span(&seq, 1), {}, head.target_layers()};
   const ForwardOutput out = target.forward(batch);
   std::vector<const float*> parts;
   for (const CapturedHidden& h : out.hidden) parts.push_back(h.data);  // rows 0..n-2 are the first n-1
-  KvCache head_kv = head.make_kv_cache(n - 1);
+  KvCache head_kv = head.make_kv_cache(n - 1, kv_dtype);
   const SequenceRows head_seq{0, n - 1, &head_kv};
   std::vector<int64_t> rows(size_t(n - 1));
   std::iota(rows.begin(), rows.end(), 0);
@@ -72,13 +73,14 @@ int run_logits(const std::vector<std::string>& argv) {
   const std::vector<int64_t> ids = args.integers("--ids");
   const std::string out_path = args.required("--out");
   apply_bf16_activations(args, ops::Bf16Activations::kSplit);
+  const KvDType kv_dtype = kv_cache_dtype(args, KvDType::kF32);  // a reference check: exact KV unless asked
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"), weight_choice(args));
   if (args.has("--draft")) {
     AERIE_CHECK(!args.has("--hidden-layers"), "--hidden-layers applies to the target; use it without --draft");
     const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet"));
     AERIE_CHECK(head != nullptr, "--draft none: no head to write logits of");
-    return write_draft_logits(*model, *head, ids, out_path);
+    return write_draft_logits(*model, *head, ids, kv_dtype, out_path);
   }
 
   std::vector<int> layers;
@@ -87,7 +89,7 @@ int run_logits(const std::vector<std::string>& argv) {
     AERIE_CHECK(args.has("--hidden-out"), "--hidden-layers needs --hidden-out PREFIX");
   }
   const int64_t n = int64_t(ids.size());
-  KvCache kv = model->make_kv_cache(n);
+  KvCache kv = model->make_kv_cache(n, kv_dtype);
   const SequenceRows seq{0, n, &kv};
   std::vector<int64_t> rows(static_cast<size_t>(n));
   std::iota(rows.begin(), rows.end(), 0);

@@ -180,6 +180,7 @@ int run_serve(const std::vector<std::string>& argv) {
 
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, model_dir, /*required=*/true);
   apply_bf16_activations(args);
+  const KvDType kv_dtype = kv_cache_dtype(args);  // a bad value fails before the weights load
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet, weight_choice(args, WeightMemory::kAuto));
   const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, quiet);
@@ -189,6 +190,7 @@ int run_serve(const std::vector<std::string>& argv) {
   config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
   config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 256);
   config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", 0));
+  config.kv_cache_dtype = kv_dtype;
   config.max_length = args.integer("--max-length", 0);
   config.max_queue = options.max_in_flight + 1;  // the server's bound answers first (429)
   if (head) {

@@ -119,6 +119,14 @@ void apply_bf16_activations(const Args& args, std::optional<ops::Bf16Activations
   }
 }
 
+KvDType kv_cache_dtype(const Args& args, KvDType command_default) {
+  if (!args.has("--kv-cache-dtype")) return command_default;
+  const std::string name = args.str("--kv-cache-dtype", "auto");
+  KvDType dtype;
+  AERIE_CHECK(kv_dtype_from_name(name, &dtype), "--kv-cache-dtype must be auto, bf16, f32 or fp8, got '", name, "'");
+  return dtype;
+}
+
 int thread_count(const Args& args) {
   const int64_t n = args.integer("--threads", 0);
   return n > 0 ? int(n) : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -142,6 +150,9 @@ std::vector<OptionSpec> model_options() {
       {"--int8-group", true, "with --weights int8: inputs per scale, a multiple of 32 (default 0: per channel)"},
       {"--int4-group", true, "with --weights int4: inputs per scale and zero point, a multiple of 64 (default 128; "
                              "0: per channel)"},
+      {"--kv-cache-dtype", true,
+       "auto (default, = bf16), bf16, f32 or fp8: how KV cache rows are stored (2, 4 or 1 byte a value; fp8 "
+       "E4M3 adds an f32 scale per kv head per position), target and draft head alike"},
   };
 }
 

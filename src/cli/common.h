@@ -45,6 +45,11 @@ void describe_weight_memory_default(std::vector<OptionSpec>& specs, WeightMemory
 // `command_default` is given and the variable is unset (`logits`, a reference check, defaults to split).
 void apply_bf16_activations(const Args& args, std::optional<ops::Bf16Activations> command_default = std::nullopt);
 
+// --kv-cache-dtype auto|bf16|f32|fp8 (vLLM's flag; auto, the default, is bf16): what the KV cache stores
+// (core/kv_dtype.h); `command_default` without the flag (`logits`, a reference check, defaults to f32).
+// Throws aerie::Error naming the flag for any other value.
+KvDType kv_cache_dtype(const Args& args, KvDType command_default = KvDType::kBF16);
+
 // --threads N (0 or absent: every core).
 int thread_count(const Args& args);
 

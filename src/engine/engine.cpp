@@ -12,38 +12,43 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Geometry {
-  int64_t n_layer, row_width;
+  int64_t n_layer, row_width, scale_width;
   bool values;
+  uint64_t bytes_per_position;
 };
 
-Geometry geometry_of(const KvCache& probe) { return {probe.n_layer(), probe.row_width(), probe.has_values()}; }
-
-uint64_t bytes_per_position(const Geometry& g) { return KvStore::bytes_per_position(g.n_layer, g.row_width, g.values); }
+Geometry geometry_of(const KvCache& probe) {
+  return {probe.n_layer(), probe.row_width(), probe.scale_width(), probe.has_values(), probe.bytes_per_position()};
+}
 
 }  // namespace
 
 Engine::Engine(Model& target, DraftHead* draft, const EngineConfig& config, ThreadPool& pool)
     : target_(target), draft_(draft), config_(config) {
   (void)pool;  // the models were loaded onto it; the engine itself runs on the calling thread
-  const Geometry tg = geometry_of(target.make_kv_cache(1));
-  Geometry dg{0, 0, false};
-  if (draft) dg = geometry_of(draft->make_kv_cache(1));
+  const KvDType dtype = config.kv_cache_dtype;
+  const Geometry tg = geometry_of(target.make_kv_cache(1, dtype));
+  Geometry dg{0, 0, 0, false, 0};
+  if (draft) dg = geometry_of(draft->make_kv_cache(1, dtype));
   MemoryPlanInput in;
   in.budget_bytes = config.kv_cache_memory;
   in.budget_fraction = config.kv_cache_fraction;
-  in.target_bytes_per_position = bytes_per_position(tg);
-  in.draft_bytes_per_position = draft ? bytes_per_position(dg) : 0;
+  in.target_bytes_per_position = tg.bytes_per_position;
+  in.draft_bytes_per_position = dg.bytes_per_position;
+  in.kv_dtype = dtype;
   in.block_size = config.block_size;
   in.max_num_seqs = config.max_num_seqs;
   in.max_length = config.max_length > 0 ? config.max_length : target.max_position_embeddings();
   in.min_useful_length = std::min<int64_t>(64, in.max_length);
   plan_ = plan_memory(in);
-  store_ = std::make_unique<KvStore>(tg.n_layer, tg.row_width, plan_.n_blocks, config.block_size, tg.values);
+  store_ = std::make_unique<KvStore>(tg.n_layer, tg.row_width, plan_.n_blocks, config.block_size, tg.values, dtype,
+                                     tg.scale_width);
   pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
   int64_t max_k = 0;
   std::vector<int64_t> draft_to_target;
   if (draft) {
-    draft_store_ = std::make_unique<KvStore>(dg.n_layer, dg.row_width, plan_.n_blocks, config.block_size, dg.values);
+    draft_store_ = std::make_unique<KvStore>(dg.n_layer, dg.row_width, plan_.n_blocks, config.block_size, dg.values,
+                                             dtype, dg.scale_width);
     draft_pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
     validate(config.spec);
     max_k = config.spec.num_speculative_tokens;

@@ -50,6 +50,7 @@ struct EngineConfig {
   uint64_t kv_cache_memory = 0;  // bytes; 0: what max_num_seqs x max_length need, at most
                                  // kv_cache_fraction of MemAvailable (engine/memory_plan.h)
   double kv_cache_fraction = 0.5;
+  KvDType kv_cache_dtype = KvDType::kBF16;  // the target's and the draft head's caches (--kv-cache-dtype)
   int64_t max_length = 0;        // per sequence (prompt + output); 0: the model's max_position_embeddings
   int64_t max_batch_tokens = 512;
   // Prompt rows in a step that also decodes (0: up to max_batch_tokens): bounds the inter-token latency of

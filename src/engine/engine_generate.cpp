@@ -18,7 +18,9 @@ GenerateResult generate_with_engine(Model& target, DraftHead* draft, ThreadPool&
   config.max_length = options.max_length > 0 ? options.max_length : int64_t(prompt.size()) + options.max_tokens + k + 1;
   AERIE_CHECK(int64_t(prompt.size()) < config.max_length, "generate: prompt of ", prompt.size(),
               " tokens does not fit max length ", config.max_length);
-  const uint64_t per_position = uint64_t(target.make_kv_cache(1).bytes()) + (draft ? uint64_t(draft->make_kv_cache(1).bytes()) : 0);
+  config.kv_cache_dtype = options.kv_cache_dtype;
+  const uint64_t per_position = target.make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() +
+                                (draft ? draft->make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() : 0);
   config.kv_cache_memory = per_position * uint64_t(config.max_length + 2 * config.block_size + k);
   config.max_batch_tokens = std::max<int64_t>(512, 1 + k);
   config.max_num_seqs = 1;

@@ -31,7 +31,7 @@ GenerateResult generate(Model& model, std::span<const int64_t> prompt, const Gen
   const int64_t n_prompt = int64_t(prompt.size());
   const int64_t capacity = options.max_length > 0 ? options.max_length : n_prompt + options.max_tokens;
   AERIE_CHECK(n_prompt < capacity, "generate: prompt of ", n_prompt, " tokens does not fit max length ", capacity);
-  KvCache kv = model.make_kv_cache(capacity);
+  KvCache kv = model.make_kv_cache(capacity, options.kv_cache_dtype);
   Rng rng(options.sampling.seed);
   SamplerScratch sampler_scratch;
   std::vector<float> probs(static_cast<size_t>(model.n_vocab()));

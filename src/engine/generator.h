@@ -19,6 +19,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<int64_t> stop_token_ids;  // generation ends after emitting one of these
   int64_t max_length = 0;               // KV capacity (prompt + output); 0: prompt + max_tokens
+  KvDType kv_cache_dtype = KvDType::kBF16;
 };
 
 struct GenerateResult {

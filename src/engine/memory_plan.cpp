@@ -58,6 +58,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   }
   plan.n_blocks = int64_t(std::min<uint64_t>(plan.budget_bytes / per_block, std::numeric_limits<int32_t>::max()));
   const int64_t positions = plan.n_blocks * in.block_size;
+  plan.bytes_per_token = in.target_bytes_per_position + in.draft_bytes_per_position;
+  plan.n_tokens = positions;
   AERIE_CHECK(positions >= in.min_useful_length, "KV cache budget of ", plan.budget_bytes, " bytes holds ", positions,
               " positions (", per_block / uint64_t(in.block_size), " bytes each): fewer than ", in.min_useful_length,
               "; raise --kv-cache-memory");
@@ -68,7 +70,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   }
   std::ostringstream s;
   s << "KV cache: " << plan.n_blocks << " blocks of " << in.block_size << " positions = " << positions
-    << " positions, " << bytes_str(double(plan.n_blocks) * double(per_block)) << " (" << why << ")";
+    << " positions, " << bytes_str(double(plan.n_blocks) * double(per_block)) << ", " << kv_dtype_name(in.kv_dtype) << " "
+    << bytes_str(double(plan.bytes_per_token)) << " per token (" << why << ")";
   if (plan.lowered) s << "; max length lowered from " << in.max_length << " to " << plan.max_length << " to fit";
   plan.summary = s.str();
   return plan;

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/kv_dtype.h"
+
 namespace aerie {
 
 // Draft positions a sequence may hold beyond its max length during a round: the largest K the engine
@@ -23,6 +25,7 @@ struct MemoryPlanInput {
   uint64_t mem_available_bytes = 0;   // 0: read /proc/meminfo (tests set it)
   uint64_t target_bytes_per_position = 0;
   uint64_t draft_bytes_per_position = 0;
+  KvDType kv_dtype = KvDType::kBF16;  // what the bytes per position were computed for (the summary names it)
   int64_t block_size = 16;
   int64_t max_length = 0;             // wanted per-sequence length (prompt + output)
   int64_t max_num_seqs = 1;           // sequences that may run (and hold their positions) at once
@@ -34,6 +37,8 @@ struct MemoryPlan {
   uint64_t need_bytes = 0;      // what max_num_seqs full sequences take (saturates at UINT64_MAX)
   bool capped = false;          // the default budget was capped by the share of MemAvailable
   int64_t n_blocks = 0;
+  uint64_t bytes_per_token = 0;  // target + draft KV bytes per position, all layers
+  int64_t n_tokens = 0;          // positions the blocks hold: n_blocks * block_size
   int64_t max_length = 0;       // possibly lowered
   bool lowered = false;
   std::string summary;          // one line for the log: the size, and why

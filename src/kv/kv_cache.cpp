@@ -6,33 +6,92 @@
 
 namespace aerie {
 
-KvStore::KvStore(int64_t n_layer, int64_t row_width, int64_t n_blocks, int64_t block_size, bool with_values)
+namespace {
+
+size_t n_scale_groups(KvDType dtype, int64_t row_width, int64_t scale_width) {
+  return dtype == KvDType::kFP8E4M3 ? size_t(row_width / scale_width) : 0;
+}
+
+}  // namespace
+
+KvStore::KvStore(int64_t n_layer, int64_t row_width, int64_t n_blocks, int64_t block_size, bool with_values,
+                 KvDType dtype, int64_t scale_width)
     : n_layer_(n_layer),
       row_width_(row_width),
       n_blocks_(n_blocks),
       block_size_(block_size),
-      layer_stride_(n_blocks * block_size * row_width),
+      scale_width_(scale_width > 0 ? scale_width : row_width),
+      layer_bytes_(n_blocks * block_size * row_width * int64_t(kv_dtype_size(dtype))),
+      layer_scales_(n_blocks * block_size * int64_t(n_scale_groups(dtype, row_width, scale_width_))),
       has_values_(with_values),
+      dtype_(dtype),
       // Zeroed on demand: a store sized for many long sequences takes memory only as they fill it.
-      keys_(AlignedBuffer::zeroed_on_demand(size_t(n_layer * n_blocks * block_size * row_width) * sizeof(float))),
-      values_(AlignedBuffer::zeroed_on_demand(
-          with_values ? size_t(n_layer * n_blocks * block_size * row_width) * sizeof(float) : 0)) {
+      keys_(AlignedBuffer::zeroed_on_demand(size_t(n_layer * layer_bytes_))),
+      values_(AlignedBuffer::zeroed_on_demand(with_values ? size_t(n_layer * layer_bytes_) : 0)),
+      key_scales_(AlignedBuffer::zeroed_on_demand(size_t(n_layer * layer_scales_) * sizeof(float))),
+      value_scales_(AlignedBuffer::zeroed_on_demand(with_values ? size_t(n_layer * layer_scales_) * sizeof(float) : 0)) {
   AERIE_CHECK(n_layer > 0 && row_width > 0 && n_blocks > 0 && block_size > 0, "KV store: empty geometry");
+  AERIE_CHECK(row_width % scale_width_ == 0, "KV store: scale groups of ", scale_width_, " values do not divide rows of ",
+              row_width);
 }
 
-KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity)
-    : KvCache(Standalone{}, n_layer, n_head_kv * head_dim, capacity, true) {}
+uint64_t KvStore::bytes_per_position(int64_t n_layer, int64_t row_width, bool with_values, KvDType dtype,
+                                     int64_t scale_width) {
+  const uint64_t per_row = uint64_t(row_width) * kv_dtype_size(dtype) +
+                           n_scale_groups(dtype, row_width, scale_width > 0 ? scale_width : row_width) * sizeof(float);
+  return uint64_t(n_layer) * per_row * (with_values ? 2u : 1u);
+}
 
-KvCache::KvCache(Standalone, int64_t n_layer, int64_t row_width, int64_t capacity, bool with_values)
-    : owned_store_(std::make_unique<KvStore>(n_layer, row_width, 1, std::max<int64_t>(capacity, 1), with_values)),
+PagedRows KvStore::rows(int64_t layer, bool values, const int32_t* block_ids) const {
+  PagedRows r;
+  if (values && !has_values_) return r;
+  const AlignedBuffer& data = values ? values_ : keys_;
+  r.base = data.as<std::byte>() + layer * layer_bytes_;
+  r.block_ids = block_ids;
+  r.block_size = block_size_;
+  r.row_width = row_width_;
+  r.dtype = dtype_;
+  if (dtype_ == KvDType::kFP8E4M3) {
+    r.scales = (values ? value_scales_ : key_scales_).as<float>() + layer * layer_scales_;
+    r.scale_width = scale_width_;
+  }
+  return r;
+}
+
+void KvStore::write(int64_t layer, int64_t slot, const float* key, const float* value) {
+  const size_t row_bytes = size_t(row_width_) * kv_dtype_size(dtype_);
+  const int64_t n_groups = dtype_ == KvDType::kFP8E4M3 ? row_width_ / scale_width_ : 1;
+  const int64_t group = row_width_ / n_groups;  // values encoded together
+  const size_t group_bytes = size_t(group) * kv_dtype_size(dtype_);
+  for (int which = 0; which < (has_values_ ? 2 : 1); ++which) {
+    const float* src = which == 0 ? key : value;
+    AlignedBuffer& data = which == 0 ? keys_ : values_;
+    std::byte* dst = data.as<std::byte>() + layer * layer_bytes_ + size_t(slot) * row_bytes;
+    float* scales = dtype_ == KvDType::kFP8E4M3
+                        ? (which == 0 ? key_scales_ : value_scales_).as<float>() + layer * layer_scales_ + slot * n_groups
+                        : nullptr;
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const float scale = kv_encode(dtype_, src + g * group, group, dst + size_t(g) * group_bytes);
+      if (scales != nullptr) scales[g] = scale;
+    }
+  }
+}
+
+KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity, KvDType dtype)
+    : KvCache(Standalone{}, n_layer, n_head_kv * head_dim, capacity, true, dtype, head_dim) {}
+
+KvCache::KvCache(Standalone, int64_t n_layer, int64_t row_width, int64_t capacity, bool with_values, KvDType dtype,
+                 int64_t scale_width)
+    : owned_store_(std::make_unique<KvStore>(n_layer, row_width, 1, std::max<int64_t>(capacity, 1), with_values, dtype,
+                                             scale_width)),
       own_table_(std::make_unique<BlockTable>()) {
   store_ = owned_store_.get();
   own_table_->blocks = {0};
   if (capacity == 0) own_table_->blocks.clear();
 }
 
-KvCache KvCache::latent(int64_t n_layer, int64_t row_width, int64_t capacity) {
-  return KvCache(Standalone{}, n_layer, row_width, capacity, false);
+KvCache KvCache::latent(int64_t n_layer, int64_t row_width, int64_t capacity, KvDType dtype) {
+  return KvCache(Standalone{}, n_layer, row_width, capacity, false, dtype, row_width);
 }
 
 KvCache::KvCache(KvStore& store, BlockTable& table, BlockPool& pool) : store_(&store), table_(&table), pool_(&pool) {
@@ -40,29 +99,24 @@ KvCache::KvCache(KvStore& store, BlockTable& table, BlockPool& pool) : store_(&s
               " positions but store blocks of ", store.block_size());
 }
 
-PagedRows KvCache::key_rows(int64_t layer) const {
-  return PagedRows{store_->keys(layer), table().blocks.data(), store_->block_size(), store_->row_width()};
+PagedRows KvCache::key_rows(int64_t layer) const { return store_->rows(layer, false, table().blocks.data()); }
+
+PagedRows KvCache::value_rows(int64_t layer) const { return store_->rows(layer, true, table().blocks.data()); }
+
+void KvCache::write_rows(int64_t layer, int64_t first_pos, int64_t n, const float* keys, const float* values) {
+  AERIE_CHECK(first_pos >= 0 && first_pos + n <= capacity(), "KV write of positions [", first_pos, ", ", first_pos + n,
+              ") past capacity ", capacity());
+  AERIE_CHECK((values != nullptr) == has_values(), "KV write: values given for a cache ", has_values() ? "with" : "without",
+              " values, or the other way round");
+  const PagedRows where = key_rows(layer);
+  const int64_t w = row_width();
+  for (int64_t r = 0; r < n; ++r)
+    store_->write(layer, where.slot(first_pos + r), keys + r * w, values != nullptr ? values + r * w : nullptr);
 }
 
-PagedRows KvCache::value_rows(int64_t layer) const {
-  return PagedRows{store_->values(layer), table().blocks.data(), store_->block_size(), store_->row_width()};
-}
-
-float* KvCache::keys(int64_t layer) {
-  AERIE_CHECK(!paged(), "KV cache: contiguous access to a paged cache");
-  return store_->keys(layer);
-}
-float* KvCache::values(int64_t layer) {
-  AERIE_CHECK(!paged(), "KV cache: contiguous access to a paged cache");
-  return store_->values(layer);
-}
-const float* KvCache::keys(int64_t layer) const {
-  AERIE_CHECK(!paged(), "KV cache: contiguous access to a paged cache");
-  return store_->keys(layer);
-}
-const float* KvCache::values(int64_t layer) const {
-  AERIE_CHECK(!paged(), "KV cache: contiguous access to a paged cache");
-  return store_->values(layer);
+void KvCache::read_row(int64_t layer, int64_t p, float* key_out, float* value_out) const {
+  key_rows(layer).load(p, 0, row_width(), key_out);
+  if (value_out != nullptr && has_values()) value_rows(layer).load(p, 0, row_width(), value_out);
 }
 
 void KvCache::check_room(int64_t n) const {

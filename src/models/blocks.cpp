@@ -1,6 +1,5 @@
 #include "models/blocks.h"
 
-#include <cstring>
 
 #include "ops/ops.h"
 
@@ -25,10 +24,8 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   for (const SequenceRows& seq : sequences) {
     KvCache& kv = *seq.kv;
     const int64_t pos0 = positions[seq.row_begin];
-    for (int64_t r = 0; r < seq.n_rows; ++r) {  // rows into the cache's blocks
-      std::memcpy(kv.key_row(layer, pos0 + r), k + (seq.row_begin + r) * kv_width, size_t(kv_width) * sizeof(float));
-      std::memcpy(kv.value_row(layer, pos0 + r), v + (seq.row_begin + r) * kv_width, size_t(kv_width) * sizeof(float));
-    }
+    // Rows into the cache's blocks, converted to its dtype.
+    kv.write_rows(layer, pos0, seq.n_rows, k + seq.row_begin * kv_width, v + seq.row_begin * kv_width);
     ops::attention(q + seq.row_begin * q_width, seq.n_rows, pos0, kv.key_rows(layer), kv.value_rows(layer),
                    pos0 + seq.n_rows, shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale,
                    attn + seq.row_begin * q_width, pool);

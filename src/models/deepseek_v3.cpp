@@ -135,8 +135,8 @@ DeepseekV3Model::DeepseekV3Model(DeepseekV3Config config, WeightStore store, Thr
   context_ = deepseek_layer_context(config_, inv_freq_);
 }
 
-KvCache DeepseekV3Model::make_kv_cache(int64_t capacity) const {
-  return KvCache::latent(config_.n_layer, config_.kv_cache_width(), capacity);
+KvCache DeepseekV3Model::make_kv_cache(int64_t capacity, KvDType dtype) const {
+  return KvCache::latent(config_.n_layer, config_.kv_cache_width(), capacity, dtype);
 }
 
 uint64_t DeepseekV3Model::decode_weight_bytes() const {

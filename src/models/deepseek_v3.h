@@ -80,7 +80,7 @@ class DeepseekV3Model final : public Model {
 
   ForwardOutput forward(const StepBatch& batch) override;
   // KvCache::latent: kv_lora_rank + qk_rope_head_dim floats per position per layer.
-  KvCache make_kv_cache(int64_t capacity) const override;
+  KvCache make_kv_cache(int64_t capacity, KvDType dtype) const override;
   int64_t n_vocab() const override { return config_.n_vocab; }
   int64_t n_embd() const override { return config_.n_embd; }
   int64_t n_layer() const override { return config_.n_layer; }

@@ -58,8 +58,8 @@ LlamaModel::LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool)
                                float(1.0 / std::sqrt(double(config_.head_dim)))};
 }
 
-KvCache LlamaModel::make_kv_cache(int64_t capacity) const {
-  return KvCache(config_.n_layer, config_.n_head_kv, config_.head_dim, capacity);
+KvCache LlamaModel::make_kv_cache(int64_t capacity, KvDType dtype) const {
+  return KvCache(config_.n_layer, config_.n_head_kv, config_.head_dim, capacity, dtype);
 }
 
 uint64_t LlamaModel::decode_weight_bytes() const {

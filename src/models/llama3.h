@@ -38,7 +38,7 @@ class LlamaModel final : public Model {
   LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool);
 
   ForwardOutput forward(const StepBatch& batch) override;
-  KvCache make_kv_cache(int64_t capacity) const override;
+  KvCache make_kv_cache(int64_t capacity, KvDType dtype) const override;
   int64_t n_vocab() const override { return config_.n_vocab; }
   int64_t n_embd() const override { return config_.n_embd; }
   int64_t n_layer() const override { return config_.n_layer; }

@@ -102,7 +102,7 @@ void expanded_attention(const float* q, const SequenceRows& seq, int64_t pos0, i
   float* v_full = scratch.v_full.reserve(n_kv * h_n * D);        // [n_kv, n_head, D]
   float* q_full = scratch.q_full.reserve(n_q * h_n * D);         // [n_q, n_head, D]
   float* o_full = scratch.o_full.reserve(n_q * h_n * D);         // [n_q, n_head, D]
-  for (int64_t t = 0; t < n_kv; ++t) std::memcpy(latent + t * c, cache.row(t), size_t(c) * sizeof(float));
+  for (int64_t t = 0; t < n_kv; ++t) cache.load(t, 0, c, latent + t * c);  // widened from the cache's dtype
   linear(latent, n_kv, w.kv_b, kv_full, pool);
   std::fill(k_full, k_full + n_kv * h_n * D, 0.0f);
   std::fill(v_full, v_full + n_kv * h_n * D, 0.0f);
@@ -112,7 +112,7 @@ void expanded_attention(const float* q, const SequenceRows& seq, int64_t pos0, i
       const float* kv = kv_full + (t * h_n + h) * (dn + dv);
       float* k = k_full + (t * h_n + h) * D;
       std::memcpy(k, kv, size_t(dn) * sizeof(float));
-      std::memcpy(k + dn, cache.row(t) + c, size_t(dr) * sizeof(float));  // the shared rope key
+      cache.load(t, c, dr, k + dn);  // the shared rope key
       std::memcpy(v_full + (t * h_n + h) * D, kv + dn, size_t(dv) * sizeof(float));
     }
   }
@@ -184,8 +184,8 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   for (size_t i = 0; i < sequences.size(); ++i) {
     const SequenceRows& seq = sequences[i];
     const int64_t pos0 = positions[seq.row_begin];
-    for (int64_t r = 0; r < seq.n_rows; ++r)  // rows into the cache's blocks
-      std::memcpy(seq.kv->key_row(layer, pos0 + r), kv_a + (seq.row_begin + r) * width, size_t(width) * sizeof(float));
+    // Rows into the cache's blocks, converted to its dtype.
+    seq.kv->write_rows(layer, pos0, seq.n_rows, kv_a + seq.row_begin * width, nullptr);
     seq_absorbed[i] = path == MlaPath::kAbsorbed || (path == MlaPath::kAuto && seq.n_rows <= kMlaAbsorbedMaxRows);
     if (seq_absorbed[i])
       for (int64_t r = 0; r < seq.n_rows; ++r) absorbed_rows.push_back(seq.row_begin + r);

@@ -54,8 +54,8 @@ class Model {
  public:
   virtual ~Model() = default;
   virtual ForwardOutput forward(const StepBatch& batch) = 0;
-  // A KV cache that fits this model, holding up to `capacity` positions.
-  virtual KvCache make_kv_cache(int64_t capacity) const = 0;
+  // A KV cache that fits this model, holding up to `capacity` positions stored as `dtype`.
+  virtual KvCache make_kv_cache(int64_t capacity, KvDType dtype) const = 0;
   virtual int64_t n_vocab() const = 0;
   virtual int64_t n_embd() const = 0;
   virtual int64_t n_layer() const = 0;

@@ -159,6 +159,9 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadP
 
 void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
+  AERIE_CHECK(k.dtype == v.dtype || v.base == nullptr, "attention: keys and values of different KV dtypes");
+  AERIE_CHECK(k.scales == nullptr || k.scale_width % head_dim == 0, "attention: FP8 scale groups of ", k.scale_width,
+              " values split heads of ", head_dim);
   // The caller's per-thread scratch, sized before the job (bound to a reference: a thread_local named in
   // the lambda would be each worker's own).
   thread_local TaskScratch caller_scratch;
@@ -171,10 +174,13 @@ void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, co
     return;
   }
   const int64_t group = n_head / n_head_kv;
-  // One task per (query row, head); each sees keys [0, pos0 + row]. Rows are walked block by block.
-  scratch.reserve(pool.n_threads(), sizeof(float) * size_t(std::max<int64_t>(1, std::min(pos0 + n_q, n_kv))));
+  // One task per (query row, head); each sees keys [0, pos0 + row]. f32 rows are walked block by block in
+  // place; bf16 / fp8 rows are widened one head row at a time into the task's scratch.
+  const size_t n_scores = size_t(std::max<int64_t>(1, std::min(pos0 + n_q, n_kv)));
+  scratch.reserve(pool.n_threads(), sizeof(float) * (n_scores + size_t(head_dim)));
   pool.parallel_for(n_q * n_head, 1, [&](int64_t b, int64_t e) {
     float* scores = reinterpret_cast<float*>(scratch.get());
+    float* widened = scores + n_scores;  // [head_dim]
     for (int64_t t = b; t < e; ++t) {
       const int64_t qi = t / n_head, h = t % n_head, kvh = h / group;
       const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
@@ -182,8 +188,13 @@ void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, co
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_ctx;) {
         const int64_t run = k.run_length(j, n_ctx - j);
-        const float* kp = k.row(j) + kvh * head_dim;
-        for (int64_t r = 0; r < run; ++r, kp += k.row_width) {
+        for (int64_t r = 0; r < run; ++r) {
+          const float* kp = widened;
+          if (k.dtype == KvDType::kF32) {
+            kp = k.row<float>(j + r) + kvh * head_dim;
+          } else {
+            k.load(j + r, kvh * head_dim, head_dim, widened);
+          }
           scores[size_t(j + r)] = dot(qp, kp, head_dim) * scale;
           mx = std::max(mx, scores[size_t(j + r)]);
         }
@@ -195,8 +206,15 @@ void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, co
       std::memset(op, 0, size_t(head_dim) * sizeof(float));
       for (int64_t j = 0; j < n_ctx;) {
         const int64_t run = v.run_length(j, n_ctx - j);
-        const float* vp = v.row(j) + kvh * head_dim;
-        for (int64_t r = 0; r < run; ++r, vp += v.row_width) axpy(scores[size_t(j + r)], vp, op, head_dim);
+        for (int64_t r = 0; r < run; ++r) {
+          const float* vp = widened;
+          if (v.dtype == KvDType::kF32) {
+            vp = v.row<float>(j + r) + kvh * head_dim;
+          } else {
+            v.load(j + r, kvh * head_dim, head_dim, widened);
+          }
+          axpy(scores[size_t(j + r)], vp, op, head_dim);
+        }
         j += run;
       }
       scale_in_place(op, 1.0f / sum, head_dim);

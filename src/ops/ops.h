@@ -51,7 +51,9 @@ void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const 
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
                ThreadPool& pool);
 // The same with keys and values read through blocks (the paged KV cache): row j of k / v is
-// [n_head_kv, head_dim]. Each query's result depends only on its own keys, not on n_q (batch invariance).
+// [n_head_kv, head_dim] in the rows' KvDType (f32, bf16, or fp8 whose scale groups hold whole heads),
+// widened to f32 as it is read; no copy of the cache is made. Each query's result depends only on its own
+// keys, not on n_q (batch invariance).
 void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
                ThreadPool& pool);

@@ -53,7 +53,8 @@ class DraftHead {
   virtual ~DraftHead() = default;
   // Output pointers stay valid until the next forward.
   virtual DraftOutput forward(const DraftBatch& batch) = 0;
-  virtual KvCache make_kv_cache(int64_t capacity) const = 0;
+  // The head's own KV cache: up to `capacity` positions stored as `dtype`.
+  virtual KvCache make_kv_cache(int64_t capacity, KvDType dtype) const = 0;
   // The target layers whose hidden states the head fuses, in the order of feature_parts (Model
   // convention: i = residual stream entering layer i, kFinalNormLayer = after the final norm).
   virtual const std::vector<int>& target_layers() const = 0;

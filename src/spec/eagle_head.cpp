@@ -33,8 +33,8 @@ void EagleHead::set_yarn_rope(const YarnRopeScaling& scaling) {
   attn_shape_.scale = float(factor * factor / std::sqrt(double(c.head_dim)));
 }
 
-KvCache EagleHead::make_kv_cache(int64_t capacity) const {
-  return KvCache(int64_t(weights_.layers.size()), config_.llama.n_head_kv, config_.llama.head_dim, capacity);
+KvCache EagleHead::make_kv_cache(int64_t capacity, KvDType dtype) const {
+  return KvCache(int64_t(weights_.layers.size()), config_.llama.n_head_kv, config_.llama.head_dim, capacity, dtype);
 }
 
 int64_t EagleHead::to_target(int64_t draft_id) const {

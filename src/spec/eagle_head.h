@@ -76,7 +76,7 @@ class EagleHead final : public DraftHead {
             const Model& target, ThreadPool& pool);
 
   DraftOutput forward(const DraftBatch& batch) override;
-  KvCache make_kv_cache(int64_t capacity) const override;
+  KvCache make_kv_cache(int64_t capacity, KvDType dtype) const override;
   const std::vector<int>& target_layers() const override { return target_layers_; }
   int64_t n_embd() const override { return config_.llama.n_embd; }
   int64_t n_vocab() const override { return weights_.output.n_out(); }

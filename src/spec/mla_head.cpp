@@ -124,8 +124,8 @@ MlaEagleHead::MlaEagleHead(MlaHeadConfig config, WeightStore store, std::vector<
   cache_shape_ = {1, c.kv_cache_width(), false, "this MLA head (needs KvCache::latent with one layer)"};
 }
 
-KvCache MlaEagleHead::make_kv_cache(int64_t capacity) const {
-  return KvCache::latent(1, config_.attn.kv_cache_width(), capacity);
+KvCache MlaEagleHead::make_kv_cache(int64_t capacity, KvDType dtype) const {
+  return KvCache::latent(1, config_.attn.kv_cache_width(), capacity, dtype);
 }
 
 int64_t MlaEagleHead::to_target(int64_t draft_id) const {

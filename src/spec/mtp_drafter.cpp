@@ -49,8 +49,8 @@ MtpDrafter::MtpDrafter(const DeepseekV3Model& target, ThreadPool& pool)
   cache_shape_ = {1, config_.kv_cache_width(), false, "the MTP layer (needs KvCache::latent with one layer)"};
 }
 
-KvCache MtpDrafter::make_kv_cache(int64_t capacity) const {
-  return KvCache::latent(1, config_.kv_cache_width(), capacity);
+KvCache MtpDrafter::make_kv_cache(int64_t capacity, KvDType dtype) const {
+  return KvCache::latent(1, config_.kv_cache_width(), capacity, dtype);
 }
 
 // One draft step: eh_proj, the norms, the layer's active weights (attention, router, shared experts and

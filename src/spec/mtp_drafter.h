@@ -48,7 +48,7 @@ class MtpDrafter final : public DraftHead {
   MtpDrafter(const DeepseekV3Model& target, ThreadPool& pool);
 
   DraftOutput forward(const DraftBatch& batch) override;
-  KvCache make_kv_cache(int64_t capacity) const override;
+  KvCache make_kv_cache(int64_t capacity, KvDType dtype) const override;
   const std::vector<int>& target_layers() const override { return target_layers_; }
   int64_t n_embd() const override { return config_.n_embd; }
   int64_t n_vocab() const override { return config_.n_vocab; }

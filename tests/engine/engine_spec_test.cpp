@@ -203,11 +203,9 @@ TEST_F(EngineSpecTest, HeadCatchesUpAfterStepsWithoutDrafts) {
       const int64_t n = int64_t(jobs[0].prompt.size() + tokens.size()) - 1;  // positions from target features
       ASSERT_GE(cache->length(), n);
       for (int64_t layer = 0; layer < cache->n_layer(); ++layer) {
-        std::vector<float> rows;
-        for (int64_t p = 0; p < n; ++p) {
-          rows.insert(rows.end(), cache->key_row(layer, p), cache->key_row(layer, p) + cache->row_width());
-          rows.insert(rows.end(), cache->value_row(layer, p), cache->value_row(layer, p) + cache->row_width());
-        }
+        const int64_t w = cache->row_width();
+        std::vector<float> rows(size_t(n * 2 * w));
+        for (int64_t p = 0; p < n; ++p) cache->read_row(layer, p, &rows[size_t(2 * p * w)], &rows[size_t((2 * p + 1) * w)]);
         snap.rows.push_back(std::move(rows));
       }
       snap.tokens = tokens;

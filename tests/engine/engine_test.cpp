@@ -63,6 +63,10 @@ std::vector<Outcome> run_engine(Engine& engine, const std::vector<Job>& jobs) {
   return out;
 }
 
+// KV bytes a position of the target below takes in the default (bf16) cache: 2 layers x 2 kv heads x 16 x
+// (K, V) x 2 bytes.
+constexpr uint64_t kPositionBytes = 256;
+
 EngineConfig small_config(uint64_t kv_bytes, bool prefix_caching) {
   EngineConfig c;
   c.kv_cache_memory = kv_bytes;
@@ -90,7 +94,7 @@ TEST_F(EngineTest, BatchedGreedyEqualsEachRequestAlone) {
   }
   std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
   // KV for 2048 positions, and for 96: the second forces preemption (and recomputation).
-  for (uint64_t kv_bytes : {uint64_t(1) << 20, uint64_t(96) * 512 * 2}) {
+  for (uint64_t kv_bytes : {uint64_t(1) << 20, uint64_t(96) * kPositionBytes * 2}) {
     for (bool prefix : {true, false}) {
       for (DraftHead* draft : {static_cast<DraftHead*>(nullptr), head.get()}) {
         EngineConfig c = small_config(kv_bytes, prefix);
@@ -127,7 +131,7 @@ TEST_F(EngineTest, SeededSamplingDoesNotDependOnTheBatch) {
 
 TEST_F(EngineTest, CancellationAtRandomPointsLeaksNothing) {
   std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
-  Engine engine(*target, head.get(), small_config(uint64_t(200) * 512 * 2, true), pool);
+  Engine engine(*target, head.get(), small_config(uint64_t(200) * kPositionBytes * 2, true), pool);
   const std::vector<Job> jobs = make_jobs(16, 3, target->n_vocab(), 0.7f);
   std::vector<Outcome> out(jobs.size());
   std::vector<uint64_t> ids;
@@ -167,13 +171,14 @@ TEST_F(EngineTest, PrefixCacheSkipsTheSharedPrefill) {
 }
 
 TEST_F(EngineTest, MemoryPlanLowersTheMaxLengthOrRefuses) {
-  EngineConfig c = small_config(uint64_t(100) * 512, true);  // 100 positions
+  ASSERT_EQ(target->make_kv_cache(1, EngineConfig{}.kv_cache_dtype).bytes_per_position(), kPositionBytes);
+  EngineConfig c = small_config(uint64_t(100) * kPositionBytes, true);  // 100 positions
   c.max_length = 1000;
   Engine engine(*target, nullptr, c, pool);
   EXPECT_TRUE(engine.memory_plan().lowered);
   EXPECT_EQ(engine.max_length(), 96);  // 12 blocks of 8
   EXPECT_THROW(engine.submit(std::vector<int64_t>(96, 5), {}, nullptr), Error);
-  c.kv_cache_memory = 512 * 10;  // 10 positions: nothing useful
+  c.kv_cache_memory = kPositionBytes * 10;  // 10 positions: nothing useful
   EXPECT_THROW(Engine(*target, nullptr, c, pool), Error);
 }
 
@@ -196,7 +201,7 @@ TEST_F(EngineTest, LogprobsAreTheModelsLogSoftmax) {
       // Reference: a fresh prefill of the prompt and the tokens before this one.
       std::vector<int64_t> prefix = job.prompt;
       prefix.insert(prefix.end(), tokens.begin(), tokens.begin() + int64_t(i));
-      KvCache kv = target->make_kv_cache(int64_t(prefix.size()));
+      KvCache kv = target->make_kv_cache(int64_t(prefix.size()), EngineConfig{}.kv_cache_dtype);
       const SequenceRows s{0, int64_t(prefix.size()), &kv};
       const int64_t last = int64_t(prefix.size()) - 1;
       const ForwardOutput f = target->forward(StepBatch{prefix, std::span(&s, 1), std::span(&last, 1), {}});

@@ -15,7 +15,7 @@ class DelegatingModel : public Model {
  public:
   explicit DelegatingModel(Model& inner) : inner_(inner) {}
   ForwardOutput forward(const StepBatch& batch) override { return inner_.forward(batch); }
-  KvCache make_kv_cache(int64_t capacity) const override { return inner_.make_kv_cache(capacity); }
+  KvCache make_kv_cache(int64_t capacity, KvDType dtype) const override { return inner_.make_kv_cache(capacity, dtype); }
   int64_t n_vocab() const override { return inner_.n_vocab(); }
   int64_t n_embd() const override { return inner_.n_embd(); }
   int64_t n_layer() const override { return inner_.n_layer(); }

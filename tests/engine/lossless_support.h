@@ -36,9 +36,13 @@ inline float oracle_noise(float noise, uint64_t hash, int64_t t) {
   return noise * (float(mix64(hash + uint64_t(t)) >> 40) / 16777216.0f - 0.5f);
 }
 
+// The KV dtype of the references below: the engine's default (bf16), so that the exact distributions are
+// those of the target the engine runs (lossless is a property under one KV dtype).
+inline constexpr KvDType kReferenceKvDType = KvDType::kBF16;
+
 // Logits of the target after `prefix` (a fresh prefill), into dst [n_vocab], plus oracle_noise.
 inline void noisy_target_logits(Model& target, std::span<const int64_t> prefix, float noise, uint64_t hash, float* dst) {
-  KvCache kv = target.make_kv_cache(int64_t(prefix.size()));
+  KvCache kv = target.make_kv_cache(int64_t(prefix.size()), kReferenceKvDType);
   const SequenceRows s{0, int64_t(prefix.size()), &kv};
   const int64_t last = int64_t(prefix.size()) - 1;
   const ForwardOutput f = target.forward(StepBatch{prefix, std::span(&s, 1), std::span(&last, 1), {}});
@@ -70,7 +74,7 @@ inline std::map<std::vector<int64_t>, double> exact_joint(Model& model, const st
           out[std::vector<int64_t>(seq.begin() + int64_t(prompt.size()), seq.end())] = p;
           return;
         }
-        KvCache kv = model.make_kv_cache(int64_t(seq.size()));
+        KvCache kv = model.make_kv_cache(int64_t(seq.size()), kReferenceKvDType);
         const SequenceRows s{0, int64_t(seq.size()), &kv};
         const int64_t last = int64_t(seq.size()) - 1;
         const ForwardOutput f = model.forward(StepBatch{seq, std::span(&s, 1), std::span(&last, 1), {}});
@@ -172,7 +176,7 @@ namespace aerie::testing {
 class DelegatingDraftHead : public DraftHead {
  public:
   explicit DelegatingDraftHead(DraftHead& inner) : inner_(inner) {}
-  KvCache make_kv_cache(int64_t capacity) const override { return inner_.make_kv_cache(capacity); }
+  KvCache make_kv_cache(int64_t capacity, KvDType dtype) const override { return inner_.make_kv_cache(capacity, dtype); }
   const std::vector<int>& target_layers() const override { return inner_.target_layers(); }
   int64_t n_embd() const override { return inner_.n_embd(); }
   int64_t n_vocab() const override { return inner_.n_vocab(); }

@@ -23,6 +23,7 @@ MemoryPlanInput tiny_model_defaults() {
   MemoryPlanInput in;
   in.target_bytes_per_position = 6 * 2 * 32 * 2 * 4;
   in.draft_bytes_per_position = 1 * 2 * 32 * 2 * 4;
+  in.kv_dtype = KvDType::kF32;
   in.block_size = 16;
   in.max_length = 512;   // max_position_embeddings
   in.max_num_seqs = 16;  // aerie serve's default
@@ -56,7 +57,8 @@ TEST(MemoryPlan, DefaultIsSizedByNeedAndCapped) {
   one.max_num_seqs = 1;
   const std::vector<Case> cases = {
       {"tiny_model", tiny, tiny_need, false, false,
-       "KV cache: 544 blocks of 16 positions = 8704 positions, 31.2 MB (by need: 16 sequences x 544 positions x 3.6 KB; "
+       "KV cache: 544 blocks of 16 positions = 8704 positions, 31.2 MB, f32 3.6 KB per token (by need: 16 sequences x "
+       "544 positions x 3.6 KB; "
        "at most 50% of MemAvailable 24.0 GB)"},
       {"one_sequence", one, tiny_need / 16, false, false, "by need: 1 sequences x 544 positions"},
       {"8b_long_context", llama8b, 12 * kGB, true, true,

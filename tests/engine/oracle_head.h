@@ -51,7 +51,7 @@ class OracleHead final : public DraftHead {
     return DraftOutput{logits_.data(), int64_t(batch.logit_rows.size()), v, features_.data(), target_.n_embd()};
   }
 
-  KvCache make_kv_cache(int64_t capacity) const override { return KvCache(1, 1, 1, capacity); }
+  KvCache make_kv_cache(int64_t capacity, KvDType dtype) const override { return KvCache(1, 1, 1, capacity, dtype); }
   const std::vector<int>& target_layers() const override { return layers_; }
   int64_t n_embd() const override { return target_.n_embd(); }
   int64_t n_vocab() const override { return target_.n_vocab(); }

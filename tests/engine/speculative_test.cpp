@@ -107,17 +107,22 @@ TEST(Speculative, RollbackLeavesTheCacheOfAFreshPrefill) {
     const KvCache* cache = engine.target_cache(id);
     ASSERT_NE(cache, nullptr);
     ASSERT_EQ(cache->length(), int64_t(tokens.size()) - 1);
-    KvCache fresh = m.target->make_kv_cache(cache->length());
+    KvCache fresh = m.target->make_kv_cache(cache->length(), cache->dtype());
     for (int64_t p = 0; p < cache->length(); ++p) {  // one token at a time: the path plain decoding takes
       const SequenceRows s{0, 1, &fresh};
       m.target->forward(StepBatch{std::span(&tokens[size_t(p)], 1), std::span(&s, 1), {}, {}});
     }
+    const size_t w = size_t(cache->row_width());
+    std::vector<float> k(w), v(w), k_fresh(w), v_fresh(w);
     for (int64_t layer = 0; layer < cache->n_layer(); ++layer)
-      for (int64_t p = 0; p < cache->length(); ++p)
-        for (int64_t i = 0; i < cache->row_width(); ++i) {
-          ASSERT_NEAR(cache->key_row(layer, p)[i], fresh.key_row(layer, p)[i], 1e-5f) << "layer " << layer << " position " << p;
-          ASSERT_NEAR(cache->value_row(layer, p)[i], fresh.value_row(layer, p)[i], 1e-5f) << "layer " << layer << " position " << p;
+      for (int64_t p = 0; p < cache->length(); ++p) {
+        cache->read_row(layer, p, k.data(), v.data());
+        fresh.read_row(layer, p, k_fresh.data(), v_fresh.data());
+        for (size_t i = 0; i < w; ++i) {
+          ASSERT_NEAR(k[i], k_fresh[i], 1e-5f) << "layer " << layer << " position " << p;
+          ASSERT_NEAR(v[i], v_fresh[i], 1e-5f) << "layer " << layer << " position " << p;
         }
+      }
     ++checked;
   });
   engine.run_until_idle();

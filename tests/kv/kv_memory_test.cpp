@@ -31,7 +31,7 @@ TEST(KvMemory, ConstructingALargePoolTouchesNoPages) {
   ASSERT_GT(before, 0u);
   // 16 layers x 512 floats x 16384 positions, keys and values: 1 GiB of KV; 1M blocks of 16 positions in
   // the block pool: a 128 MiB token table.
-  KvStore store(16, 512, 1024, 16, true);
+  KvStore store(16, 512, 1024, 16, true, KvDType::kF32);
   BlockPool pool(1 << 20, 16, true);
   EXPECT_EQ(store.bytes(), uint64_t(1) << 30);
   const uint64_t after = resident_bytes();
@@ -39,8 +39,8 @@ TEST(KvMemory, ConstructingALargePoolTouchesNoPages) {
   // the 1 GiB of KV and the 128 MiB token table are not.
   EXPECT_LT(after - before, 96 * kMiB) << "RSS grew by " << (after - before) / kMiB << " MiB";
   // The memory reads as zero and is real: writing one layer's keys (32 MiB) makes it resident.
-  EXPECT_EQ(store.keys(3)[12345], 0.0f);
-  std::memset(store.keys(0), 1, size_t(16384) * 512 * sizeof(float));
+  EXPECT_EQ(store.key_bytes(3)[12345], std::byte{0});
+  std::memset(store.key_bytes(0), 1, size_t(16384) * 512 * sizeof(float));
   EXPECT_GT(resident_bytes() - after, 30 * kMiB);
 }
 

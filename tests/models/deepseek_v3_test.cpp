@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -102,7 +103,7 @@ TEST_P(DeepseekGolden, LogitsAndHiddenStatesMatchReference) {
     std::vector<int> layers(size_t(L + 1));
     std::iota(layers.begin(), layers.end(), 0);
     layers.push_back(kFinalNormLayer);
-    KvCache kv = model->make_kv_cache(n);
+    KvCache kv = model->make_kv_cache(n, KvDType::kF32);
     const SequenceRows seq{0, n, &kv};
     std::vector<int64_t> rows(static_cast<size_t>(n));
     std::iota(rows.begin(), rows.end(), 0);
@@ -137,6 +138,7 @@ TEST_P(DeepseekGolden, GreedyContinuationMatchesTokenForToken) {
   const Golden golden = read_golden(dir);
   GenerateOptions options;
   options.max_tokens = int64_t(golden.greedy.size());
+  options.kv_cache_dtype = KvDType::kF32;  // a float64 reference; bf16 KV: Bf16KvLogitsStayNearF32Kv
   const GenerateResult result = generate(*model, golden.ids, options);
   EXPECT_EQ(result.tokens, golden.greedy);
 }
@@ -147,10 +149,10 @@ TEST_P(DeepseekGolden, ExpandedPrefillEqualsAbsorbedTokenByTokenDecode) {
   const std::vector<int64_t> ids = read_golden(dir).ids;
   const int64_t n = int64_t(ids.size()), vocab = model->n_vocab();
   model->set_mla_path(MlaPath::kExpanded);
-  KvCache kv_prefill = model->make_kv_cache(n);
+  KvCache kv_prefill = model->make_kv_cache(n, KvDType::kF32);
   const std::vector<float> prefill = all_logits(*model, ids, kv_prefill);
   model->set_mla_path(MlaPath::kAuto);  // one row: absorbed
-  KvCache kv = model->make_kv_cache(n);
+  KvCache kv = model->make_kv_cache(n, KvDType::kF32);
   for (int64_t i = 0; i < n; ++i) {
     const std::vector<float> step = all_logits(*model, {ids[size_t(i)]}, kv);
     EXPECT_LT(relative_max_error(step.data(), slice_rows(prefill, i, i + 1, vocab)), route_tolerance()) << "position " << i;
@@ -162,10 +164,10 @@ TEST_P(DeepseekGolden, RollbackThenRecomputeEqualsStraightRun) {
   auto model = load(dir, pool_);
   const std::vector<int64_t> ids = read_golden(dir).ids;
   const int64_t n = int64_t(ids.size()), half = n / 2, vocab = model->n_vocab();
-  KvCache straight = model->make_kv_cache(n);
+  KvCache straight = model->make_kv_cache(n, KvDType::kF32);
   const std::vector<float> expected = all_logits(*model, ids, straight);
   // Prefill half, "verify" 3 wrong drafts, roll them back, then continue with the real tokens.
-  KvCache kv = model->make_kv_cache(n + 3);
+  KvCache kv = model->make_kv_cache(n + 3, KvDType::kF32);
   all_logits(*model, std::vector<int64_t>(ids.begin(), ids.begin() + half), kv);
   all_logits(*model, {2, 3, 4}, kv);
   kv.truncate(half);
@@ -183,7 +185,7 @@ TEST_P(DeepseekGolden, RaggedBatchEqualsSequencesAlone) {
   ids.insert(ids.end(), prompt.begin(), prompt.end());
   ASSERT_GT(int64_t(ids.size()), kMlaAbsorbedMaxRows);
   const int64_t n = int64_t(ids.size()), vocab = model->n_vocab();
-  KvCache kv_a = model->make_kv_cache(n), kv_b = model->make_kv_cache(n);
+  KvCache kv_a = model->make_kv_cache(n, KvDType::kF32), kv_b = model->make_kv_cache(n, KvDType::kF32);
   all_logits(*model, std::vector<int64_t>(ids.begin(), ids.begin() + 3), kv_b);
   std::vector<int64_t> batch_ids = ids;
   batch_ids.insert(batch_ids.end(), ids.begin() + 3, ids.begin() + 5);
@@ -191,7 +193,7 @@ TEST_P(DeepseekGolden, RaggedBatchEqualsSequencesAlone) {
   const std::vector<int64_t> rows = {n - 1, n, n + 1};
   const ForwardOutput out = model->forward({batch_ids, seqs, rows, {}});
   const std::vector<float> batched(out.logits, out.logits + 3 * vocab);  // the next forward reuses the buffer
-  KvCache kv_alone = model->make_kv_cache(n);
+  KvCache kv_alone = model->make_kv_cache(n, KvDType::kF32);
   const std::vector<float> alone = all_logits(*model, ids, kv_alone);
   EXPECT_LT(relative_max_error(batched.data(), slice_rows(alone, n - 1, n, vocab)), route_tolerance());
   EXPECT_LT(relative_max_error(batched.data() + vocab, slice_rows(alone, 3, 4, vocab)), route_tolerance());
@@ -204,10 +206,49 @@ TEST_P(DeepseekGolden, CacheHoldsOnlyLatentAndRopeKey) {
   const fs::path dir = kCases / GetParam();
   auto model = load(dir, pool_);
   const DeepseekV3Config& c = model->config();
-  const KvCache kv = model->make_kv_cache(10);
-  EXPECT_EQ(kv.floats_per_position_per_layer(), c.kv_lora_rank + c.qk_rope_head_dim);
+  const KvCache kv = model->make_kv_cache(10, KvDType::kF32);
+  EXPECT_EQ(kv.values_per_position_per_layer(), c.kv_lora_rank + c.qk_rope_head_dim);
   EXPECT_FALSE(kv.has_values());
   EXPECT_EQ(kv.bytes(), size_t(c.n_layer * 10 * (c.kv_lora_rank + c.qk_rope_head_dim)) * sizeof(float));
+}
+
+// BF16 and FP8 KV caches against the f32 cache on the golden prompt. The float64 goldens above run with
+// f32 KV. Bounded here: the hidden state after layer 0 (dense in every case: attention over the rounded
+// latent rows, then an FFN), where bf16 rounds each cached value by at most 2^-9 relative and fp8 E4M3
+// (one scale per latent row) by 2^-4; the bounds sit a few times over the errors seen (printed). The
+// logits are printed, not bounded: these tiny MoE models route each token to 2 of 8 experts, and a
+// routing decision flipped by a 1e-3 change moves a row's logits by tens of percent (bf16_qlora_yarn:
+// ~1.2 of the logit scale in bf16 and fp8 alike), which says nothing about the cache.
+TEST_P(DeepseekGolden, Bf16AndFp8KvStayNearF32Kv) {
+  const fs::path dir = kCases / GetParam();
+  auto model = load(dir, pool_);
+  const Golden golden = read_golden(dir);
+  const int64_t n = int64_t(golden.ids.size()), n_embd = model->n_embd(), n_vocab = model->n_vocab();
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  std::iota(rows.begin(), rows.end(), 0);
+  const std::vector<int> layers = {1};  // the output of layer 0
+  // Hidden state after layer 0, then every row's logits.
+  auto run = [&](KvDType dtype, MlaPath path) {
+    model->set_mla_path(path);
+    KvCache kv = model->make_kv_cache(n, dtype);
+    const SequenceRows seq{0, n, &kv};
+    const ForwardOutput out = model->forward({golden.ids, std::span(&seq, 1), rows, layers});
+    std::vector<float> v(out.hidden[0].data, out.hidden[0].data + n * n_embd);
+    v.insert(v.end(), out.logits, out.logits + n * n_vocab);
+    return v;
+  };
+  for (MlaPath path : {MlaPath::kAbsorbed, MlaPath::kExpanded}) {  // the latent rows read by both forms
+    const std::vector<float> f32 = run(KvDType::kF32, path);
+    const std::vector<float> f32_hidden(f32.begin(), f32.begin() + n * n_embd), f32_logits(f32.begin() + n * n_embd, f32.end());
+    const std::vector<float> bf16 = run(KvDType::kBF16, path), fp8 = run(KvDType::kFP8E4M3, path);
+    const double bf16_hidden = relative_max_error(bf16.data(), f32_hidden), fp8_hidden = relative_max_error(fp8.data(), f32_hidden);
+    std::printf("%s %s: vs f32 KV, relative max error of layer 0's output: bf16 %.2e, fp8 %.2e; of the logits: bf16 "
+                "%.2e, fp8 %.2e\n",
+                GetParam().c_str(), path == MlaPath::kAbsorbed ? "absorbed" : "expanded", bf16_hidden, fp8_hidden,
+                relative_max_error(bf16.data() + n * n_embd, f32_logits), relative_max_error(fp8.data() + n * n_embd, f32_logits));
+    EXPECT_LT(bf16_hidden, 2e-2);  // seen: up to 9.3e-3
+    EXPECT_LT(fp8_hidden, 2.5e-1);  // seen: up to 1.2e-1
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, DeepseekGolden, ::testing::ValuesIn(case_names()),
@@ -228,7 +269,7 @@ TEST(DeepseekFp8, MatchesDequantisedTwin) {
   EXPECT_TRUE(fp8->weights().layers[0].attn.kv_b.is_fp8());
   EXPECT_FALSE(twin->weights().layers[0].attn.kv_b.is_fp8());
   const std::vector<int64_t> ids = read_golden(fp8_dir).ids;
-  KvCache kv_fp8 = fp8->make_kv_cache(int64_t(ids.size())), kv_twin = twin->make_kv_cache(int64_t(ids.size()));
+  KvCache kv_fp8 = fp8->make_kv_cache(int64_t(ids.size()), KvDType::kF32), kv_twin = twin->make_kv_cache(int64_t(ids.size()), KvDType::kF32);
   const std::vector<float> a = all_logits(*fp8, ids, kv_fp8);
   const std::vector<float> b = all_logits(*twin, ids, kv_twin);
   EXPECT_LT(relative_max_error(a.data(), b), route_tolerance());

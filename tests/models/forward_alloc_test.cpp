@@ -126,7 +126,7 @@ class ForwardAllocations : public ::testing::TestWithParam<Case> {
       head_ = load_draft_head(kData / c.drafter, *target_, pool_, options);
     }
     if (head_ != nullptr) capture_layers_ = head_->target_layers();
-    target_kv_ = std::make_unique<KvCache>(target_->make_kv_cache(kCapacity));
+    target_kv_ = std::make_unique<KvCache>(target_->make_kv_cache(kCapacity, KvDType::kF32));
     for (int64_t i = 0; i < kPromptRows + kChunkRows; ++i) tokens_.push_back((7 * i + 3) % target_->n_vocab());
   }
 
@@ -188,7 +188,7 @@ TEST_P(ForwardAllocations, SteadyStateForwardsDoNotAllocate) {
     std::vector<float> fed_back(size_t(head_->n_embd()));  // the last row's feature, for a self step
     const float* fed_back_part = fed_back.data();
 
-    KvCache head_kv = head_->make_kv_cache(kCapacity);
+    KvCache head_kv = head_->make_kv_cache(kCapacity, KvDType::kF32);
     const std::vector<int64_t> last_row = {kVerifyRows - 1}, self_row = {0};
     int64_t first_count = 0, self_count = 0;
     // A round as the engine drafts: the first pass over the target's rows, then self steps, kSteps times.

@@ -51,7 +51,7 @@ std::vector<int64_t> golden_ids(const fs::path& dir) {
 }
 
 std::vector<float> prompt_logits(Model& model, const std::vector<int64_t>& ids) {
-  KvCache kv = model.make_kv_cache(int64_t(ids.size()));
+  KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);
   const SequenceRows seq{0, int64_t(ids.size()), &kv};
   std::vector<int64_t> rows(ids.size());
   std::iota(rows.begin(), rows.end(), 0);
@@ -83,7 +83,7 @@ TEST_P(Int8Golden, PrefillEqualsTokenByTokenDecode) {
   const std::vector<int64_t> ids = golden_ids(dir);
   const std::vector<float> prefill = prompt_logits(*model, ids);
   const int64_t vocab = model->n_vocab();
-  KvCache kv = model->make_kv_cache(int64_t(ids.size()));
+  KvCache kv = model->make_kv_cache(int64_t(ids.size()), KvDType::kF32);
   for (size_t i = 0; i < ids.size(); ++i) {
     const SequenceRows seq{0, 1, &kv};
     const int64_t row = 0;

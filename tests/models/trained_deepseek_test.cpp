@@ -71,7 +71,7 @@ TEST_F(TrainedDeepseek, MtpLogitsMatchTheFloat64Reference) {
     const ForwardOutput out = prefill(c.ids, mtp->target_layers());
     // Row t reads the final-normed state at t and token t + 1; the last row is t = n - 2.
     const int64_t rows = int64_t(c.ids.size()) - 1, last_row = rows - 1;
-    KvCache head_kv = mtp->make_kv_cache(rows);
+    KvCache head_kv = mtp->make_kv_cache(rows, KvDType::kF32);
     const SequenceRows seq{0, rows, &head_kv};
     const float* part = out.hidden[0].data;
     const DraftOutput d = mtp->forward({std::span(c.ids).subspan(1), FeatureSource::kTarget, std::span(&part, 1),

@@ -71,7 +71,7 @@ inline double max_next_logprob_error(const float* logits, int64_t vocab, const C
 class Prefill {
  public:
   ForwardOutput operator()(Model& model, const std::vector<int64_t>& ids, const std::vector<int>& layers = {}) {
-    kv_ = std::make_unique<KvCache>(model.make_kv_cache(int64_t(ids.size())));
+    kv_ = std::make_unique<KvCache>(model.make_kv_cache(int64_t(ids.size()), KvDType::kF32));
     seq_ = SequenceRows{0, int64_t(ids.size()), kv_.get()};
     rows_.resize(ids.size());
     std::iota(rows_.begin(), rows_.end(), 0);
@@ -106,6 +106,7 @@ inline void expect_greedy_matches(Model& model, const std::vector<Case>& cases) 
   for (const Case& c : cases) {
     GenerateOptions options;
     options.max_tokens = int64_t(c.greedy.size());
+    options.kv_cache_dtype = KvDType::kF32;  // the margins come from float32 references
     const GenerateResult result = generate(model, c.ids, options);
     size_t checked = 0;
     while (checked < c.greedy.size() && c.greedy_margins[checked] >= 0.01) ++checked;

@@ -66,7 +66,9 @@ TEST_P(TrainedSampledRuns, NoRequestFailsAndTheKvPoolEmpties) {
                                                                        : load_draft_head(kModels / d.head, *target, pool);
   const std::shared_ptr<const TokenConstraint> json = person_schema(kModels / d.target, *target);
   const std::vector<std::vector<int64_t>> prompts = held_out_prompts();
-  const uint64_t per_position = uint64_t(target->make_kv_cache(1).bytes() + head->make_kv_cache(1).bytes());
+  const KvDType kv_dtype = EngineConfig{}.kv_cache_dtype;  // the default (bf16)
+  const uint64_t per_position =
+      target->make_kv_cache(1, kv_dtype).bytes_per_position() + head->make_kv_cache(1, kv_dtype).bytes_per_position();
   struct Setting {
     int64_t max_num_seqs, n_requests, kv_positions, k;
   };

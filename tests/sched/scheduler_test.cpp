@@ -16,7 +16,7 @@ namespace {
 constexpr int64_t kBlock = 4;
 
 struct Fixture {
-  KvStore store{1, 2, 8, kBlock, true};  // 8 blocks of 4 positions
+  KvStore store{1, 2, 8, kBlock, true, KvDType::kBF16};  // 8 blocks of 4 positions
   BlockPool pool{8, kBlock, true};
   std::vector<std::unique_ptr<Sequence>> seqs;
 

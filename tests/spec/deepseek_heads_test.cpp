@@ -65,7 +65,7 @@ struct TeacherForced {
 TeacherForced run_target(Model& target, const DraftHead& head, const std::vector<int64_t>& ids) {
   TeacherForced t;
   const int64_t n = int64_t(ids.size());
-  t.target_kv = std::make_unique<KvCache>(target.make_kv_cache(n));
+  t.target_kv = std::make_unique<KvCache>(target.make_kv_cache(n, KvDType::kF32));
   const SequenceRows seq{0, n, t.target_kv.get()};
   t.target_out = target.forward({ids, std::span(&seq, 1), {}, head.target_layers()});
   for (const CapturedHidden& h : t.target_out.hidden) t.parts.push_back(h.data);
@@ -107,7 +107,7 @@ TEST_P(DeepseekHeadGolden, TeacherForcedLogitsAndFeaturesMatchReference) {
   EXPECT_EQ(head_->target_layers(), golden_.at("target_layers").get<std::vector<int>>());
   const TeacherForced t = run_target(*target_, *head_, ids_);
   const int64_t m = int64_t(ids_.size()) - 1;
-  KvCache kv = head_->make_kv_cache(m);
+  KvCache kv = head_->make_kv_cache(m, KvDType::kF32);
   if (mla) {  // a one-layer view of the target's latent geometry
     EXPECT_EQ(kv.n_layer(), 1);
     EXPECT_FALSE(kv.has_values());
@@ -139,11 +139,11 @@ TEST_P(DeepseekHeadGolden, TeacherForcedLogitsAndFeaturesMatchReference) {
 TEST_P(DeepseekHeadGolden, RowsOneAtATimeEqualAllAtOnce) {
   const TeacherForced t = run_target(*target_, *head_, ids_);
   const int64_t m = int64_t(ids_.size()) - 1, vocab = head_->n_vocab(), n_embd = head_->n_embd();
-  KvCache kv_all = head_->make_kv_cache(m);
+  KvCache kv_all = head_->make_kv_cache(m, KvDType::kF32);
   const DraftOutput all = forward_all(kv_all, t.parts, m);
   const std::vector<float> all_logits(all.logits, all.logits + m * vocab);
   const std::vector<float> all_features(all.features, all.features + m * n_embd);
-  KvCache kv = head_->make_kv_cache(m + 1);
+  KvCache kv = head_->make_kv_cache(m + 1, KvDType::kF32);
   const std::vector<int64_t> row0 = {0};
   for (int64_t r = 0; r < m; ++r) {
     std::vector<const float*> parts;
@@ -172,11 +172,11 @@ TEST_P(DeepseekHeadGolden, MlaHeadAbsorbedEqualsExpanded) {
   const TeacherForced t = run_target(*target_, *head_, ids_);
   const int64_t m = int64_t(ids_.size()) - 1;
   mla->set_mla_path(MlaPath::kExpanded);
-  KvCache kv_e = head_->make_kv_cache(m);
+  KvCache kv_e = head_->make_kv_cache(m, KvDType::kF32);
   const DraftOutput e = forward_all(kv_e, t.parts, m);
   const std::vector<float> expanded(e.logits, e.logits + m * e.n_vocab);
   mla->set_mla_path(MlaPath::kAbsorbed);
-  KvCache kv_a = head_->make_kv_cache(m);
+  KvCache kv_a = head_->make_kv_cache(m, KvDType::kF32);
   const DraftOutput a = forward_all(kv_a, t.parts, m);
   EXPECT_LT(relative_max_error(a.logits, expanded), 5e-5);  // measured ~1e-5 (float32 sums in two orders)
 }
@@ -206,7 +206,7 @@ TEST(MtpDrafter, TeacherForcedLogitsMatchReference) {
   const std::vector<float> ref_hidden = read_npy_f32(kMtpTarget / "hidden_final_norm.npy", &shape);
   EXPECT_LT(relative_max_error(t.parts[0], ref_hidden), 2e-4);
 
-  KvCache kv = mtp->make_kv_cache(n);
+  KvCache kv = mtp->make_kv_cache(n, KvDType::kF32);
   EXPECT_EQ(kv.n_layer(), 1);
   const std::vector<int64_t> tokens(mtp_tokens.begin() + 1, mtp_tokens.end());
   std::vector<int64_t> rows(static_cast<size_t>(n));
@@ -221,7 +221,7 @@ TEST(MtpDrafter, TeacherForcedLogitsMatchReference) {
   EXPECT_LT(relative_max_error(out.logits, ref), 1e-3);
   {
     // The MTP layer alone, over the reference's own final-normed states.
-    KvCache kv_ref = mtp->make_kv_cache(n);
+    KvCache kv_ref = mtp->make_kv_cache(n, KvDType::kF32);
     const float* ref_part = ref_hidden.data();
     const SequenceRows seq_ref{0, n, &kv_ref};
     const DraftOutput alone = mtp->forward({tokens, FeatureSource::kTarget, std::span(&ref_part, 1),

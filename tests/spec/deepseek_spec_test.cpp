@@ -158,6 +158,7 @@ TEST(MtpSpeculative, FirstDraftIsTheReferenceMtpArgmax) {
   const nlohmann::json golden = read_json(kData / "deepseek" / "bf16_qlora_yarn" / "golden.json");
   GenerateOptions options;
   options.max_tokens = 3;  // the first token, then one round with one draft
+  options.kv_cache_dtype = KvDType::kF32;  // compared with the float reference's greedy tokens
   SpecOptions spec;
   spec.num_speculative_tokens = 1;
   SpecStats stats;

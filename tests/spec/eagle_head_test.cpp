@@ -67,7 +67,7 @@ class EagleGolden : public ::testing::TestWithParam<std::string> {
     c.head = load_draft_head(dir, *c.target, pool_, options);
     c.ids = c.golden.at("ids").get<std::vector<int64_t>>();
     const int64_t n = int64_t(c.ids.size());
-    target_kv_ = std::make_unique<KvCache>(c.target->make_kv_cache(n));
+    target_kv_ = std::make_unique<KvCache>(c.target->make_kv_cache(n, KvDType::kF32));
     const SequenceRows seq{0, n, target_kv_.get()};
     c.target_out = c.target->forward({c.ids, std::span(&seq, 1), {}, c.head->target_layers()});
     // Row t of the head reads the target's rows t = 0..n-2: each captured part starts at row 0.
@@ -82,7 +82,7 @@ TEST_P(EagleGolden, TeacherForcedLogitsAndFeaturesMatchReference) {
   load(c);
   const int64_t m = int64_t(c.ids.size()) - 1;  // head rows
   EXPECT_EQ(c.head->target_layers(), c.golden.at("target_layers").get<std::vector<int>>());
-  KvCache kv = c.head->make_kv_cache(m);
+  KvCache kv = c.head->make_kv_cache(m, KvDType::kF32);
   const SequenceRows seq{0, m, &kv};
   std::vector<int64_t> rows(static_cast<size_t>(m));
   std::iota(rows.begin(), rows.end(), 0);
@@ -122,7 +122,7 @@ TEST_P(EagleGolden, RowsOneAtATimeEqualAllAtOnce) {
   const int64_t m = int64_t(c.ids.size()) - 1, vocab = c.head->n_vocab(), n_embd = c.head->n_embd();
   const int64_t width = c.target->n_embd();
   const std::vector<int64_t> tokens(c.ids.begin() + 1, c.ids.end());
-  KvCache kv_all = c.head->make_kv_cache(m);
+  KvCache kv_all = c.head->make_kv_cache(m, KvDType::kF32);
   const SequenceRows seq_all{0, m, &kv_all};
   std::vector<int64_t> rows(static_cast<size_t>(m));
   std::iota(rows.begin(), rows.end(), 0);
@@ -130,7 +130,7 @@ TEST_P(EagleGolden, RowsOneAtATimeEqualAllAtOnce) {
   const std::vector<float> all_logits(all.logits, all.logits + m * vocab);
   const std::vector<float> all_features(all.features, all.features + m * n_embd);
 
-  KvCache kv = c.head->make_kv_cache(m + 1);
+  KvCache kv = c.head->make_kv_cache(m + 1, KvDType::kF32);
   const std::vector<int64_t> row0 = {0};
   for (int64_t t = 0; t < m; ++t) {
     std::vector<const float*> parts;

@@ -4,6 +4,8 @@
 //   scores: row i's scores for a tile are sum_d q_i[d] * kt[d][0:32] (broadcast FMAs, no horizontal sums);
 //   softmax: max, exp (exp512), sum over the row's own context, in 16-lane vectors;
 //   values:  out_i += p_ij * v_j for j in order, 4 rows (the heads of one query) sharing each v row.
+// KV rows stored as bf16 or fp8 (core/kv_dtype.h) are widened as they are read: keys while transposing,
+// values 16 at a time in registers (an fp8 row's scale folded into p_ij). f32 rows take the f32 path as is.
 // Batch invariance: row i's arithmetic depends only on its q, its context length and the cache, never on
 // which other rows share the task, so one query alone gives the bits it gives inside a prefill.
 #include <immintrin.h>
@@ -72,9 +74,41 @@ float softmax_row(float* p, int64_t n) {
   return 1.0f / hsum512(sum);
 }
 
+// 16 stored values -> f32. For fp8 the result is the value times 2^-8 (row_multiplier folds 2^8 back in):
+// E4M3 s.eeee.mmm placed at f16 bits 15 and 13..7 reads as the same value times 2^-8 (f16's exponent bias
+// is 15, E4M3's 7; subnormals line up too), and vcvtph2ps widens it exactly.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 load16(const uint8_t* p) {
+  const __m256i h = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x80)), 8);
+  const __m256i magnitude = _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7f)), 7);
+  return _mm512_cvtph_ps(_mm256_or_si256(sign, magnitude));
+}
+
+// Multiplier of row j's loaded values: fp8 rows their scale (times the 2^8 of load16), others none.
+//   scales: the fp8 scale of row `first` for this column; consecutive rows of a block are `stride` apart
+template <class T>
+struct RowMultiplier {
+  RowMultiplier(const PagedRows&, int64_t, int64_t) {}
+  float apply(float p, int64_t) const { return p; }
+};
+template <>
+struct RowMultiplier<uint8_t> {
+  const float* scales;
+  int64_t stride;
+  RowMultiplier(const PagedRows& v, int64_t first, int64_t col)
+      : scales(v.scales + v.slot(first) * (v.row_width / v.scale_width) + col / v.scale_width),
+        stride(v.row_width / v.scale_width) {}
+  float apply(float p, int64_t r) const { return p * (scales[r * stride] * 256.0f); }
+};
+
 // out_i[c0 : c0 + 64] = inv_sum_i * sum_{j < n_ctx} p_i[j] * v_j[c0 : c0 + 64] for NR rows of one query.
-//   v: the cache's value rows; column offset `col` (this kv head's) + c0;  cols: 64 or a multiple of 16
-template <int NR>
+//   v: the cache's value rows of type T; column offset `col` (this kv head's) + c0;  cols: 64 or a multiple of 16
+template <int NR, class T>
 void weighted_values(const float* const* p, const float* inv_sum, int64_t n_ctx, const PagedRows& v, int64_t col,
                      int64_t c0, int64_t cols, float* const* out) {
   const int nv = int(cols / 16);
@@ -82,21 +116,22 @@ void weighted_values(const float* const* p, const float* inv_sum, int64_t n_ctx,
   AERIE_UNROLL for (int i = 0; i < NR; ++i) AERIE_UNROLL for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_setzero_ps();
   for (int64_t j0 = 0; j0 < n_ctx;) {  // runs of contiguous cache rows
     const int64_t run = v.run_length(j0, n_ctx - j0);
-    const float* vj = v.row(j0) + col + c0;
+    const T* vj = v.row<T>(j0) + col + c0;
+    const RowMultiplier<T> mult(v, j0, col);
     if (nv == 4) {
       for (int64_t j = j0; j < j0 + run; ++j, vj += v.row_width) {
         __m512 vv[4];
-        AERIE_UNROLL for (int c = 0; c < 4; ++c) vv[c] = _mm512_loadu_ps(vj + 16 * c);
+        AERIE_UNROLL for (int c = 0; c < 4; ++c) vv[c] = load16(vj + 16 * c);
         AERIE_UNROLL for (int i = 0; i < NR; ++i) {
-          const __m512 pj = _mm512_set1_ps(p[i][j]);
+          const __m512 pj = _mm512_set1_ps(mult.apply(p[i][j], j - j0));
           AERIE_UNROLL for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_fmadd_ps(pj, vv[c], acc[i][c]);
         }
       }
     } else {
       for (int64_t j = j0; j < j0 + run; ++j, vj += v.row_width) {
         AERIE_UNROLL for (int i = 0; i < NR; ++i) {
-          const __m512 pj = _mm512_set1_ps(p[i][j]);
-          for (int c = 0; c < nv; ++c) acc[i][c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), acc[i][c]);
+          const __m512 pj = _mm512_set1_ps(mult.apply(p[i][j], j - j0));
+          for (int c = 0; c < nv; ++c) acc[i][c] = _mm512_fmadd_ps(pj, load16(vj + 16 * c), acc[i][c]);
         }
       }
     }
@@ -105,6 +140,16 @@ void weighted_values(const float* const* p, const float* inv_sum, int64_t n_ctx,
   AERIE_UNROLL for (int i = 0; i < NR; ++i)
     for (int c = 0; c < nv; ++c)
       _mm512_storeu_ps(out[i] + c0 + 16 * c, _mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv_sum[i])));
+}
+
+template <int NR>
+void weighted_values_any(const float* const* p, const float* inv_sum, int64_t n_ctx, const PagedRows& v, int64_t col,
+                         int64_t c0, int64_t cols, float* const* out) {
+  switch (v.dtype) {
+    case KvDType::kF32: return weighted_values<NR, float>(p, inv_sum, n_ctx, v, col, c0, cols, out);
+    case KvDType::kBF16: return weighted_values<NR, uint16_t>(p, inv_sum, n_ctx, v, col, c0, cols, out);
+    case KvDType::kFP8E4M3: return weighted_values<NR, uint8_t>(p, inv_sum, n_ctx, v, col, c0, cols, out);
+  }
 }
 
 }  // namespace
@@ -131,7 +176,7 @@ size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, i
                                       int64_t head_dim) {
   const Layout l = layout(n_q, pos0, n_kv, n_head, n_head_kv);
   using C = ScratchCarver;
-  return C::round_up(sizeof(float) * size_t(l.n_tiles * head_dim * kKeyTile)) +
+  return C::round_up(sizeof(float) * size_t(l.n_tiles * head_dim * kKeyTile)) + C::round_up(sizeof(float) * size_t(head_dim)) +
          C::round_up(sizeof(float) * size_t(l.max_rows * l.s_stride)) + 3 * C::round_up(sizeof(void*) * size_t(l.max_rows)) +
          C::round_up(sizeof(float) * size_t(l.max_rows));
 }
@@ -145,6 +190,7 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
   const int64_t max_ctx = l.max_ctx, n_tiles = l.n_tiles, s_stride = l.s_stride, max_rows = l.max_rows;
   ScratchCarver carve(scratch);  // in the order of attention_avx512_scratch_bytes
   float* kt = carve.take<float>(size_t(n_tiles * head_dim * kKeyTile));
+  float* key_f32 = carve.take<float>(size_t(head_dim));  // one widened key (bf16 / fp8 caches)
   float* scores = carve.take<float>(size_t(max_rows * s_stride));
   const float** q_rows = carve.take<const float*>(size_t(max_rows));
   float** p_rows = carve.take<float*>(size_t(max_rows));
@@ -160,7 +206,12 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
           for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = 0.0f;
           continue;
         }
-        const float* kj = k.row(key) + kvh * head_dim;
+        const float* kj = key_f32;
+        if (k.dtype == KvDType::kF32) {
+          kj = k.row<float>(key) + kvh * head_dim;
+        } else {
+          k.load(key, kvh * head_dim, head_dim, key_f32);
+        }
         for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = kj[d];
       }
     }
@@ -190,10 +241,10 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
           const int64_t cols = std::min<int64_t>(64, head_dim - c0);
           int64_t g = 0;
           for (; g + 4 <= group; g += 4)
-            weighted_values<4>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
+            weighted_values_any<4>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
                                cols, out_rows + row0 + g);
           for (; g < group; ++g)
-            weighted_values<1>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
+            weighted_values_any<1>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
                                cols, out_rows + row0 + g);
         }
       }

@@ -65,7 +65,18 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
+namespace {
+
+// Element d of kv head kvh of row j, as f32.
+float kv_value(const PagedRows& rows, int64_t j, int64_t kvh, int64_t head_dim, int64_t d) {
+  float x;
+  rows.load(j, kvh * head_dim + d, 1, &x);
+  return x;
+}
+
+}  // namespace
+
+void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out) {
   const int64_t group = n_head / n_head_kv;
   std::vector<double> p;
@@ -77,17 +88,25 @@ void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const 
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < n_ctx; ++j) {
         double s = 0;
-        for (int64_t d = 0; d < head_dim; ++d) s += double(qp[d]) * k[(j * n_head_kv + kvh) * head_dim + d];
+        for (int64_t d = 0; d < head_dim; ++d) s += double(qp[d]) * kv_value(k, j, kvh, head_dim, d);
         p[size_t(j)] = s * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
       for (double& x : p) sum += (x = std::exp(x - mx));
       for (int64_t d = 0; d < head_dim; ++d) {
         double acc = 0;
-        for (int64_t j = 0; j < n_ctx; ++j) acc += p[size_t(j)] * v[(j * n_head_kv + kvh) * head_dim + d];
+        for (int64_t j = 0; j < n_ctx; ++j) acc += p[size_t(j)] * kv_value(v, j, kvh, head_dim, d);
         out[(qi * n_head + h) * head_dim + d] = float(acc / sum);
       }
     }
+}
+
+void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out) {
+  static const int32_t kOneBlock = 0;
+  const int64_t width = n_head_kv * head_dim, rows = std::max<int64_t>(n_kv, 1);
+  attention(q, n_q, pos0, PagedRows{k, &kOneBlock, rows, width}, PagedRows{v, &kOneBlock, rows, width}, n_kv, n_head,
+            n_head_kv, head_dim, scale, out);
 }
 
 void embedding(const Tensor& table, const int64_t* ids, int64_t n_rows, float* out) {

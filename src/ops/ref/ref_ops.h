@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/paged_rows.h"
 #include "core/tensor.h"
 
 namespace aerie::ops::ref {
@@ -16,6 +17,9 @@ void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, f
 void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int64_t* positions, const float* inv_freq);
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out);
+// Paged rows of any KvDType, each value widened one at a time (PagedRows::load).
+void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out);
 void embedding(const Tensor& table, const int64_t* ids, int64_t n_rows, float* out);
 void softmax(float* x, int64_t n_rows, int64_t n);
