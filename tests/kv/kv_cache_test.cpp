@@ -49,6 +49,24 @@ TEST(KvCache, BytesPerPositionByDtype) {
   }
 }
 
+// The README's figures: KV bytes per token of published shapes, per dtype (memory_plan divides by these).
+//   Llama-3.2-1B: 16 layers x 8 kv heads x 64; Llama-3.1-8B: 32 x 8 x 128; DeepSeek-V3: 61 layers of
+//   latent rows of 512 + 64, keys only.
+TEST(KvStore, BytesPerTokenOfPublishedShapes) {
+  struct Case {
+    KvDType dtype;
+    uint64_t llama_1b, llama_8b, deepseek_v3;
+  };
+  const Case cases[] = {{KvDType::kF32, 65536, 262144, 140544},
+                        {KvDType::kBF16, 32768, 131072, 70272},
+                        {KvDType::kFP8E4M3, 17408, 67584, 35380}};
+  for (const Case& c : cases) {
+    EXPECT_EQ(KvStore::bytes_per_position(16, 8 * 64, true, c.dtype, 64), c.llama_1b) << kv_dtype_name(c.dtype);
+    EXPECT_EQ(KvStore::bytes_per_position(32, 8 * 128, true, c.dtype, 128), c.llama_8b) << kv_dtype_name(c.dtype);
+    EXPECT_EQ(KvStore::bytes_per_position(61, 576, false, c.dtype), c.deepseek_v3) << kv_dtype_name(c.dtype);
+  }
+}
+
 // What write_rows stores and read_row gives back, per dtype: f32 exactly; bf16 the round-to-nearest-even
 // value; fp8 within half a step of E4M3 (relative 2^-4) of each kv head's largest value's scale.
 TEST(KvCache, WriteReadAndTruncatePerDtype) {

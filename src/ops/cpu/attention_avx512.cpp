@@ -4,8 +4,9 @@
 //   scores: row i's scores for a tile are sum_d q_i[d] * kt[d][0:32] (broadcast FMAs, no horizontal sums);
 //   softmax: max, exp (exp512), sum over the row's own context, in 16-lane vectors;
 //   values:  out_i += p_ij * v_j for j in order, 4 rows (the heads of one query) sharing each v row.
-// KV rows stored as bf16 or fp8 (core/kv_dtype.h) are widened as they are read: keys while transposing,
-// values 16 at a time in registers (an fp8 row's scale folded into p_ij). f32 rows take the f32 path as is.
+// KV rows stored as bf16 or fp8 (core/kv_dtype.h) are widened as they are read: keys while transposing
+// (transpose_keys), values 16 at a time in registers (an fp8 row's scale folded into p_ij). f32 rows take
+// the f32 path as is.
 // Batch invariance: row i's arithmetic depends only on its q, its context length and the cache, never on
 // which other rows share the task, so one query alone gives the bits it gives inside a prefill.
 #include <immintrin.h>
@@ -13,12 +14,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/thread_scratch.h"
 #include "ops/cpu/exp_avx512.h"
 #include "ops/cpu/hsum_avx512.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/kernels_fp8.h"
 
 namespace aerie::ops::cpu {
 namespace {
@@ -142,6 +146,33 @@ void weighted_values(const float* const* p, const float* inv_sum, int64_t n_ctx,
       _mm512_storeu_ps(out[i] + c0 + 16 * c, _mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv_sum[i])));
 }
 
+// Keys [0, max_ctx) of kv head columns [col, col + head_dim), transposed into tiles of 32 keys and widened
+// to f32 (scale applied): kt[tile][d][j] = k[tile * 32 + j, col + d], 0 past max_ctx. Scalar: each value is
+// converted where it is stored (a bf16 is a shift, an fp8 byte a table entry times its row's scale).
+template <class T>
+void transpose_keys(const PagedRows& k, int64_t max_ctx, int64_t n_tiles, int64_t col, int64_t head_dim, float* kt) {
+  const float* fp8 = fp8_table();
+  for (int64_t tile = 0; tile < n_tiles; ++tile) {
+    float* dst = kt + tile * head_dim * kKeyTile;
+    for (int64_t j = 0; j < kKeyTile; ++j) {
+      const int64_t key = tile * kKeyTile + j;
+      if (key >= max_ctx) {
+        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = 0.0f;
+        continue;
+      }
+      const T* kj = k.row<T>(key) + col;
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = kj[d];
+      } else if constexpr (std::is_same_v<T, uint16_t>) {
+        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = bf16_to_f32(kj[d]);
+      } else {
+        const float scale = k.scale(key, col);
+        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = fp8[kj[d]] * scale;
+      }
+    }
+  }
+}
+
 template <int NR>
 void weighted_values_any(const float* const* p, const float* inv_sum, int64_t n_ctx, const PagedRows& v, int64_t col,
                          int64_t c0, int64_t cols, float* const* out) {
@@ -176,7 +207,7 @@ size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, i
                                       int64_t head_dim) {
   const Layout l = layout(n_q, pos0, n_kv, n_head, n_head_kv);
   using C = ScratchCarver;
-  return C::round_up(sizeof(float) * size_t(l.n_tiles * head_dim * kKeyTile)) + C::round_up(sizeof(float) * size_t(head_dim)) +
+  return C::round_up(sizeof(float) * size_t(l.n_tiles * head_dim * kKeyTile)) +
          C::round_up(sizeof(float) * size_t(l.max_rows * l.s_stride)) + 3 * C::round_up(sizeof(void*) * size_t(l.max_rows)) +
          C::round_up(sizeof(float) * size_t(l.max_rows));
 }
@@ -190,30 +221,17 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
   const int64_t max_ctx = l.max_ctx, n_tiles = l.n_tiles, s_stride = l.s_stride, max_rows = l.max_rows;
   ScratchCarver carve(scratch);  // in the order of attention_avx512_scratch_bytes
   float* kt = carve.take<float>(size_t(n_tiles * head_dim * kKeyTile));
-  float* key_f32 = carve.take<float>(size_t(head_dim));  // one widened key (bf16 / fp8 caches)
   float* scores = carve.take<float>(size_t(max_rows * s_stride));
   const float** q_rows = carve.take<const float*>(size_t(max_rows));
   float** p_rows = carve.take<float*>(size_t(max_rows));
   float** out_rows = carve.take<float*>(size_t(max_rows));
   float* inv_sum = carve.take<float>(size_t(max_rows));
   for (int64_t kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
-    // This head's keys, transposed once for every query: kt[tile][d][j] = k[tile * 32 + j, kvh, d] (0 past the end).
-    for (int64_t tile = 0; tile < n_tiles; ++tile) {
-      float* dst = kt + tile * head_dim * kKeyTile;
-      for (int64_t j = 0; j < kKeyTile; ++j) {
-        const int64_t key = tile * kKeyTile + j;
-        if (key >= max_ctx) {
-          for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = 0.0f;
-          continue;
-        }
-        const float* kj = key_f32;
-        if (k.dtype == KvDType::kF32) {
-          kj = k.row<float>(key) + kvh * head_dim;
-        } else {
-          k.load(key, kvh * head_dim, head_dim, key_f32);
-        }
-        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = kj[d];
-      }
+    // This head's keys, transposed once for every query.
+    switch (k.dtype) {
+      case KvDType::kF32: transpose_keys<float>(k, max_ctx, n_tiles, kvh * head_dim, head_dim, kt); break;
+      case KvDType::kBF16: transpose_keys<uint16_t>(k, max_ctx, n_tiles, kvh * head_dim, head_dim, kt); break;
+      case KvDType::kFP8E4M3: transpose_keys<uint8_t>(k, max_ctx, n_tiles, kvh * head_dim, head_dim, kt); break;
     }
     for (int64_t q0 = 0; q0 < n_q; q0 += q_per_block) {
       const int64_t q1 = std::min(n_q, q0 + q_per_block);
