@@ -75,7 +75,8 @@ BENCHMARK(BM_MatmulBf16)
 // activations; bytes/s counts the int8 weight bytes streamed (half of BF16's for the same matrix).
 void BM_MatmulInt8(benchmark::State& state) {
   const int64_t n_out = state.range(0), n_in = state.range(1), n_rows = state.range(2);
-  ops::set_bf16_activations(ops::Bf16Activations::kRounded);
+  // rounded 1: int8 activation blocks (vpdpbusd); 0: int16 activation rows (vpdpwssd).
+  ops::set_bf16_activations(state.range(3) != 0 ? ops::Bf16Activations::kRounded : ops::Bf16Activations::kSplit);
   std::mt19937 rng(1);
   std::vector<int8_t> q(size_t(n_out * n_in));  // [n_out, n_in]
   for (int8_t& v : q) v = int8_t(int(rng() % 255) - 127);
@@ -94,9 +95,9 @@ void BM_MatmulInt8(benchmark::State& state) {
   ops::set_bf16_activations(ops::Bf16Activations::kSplit);
 }
 BENCHMARK(BM_MatmulInt8)
-    ->ArgNames({"n_out", "n_in", "rows"})
-    ->Args({2048, 2048, 8})                              // 4 MB: stays in L3
-    ->ArgsProduct({{65536}, {2048}, {1, 4, 8, 16}})      // 128 MB: streams from memory
+    ->ArgNames({"n_out", "n_in", "rows", "rounded"})
+    ->ArgsProduct({{2048}, {2048}, {1, 2, 3, 4, 5, 6, 8, 9, 17}, {0, 1}})  // 4 MB: stays in L3
+    ->ArgsProduct({{65536}, {2048}, {1, 4, 8, 16}, {0, 1}})                 // 128 MB: streams from memory
     ->Unit(benchmark::kMicrosecond);
 
 // The bandwidth figure decode is compared against (ops::BandwidthProbe over 256 MB, best of 4 passes).

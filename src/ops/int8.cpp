@@ -15,8 +15,8 @@
 namespace aerie::ops {
 namespace {
 
-// The portable path: per output and group, a float dot product with the int8 values, times the scale.
-__attribute__((target_clones("arch=x86-64-v3", "default"))) void matmul_int8_portable(
+// The scalar tier (no AVX2): per output and group, a float dot product with the int8 values, times the scale.
+void matmul_int8_scalar(
     const float* x, int64_t n_rows, const int8_t* q, const float* scale, int64_t n_in, int64_t n_groups,
     int64_t n_out, int64_t o_begin, int64_t o_end, float* y) {
   const int64_t group = n_in / n_groups;
@@ -101,19 +101,43 @@ void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& 
         for (int64_t o = b; o < e; ++o) out[r * n_out + o] *= sp[o];
     });
     cpu::onednn_rows_finish(gemm_rows, n_out, y);
-  } else if (f.has_avx512_tier() && f.avx512_vnni) {
+  } else if (f.has_avx512_tier() && f.avx512_vnni && !split &&
+             (n_groups == 1 || (n_in / n_groups) % cpu::kQ8Block == 0)) {
+    // Rounded activations: int8 blocks of 256 and vpdpbusd (twice the products per instruction).
+    const int64_t n_blocks = (n_in + cpu::kQ8Block - 1) / cpu::kQ8Block;
+    thread_local std::vector<int8_t> packed;
+    thread_local std::vector<float> block_scale, block_corr;
+    packed.resize(size_t(cpu::q8_rows_size(n_rows, n_in)));
+    block_scale.resize(size_t(n_rows * n_blocks));
+    block_corr.resize(size_t(n_rows * n_blocks));
+    cpu::pack_rows_q8(x, n_rows, n_in, packed.data(), block_scale.data(), block_corr.data());
+    const cpu::Q8Rows rows{packed.data(), block_scale.data(), block_corr.data(), n_rows, n_in};
+    pool.parallel_for(n_out, 48, [&](int64_t b, int64_t e) {
+      cpu::matmul_int8_q8_avx512vnni(rows, qp, sp, n_groups, b, e, y, n_out);
+    });
+  } else if (f.has_avx2_tier()) {
+    // Activations as int16 rows, then VNNI's vpdpwssd or AVX2's vpmaddwd.
+    const bool vnni = f.has_avx512_tier() && f.avx512_vnni;
     thread_local std::vector<int16_t> packed;
     thread_local std::vector<float> row_scale;
     packed.resize(size_t(cpu::int16_rows_size(n_rows, n_in)));
     row_scale.resize(size_t(n_rows));
-    cpu::pack_rows_int16(x, n_rows, n_in, packed.data(), row_scale.data());
+    if (vnni) {
+      cpu::pack_rows_int16(x, n_rows, n_in, packed.data(), row_scale.data());
+    } else {
+      cpu::pack_rows_int16_avx2(x, n_rows, n_in, packed.data(), row_scale.data());
+    }
     const cpu::Int16Rows rows{packed.data(), row_scale.data(), n_rows, n_in};
     pool.parallel_for(n_out, 48, [&](int64_t b, int64_t e) {
-      cpu::matmul_int8_avx512vnni(rows, qp, sp, n_groups, b, e, y, n_out);
+      if (vnni) {
+        cpu::matmul_int8_avx512vnni(rows, qp, sp, n_groups, b, e, y, n_out);
+      } else {
+        cpu::matmul_int8_avx2(rows, qp, sp, n_groups, b, e, y, n_out);
+      }
     });
   } else {
     pool.parallel_for(n_out, 16, [&](int64_t b, int64_t e) {
-      matmul_int8_portable(x, n_rows, qp, sp, n_in, n_groups, n_out, b, e, y);
+      matmul_int8_scalar(x, n_rows, qp, sp, n_in, n_groups, n_out, b, e, y);
     });
   }
   if (bias != nullptr) {
@@ -122,9 +146,25 @@ void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& 
   }
 }
 
+void dequantize_int8_rows(const Tensor& q, const Tensor& scale, int64_t row_begin, int64_t row_end, float* out) {
+  AERIE_CHECK(q.dtype == DType::kI8 && q.shape.ndim() == 2 && scale.dtype == DType::kF32 && scale.shape.ndim() == 2 &&
+                  scale.dim(0) == q.dim(0) && scale.dim(1) >= 1 && q.dim(1) % scale.dim(1) == 0,
+              "dequantize_int8_rows: weight ", dtype_name(q.dtype), " ", q.shape.str(), " with scale ",
+              dtype_name(scale.dtype), " ", scale.shape.str());
+  AERIE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= q.dim(0), "dequantize_int8_rows: rows [",
+              row_begin, ", ", row_end, ") of ", q.shape.str());
+  const int64_t n_in = q.dim(1), n_groups = scale.dim(1), group = n_in / n_groups;
+  const auto* qp = q.as<int8_t>();
+  const auto* sp = scale.as<float>();
+  for (int64_t o = row_begin; o < row_end; ++o)
+    for (int64_t i = 0; i < n_in; ++i)
+      out[(o - row_begin) * n_in + i] = float(qp[o * n_in + i]) * sp[o * n_groups + i / group];
+}
+
 const char* matmul_int8_isa() {
   const CpuFeatures& f = cpu_features();
-  return f.has_avx512_tier() && f.avx512_vnni ? "avx512_vnni" : "portable";
+  if (f.has_avx512_tier() && f.avx512_vnni) return "avx512_vnni";
+  return f.has_avx2_tier() ? "avx2" : "scalar";
 }
 
 }  // namespace aerie::ops

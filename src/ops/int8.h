@@ -5,12 +5,16 @@
 //
 // Arithmetic, per output: per group, the dot product of the activations with q (int8 values are exact in
 // every format used), times that group's scale, summed over the groups in order. Below kGemmMinRows rows
-// with AVX-512-VNNI, activations are quantised per row to int16 (within 2^-16 of the row's largest value,
-// finer than bf16's 2^-9 per value, whatever ops::Bf16Activations says) and multiplied as integers; the
-// result is batch invariant (a k-row call gives the bits of k one-row calls). From kGemmMinRows rows with
-// one scale per channel (prefill), q is widened to bf16 (exactly) a column block at a time for the oneDNN
-// GEMM, activations as ops::Bf16Activations says, and the scales multiply its output. Elsewhere a portable
-// float loop.
+// the activations are quantised and multiplied as integers, batch invariant (a k-row call gives the bits of
+// k one-row calls):
+//   - ops::Bf16Activations::kRounded (generate's and serve's default) with AVX-512-VNNI and one scale per
+//     channel (or groups of a multiple of 256): int8 in blocks of 256 inputs of a row, one scale each
+//     (llama.cpp's Q8_K granularity: each activation within half a step of its block's max / 127), and
+//     vpdpbusd, 64 products per instruction: verification rows cost about 1/1.2-1.4 of the int16 path;
+//   - otherwise (kSplit, the `logits` default; AVX2; other groups): int16 per row (within 2^-16 of the
+//     row's largest value, finer than bf16's 2^-9 per value), vpdpwssd (AVX-512-VNNI) or vpmaddwd (AVX2). From kGemmMinRows rows with one scale per channel (prefill) and AVX-512-BF16, q is widened to
+// bf16 (exactly) a column block at a time for the oneDNN GEMM, activations as ops::Bf16Activations says,
+// and the scales multiply its output. Without AVX2, a scalar float loop. ref/ref_int8.h is the twin.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +36,11 @@ void quantize_int8(const Tensor& w, int64_t group, int8_t* q, float* scale);
 void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& scale, const Tensor* bias, float* y,
                  ThreadPool& pool);
 
-// Which kernel family matmul_int8 uses for one row ("avx512_vnni" or "portable").
+// Rows [row_begin, row_end) of the weight as f32: out[r - row_begin, i] = q[r, i] * scale[r, i / group].
+//   q, scale as for matmul_int8;  out: [row_end - row_begin, n_in] f32.
+void dequantize_int8_rows(const Tensor& q, const Tensor& scale, int64_t row_begin, int64_t row_end, float* out);
+
+// Which kernel family matmul_int8 uses for one row ("avx512_vnni", "avx2" or "scalar").
 const char* matmul_int8_isa();
 
 }  // namespace aerie::ops
