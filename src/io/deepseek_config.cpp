@@ -42,8 +42,16 @@ Fp8Quantization parse_quantization(const json& j, const std::string& source) {
   AERIE_CHECK(qc.is_object(), source, ": 'quantization_config' must be an object or null");
   const ConfigReader r(qc, source, "quantization_config.");
   const std::string method = r.string("quant_method", "");
+  // compressed-tensors int8 (vLLM's layout): the I8 tensors and their scales say it all; models/quantize.h
+  // checks them when the weights load.
+  if (method == "compressed-tensors") {
+    const std::string format = r.string("format", "int-quantized");
+    AERIE_CHECK(format == "int-quantized", source, ": unsupported quantization_config.format '", format,
+                "' for compressed-tensors (supported: int-quantized, 8-bit symmetric weights)");
+    return q;
+  }
   AERIE_CHECK(method == "fp8", source, ": unsupported quantization_config.quant_method '", method,
-              "' (supported: fp8)");
+              "' (supported: fp8, compressed-tensors int8)");
   const std::string fmt = r.string("fmt", "e4m3");
   AERIE_CHECK(fmt == "e4m3", source, ": unsupported quantization_config.fmt '", fmt, "' (supported: e4m3)");
   const std::string activations = r.string("activation_scheme", "dynamic");

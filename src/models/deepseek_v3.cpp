@@ -81,7 +81,7 @@ DeepseekV3Weights bind_deepseek_v3_weights(const WeightStore& store, const Deeps
   w.embed = float_tensor(store, "model.embed_tokens.weight", {c.n_vocab, c.n_embd});
   for (int64_t i = 0; i < c.n_layer; ++i) w.layers.push_back(bind_deepseek_layer(store, c, i));
   w.norm = float_tensor(store, "model.norm.weight", {c.n_embd});
-  w.output = float_linear(float_tensor(store, "lm_head.weight", {c.n_vocab, c.n_embd}));
+  w.output = bind_linear(store, "lm_head", c.n_vocab, c.n_embd, false);  // int8 when quantised
   return w;
 }
 

@@ -93,6 +93,16 @@ LinearWeight bind_linear(const WeightStore& store, const std::string& name, int6
   return w;
 }
 
+void linear_rows(const LinearWeight& w, int64_t row_begin, int64_t row_end, float* out) {
+  // Only MLA's kv_b reads rows, and DeepSeek targets and heads refuse int4 at load.
+  AERIE_CHECK(!w.is_int4(), "linear_rows: int4 weights cannot be read as rows");
+  if (w.is_int8()) {
+    ops::dequantize_int8_rows(*w.weight, *w.scale, row_begin, row_end, out);
+  } else {
+    ops::dequantize_rows(*w.weight, w.scale_inv, row_begin, row_end, out);
+  }
+}
+
 void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool, const Tensor* bias) {
   if (w.zero != nullptr) {
     linear_int4(x, n_rows, w, y, pool, bias);

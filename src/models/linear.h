@@ -47,6 +47,11 @@ inline LinearWeight float_linear(const Tensor* weight) { return LinearWeight{wei
 LinearWeight bind_linear(const WeightStore& store, const std::string& name, int64_t n_out, int64_t n_in,
                          bool fp8_allowed);
 
+// Rows [row_begin, row_end) of the weight as f32 [row_end - row_begin, n_in] in `out`, whatever its format
+// (FP8 tiles and int8 scales applied; int4 is refused): for code that reads a few rows of a projection
+// itself (MLA's kv_b).
+void linear_rows(const LinearWeight& w, int64_t row_begin, int64_t row_end, float* out);
+
 // y = x w^T (+ bias):  x [n_rows, n_in] f32 -> y [n_rows, n_out] f32;  bias [n_out] any float dtype or null.
 void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool,
             const Tensor* bias = nullptr);

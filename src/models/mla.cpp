@@ -6,7 +6,6 @@
 
 #include "core/thread_scratch.h"
 #include "ops/ops.h"
-#include "ops/ops_fp8.h"
 
 namespace aerie {
 namespace {
@@ -35,7 +34,7 @@ AERIE_MLA_CLONES void axpy(float alpha, const float* x, float* y, int64_t n) {
 const float* kv_b_rows(const LinearWeight& kv_b, int64_t row_begin, int64_t row_end, float* buffer) {
   const int64_t n_in = kv_b.n_in();
   if (kv_b.weight->dtype == DType::kF32) return kv_b.weight->as<float>() + row_begin * n_in;
-  ops::dequantize_rows(*kv_b.weight, kv_b.scale_inv, row_begin, row_end, buffer);
+  linear_rows(kv_b, row_begin, row_end, buffer);
   return buffer;
 }
 

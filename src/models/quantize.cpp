@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "ops/int8.h"
+#include "ops/ops_fp8.h"
 #include "ops/ref/ref_ops.h"
 
 namespace aerie {
@@ -16,10 +17,15 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-bool is_projection(const std::string& name) { return ends_with(name, "_proj.weight") || name == "lm_head.weight"; }
+// Llama's and DeepSeek's projections (kv_a_proj_with_mqa is MLA's joint latent + rope-key projection).
+bool is_projection(const std::string& name) {
+  return ends_with(name, "_proj.weight") || ends_with(name, "_proj_with_mqa.weight") || name == "lm_head.weight";
+}
 
-// Adds `<base>.weight` I8 and `<base>.weight_scale` F32 quantised from `source` (a float matrix).
-void quantize_into(WeightStore& store, const std::string& base, const Tensor& source, int64_t group, ThreadPool* pool) {
+// Adds `<base>.weight` I8 and `<base>.weight_scale` F32 quantised from `source`: a float matrix, or an
+// F8_E4M3 one with its tile multipliers `scale_inv` (dequantised a row block at a time first).
+void quantize_into(WeightStore& store, const std::string& base, const Tensor& source, const Tensor* scale_inv,
+                   int64_t group, ThreadPool* pool) {
   const int64_t n_out = source.dim(0), n_in = source.dim(1);
   const int64_t g = group == 0 ? n_in : group;
   AERIE_CHECK(g % 32 == 0 || g == n_in, store.source(), ": int8 group ", group, " for '", base,
@@ -31,6 +37,14 @@ void quantize_into(WeightStore& store, const std::string& base, const Tensor& so
   auto* qp = reinterpret_cast<int8_t*>(q.data());
   auto* sp = reinterpret_cast<float*>(scale.data());
   const auto rows = [&](int64_t b, int64_t e) {  // output rows [b, e) as a matrix of their own
+    if (source.dtype == DType::kF8E4M3) {
+      thread_local std::vector<float> dequantised;
+      dequantised.resize(size_t((e - b) * n_in));
+      ops::dequantize_rows(source, scale_inv, b, e, dequantised.data());
+      ops::quantize_int8(Tensor{DType::kF32, Shape{e - b, n_in}, dequantised.data()}, g, qp + b * n_in,
+                         sp + b * (n_in / g));
+      return;
+    }
     const Tensor part{source.dtype, Shape{e - b, n_in},
                       static_cast<const std::byte*>(source.data) + size_t(b * n_in) * dtype_size(source.dtype)};
     ops::quantize_int8(part, g, qp + b * n_in, sp + b * (n_in / g));
@@ -103,12 +117,24 @@ int64_t quantize_projections_int8(WeightStore& store, int64_t group, const std::
   int64_t count = 0;
   for (const std::string& name : store.names()) {
     const Tensor& w = store.get(name);
-    if (!is_projection(name) || w.shape.ndim() != 2 || !(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF16)) continue;
-    quantize_into(store, name.substr(0, name.size() - std::strlen(".weight")), w, group, pool);
+    const bool is_float = w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF16;
+    if (!is_projection(name) || w.shape.ndim() != 2 || !(is_float || w.dtype == DType::kF8E4M3)) continue;
+    const Tensor* scale_inv = nullptr;
+    if (w.dtype == DType::kF8E4M3) {
+      scale_inv = store.find(name + "_scale_inv");
+      AERIE_CHECK(scale_inv != nullptr, store.source(), ": missing tensor '", name,
+                  "_scale_inv' (the tile multipliers of the FP8 '", name, "')");
+      const int64_t block = ops::kFp8Block;
+      const Shape tiles{(w.dim(0) + block - 1) / block, (w.dim(1) + block - 1) / block};
+      AERIE_CHECK(scale_inv->dtype == DType::kF32 && scale_inv->shape == tiles, store.source(), ": tensor '", name,
+                  "_scale_inv' is ", dtype_name(scale_inv->dtype), " ", scale_inv->shape.str(), ", expected F32 ",
+                  tiles.str());
+    }
+    quantize_into(store, name.substr(0, name.size() - std::strlen(".weight")), w, scale_inv, group, pool);
     ++count;
   }
   if (!tied_embedding.empty() && !store.contains("lm_head.weight")) {
-    quantize_into(store, "lm_head", store.get(tied_embedding), group, pool);
+    quantize_into(store, "lm_head", store.get(tied_embedding), nullptr, group, pool);
     ++count;
   }
   return count;

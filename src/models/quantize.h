@@ -5,9 +5,11 @@
 //   - a published compressed-tensors int8 checkpoint (the layout vLLM serves: weight I8, weight_scale per
 //     channel [n_out, 1], per group [n_out, n_groups] or per tensor, in F32, BF16 or F16):
 //     normalize_int8_scales widens the scales to F32 [n_out, n_groups];
-//   - quantisation at load (--weights int8): quantize_projections_int8 replaces every float projection
-//     (`*_proj.weight`, `lm_head.weight`) by that layout; a tied head gets an int8 copy of the embedding
-//     (the embedding itself stays as stored: a lookup reads one row).
+//   - quantisation at load (--weights int8): quantize_projections_int8 replaces every float or FP8-block
+//     projection (`*_proj.weight`, DeepSeek's `kv_a_proj_with_mqa.weight`, `lm_head.weight`; FP8 ones are
+//     dequantised by their tiles first) by that layout; a tied head gets an int8 copy of the embedding
+//     (the embedding itself stays as stored: a lookup reads one row). Routers, norms, embeddings and
+//     EAGLE's `fc` stay as stored.
 #pragma once
 
 #include <cstdint>

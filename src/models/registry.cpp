@@ -48,9 +48,9 @@ std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const 
   DeepseekV3Config config = parse_deepseek_v3_config(json, (dir / "config.json").string());
   AERIE_CHECK(options.weights != WeightFormat::kInt4, dir.string(),
               ": int4 weights are not supported for DeepseekV3ForCausalLM (Llama targets and EAGLE heads only)");
-  AERIE_CHECK(options.weights == WeightFormat::kAsStored, dir.string(),
-              ": int8 weights are not supported for DeepseekV3ForCausalLM yet (Llama targets and EAGLE heads only)");
   WeightStore store = open_weights(dir, options);
+  normalize_int8_scales(store);
+  if (options.weights == WeightFormat::kInt8) quantize_projections_int8(store, options.int8_group, "", &pool);
   return std::make_unique<DeepseekV3Model>(std::move(config), std::move(store), pool);
 }
 

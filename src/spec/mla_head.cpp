@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "models/deepseek_v3.h"
+#include "models/quantize.h"
 #include "models/rope_freqs.h"
 #include "ops/ops.h"
 #include "spec/eagle_head.h"
@@ -75,7 +76,7 @@ MlaHeadWeights bind_weights(const WeightStore& store, const MlaHeadConfig& confi
   const Tensor& head = store.get("lm_head.weight");
   AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, H}), src, ": lm_head.weight has shape ", head.shape.str(),
               ", expected [", config.n_draft_vocab, ", ", H, "] (draft_vocab_size, hidden_size)");
-  w.output = float_linear(&head);
+  w.output = bind_linear(store, "lm_head", config.n_draft_vocab, H, false);  // int8 when quantised
   w.embed = &target.token_embedding();
   if (const Tensor* own = store.find(top_name(store, "embed_tokens.weight"))) {
     AERIE_CHECK(own->shape == (Shape{c.n_vocab, H}), src, ": embed_tokens.weight has shape ", own->shape.str(),
@@ -234,8 +235,6 @@ std::unique_ptr<DraftHead> load_mla_eagle_head(const std::filesystem::path& dir,
   const std::string source = (dir / "config.json").string();
   MlaHeadConfig config = parse_mla_head_config(json, source);
   require_deepseek_target(target, source + ": an EAGLE-3 MLA head (" + config.architecture + ")");
-  AERIE_CHECK(options.weights == WeightFormat::kAsStored, source,
-              ": int8 weights are not supported for MLA draft heads yet (Llama targets and EAGLE heads only)");
   WeightStore store = WeightStore::open_dir(dir, options.progress);
   const std::string fc_name = !store.contains("fc.weight") && store.contains("model.fc.weight") ? "model.fc.weight"
                                                                                                  : "fc.weight";
@@ -246,7 +245,14 @@ std::unique_ptr<DraftHead> load_mla_eagle_head(const std::filesystem::path& dir,
               " does not match the target's hidden_size ", target.n_embd(), " (fc reads the target's hidden states)");
   std::vector<int> layers = deepseek_eagle3_layers(config.aux_layer_ids, options, fc.dim(1), target.n_embd(),
                                                    target.n_layer(), store.source());
-  if (options.prefault) store.prefault(options.progress);
+  AERIE_CHECK(options.weights != WeightFormat::kInt4, store.source(),
+              ": int4 weights are not supported for EAGLE-3 MLA heads (Llama targets and EAGLE heads only)");
+  normalize_int8_scales(store);
+  if (options.weights == WeightFormat::kInt8) {
+    quantize_projections_int8(store, options.int8_group, "", &pool);
+  } else if (options.prefault) {
+    store.prefault(options.progress);
+  }
   return std::make_unique<MlaEagleHead>(std::move(config), std::move(store), std::move(layers), target, pool);
 }
 

@@ -167,6 +167,11 @@ TEST_F(DeepseekLoadErrors, UnsupportedQuantization) {
   EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.weight_block_size");
   config["quantization_config"] = {{"quant_method", "gptq"}};
   EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.quant_method 'gptq'");
+  // compressed-tensors: int8 ("int-quantized") only; 4-bit packed weights are refused by name.
+  config["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"}};
+  EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.format 'pack-quantized'");
+  config["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", "int-quantized"}};
+  EXPECT_EQ(load_error(config, tiny_tensors()), "");  // float tensors under an int8 config load as they are
 }
 
 TEST_F(DeepseekLoadErrors, UnsupportedRopeScaling) {

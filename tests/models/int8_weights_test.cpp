@@ -308,18 +308,7 @@ TEST(Int8Options, BadFormatAndGroupAreClearErrors) {
   }
 }
 
-TEST(Int8Options, DeepseekTargetsRefuseInt8ForNow) {
-  ThreadPool pool(1);
-  LoadOptions options;
-  options.weights = WeightFormat::kInt8;
-  try {
-    load_model(kData / "deepseek" / "bf16_qlora_yarn", pool, options);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("int8 weights are not supported for DeepseekV3ForCausalLM yet"),
-              std::string::npos) << e.what();
-  }
-}
+// DeepSeek targets and MLA heads with int8 weights: tests/models/deepseek_int8_test.cpp.
 
 }  // namespace
 }  // namespace aerie

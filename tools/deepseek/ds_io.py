@@ -32,7 +32,8 @@ E4M3_MAX = 448.0
 
 # safetensors dtype -> (numpy dtype holding the raw bits, bytes per element)
 ST_DTYPES = {"BF16": (np.uint16, 2), "F16": (np.float16, 2), "F32": (np.float32, 4), "F64": (np.float64, 8),
-             "F8_E4M3": (np.uint8, 1), "I64": (np.int64, 8), "I32": (np.int32, 4), "U8": (np.uint8, 1)}
+             "F8_E4M3": (np.uint8, 1), "I64": (np.int64, 8), "I32": (np.int32, 4), "U8": (np.uint8, 1),
+             "I8": (np.int8, 1)}
 
 
 def _decode_table():
