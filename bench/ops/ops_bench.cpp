@@ -75,7 +75,7 @@ BENCHMARK(BM_MatmulBf16)
 // activations; bytes/s counts the int8 weight bytes streamed (half of BF16's for the same matrix).
 void BM_MatmulInt8(benchmark::State& state) {
   const int64_t n_out = state.range(0), n_in = state.range(1), n_rows = state.range(2);
-  // rounded 1: int8 activation blocks (vpdpbusd); 0: int16 activation rows (vpdpwssd).
+  // rounded: the bf16 activation mode of the GEMM path (>= 32 rows); below it int16 rows either way.
   ops::set_bf16_activations(state.range(3) != 0 ? ops::Bf16Activations::kRounded : ops::Bf16Activations::kSplit);
   std::mt19937 rng(1);
   std::vector<int8_t> q(size_t(n_out * n_in));  // [n_out, n_in]

@@ -1,13 +1,13 @@
 // aerie bench-quality: what quantising the weights costs in accuracy. One token sequence is scored by the
 // model as stored with split bf16 activations (float32-exact: the reference) and by a quantised copy
 // (--weights int8 or int4) the way decoding runs it: in forwards of --chunk rows (default 16, below the
-// GEMM threshold, so the decode and verification kernels run) with the activation mode of --bf16-activations
-// (default rounded, what generate and serve use; for int8 weights on AVX-512-VNNI that is int8 activation
-// blocks). Per position: KL(reference || quantised) of the next-token distributions, whether the greedy
-// (top-1) tokens agree and the largest logit difference. The same figures for the model as stored with the
-// same activation mode are printed first: the cost BF16 users already accept. The sequence is --ids or
-// --prompt-tokens seeded pseudo-random ids: with random-weight checkpoints there is no natural text, and their
-// flat distributions make top-1 agreement pessimistic.
+// GEMM threshold, so the decode and verification kernels run) with the activation mode of
+// --bf16-activations (default rounded, what generate and serve use). Per position: KL(reference ||
+// quantised) of the next-token distributions, whether the greedy (top-1) tokens agree and the largest logit
+// difference. The same figures for the model as stored in the same activation mode are printed first: the
+// cost BF16 users already accept. The sequence is --ids or --prompt-tokens seeded pseudo-random ids: with
+// random-weight checkpoints there is no natural text, and their flat distributions make top-1 agreement
+// pessimistic.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -101,20 +101,6 @@ void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& 
         for (int64_t o = b; o < e; ++o) out[r * n_out + o] *= sp[o];
     });
     cpu::onednn_rows_finish(gemm_rows, n_out, y);
-  } else if (f.has_avx512_tier() && f.avx512_vnni && !split &&
-             (n_groups == 1 || (n_in / n_groups) % cpu::kQ8Block == 0)) {
-    // Rounded activations: int8 blocks of 256 and vpdpbusd (twice the products per instruction).
-    const int64_t n_blocks = (n_in + cpu::kQ8Block - 1) / cpu::kQ8Block;
-    thread_local std::vector<int8_t> packed;
-    thread_local std::vector<float> block_scale, block_corr;
-    packed.resize(size_t(cpu::q8_rows_size(n_rows, n_in)));
-    block_scale.resize(size_t(n_rows * n_blocks));
-    block_corr.resize(size_t(n_rows * n_blocks));
-    cpu::pack_rows_q8(x, n_rows, n_in, packed.data(), block_scale.data(), block_corr.data());
-    const cpu::Q8Rows rows{packed.data(), block_scale.data(), block_corr.data(), n_rows, n_in};
-    pool.parallel_for(n_out, 48, [&](int64_t b, int64_t e) {
-      cpu::matmul_int8_q8_avx512vnni(rows, qp, sp, n_groups, b, e, y, n_out);
-    });
   } else if (f.has_avx2_tier()) {
     // Activations as int16 rows, then VNNI's vpdpwssd or AVX2's vpmaddwd.
     const bool vnni = f.has_avx512_tier() && f.avx512_vnni;

@@ -5,16 +5,13 @@
 //
 // Arithmetic, per output: per group, the dot product of the activations with q (int8 values are exact in
 // every format used), times that group's scale, summed over the groups in order. Below kGemmMinRows rows
-// the activations are quantised and multiplied as integers, batch invariant (a k-row call gives the bits of
-// k one-row calls):
-//   - ops::Bf16Activations::kRounded (generate's and serve's default) with AVX-512-VNNI and one scale per
-//     channel (or groups of a multiple of 256): int8 in blocks of 256 inputs of a row, one scale each
-//     (llama.cpp's Q8_K granularity: each activation within half a step of its block's max / 127), and
-//     vpdpbusd, 64 products per instruction: verification rows cost about 1/1.2-1.4 of the int16 path;
-//   - otherwise (kSplit, the `logits` default; AVX2; other groups): int16 per row (within 2^-16 of the
-//     row's largest value, finer than bf16's 2^-9 per value), vpdpwssd (AVX-512-VNNI) or vpmaddwd (AVX2). From kGemmMinRows rows with one scale per channel (prefill) and AVX-512-BF16, q is widened to
-// bf16 (exactly) a column block at a time for the oneDNN GEMM, activations as ops::Bf16Activations says,
-// and the scales multiply its output. Without AVX2, a scalar float loop. ref/ref_int8.h is the twin.
+// the activations are quantised per row to int16 (within 2^-16 of the row's largest value, finer than
+// bf16's 2^-9 per value, whatever ops::Bf16Activations says) and multiplied as integers: vpdpwssd
+// (AVX-512-VNNI, up to 6 rows per pass over the weights) or vpmaddwd (AVX2); batch invariant (a k-row call
+// gives the bits of k one-row calls). From kGemmMinRows rows with one scale per channel (prefill) and
+// AVX-512-BF16, q is widened to bf16 (exactly) a column block at a time for the oneDNN GEMM, activations as
+// ops::Bf16Activations says, and the scales multiply its output. Without AVX2, a scalar float loop.
+// ref/ref_int8.h is the twin.
 #pragma once
 
 #include <cstdint>

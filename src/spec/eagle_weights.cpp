@@ -195,8 +195,11 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
       w.fc_norm.push_back(&store.get(top_name(store, "fc_norm." + std::to_string(i) + ".weight"), {t_embd}));
   w.norm = &store.get(top_name(store, "norm.weight"), {n_embd});
   const Tensor& head = store.get("lm_head.weight");
-  AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, n_embd}), src, ": lm_head.weight has shape ",
-              head.shape.str(), ", expected [", config.n_draft_vocab, ", ", n_embd, "] (draft_vocab_size, hidden_size)");
+  // Int4 (U8) rows hold two inputs a byte.
+  const int64_t head_in = head.shape.ndim() == 2 ? head.dim(1) * (head.dtype == DType::kU8 ? 2 : 1) : -1;
+  AERIE_CHECK(head.shape.ndim() == 2 && head.dim(0) == config.n_draft_vocab && head_in == n_embd, src,
+              ": lm_head.weight has shape ", head.shape.str(), ", expected [", config.n_draft_vocab, ", ", n_embd,
+              "] (draft_vocab_size, hidden_size)");
   w.output = bind_linear(store, "lm_head", config.n_draft_vocab, n_embd, false);  // int8 when quantised
   w.draft_to_target = bind_draft_vocab_map(store, config.n_draft_vocab, config.llama.n_vocab);
   return w;

@@ -46,39 +46,27 @@ std::vector<float> random_rows(int64_t n, uint32_t seed) {
 
 // Checks y against the float64 definition; the bound per output is `rel` times sum |x * w| (rounding the
 // activations to bf16 on the GEMM path), plus half an int16 step of the row times sum |w| (the int16 paths'
-// quantisation of the activations), plus in rounded mode half an int8 step of each 256-block times that
-// block's sum |w| (the VNNI int8-activation path), plus float32 accumulation slack.
+// quantisation of the activations), plus float32 accumulation slack.
 void expect_matches(const std::vector<float>& x, int64_t n_rows, const Int8Matrix& w, const std::vector<float>* bias,
                     const std::vector<float>& y, double rel, const std::string& what) {
-  const bool rounded = bf16_activations() == Bf16Activations::kRounded;
   const int64_t n_out = w.tq.dim(0), n_in = w.tq.dim(1), n_groups = w.ts.dim(1), group = n_in / n_groups;
   std::vector<float> twin(size_t(n_rows * n_out));
   const Tensor tb{DType::kF32, Shape{n_out}, bias != nullptr ? bias->data() : nullptr};
   ref::matmul_int8(x.data(), n_rows, w.tq, w.ts, bias != nullptr ? &tb : nullptr, twin.data());
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t o = 0; o < n_out; ++o) {
-      double mag = 0, w_abs = 0, x_max = 0, q8 = 0;
+      double mag = 0, w_abs = 0, x_max = 0;
       for (int64_t i = 0; i < n_in; ++i) {
         const double wi = double(w.q[size_t(o * n_in + i)]) * double(w.scale[size_t(o * n_groups + i / group)]);
         mag += std::abs(double(x[size_t(r * n_in + i)]) * wi);
         w_abs += std::abs(wi);
         x_max = std::max(x_max, std::abs(double(x[size_t(r * n_in + i)])));
       }
-      if (rounded) {  // int8 activations in blocks of 256: each within half a step of its block's max / 127
-        for (int64_t b = 0; b < n_in; b += 256) {
-          double b_max = 0, b_w = 0;
-          for (int64_t i = b; i < std::min(n_in, b + 256); ++i) {
-            b_max = std::max(b_max, std::abs(double(x[size_t(r * n_in + i)])));
-            b_w += std::abs(double(w.q[size_t(o * n_in + i)]) * double(w.scale[size_t(o * n_groups + i / group)]));
-          }
-          q8 += 0.5 * b_max / 127.0 * b_w * 1.01;
-        }
-      }
       const double ref = twin[size_t(r * n_out + o)];  // float64 sums rounded once to float
       const double got = y[size_t(r * n_out + o)];
       // The int16 path (few rows, VNNI): each activation within half a step of max |x_r| / 32767.
       const double int16 = 0.5 * x_max / 32767.0 * w_abs * 1.01;
-      ASSERT_LE(std::abs(got - ref), rel * mag + int16 + q8 + 1e-6 * mag + 1e-7 + 1e-7 * std::abs(ref)) << what << " row " << r << " out " << o;
+      ASSERT_LE(std::abs(got - ref), rel * mag + int16 + 1e-6 * mag + 1e-7 + 1e-7 * std::abs(ref)) << what << " row " << r << " out " << o;
     }
 }
 
@@ -87,8 +75,7 @@ struct Case {
 };
 
 TEST(Int8Matmul, MatchesTheDefinitionForEveryShapeModeAndThreadCount) {
-  // Tails of a chunk (40, 96), groups, more than one 4096-input segment of int32 sums (4136), partial and
-  // whole 256-blocks of int8 activations per channel (600) and per group of 512 (1024 / 2).
+  // Tails of a chunk (40, 96, 600), groups, more than one 4096-input segment of int32 sums (4136).
   const std::vector<Case> cases = {{37, 64, 1},  {70, 96, 3},   {5, 40, 1},  {64, 256, 8},
                                    {33, 128, 2}, {9, 4136, 1}, {11, 600, 1}, {20, 1024, 2}};
   for (const Case& c : cases) {

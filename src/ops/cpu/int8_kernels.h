@@ -24,24 +24,6 @@ void pack_rows_int16(const float* x, int64_t n_rows, int64_t n_in, int16_t* out,
 void matmul_int8_avx512vnni(const Int16Rows& x, const int8_t* q, const float* scale, int64_t n_groups, int64_t o_begin,
                             int64_t o_end, float* y, int64_t y_stride);
 
-// Activations quantised to int8 in blocks of kQ8Block inputs of a row, one scale each (int8_q8_avx512.cpp):
-// x[r, i] ~ block_scale[r, b] * data, b = i / kQ8Block; block_corr[r, b] = block_scale * 128 * (sum of the
-// block's data). Laid out in blocks of kPackRows rows, chunk-major: [n_chunks][rows in block][64], n_in
-// zero-padded to whole blocks.
-inline constexpr int64_t kQ8Block = 256;
-struct Q8Rows {
-  const int8_t* data;
-  const float* block_scale;  // [n_rows, n_blocks]
-  const float* block_corr;   // [n_rows, n_blocks]
-  int64_t n_rows;
-  int64_t n_in;
-};
-int64_t q8_rows_size(int64_t n_rows, int64_t n_in);  // bytes of data; n_blocks = ceil(n_in / kQ8Block)
-void pack_rows_q8(const float* x, int64_t n_rows, int64_t n_in, int8_t* out, float* block_scale, float* block_corr);
-// AVX-512-VNNI (vpdpbusd); weight groups are whole multiples of kQ8Block (or one per channel).
-void matmul_int8_q8_avx512vnni(const Q8Rows& x, const int8_t* q, const float* scale, int64_t n_groups, int64_t o_begin,
-                               int64_t o_end, float* y, int64_t y_stride);
-
 // AVX2 (vpmaddwd): the same arithmetic on 256-bit registers; pack_rows_int16_avx2 gives the bits
 // pack_rows_int16 gives.
 void pack_rows_int16_avx2(const float* x, int64_t n_rows, int64_t n_in, int16_t* out, float* row_scale);
