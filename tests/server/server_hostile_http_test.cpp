@@ -396,20 +396,24 @@ TEST(HttpChecks, RangeHeadersAreStripped) {
 // A drain refuses new work with a 503 that says so, distinct from 429 overload.
 TEST(HostileHttpDrain, RefusalSaysTheServerIsShuttingDown) {
   TestServerConfig config;
-  config.engine.max_length = 1024;
-  config.engine.kv_cache_memory = 8u << 20;
+  // The stream must outlast the drain's start and the refused request: the tiny model generates ~10k tokens
+  // a second here, so 600 tokens (this test's old length) could end before the refusal was sent; 3000 last
+  // ~0.3 s.
+  config.engine.max_length = 4096;
+  config.engine.kv_cache_memory = 32u << 20;
   TestServer server(config);
   auto stream = std::async(std::launch::async, [&] {
     auto client = server.client();
-    const Json body = {{"messages", {{{"role", "user"}, {"content", "go on"}}}}, {"max_tokens", 600},
+    const Json body = {{"messages", {{{"role", "user"}, {"content", "go on"}}}}, {"max_tokens", 3000},
                        {"temperature", 0}, {"ignore_eos", true}, {"stream", true}};
     return post_stream(*client, "/v1/chat/completions", body);
   });
   const auto deadline = Clock::now() + 10s;
   while (server.server().metrics().generated_tokens == 0 && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
   auto drain = std::async(std::launch::async, [&] { server.server().shutdown(30s); });
-  std::this_thread::sleep_for(20ms);
+  // Draining has begun once /health answers 503.
   auto client = server.client();
+  while (get(*client, "/health").status != 503 && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
   const HttpResult refused = post(*client, "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
   ASSERT_EQ(refused.status, 503) << refused.body;
   const Json error = refused.json()["error"];
