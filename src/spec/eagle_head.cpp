@@ -56,6 +56,17 @@ uint64_t EagleHead::weight_bytes() const {
   return bytes;
 }
 
+namespace {
+
+// ", int8 projections" / ", int4 projections" when the layer's projections were quantised, else "".
+std::string projection_format(const LinearWeight& w) {
+  if (w.is_int4()) return ", int4 projections";
+  if (w.is_int8()) return ", int8 projections";
+  return "";
+}
+
+}  // namespace
+
 std::string EagleHead::describe() const {
   const LlamaConfig& c = config_.llama;
   const EagleWeights& w = weights_;
@@ -68,7 +79,7 @@ std::string EagleHead::describe() const {
                  ", heads ", c.n_head, "/", c.n_head_kv, " x ", c.head_dim, ", rope_theta ", c.rope_theta,
                  ", target layers {", layers, "}, vocab ", n_vocab(), reduced_vocab() ? " (reduced, d2t)" : "",
                  w.kind == EagleKind::kEagle3 ? ", names " + w.layer_prefix + "*" : std::string(),
-                 w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc->dtype));
+                 w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc->dtype), projection_format(w.layers[0].attn.q));
 }
 
 void EagleHead::check_batch(const DraftBatch& batch) const {

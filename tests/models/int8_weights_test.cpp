@@ -164,6 +164,7 @@ TEST(Int8Engine, GreedySpeculativeEqualsPlain) {
   DraftLoadOptions head_options;
   head_options.weights = WeightFormat::kInt8;
   std::unique_ptr<DraftHead> eagle = load_draft_head(kData / "eagle" / "eagle3_midlayer_d2t", *target, pool, head_options);
+  EXPECT_NE(eagle->describe().find(", int8 projections"), std::string::npos) << eagle->describe();
   testing::OracleHead oracle(*copy, 1, 0.2);
   int64_t accepted = 0;
   auto run = [&](DraftHead* head) {
