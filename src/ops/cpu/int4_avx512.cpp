@@ -20,7 +20,7 @@ namespace aerie::ops::cpu {
 namespace {
 
 constexpr int64_t kPrefetchBytes = 32 * 1024;
-constexpr int64_t kRowsPerPass = 4;
+constexpr int kMaxRowsPerPass = 5;
 
 #define AERIE_UNROLL _Pragma("GCC unroll 16")
 
@@ -71,16 +71,19 @@ inline void pass(const Int4Matrix& w, const Int16Rows& x, const int16_t* xb, int
     y[(row0 + r) * y_stride + o + g] = hsum512(total[r][g]) * x.row_scale[row0 + r];
 }
 
-// Every row of the call for outputs [o, o + G): blocks of kPackRows rows, passes of at most kRowsPerPass;
-// the first pass prefetches the weight rows, later passes find them in cache.
-template <int G>
+// Every row of the call for outputs [o, o + G): blocks of kPackRows rows, each in as few passes of at most
+// kMaxRows rows as it takes, rows spread evenly (a 5-row verification is one pass: a 4 + 1 split unpacked
+// every weight twice); the first pass prefetches the weight rows, later passes find them in cache.
+template <int G, int kMaxRows>
 void all_rows(const Int4Matrix& w, const Int16Rows& x, int64_t o, float* y, int64_t y_stride) {
   const int64_t n_chunks = (x.n_in + 31) / 32;
   for (int64_t b = 0; b * kPackRows < x.n_rows; ++b) {
     const int64_t block_rows = std::min(kPackRows, x.n_rows - b * kPackRows);
     const int16_t* xb = x.data + b * kPackRows * n_chunks * 32;
-    for (int64_t r = 0; r < block_rows; r += kRowsPerPass) {
-      const int64_t rows = std::min(kRowsPerPass, block_rows - r);
+    const int64_t n_passes = (block_rows + kMaxRows - 1) / kMaxRows;
+    const int64_t per_pass = (block_rows + n_passes - 1) / n_passes;
+    for (int64_t r = 0; r < block_rows; r += per_pass) {
+      const int64_t rows = std::min(per_pass, block_rows - r);
       const int64_t row0 = b * kPackRows + r;
       const bool first = b == 0 && r == 0;
 #define AERIE_CASE(N)                                                   \
@@ -91,9 +94,17 @@ void all_rows(const Int4Matrix& w, const Int16Rows& x, int64_t o, float* y, int6
       pass<N, G, false>(w, x, xb, block_rows, r, row0, o, y, y_stride); \
     }                                                                   \
     break;
-      switch (rows) {
-        AERIE_CASE(1) AERIE_CASE(2) AERIE_CASE(3)
-        default: AERIE_CASE(4)
+      if constexpr (kMaxRows == 1) {
+        if (first) {
+          pass<1, G, true>(w, x, xb, block_rows, r, row0, o, y, y_stride);
+        } else {
+          pass<1, G, false>(w, x, xb, block_rows, r, row0, o, y, y_stride);
+        }
+      } else {
+        switch (rows) {
+          AERIE_CASE(1) AERIE_CASE(2) AERIE_CASE(3) AERIE_CASE(4)
+          default: AERIE_CASE(5)
+        }
       }
 #undef AERIE_CASE
     }
@@ -106,13 +117,14 @@ void matmul_int4_avx512vnni(const Int16Rows& x, const Int4Matrix& w, int64_t o_b
                             int64_t y_stride) {
   // Weight rows per pass: R x G int32 accumulators and float totals, 2G unpacked weight vectors, G zero
   // points and two activation vectors in 32 registers.
+  // R <= 5 at G = 2: 10 + 10 + 4 + 2 + 2 + 1 = 29.
   int64_t o = o_begin;
   if (x.n_rows <= 1) {
-    for (; o + 4 <= o_end; o += 4) all_rows<4>(w, x, o, y, y_stride);
+    for (; o + 4 <= o_end; o += 4) all_rows<4, 1>(w, x, o, y, y_stride);
   } else {
-    for (; o + 2 <= o_end; o += 2) all_rows<2>(w, x, o, y, y_stride);
+    for (; o + 2 <= o_end; o += 2) all_rows<2, kMaxRowsPerPass>(w, x, o, y, y_stride);
   }
-  for (; o < o_end; ++o) all_rows<1>(w, x, o, y, y_stride);
+  for (; o < o_end; ++o) all_rows<1, kMaxRowsPerPass>(w, x, o, y, y_stride);
 }
 
 void dequantize_int4_bf16(const Int4Matrix& w, int64_t o_begin, int64_t o_end, uint16_t* out) {
