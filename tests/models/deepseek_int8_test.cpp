@@ -24,6 +24,7 @@
 #include "spec/mtp_drafter.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
+#include "quantized_support.h"
 
 namespace aerie {
 namespace {
@@ -34,28 +35,9 @@ const fs::path kData(AERIE_TEST_DATA_DIR);
 // float64 reference; a wrong scale, group or layout moves logits by percents.
 constexpr double kInt8LogitTolerance = 1e-3;
 
-double relative_max_error(const float* got, const std::vector<float>& ref) {
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    err = std::max(err, std::abs(double(got[i]) - double(ref[i])));
-    scale = std::max(scale, std::abs(double(ref[i])));
-  }
-  return err / scale;
-}
-
-std::vector<int64_t> golden_ids(const fs::path& dir) {
-  std::ifstream in(dir / "golden.json");
-  return nlohmann::json::parse(in).at("ids").get<std::vector<int64_t>>();
-}
-
-std::vector<float> prompt_logits(Model& model, const std::vector<int64_t>& ids) {
-  KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);
-  const SequenceRows seq{0, int64_t(ids.size()), &kv};
-  std::vector<int64_t> rows(ids.size());
-  std::iota(rows.begin(), rows.end(), 0);
-  const ForwardOutput out = model.forward({ids, std::span(&seq, 1), rows, {}});
-  return std::vector<float>(out.logits, out.logits + out.n_logit_rows * out.n_vocab);
-}
+using testing::golden_ids;
+using testing::prompt_logits;
+using testing::relative_max_error;
 
 std::vector<float> decoded_logits(Model& model, const std::vector<int64_t>& ids) {
   KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);

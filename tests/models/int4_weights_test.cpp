@@ -24,6 +24,7 @@
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
 #include "../tensor_files.h"
+#include "quantized_support.h"
 
 namespace aerie {
 namespace {
@@ -36,46 +37,11 @@ const fs::path kSource = kData / "llama" / "bf16_sharded_untied";
 // of the logit scale against float64; a wrong nibble order, zero offset or group moves logits by percents.
 constexpr double kInt4LogitTolerance = 1e-3;
 
-double relative_max_error(const float* got, const std::vector<float>& ref) {
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    err = std::max(err, std::abs(double(got[i]) - double(ref[i])));
-    scale = std::max(scale, std::abs(double(ref[i])));
-  }
-  return err / scale;
-}
-
-std::vector<int64_t> golden_ids(const fs::path& dir) {
-  std::ifstream in(dir / "golden.json");
-  return nlohmann::json::parse(in).at("ids").get<std::vector<int64_t>>();
-}
-
-std::vector<float> prompt_logits(Model& model, const std::vector<int64_t>& ids) {
-  KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);
-  const SequenceRows seq{0, int64_t(ids.size()), &kv};
-  std::vector<int64_t> rows(ids.size());
-  std::iota(rows.begin(), rows.end(), 0);
-  const ForwardOutput out = model.forward({ids, std::span(&seq, 1), rows, {}});
-  return std::vector<float>(out.logits, out.logits + out.n_logit_rows * out.n_vocab);
-}
-
-// Mean over rows of KL(softmax(p) || softmax(q)), nats.
-double mean_kl(const std::vector<float>& p, const std::vector<float>& q, int64_t n_vocab) {
-  const size_t n_rows = p.size() / size_t(n_vocab);
-  double kl = 0;
-  for (size_t r = 0; r < n_rows; ++r) {
-    const float* x = p.data() + r * size_t(n_vocab);
-    const float* y = q.data() + r * size_t(n_vocab);
-    double mx = -1e30, my = -1e30, sx = 0, sy = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) mx = std::max(mx, double(x[i])), my = std::max(my, double(y[i]));
-    for (int64_t i = 0; i < n_vocab; ++i) sx += std::exp(x[i] - mx), sy += std::exp(y[i] - my);
-    for (int64_t i = 0; i < n_vocab; ++i) {
-      const double lp = x[i] - mx - std::log(sx), lq = y[i] - my - std::log(sy);
-      kl += std::exp(lp) * (lp - lq);
-    }
-  }
-  return kl / double(n_rows);
-}
+using testing::engine_greedy_runs;
+using testing::golden_ids;
+using testing::mean_kl;
+using testing::prompt_logits;
+using testing::relative_max_error;
 
 class Int4Golden : public ::testing::TestWithParam<std::string> {
  protected:
@@ -173,30 +139,7 @@ TEST(Int4Engine, GreedySpeculativeEqualsPlain) {
   std::unique_ptr<DraftHead> eagle = load_draft_head(kData / "eagle" / "eagle3_midlayer_d2t", *target, pool);
   testing::OracleHead oracle(*copy, 1, 0.2);
   int64_t accepted = 0;
-  auto run = [&](DraftHead* head) {
-    EngineConfig c;
-    c.kv_cache_memory = uint64_t(1) << 21;
-    c.block_size = 8;
-    c.max_length = 256;
-    c.max_num_seqs = 4;
-    c.spec.num_speculative_tokens = 3;
-    Engine engine(*target, head, c, pool);
-    std::vector<std::vector<int64_t>> out(4);
-    for (int j = 0; j < 4; ++j) {
-      std::vector<int64_t> prompt = {1};
-      for (int t = 0; t < 3 + 5 * j; ++t) prompt.push_back(3 + (37 * t + 11 * j) % 250);
-      RequestOptions o;
-      o.max_tokens = 24;
-      o.ignore_eos = true;
-      engine.submit(prompt, o, [&out, j](const TokenEvent& e) {
-        out[size_t(j)].insert(out[size_t(j)].end(), e.tokens.begin(), e.tokens.end());
-        ASSERT_TRUE(e.error.empty()) << e.error;
-      });
-    }
-    engine.run_until_idle();
-    accepted = engine.metrics().spec.accepted_tokens;
-    return out;
-  };
+  auto run = [&](DraftHead* head) { return engine_greedy_runs(*target, head, pool, &accepted); };
   const auto plain = run(nullptr);
   EXPECT_EQ(run(eagle.get()), plain);
   EXPECT_EQ(run(&oracle), plain);

@@ -23,6 +23,7 @@
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
 #include "../tensor_files.h"
+#include "quantized_support.h"
 
 namespace aerie {
 namespace {
@@ -36,28 +37,11 @@ const fs::path kSource = kData / "llama" / "bf16_gqa_rope_scaled_tied";
 // below what a wrong scale, group or layout gives (percents to tens of percent).
 constexpr double kInt8LogitTolerance = 1e-3;
 
-double relative_max_error(const float* got, const std::vector<float>& ref) {
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    err = std::max(err, std::abs(double(got[i]) - double(ref[i])));
-    scale = std::max(scale, std::abs(double(ref[i])));
-  }
-  return err / scale;
-}
-
-std::vector<int64_t> golden_ids(const fs::path& dir) {
-  std::ifstream in(dir / "golden.json");
-  return nlohmann::json::parse(in).at("ids").get<std::vector<int64_t>>();
-}
-
-std::vector<float> prompt_logits(Model& model, const std::vector<int64_t>& ids) {
-  KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);
-  const SequenceRows seq{0, int64_t(ids.size()), &kv};
-  std::vector<int64_t> rows(ids.size());
-  std::iota(rows.begin(), rows.end(), 0);
-  const ForwardOutput out = model.forward({ids, std::span(&seq, 1), rows, {}});
-  return std::vector<float>(out.logits, out.logits + out.n_logit_rows * out.n_vocab);
-}
+using testing::engine_greedy_runs;
+using testing::golden_ids;
+using testing::mean_kl;
+using testing::prompt_logits;
+using testing::relative_max_error;
 
 class Int8Golden : public ::testing::TestWithParam<std::string> {
  protected:
@@ -136,20 +120,7 @@ TEST(QuantizeAtLoad, ModelStaysCloseToTheBf16Model) {
   const std::vector<float> a = prompt_logits(*q, ids), b = prompt_logits(*f, ids);
   // Per-channel int8 of random weights: the numpy reference's figure for this checkpoint is a mean KL of
   // 0.003 nats (tools/reference/int8_checkpoint.py); 0.02 leaves room for the head, which is int8 here.
-  const int64_t v = q->n_vocab();
-  double kl = 0;
-  for (size_t r = 0; r < ids.size(); ++r) {
-    const float* x = b.data() + r * v;
-    const float* y = a.data() + r * v;
-    double mx = -1e30, my = -1e30, sx = 0, sy = 0;
-    for (int64_t i = 0; i < v; ++i) mx = std::max(mx, double(x[i])), my = std::max(my, double(y[i]));
-    for (int64_t i = 0; i < v; ++i) sx += std::exp(x[i] - mx), sy += std::exp(y[i] - my);
-    for (int64_t i = 0; i < v; ++i) {
-      const double lp = x[i] - mx - std::log(sx), lq = y[i] - my - std::log(sy);
-      kl += std::exp(lp) * (lp - lq);
-    }
-  }
-  EXPECT_LT(kl / double(ids.size()), 0.02);
+  EXPECT_LT(mean_kl(b, a, q->n_vocab()), 0.02);
 }
 
 // Greedy speculative decoding through the engine, int8 target and int8 head (an EAGLE-3 head that accepts
@@ -167,30 +138,7 @@ TEST(Int8Engine, GreedySpeculativeEqualsPlain) {
   EXPECT_NE(eagle->describe().find(", int8 projections"), std::string::npos) << eagle->describe();
   testing::OracleHead oracle(*copy, 1, 0.2);
   int64_t accepted = 0;
-  auto run = [&](DraftHead* head) {
-    EngineConfig c;
-    c.kv_cache_memory = uint64_t(1) << 21;
-    c.block_size = 8;
-    c.max_length = 256;
-    c.max_num_seqs = 4;
-    c.spec.num_speculative_tokens = 3;
-    Engine engine(*target, head, c, pool);
-    std::vector<std::vector<int64_t>> out(4);
-    for (int j = 0; j < 4; ++j) {
-      std::vector<int64_t> prompt = {1};
-      for (int t = 0; t < 3 + 5 * j; ++t) prompt.push_back(3 + (37 * t + 11 * j) % 250);
-      RequestOptions o;
-      o.max_tokens = 24;
-      o.ignore_eos = true;
-      engine.submit(prompt, o, [&out, j](const TokenEvent& e) {
-        out[size_t(j)].insert(out[size_t(j)].end(), e.tokens.begin(), e.tokens.end());
-        ASSERT_TRUE(e.error.empty()) << e.error;
-      });
-    }
-    engine.run_until_idle();
-    accepted = engine.metrics().spec.accepted_tokens;
-    return out;
-  };
+  auto run = [&](DraftHead* head) { return engine_greedy_runs(*target, head, pool, &accepted); };
   const auto plain = run(nullptr);
   EXPECT_EQ(run(eagle.get()), plain);
   EXPECT_EQ(run(&oracle), plain);
