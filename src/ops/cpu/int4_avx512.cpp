@@ -71,19 +71,14 @@ inline void pass(const Int4Matrix& w, const Int16Rows& x, const int16_t* xb, int
     y[(row0 + r) * y_stride + o + g] = hsum512(total[r][g]) * x.row_scale[row0 + r];
 }
 
-// Every row of the call for outputs [o, o + G): blocks of kPackRows rows, each in as few passes of at most
-// kMaxRows rows as it takes, rows spread evenly (a 5-row verification is one pass: a 4 + 1 split unpacked
-// every weight twice); the first pass prefetches the weight rows, later passes find them in cache.
+// Every row of the call for outputs [o, o + G), in the passes of for_each_row_pass with at most kMaxRows
+// rows (a 5-row verification is one pass); the first pass prefetches the weight rows, later passes find
+// them in cache.
 template <int G, int kMaxRows>
 void all_rows(const Int4Matrix& w, const Int16Rows& x, int64_t o, float* y, int64_t y_stride) {
   const int64_t n_chunks = (x.n_in + 31) / 32;
-  for (int64_t b = 0; b * kPackRows < x.n_rows; ++b) {
-    const int64_t block_rows = std::min(kPackRows, x.n_rows - b * kPackRows);
-    const int16_t* xb = x.data + b * kPackRows * n_chunks * 32;
-    const int64_t n_passes = (block_rows + kMaxRows - 1) / kMaxRows;
-    const int64_t per_pass = (block_rows + n_passes - 1) / n_passes;
-    for (int64_t r = 0; r < block_rows; r += per_pass) {
-      const int64_t rows = std::min(per_pass, block_rows - r);
+  for_each_row_pass(x.n_rows, kMaxRows, [&](int64_t b, int64_t block_rows, int64_t r, int64_t rows) {
+      const int16_t* xb = x.data + b * kPackRows * n_chunks * 32;
       const int64_t row0 = b * kPackRows + r;
       const bool first = b == 0 && r == 0;
 #define AERIE_CASE(N)                                                   \
@@ -107,8 +102,7 @@ void all_rows(const Int4Matrix& w, const Int16Rows& x, int64_t o, float* y, int6
         }
       }
 #undef AERIE_CASE
-    }
-  }
+  });
 }
 
 }  // namespace

@@ -97,19 +97,16 @@ void pass(const Args& a, const int16_t* xb, int64_t block_rows,
 template <int G>
 void all_rows(const Args& a, const Int16Rows& x, int64_t o) {
   const int64_t n_chunks = (x.n_in + 31) / 32;
-  for (int64_t b = 0; b * kPackRows < x.n_rows; ++b) {
-    const int64_t block_rows = std::min(kPackRows, x.n_rows - b * kPackRows);
+  for_each_row_pass(x.n_rows, kRowsPerPass, [&](int64_t b, int64_t block_rows, int64_t r, int64_t rows) {
     const int16_t* xb = x.data + b * kPackRows * n_chunks * 32;
-    for (int64_t r = 0; r < block_rows; r += kRowsPerPass) {
-      const int64_t row0 = b * kPackRows + r;
-      switch (std::min(kRowsPerPass, block_rows - r)) {
-        case 1: pass<1, G>(a, xb, block_rows, r, row0, o); break;
-        case 2: pass<2, G>(a, xb, block_rows, r, row0, o); break;
-        case 3: pass<3, G>(a, xb, block_rows, r, row0, o); break;
-        default: pass<4, G>(a, xb, block_rows, r, row0, o); break;
-      }
+    const int64_t row0 = b * kPackRows + r;
+    switch (rows) {
+      case 1: pass<1, G>(a, xb, block_rows, r, row0, o); break;
+      case 2: pass<2, G>(a, xb, block_rows, r, row0, o); break;
+      case 3: pass<3, G>(a, xb, block_rows, r, row0, o); break;
+      default: pass<4, G>(a, xb, block_rows, r, row0, o); break;
     }
-  }
+  });
 }
 
 }  // namespace

@@ -79,22 +79,16 @@ inline void pass(const Args& a, const int16_t* xb, int64_t block_rows, int64_t r
     a.y[(row0 + r) * a.y_stride + o + g] = total[r][g] * a.row_scale[row0 + r];
 }
 
-// Every row of the call for outputs [o, o + G): blocks of up to kPackRows rows, each in as few passes of at
-// most kMaxRowsPerPass rows as it takes, rows spread evenly over them (a 5-row verification is one pass; a
-// 1-row tail pass would widen every weight vector again for one product each); the first pass prefetches.
-// R x G int32 accumulators + G weight vectors + one x vector must fit the 32 registers: R <= 6 with G <= 3 (8-row passes spilled: 2.5x the time of a 4-row pass).
+// Every row of the call for outputs [o, o + G), in the passes of for_each_row_pass (a 5-row verification is
+// one pass); the first pass prefetches. R x G int32 accumulators + G weight vectors + one x vector must fit
+// the 32 registers: R <= 6 with G <= 3 (8-row passes spilled: 2.5x the time of a 4-row pass).
 constexpr int64_t kMaxRowsPerPass = 6;
 template <int G>
 void all_rows(const Args& a, const Int16Rows& x, int64_t o) {
   const int64_t n_chunks = (x.n_in + 31) / 32;
   constexpr int64_t max_rows = G <= 3 ? kMaxRowsPerPass : 2;
-  for (int64_t b = 0; b * kPackRows < x.n_rows; ++b) {
-    const int64_t block_rows = std::min(kPackRows, x.n_rows - b * kPackRows);
-    const int16_t* xb = x.data + b * kPackRows * n_chunks * 32;
-    const int64_t n_passes = (block_rows + max_rows - 1) / max_rows;
-    const int64_t per_pass = (block_rows + n_passes - 1) / n_passes;
-    for (int64_t r = 0; r < block_rows; r += per_pass) {
-      const int64_t rows = std::min(per_pass, block_rows - r);
+  for_each_row_pass(x.n_rows, max_rows, [&](int64_t b, int64_t block_rows, int64_t r, int64_t rows) {
+      const int16_t* xb = x.data + b * kPackRows * n_chunks * 32;
       const int64_t row0 = b * kPackRows + r;
       const bool first = b == 0 && r == 0;
 #define AERIE_CASE(N)                                          \
@@ -117,8 +111,7 @@ void all_rows(const Args& a, const Int16Rows& x, int64_t o) {
         }
       }
 #undef AERIE_CASE
-    }
-  }
+  });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // to float32 rounding only.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,6 +21,20 @@ namespace aerie::ops::cpu {
 // chunk-major, [n_chunks][rows in block][parts][32] bf16 with n_in zero-padded to n_chunks * 32. (Row-major
 // rows 4 KB apart all fell into one L1 set: 8 rows x 2 parts thrashed it.)
 inline constexpr int64_t kPackRows = 8;
+
+// The passes of a kernel over activation rows packed in blocks of kPackRows: each block in as few passes of
+// at most max_rows rows as it takes, the rows spread evenly (a 5-row block is one pass of 5 at max_rows 6,
+// never 4 + 1: a 1-row tail pass redoes the weight loads and unpacking for one product each).
+// fn(block, block_rows, first row in the block, rows) for each pass, in order.
+template <typename Fn>
+inline void for_each_row_pass(int64_t n_rows, int64_t max_rows, Fn&& fn) {
+  for (int64_t b = 0; b * kPackRows < n_rows; ++b) {
+    const int64_t block_rows = std::min(kPackRows, n_rows - b * kPackRows);
+    const int64_t n_passes = (block_rows + max_rows - 1) / max_rows;
+    const int64_t per_pass = (block_rows + n_passes - 1) / n_passes;
+    for (int64_t r = 0; r < block_rows; r += per_pass) fn(b, block_rows, r, std::min(per_pass, block_rows - r));
+  }
+}
 struct PackedRows {
   const uint16_t* data;
   int64_t n_rows;
