@@ -32,7 +32,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import ds_io  # noqa: E402
 from deepseek_ref import DeepseekRef, forward  # noqa: E402
-from int8_checkpoint import quantize  # noqa: E402
+from int8_checkpoint import compressed_tensors_config, quantize  # noqa: E402
 
 
 def is_projection(name):
@@ -70,12 +70,8 @@ def main(argv):
 
     with open(os.path.join(a.source, "config.json")) as f:
         config = json.load(f)
-    config["quantization_config"] = {
-        "quant_method": "compressed-tensors", "format": "int-quantized", "quantization_status": "compressed",
-        "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "weights": {
-            "num_bits": 8, "type": "int", "symmetric": True, "dynamic": False,
-            "strategy": "channel" if a.group == 0 else "group", "group_size": a.group or None}}},
-        "ignore": ["lm_head", "re:.*mlp.gate$", "re:.*shared_head.head$"]}
+    config["quantization_config"] = compressed_tensors_config(
+        a.group, ["lm_head", "re:.*mlp.gate$", "re:.*shared_head.head$"])
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     if os.path.exists(os.path.join(a.source, "generation_config.json")):

@@ -47,6 +47,17 @@ def quantize(w, group, scale_dtype):
     return q, stored, used.astype(np.float64)
 
 
+def compressed_tensors_config(group, ignore):
+    """The quantization_config compressed-tensors writes for symmetric int8 weights, per channel (group 0) or
+    per group, the modules in `ignore` left as stored."""
+    return {
+        "quant_method": "compressed-tensors", "format": "int-quantized", "quantization_status": "compressed",
+        "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "weights": {
+            "num_bits": 8, "type": "int", "symmetric": True, "dynamic": False,
+            "strategy": "channel" if group == 0 else "group", "group_size": group or None}}},
+        "ignore": ignore}
+
+
 def write_mixed_safetensors(path, tensors):
     """tensors: [(name, safetensors dtype, shape, numpy array of the stored bits)] in file order."""
     header = {"__metadata__": {"format": "pt"}}
@@ -89,12 +100,7 @@ def main(argv):
 
     with open(os.path.join(a.source, "config.json")) as f:
         config = json.load(f)
-    config["quantization_config"] = {
-        "quant_method": "compressed-tensors", "format": "int-quantized", "quantization_status": "compressed",
-        "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "weights": {
-            "num_bits": 8, "type": "int", "symmetric": True, "dynamic": False,
-            "strategy": "channel" if a.group == 0 else "group", "group_size": a.group or None}}},
-        "ignore": ["lm_head"]}
+    config["quantization_config"] = compressed_tensors_config(a.group, ["lm_head"])
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     for extra in ("generation_config.json",):
