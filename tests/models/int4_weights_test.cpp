@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@
 #include "engine/engine.h"
 #include "io/npy.h"
 #include "models/int4_weights.h"
+#include "ops/int4.h"
 #include "models/quantize.h"
 #include "models/registry.h"
 #include "spec/draft_head.h"
@@ -33,9 +35,13 @@ namespace fs = std::filesystem;
 const fs::path kData(AERIE_TEST_DATA_DIR);
 // Every dimension a multiple of 64 (hidden 64, intermediate 128, 4 heads x 16), untied head.
 const fs::path kSource = kData / "llama" / "bf16_sharded_untied";
-// As for int8 (tests/models/int8_weights_test.cpp): the kernels quantise activation rows to int16, ~3e-4
-// of the logit scale against float64; a wrong nibble order, zero offset or group moves logits by percents.
-constexpr double kInt4LogitTolerance = 1e-3;
+// On the float-activation tiers (AVX2, scalar) the logits sit within ~3e-4 of the logit scale of float64 on
+// the dequantised weights, and a wrong nibble order, zero offset or group moves them by percents: tests/
+// CMakeLists.txt runs these goldens again with AERIE_ISA=avx2 to hold the loaders to that. The VNNI tier
+// quantises activations to int8 per 64 inputs (ops/int4.h), which on this 64-wide model moves logits by
+// 5-7% of their scale (mean KL to BF16 on Llama-3.2-1B shapes: 0.099 nats against 0.098 with exact
+// activations); ops/int4_matmul_test.cpp bounds that kernel exactly.
+double int4_logit_tolerance() { return std::string(ops::matmul_int4_isa()) == "avx512_vnni" ? 0.15 : 1e-3; }
 
 using testing::engine_greedy_runs;
 using testing::golden_ids;
@@ -56,7 +62,7 @@ TEST_P(Int4Golden, LogitsMatchTheFloat64ReferenceOnDequantisedWeights) {
   std::vector<int64_t> shape;
   const std::vector<float> ref = read_npy_f32(dir / "logits.npy", &shape);
   ASSERT_EQ(shape, (std::vector<int64_t>{int64_t(ids.size()), model->n_vocab()}));
-  EXPECT_LT(relative_max_error(logits.data(), ref), kInt4LogitTolerance);
+  EXPECT_LT(relative_max_error(logits.data(), ref), int4_logit_tolerance());
 }
 
 TEST_P(Int4Golden, PrefillEqualsTokenByTokenDecode) {

@@ -1,17 +1,24 @@
-// Int4-weight matmul with AVX-512-VNNI, on activations quantised per row to int16 as the int8 kernel has them
-// (pack_rows_int16: x ~ s_r * xq, |xq| <= 32767). Per 64-input block of a weight row: one 32-byte load,
-// zero-extended to 32 int16 lanes (vpmovzxbw); the low nibbles (and 0x0F) are inputs 64c..64c+31 and the
-// high nibbles (shift right 4) inputs 64c+32..64c+63, exactly the two int16 activation chunks 2c and 2c+1;
-// the group's zero point is subtracted in int16 (|q - zero| <= 16) and vpdpwssd multiplies 32 pairs into 16
-// int32 lanes. A group's int32 sums (at most 2 * group / 32 products of at most 32767 * 16 per lane: no
-// overflow below kInt4MaxGroup) are converted to float and multiplied by the group's scale into a float
-// vector per output; one fixed-tree horizontal sum at the end, times s_r.
+// Int4-weight matmul with AVX-512-VNNI, on activations quantised to int8 per block of 64 inputs
+// (pack_rows_int8_blocks: x ~ s_b * xq, |xq| <= 127). Per chunk of 128 inputs and weight row: one 64-byte
+// load (two packed blocks); the low nibbles (and 0x0F) pair with activation bytes 0-63 and the high nibbles
+// (shift right 4, and 0x0F) with bytes 64-127, and vpdpbusd multiplies the unsigned nibbles by the signed
+// activations, 64 pairs into 16 int32 lanes (lanes 0-7: the chunk's first block, 8-15: its second; at most
+// 8 products of 15 * 127 a lane, reset every chunk). The zero points never enter the loop:
+//   sum_i x_i (q_i - z_g) s_g = sum_g s_g (sum_{i in g} x_i q_i) - sum_g s_g z_g xs_g,
+// with xs_g from the packing. Per chunk, the lanes are converted to float and scaled:
+//   groups a multiple of 128 (whole chunks): t = fma(float(acc), s_b, t) over the group's chunks, then
+//     total = fma(t, s_g, total) once per group;
+//   other groups (64, 192, ...): total = fma(float(acc), s_b * s_g, total), s_g per lane half.
+// Then total -= s_g z_g xs_g lane-wise over the groups (16 at a time), and one fixed-tree horizontal sum.
+// Per row and output, 2 vpdpbusd and 2-3 float operations per 128 inputs, against 4 vpdpwssd, 2 widenings
+// and 2 zero-point subtractions with int16 activations.
 //
-// Batch invariance as in the int8 kernel: each output's instruction sequence does not depend on the number
+// Batch invariance: each output's instruction sequence depends on the matrix shape only, never on the number
 // of rows; tiles (R activation rows x G weight rows) only change which outputs share a pass.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/cpu/hsum_avx512.h"
 #include "ops/cpu/int4_kernels.h"
@@ -21,104 +28,212 @@ namespace {
 
 constexpr int64_t kPrefetchBytes = 32 * 1024;
 constexpr int kMaxRowsPerPass = 5;
+constexpr int64_t kChunk = 128;  // inputs per 64-byte weight load
 
 #define AERIE_UNROLL _Pragma("GCC unroll 16")
 
-// Outputs [o, o + G) for R rows of one activation block (block_rows rows wide; rows row_in_block.. of it):
-// y[(row0 + r) * y_stride + o + g].
-template <int R, int G, bool kPrefetch>
-inline void pass(const Int4Matrix& w, const Int16Rows& x, const int16_t* xb, int64_t block_rows,
-                 int64_t row_in_block, int64_t row0, int64_t o, float* y, int64_t y_stride) {
+int64_t align64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+struct Parts {
+  int64_t data, scales, sums;  // byte offsets in the buffer
+};
+Parts parts(int64_t n_rows, int64_t n_in) {
+  const int64_t n_chunks = (n_in + kChunk - 1) / kChunk;
+  Parts p{};
+  p.scales = align64(n_rows * n_chunks * kChunk);
+  p.sums = p.scales + align64(n_rows * n_chunks * 16 * int64_t(sizeof(float)));
+  return p;
+}
+
+// One 64-byte weight load of chunk c (32 bytes for a last half chunk: the rest reads as zero).
+inline __m512i load_chunk(const uint8_t* p, bool half) {
+  return half ? _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFull), p) : _mm512_loadu_si512(p);
+}
+
+// Scale vector of chunk c for groups not a multiple of 128: lanes 0-7 the group of block 2c, 8-15 of 2c + 1.
+inline __m512 pair_scale(const float* s, int64_t c, int64_t blocks_per_group, int64_t n_groups) {
+  const int64_t g0 = (2 * c) / blocks_per_group, g1 = std::min((2 * c + 1) / blocks_per_group, n_groups - 1);
+  return _mm512_mask_blend_ps(__mmask16(0xFF00), _mm512_set1_ps(s[g0]), _mm512_set1_ps(s[g1]));
+}
+
+// Outputs [o, o + G) for rows [row0, row0 + R): y[(row0 + r) * y_stride + o + g].
+template <int R, int G, bool kWide, bool kPrefetch>
+inline void pass(const Int4Matrix& w, const Int8Blocks& x, int64_t row0, int64_t o, float* y, int64_t y_stride) {
   const int64_t row_bytes = w.n_in / 2;
   const int64_t group = w.n_in / w.n_groups;
+  const int64_t n_chunks = (w.n_in + kChunk - 1) / kChunk;
+  const bool half_tail = w.n_in % kChunk != 0;
   const uint8_t* wr = w.q + o * row_bytes;
   const int64_t ahead = std::clamp<int64_t>(kPrefetchBytes / (G * row_bytes), 1, 4) * G * row_bytes;
-  const int64_t chunk_stride = block_rows * 32;  // int16 elements between activation chunks of 32
-  xb += row_in_block * 32;
-  const __m512i low_mask = _mm512_set1_epi16(0x0F);
+  const int8_t* xq = x.data + row0 * n_chunks * kChunk;
+  const float* xs = x.block_scale + row0 * n_chunks * 16;
+  const __m512i low_mask = _mm512_set1_epi8(0x0F);
   __m512 total[R][G];
   AERIE_UNROLL for (int r = 0; r < R; ++r) AERIE_UNROLL for (int g = 0; g < G; ++g) total[r][g] = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (int64_t gi = 0; gi < w.n_groups; ++gi) {
-    __m512i zero[G];
-    AERIE_UNROLL for (int g = 0; g < G; ++g) zero[g] = _mm512_set1_epi16(short(w.zero[(o + g) * w.n_groups + gi]));
-    __m512i acc[R][G];
-    AERIE_UNROLL for (int r = 0; r < R; ++r) AERIE_UNROLL for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_si512();
-    for (const int64_t end = i + group; i < end; i += 64, xb += 2 * chunk_stride) {
-      __m512i lo[G], hi[G];
+  // acc[r][g] = sum over chunk c of nibbles x activations, lanes as above.
+  auto chunk_sums = [&](int64_t c, __m512i (&acc)[R][G]) {
+    __m512i lo[G], hi[G];
+    const bool half = half_tail && c == n_chunks - 1;
+    AERIE_UNROLL for (int g = 0; g < G; ++g) {
+      const uint8_t* p = wr + g * row_bytes + c * (kChunk / 2);
+      if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T1);
+      const __m512i v = load_chunk(p, half);
+      lo[g] = _mm512_and_si512(v, low_mask);
+      hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_mask);
+    }
+    AERIE_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512i x_lo = _mm512_load_si512(xq + (r * n_chunks + c) * kChunk);
+      const __m512i x_hi = _mm512_load_si512(xq + (r * n_chunks + c) * kChunk + 64);
       AERIE_UNROLL for (int g = 0; g < G; ++g) {
-        const uint8_t* p = wr + g * row_bytes + i / 2;
-        if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T1);
-        const __m512i wide = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-        lo[g] = _mm512_sub_epi16(_mm512_and_si512(wide, low_mask), zero[g]);
-        hi[g] = _mm512_sub_epi16(_mm512_srli_epi16(wide, 4), zero[g]);
-      }
-      AERIE_UNROLL for (int r = 0; r < R; ++r) {
-        const __m512i x_lo = _mm512_loadu_si512(xb + r * 32);
-        const __m512i x_hi = _mm512_loadu_si512(xb + chunk_stride + r * 32);
-        AERIE_UNROLL for (int g = 0; g < G; ++g) {
-          acc[r][g] = _mm512_dpwssd_epi32(acc[r][g], x_lo, lo[g]);
-          acc[r][g] = _mm512_dpwssd_epi32(acc[r][g], x_hi, hi[g]);
-        }
+        acc[r][g] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], x_lo);
+        acc[r][g] = _mm512_dpbusd_epi32(acc[r][g], hi[g], x_hi);
       }
     }
+  };
+  if constexpr (kWide) {
+    const int64_t chunks_per_group = group / kChunk;
+    for (int64_t gi = 0, c = 0; gi < w.n_groups; ++gi) {
+      __m512 t[R][G];
+      AERIE_UNROLL for (int r = 0; r < R; ++r) AERIE_UNROLL for (int g = 0; g < G; ++g) t[r][g] = _mm512_setzero_ps();
+      for (const int64_t end = c + chunks_per_group; c < end; ++c) {
+        __m512i acc[R][G];
+        chunk_sums(c, acc);
+        AERIE_UNROLL for (int r = 0; r < R; ++r) {
+          const __m512 sb = _mm512_load_ps(xs + (r * n_chunks + c) * 16);
+          AERIE_UNROLL for (int g = 0; g < G; ++g) t[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][g]), sb, t[r][g]);
+        }
+      }
+      AERIE_UNROLL for (int g = 0; g < G; ++g) {
+        const __m512 sg = _mm512_set1_ps(w.scale[(o + g) * w.n_groups + gi]);
+        AERIE_UNROLL for (int r = 0; r < R; ++r) total[r][g] = _mm512_fmadd_ps(t[r][g], sg, total[r][g]);
+      }
+    }
+  } else {
+    const int64_t blocks_per_group = group / 64;
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      __m512i acc[R][G];
+      chunk_sums(c, acc);
+      __m512 sg[G];
+      AERIE_UNROLL for (int g = 0; g < G; ++g) sg[g] = pair_scale(w.scale + (o + g) * w.n_groups, c, blocks_per_group, w.n_groups);
+      AERIE_UNROLL for (int r = 0; r < R; ++r) {
+        const __m512 sb = _mm512_load_ps(xs + (r * n_chunks + c) * 16);
+        AERIE_UNROLL for (int g = 0; g < G; ++g)
+          total[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][g]), _mm512_mul_ps(sb, sg[g]), total[r][g]);
+      }
+    }
+  }
+  // Zero points: total -= s_g z_g xs_g, 16 groups a lane-wise step.
+  for (int64_t gi = 0; gi < w.n_groups; gi += 16) {
+    const __mmask16 m = gi + 16 <= w.n_groups ? __mmask16(0xFFFF) : __mmask16((1u << (w.n_groups - gi)) - 1);
     AERIE_UNROLL for (int g = 0; g < G; ++g) {
-      const __m512 s = _mm512_set1_ps(w.scale[(o + g) * w.n_groups + gi]);
-      AERIE_UNROLL for (int r = 0; r < R; ++r) total[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][g]), s, total[r][g]);
+      const int64_t at = (o + g) * w.n_groups + gi;
+      const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, w.zero + at)));
+      const __m512 sz = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w.scale + at), z);
+      AERIE_UNROLL for (int r = 0; r < R; ++r)
+        total[r][g] = _mm512_fnmadd_ps(sz, _mm512_maskz_loadu_ps(m, x.group_sum + (row0 + r) * w.n_groups + gi), total[r][g]);
     }
   }
   AERIE_UNROLL for (int r = 0; r < R; ++r) AERIE_UNROLL for (int g = 0; g < G; ++g)
-    y[(row0 + r) * y_stride + o + g] = hsum512(total[r][g]) * x.row_scale[row0 + r];
+    y[(row0 + r) * y_stride + o + g] = hsum512(total[r][g]);
 }
 
-// Every row of the call for outputs [o, o + G), in the passes of for_each_row_pass with at most kMaxRows
-// rows (a 5-row verification is one pass); the first pass prefetches the weight rows, later passes find
-// them in cache.
-template <int G, int kMaxRows>
-void all_rows(const Int4Matrix& w, const Int16Rows& x, int64_t o, float* y, int64_t y_stride) {
-  const int64_t n_chunks = (x.n_in + 31) / 32;
-  for_each_row_pass(x.n_rows, kMaxRows, [&](int64_t b, int64_t block_rows, int64_t r, int64_t rows) {
-      const int16_t* xb = x.data + b * kPackRows * n_chunks * 32;
-      const int64_t row0 = b * kPackRows + r;
-      const bool first = b == 0 && r == 0;
-#define AERIE_CASE(N)                                                   \
-  case N:                                                               \
-    if (first) {                                                        \
-      pass<N, G, true>(w, x, xb, block_rows, r, row0, o, y, y_stride);  \
-    } else {                                                            \
-      pass<N, G, false>(w, x, xb, block_rows, r, row0, o, y, y_stride); \
-    }                                                                   \
+// Every row of the call for outputs [o, o + G), in passes of at most kMaxRows rows spread evenly; the first
+// pass prefetches the weight rows, later passes find them in cache.
+template <int G, int kMaxRows, bool kWide>
+void all_rows(const Int4Matrix& w, const Int8Blocks& x, int64_t o, float* y, int64_t y_stride) {
+  const int64_t n_passes = (x.n_rows + kMaxRows - 1) / kMaxRows;
+  const int64_t per_pass = (x.n_rows + n_passes - 1) / n_passes;
+  for (int64_t row0 = 0; row0 < x.n_rows; row0 += per_pass) {
+    const int64_t rows = std::min(per_pass, x.n_rows - row0);
+    const bool first = row0 == 0;
+#define AERIE_CASE(N)                                              \
+  case N:                                                          \
+    if (first) {                                                   \
+      pass<N, G, kWide, true>(w, x, row0, o, y, y_stride);         \
+    } else {                                                       \
+      pass<N, G, kWide, false>(w, x, row0, o, y, y_stride);        \
+    }                                                              \
     break;
-      if constexpr (kMaxRows == 1) {
-        if (first) {
-          pass<1, G, true>(w, x, xb, block_rows, r, row0, o, y, y_stride);
-        } else {
-          pass<1, G, false>(w, x, xb, block_rows, r, row0, o, y, y_stride);
-        }
-      } else {
-        switch (rows) {
-          AERIE_CASE(1) AERIE_CASE(2) AERIE_CASE(3) AERIE_CASE(4)
-          default: AERIE_CASE(5)
-        }
+    if constexpr (kMaxRows == 1) {
+      pass<1, G, kWide, true>(w, x, row0, o, y, y_stride);
+    } else {
+      switch (rows) {
+        AERIE_CASE(1) AERIE_CASE(2) AERIE_CASE(3) AERIE_CASE(4)
+        default: AERIE_CASE(5)
       }
+    }
 #undef AERIE_CASE
-  });
+  }
+}
+
+template <bool kWide>
+void matmul(const Int8Blocks& x, const Int4Matrix& w, int64_t o_begin, int64_t o_end, float* y, int64_t y_stride) {
+  // Registers at R = 5, G = 2: 10 totals (+ 10 group sums when kWide) ... the group sums t reuse the
+  // accumulators' registers between chunks; one row takes 4 weight rows a pass.
+  int64_t o = o_begin;
+  if (x.n_rows <= 1) {
+    for (; o + 4 <= o_end; o += 4) all_rows<4, 1, kWide>(w, x, o, y, y_stride);
+  } else {
+    for (; o + 2 <= o_end; o += 2) all_rows<2, kMaxRowsPerPass, kWide>(w, x, o, y, y_stride);
+  }
+  for (; o < o_end; ++o) all_rows<1, kMaxRowsPerPass, kWide>(w, x, o, y, y_stride);
 }
 
 }  // namespace
 
-void matmul_int4_avx512vnni(const Int16Rows& x, const Int4Matrix& w, int64_t o_begin, int64_t o_end, float* y,
-                            int64_t y_stride) {
-  // Weight rows per pass: R x G int32 accumulators and float totals, 2G unpacked weight vectors, G zero
-  // points and two activation vectors in 32 registers.
-  // R <= 5 at G = 2: 10 + 10 + 4 + 2 + 2 + 1 = 29.
-  int64_t o = o_begin;
-  if (x.n_rows <= 1) {
-    for (; o + 4 <= o_end; o += 4) all_rows<4, 1>(w, x, o, y, y_stride);
-  } else {
-    for (; o + 2 <= o_end; o += 2) all_rows<2, kMaxRowsPerPass>(w, x, o, y, y_stride);
+int64_t int8_blocks_bytes(int64_t n_rows, int64_t n_in, int64_t n_groups) {
+  return parts(n_rows, n_in).sums + align64(n_rows * n_groups * int64_t(sizeof(float)));
+}
+
+Int8Blocks pack_rows_int8_blocks(const float* x, int64_t n_rows, int64_t n_in, int64_t n_groups, void* buffer) {
+  const int64_t n_chunks = (n_in + kChunk - 1) / kChunk;
+  const int64_t blocks_per_group = n_in / n_groups / 64;
+  const Parts at = parts(n_rows, n_in);
+  auto* base = static_cast<char*>(buffer);
+  auto* data = reinterpret_cast<int8_t*>(base + at.data);
+  auto* scales = reinterpret_cast<float*>(base + at.scales);
+  auto* sums = reinterpret_cast<float*>(base + at.sums);
+  // Byte offset within a chunk of block-half h (0: inputs 0-31 of the block, 1: 32-63) of block k (0, 1).
+  constexpr int64_t kDest[2][2] = {{0, 32}, {64, 96}};
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n_in;
+    int8_t* dr = data + r * n_chunks * kChunk;
+    float* sr = scales + r * n_chunks * 16;
+    float* gr = sums + r * n_groups;
+    std::fill(dr, dr + n_chunks * kChunk, int8_t(0));
+    std::fill(sr, sr + n_chunks * 16, 0.0f);
+    std::fill(gr, gr + n_groups, 0.0f);
+    for (int64_t b = 0; b < n_in / 64; ++b) {
+      const float* v = xr + b * 64;
+      __m512 mx = _mm512_setzero_ps();
+      for (int j = 0; j < 64; j += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(v + j)));
+      const float s = _mm512_reduce_max_ps(mx) / 127.0f;
+      const __m512 inv = _mm512_set1_ps(s > 0.0f ? 1.0f / s : 0.0f);
+      __m512i sum = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < 32; j += 16) {
+          // Round half to even (the default mode); |x / s| <= 127 up to float rounding: clamp.
+          const __m512 q = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(v + 32 * h + j), inv),
+                                                       _mm512_set1_ps(-127.0f)),
+                                         _mm512_set1_ps(127.0f));
+          const __m512i qi = _mm512_cvtps_epi32(q);
+          sum = _mm512_add_epi32(sum, qi);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dr + (b / 2) * kChunk + kDest[h][b % 2] + j), _mm512_cvtepi32_epi8(qi));
+        }
+      std::fill(sr + (b / 2) * 16 + (b % 2) * 8, sr + (b / 2) * 16 + (b % 2) * 8 + 8, s);
+      gr[b / blocks_per_group] += s * float(_mm512_reduce_add_epi32(sum));
+    }
   }
-  for (; o < o_end; ++o) all_rows<1, kMaxRowsPerPass>(w, x, o, y, y_stride);
+  return Int8Blocks{data, scales, sums, n_rows, n_in, n_groups};
+}
+
+void matmul_int4_avx512vnni(const Int8Blocks& x, const Int4Matrix& w, int64_t o_begin, int64_t o_end, float* y,
+                            int64_t y_stride) {
+  if ((w.n_in / w.n_groups) % kChunk == 0) {
+    matmul<true>(x, w, o_begin, o_end, y, y_stride);
+  } else {
+    matmul<false>(x, w, o_begin, o_end, y, y_stride);
+  }
 }
 
 void dequantize_int4_bf16(const Int4Matrix& w, int64_t o_begin, int64_t o_end, uint16_t* out) {

@@ -15,8 +15,26 @@ struct Int4Matrix {
   int64_t n_in, n_groups;
 };
 
-// AVX-512-VNNI (vpdpwssd) on activations packed by pack_rows_int16.
-void matmul_int4_avx512vnni(const Int16Rows& x, const Int4Matrix& w, int64_t o_begin, int64_t o_end, float* y,
+// Activations quantised to int8 per block of 64 inputs, for the VNNI kernel: per row, per chunk of 128
+// inputs (n_chunks = ceil(n_in / 128), the last zero-padded), 128 int8 values ordered as one 64-byte weight
+// load unpacks (int4.h's layout): bytes 0-31 inputs 0-31 and bytes 32-63 inputs 64-95 (paired with the
+// low nibbles), bytes 64-95 inputs 32-63 and bytes 96-127 inputs 96-127 (with the high nibbles); one scale
+// vector per chunk (lanes 0-7: the first block's scale, lanes 8-15: the second's, the vpdpbusd lanes that
+// sum each block); and per weight group xs[g] = sum over the group's blocks of scale * (sum of its values),
+// which turns the zero points into one correction per output.
+struct Int8Blocks {
+  const int8_t* data;        // [n_rows][n_chunks][128]
+  const float* block_scale;  // [n_rows][n_chunks][16]
+  const float* group_sum;    // [n_rows][n_groups] xs
+  int64_t n_rows, n_in, n_groups;
+};
+// Bytes pack_rows_int8_blocks needs for n_rows x n_in with n_groups weight groups (64-byte aligned parts).
+int64_t int8_blocks_bytes(int64_t n_rows, int64_t n_in, int64_t n_groups);
+// AVX-512: scale = max |x| / 127 per block, value = round-half-to-even(x / scale); `buffer` 64-byte aligned.
+Int8Blocks pack_rows_int8_blocks(const float* x, int64_t n_rows, int64_t n_in, int64_t n_groups, void* buffer);
+
+// AVX-512-VNNI (vpdpbusd: unsigned nibbles times signed int8 activations) on pack_rows_int8_blocks.
+void matmul_int4_avx512vnni(const Int8Blocks& x, const Int4Matrix& w, int64_t o_begin, int64_t o_end, float* y,
                             int64_t y_stride);
 // AVX-512: output rows [o_begin, o_end) dequantised to bf16 (round to nearest even): out [(o_end - o_begin), n_in].
 void dequantize_int4_bf16(const Int4Matrix& w, int64_t o_begin, int64_t o_end, uint16_t* out);
