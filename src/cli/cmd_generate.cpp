@@ -30,6 +30,10 @@ std::vector<OptionSpec> generate_options() {
       {"--top-p", true, "nucleus sampling mass (1 = off)"},
       {"--min-p", true, "drop tokens below min_p x the top probability (0 = off)"},
       {"--seed", true, "random seed (default 0)"},
+      {"--presence-penalty", true, "subtract this from the logit of every token already in the output, [-2, 2] (0 = off)"},
+      {"--frequency-penalty", true, "subtract this times a token's count in the output from its logit, [-2, 2] (0 = off)"},
+      {"--repetition-penalty", true, "divide positive (multiply negative) logits of tokens in the prompt or output by "
+                                     "this, > 0 (1 = off; vLLM's and llama.cpp's repetition penalty)"},
       {"--ignore-eos", false, "do not stop at the model's end-of-sequence ids"},
       {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3)"},
       {"--draft-proposal", true, "with --draft at T > 0: sampled (default; rejection sampling) or argmax"},
@@ -76,6 +80,10 @@ int run_generate(const std::vector<std::string>& argv) {
   options.max_length = args.integer("--max-length", 0);
   options.kv_cache_dtype = kv_cache_dtype(args);
   options.sampling = sampling_from(args);
+  options.penalties.presence = float(args.number("--presence-penalty", 0.0));
+  options.penalties.frequency = float(args.number("--frequency-penalty", 0.0));
+  options.penalties.repetition = float(args.number("--repetition-penalty", 1.0));
+  validate(options.penalties);
 
   apply_bf16_activations(args);
   ThreadPool pool(thread_count(args));

@@ -96,6 +96,7 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
               " tokens; the max length is ", plan_.max_length);
   AERIE_CHECK(options.max_tokens >= 0, "max_tokens must be >= 0");
   validate(options.sampling);
+  validate(options.penalties);
   auto seq = std::make_unique<Sequence>();
   seq->options = options;
   if (options.constraint) seq->constraint = options.constraint->clone();

@@ -38,6 +38,7 @@ GenerateResult generate_with_engine(Model& target, DraftHead* draft, ThreadPool&
   auto first_token_at = start;
   RequestOptions request;
   request.sampling = options.sampling;
+  request.penalties = options.penalties;
   request.max_tokens = options.max_tokens;
   request.stop_token_ids = options.stop_token_ids;
   request.ignore_eos = true;  // the caller's stop ids already hold the EOS ids it wants

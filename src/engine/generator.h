@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "sample/penalties.h"
 #include "sample/sampling.h"
 
 namespace aerie {
@@ -17,6 +18,7 @@ namespace aerie {
 struct GenerateOptions {
   int64_t max_tokens = 128;
   SamplingParams sampling;
+  Penalties penalties;  // engine_generate only (generate() below refuses them)
   std::vector<int64_t> stop_token_ids;  // generation ends after emitting one of these
   int64_t max_length = 0;               // KV capacity (prompt + output); 0: prompt + max_tokens
   KvDType kv_cache_dtype = KvDType::kBF16;

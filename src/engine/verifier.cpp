@@ -36,6 +36,16 @@ const float* Verifier::target_rows(const Sequence& seq, const float* logits, int
                                    std::span<const int64_t> drafts) {
   const float* rows = logits;
   if (!seq.options.logit_bias.empty()) rows = add_logit_bias(seq.options.logit_bias, rows, n_rows, n_vocab_, biased_);
+  if (seq.options.penalties.active()) {
+    if (rows != biased_.data()) rows = add_logit_bias({}, rows, n_rows, n_vocab_, biased_);  // a copy to change
+    const auto n_prompt = std::min(size_t(seq.n_prompt), seq.tokens.size());
+    penalty_counts_.reset(n_vocab_, std::span(seq.tokens.data(), n_prompt),
+                          std::span(seq.tokens.data() + n_prompt, seq.tokens.size() - n_prompt));
+    for (int64_t j = 0; j < n_rows; ++j) {
+      if (j > 0) penalty_counts_.add_output(drafts[size_t(j - 1)]);
+      penalty_counts_.apply(seq.options.penalties, biased_.data() + j * n_vocab_);
+    }
+  }
   if (seq.constraint)
     rows = mask_verification_rows(*seq.constraint, rows, n_rows, n_vocab_, drafts, config_.eos, constraint_scratch_);
   return rows;

@@ -11,6 +11,7 @@
 
 #include "sample/constraint_mask.h"
 #include "sample/logprobs.h"
+#include "sample/penalties.h"
 #include "sched/sequence.h"
 #include "sched/step_result.h"
 #include "spec/spec_options.h"
@@ -40,7 +41,8 @@ class Verifier {
   // request. Returns false when it did.
   bool emit(Sequence& seq, int64_t token, const float* row, StepResult& out);
   // The rows [n_rows, n_vocab] the request samples from and verifies against: the target's logits with
-  // the request's logit_bias added, then its structured-output mask (row j after drafts[0..j)).
+  // the request's logit_bias added, its penalties applied (row j counting drafts[0..j) as output), then its
+  // structured-output mask (row j after drafts[0..j)).
   const float* target_rows(const Sequence& seq, const float* logits, int64_t n_rows, std::span<const int64_t> drafts);
 
   VerifierConfig config_;
@@ -50,7 +52,8 @@ class Verifier {
   ConstraintScratch constraint_scratch_;
   LogprobScratch logprob_scratch_;
   std::vector<float> probs_;   // [n_vocab]
-  std::vector<float> biased_;  // [n_rows, n_vocab] logits with logit_bias added
+  std::vector<float> biased_;  // [n_rows, n_vocab] logits with logit_bias added and penalties applied
+  PenaltyCounts penalty_counts_;
 };
 
 }  // namespace aerie

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sample/logprobs.h"
+#include "sample/penalties.h"
 #include "sample/sampling.h"
 #include "sample/token_constraint.h"
 #include "spec/spec_stats.h"
@@ -27,6 +28,10 @@ struct RequestOptions {
   // verification (so speculation stays lossless with respect to the biased target); log-probabilities
   // stay those of the model's own distribution. The draft head is not biased: it only proposes.
   std::vector<LogitBias> logit_bias;
+  // Presence, frequency and repetition penalties (sample/penalties.h), after logit_bias, per verification
+  // row from the tokens before it (prompt, output so far and the round's earlier drafts): lossless with
+  // respect to the penalised target, as logit_bias. Log-probabilities stay the model's own.
+  Penalties penalties;
   // Structured output: which tokens may come next (JSON schema, tool calls). A prototype in its initial
   // state, never changed: each request works on its own clone. Null: unconstrained.
   std::shared_ptr<const TokenConstraint> constraint;

@@ -27,15 +27,6 @@ void check_model(const EndpointContext& context, const std::string& model) {
   if (!model.empty() && model != context.model_name) throw ApiError::model_not_found(model);
 }
 
-void refuse_unsupported(const SamplingRequest& request) {
-  if (request.presence_penalty != 0.0 || request.frequency_penalty != 0.0) {
-    throw ApiError::invalid_request("presence_penalty and frequency_penalty are not supported by this server; leave "
-                                    "them at 0.",
-                                    request.presence_penalty != 0.0 ? "presence_penalty" : "frequency_penalty",
-                                    "unsupported_parameter");
-  }
-}
-
 SamplingParams sampling_of(const SamplingRequest& request) {
   SamplingParams params;
   params.temperature = float(request.temperature);
@@ -111,6 +102,9 @@ RequestOptions request_options(const Backend& backend, const SamplingRequest& re
   RequestOptions options;
   options.sampling = sampling_of(request);
   options.logit_bias = fields::checked_logit_bias(request, backend.n_vocab);
+  options.penalties.presence = float(request.presence_penalty);
+  options.penalties.frequency = float(request.frequency_penalty);
+  options.penalties.repetition = float(request.repetition_penalty);
   // The sampled token's log-probability and the top_logprobs most likely (the model's own distribution).
   options.logprobs = request.logprobs ? request.top_logprobs : -1;
   options.stop_token_ids = backend.model.eos_ids;
@@ -131,7 +125,6 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
   const Json json = fields::parse_body(body, context.json_limits);
   const ChatRequest request = chat_request_from_json(json, context.request_limits);
   check_model(context, request.model);
-  refuse_unsupported(request);
 
   GenerationPlan plan;
   const OutputSchema output = output_schema_for(request);
@@ -174,7 +167,6 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
   const Json json = fields::parse_body(body, context.json_limits);
   const CompletionRequest request = completion_request_from_json(json, context.request_limits);
   check_model(context, request.model);
-  refuse_unsupported(request);
   if (request.echo && request.logprobs) {
     throw ApiError::invalid_request("'echo' with 'logprobs' would need the prompt's log-probabilities, which this "
                                     "server does not compute; ask for one or the other.", "echo",

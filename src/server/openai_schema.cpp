@@ -184,6 +184,8 @@ void read_sampling_fields(const Json& body, const RequestLimits& limits, Samplin
   out.min_p = get_number(body, "min_p", "min_p", 0.0, 1.0).value_or(0.0);
   out.presence_penalty = get_number(body, "presence_penalty", "presence_penalty", -2.0, 2.0).value_or(0.0);
   out.frequency_penalty = get_number(body, "frequency_penalty", "frequency_penalty", -2.0, 2.0).value_or(0.0);
+  out.repetition_penalty =
+      get_number(body, "repetition_penalty", "repetition_penalty", 0.0, 10.0, /*min_exclusive=*/true).value_or(1.0);
   out.seed = get_integer(body, "seed", "seed", std::numeric_limits<int64_t>::min(), kInt64Max);
   out.n = get_integer(body, "n", "n", 1, 128).value_or(1);
   out.stream = get_bool(body, "stream", "stream").value_or(false);

@@ -29,6 +29,7 @@ namespace aerie::testing {
 struct LosslessRequest {
   std::vector<int64_t> prompt;
   SamplingParams sampling;                            // the seed is set per run
+  Penalties penalties;
   std::shared_ptr<const TokenConstraint> constraint;  // null: unconstrained
 };
 
@@ -71,6 +72,7 @@ inline std::vector<LosslessTally> run_lossless(Engine& engine, const std::vector
       options.max_tokens = 4;
       options.ignore_eos = true;
       options.constraint = block[i].constraint;
+      options.penalties = block[i].penalties;
       engine.submit(block[i].prompt, options, [&records, i](const TokenEvent& e) {
         Record& r = records[i];
         r.tokens.insert(r.tokens.end(), e.tokens.begin(), e.tokens.end());
@@ -144,6 +146,7 @@ struct SamplingCase {
   float top_p;
   float min_p;
   std::vector<int64_t> prompt_tail;
+  Penalties penalties = {};
 };
 
 inline const std::vector<SamplingCase>& sampling_cases() {
@@ -175,6 +178,7 @@ struct LosslessSetup {
   int runs = 8000;
   LosslessChecks checks;
   std::function<void(int)> before_run;  // e.g. re-salts an oracle head
+  const std::vector<SamplingCase>* cases = nullptr;  // null: sampling_cases()
 };
 
 // A setup for one case; a steered drafter (an oracle) must also be accepted often.
@@ -204,7 +208,8 @@ inline void expect_engine_lossless(Model& target, DraftHead& head, ThreadPool& p
   const auto constraint = std::make_shared<ShiftingResidueConstraint>(target.n_vocab(), 3);
   std::vector<LosslessRequest> block;
   std::vector<std::map<std::vector<int64_t>, double>> exact;
-  for (const SamplingCase& c : sampling_cases()) {
+  const std::vector<SamplingCase>& cases = setup.cases ? *setup.cases : sampling_cases();
+  for (const SamplingCase& c : cases) {
     LosslessRequest r;
     r.prompt = {setup.first_token};
     r.prompt.insert(r.prompt.end(), c.prompt_tail.begin(), c.prompt_tail.end());
@@ -212,17 +217,18 @@ inline void expect_engine_lossless(Model& target, DraftHead& head, ThreadPool& p
     r.sampling.top_k = c.top_k;
     r.sampling.top_p = c.top_p;
     r.sampling.min_p = c.min_p;
+    r.penalties = c.penalties;
     const size_t i = block.size();
     if ((setup.constrained == Constrained::kEvenRequests && i % 2 == 0) ||
         (setup.constrained == Constrained::kOddRequests && i % 2 == 1))
       r.constraint = constraint;
-    exact.push_back(exact_joint(target, r.prompt, r.sampling, 3, r.constraint.get()));
+    exact.push_back(exact_joint(target, r.prompt, r.sampling, 3, r.constraint.get(), r.penalties));
     block.push_back(std::move(r));
   }
   const std::vector<LosslessTally> tallies = run_lossless(engine, block, setup.runs, setup.before_run);
   for (size_t i = 0; i < block.size(); ++i) {
     const std::string label =
-        setup.label + " " + sampling_cases()[i].name + (block[i].constraint ? " constrained" : "");
+        setup.label + " " + cases[i].name + (block[i].constraint ? " constrained" : "");
     expect_lossless(label, exact[i], tallies[i], setup.runs, setup.checks);
   }
   EXPECT_EQ(engine.metrics().kv_blocks_in_use, 0) << setup.label;

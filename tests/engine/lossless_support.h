@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "models/model.h"
+#include "sample/penalties.h"
 #include "sample/sampling.h"
 #include "sample/token_constraint.h"
 
@@ -58,14 +59,16 @@ inline double chi_square_quantile(double df, double z) {
 }
 
 // Exact target-only probability of every continuation of `depth` tokens, from the processed distributions.
-// With a constraint (its initial state), every row is masked first as the engine masks it: logits of the
-// tokens the constraint refuses after the continuation so far set to -inf, then compute_probs.
+// With penalties, every row is penalised first from the prompt and the continuation so far. With a
+// constraint (its initial state), every row is then masked as the engine masks it: logits of the tokens
+// the constraint refuses after the continuation so far set to -inf, then compute_probs.
 inline std::map<std::vector<int64_t>, double> exact_joint(Model& model, const std::vector<int64_t>& prompt,
                                                           const SamplingParams& params, int depth,
-                                                          const TokenConstraint* constraint = nullptr) {
+                                                          const TokenConstraint* constraint = nullptr,
+                                                          const Penalties& penalties = {}) {
   std::map<std::vector<int64_t>, double> out;
   const int64_t v = model.n_vocab();
-  std::vector<float> probs(static_cast<size_t>(v)), masked(static_cast<size_t>(v));
+  std::vector<float> probs(static_cast<size_t>(v)), masked(static_cast<size_t>(v)), penalised;
   std::vector<uint8_t> allowed;
   SamplerScratch scratch;
   std::function<void(std::vector<int64_t>, double, const TokenConstraint*)> expand =
@@ -79,10 +82,22 @@ inline std::map<std::vector<int64_t>, double> exact_joint(Model& model, const st
         const int64_t last = int64_t(seq.size()) - 1;
         const ForwardOutput f = model.forward(StepBatch{seq, std::span(&s, 1), std::span(&last, 1), {}});
         const float* logits = f.logits;
+        if (penalties.active()) {  // vLLM's definition, written out here independently of PenaltyCounts
+          penalised.assign(f.logits, f.logits + v);
+          for (int64_t t = 0; t < v; ++t) {
+            const auto out_count = std::count(seq.begin() + int64_t(prompt.size()), seq.end(), t);
+            const bool in_prompt = std::find(prompt.begin(), prompt.end(), t) != prompt.end();
+            float& x = penalised[size_t(t)];
+            if (in_prompt || out_count > 0) x = x > 0.0f ? x / penalties.repetition : x * penalties.repetition;
+            x -= penalties.frequency * float(out_count);
+            if (out_count > 0) x -= penalties.presence;
+          }
+          logits = penalised.data();
+        }
         if (state) {
           state->allowed_tokens(allowed);
           AERIE_CHECK(std::count(allowed.begin(), allowed.end(), uint8_t(1)) > 0, "the test constraint dead-ends");
-          masked.assign(f.logits, f.logits + v);
+          masked.assign(logits, logits + v);
           apply_token_mask(masked.data(), v, allowed);
           logits = masked.data();
         }

@@ -1,6 +1,6 @@
 // Every bad input gets its status and an OpenAI error object, never a crash: malformed JSON, wrong types,
 // unknown model, a prompt longer than the context, max_tokens beyond it, a wrong API key, an oversize
-// body, unsupported fields, an unknown path, and a full queue (429 with Retry-After).
+// body, unsupported fields, out-of-range penalties, an unknown path, and a full queue (429 with Retry-After).
 #include <gtest/gtest.h>
 
 #include "server_fixture.h"
@@ -130,8 +130,28 @@ TEST_F(ServeErrors, UnsupportedFieldsAreRefusedClearly) {
   Json e = expect_error("/v1/completions", R"({"prompt": "x", "logprobs": 2, "echo": true})", 400);
   EXPECT_EQ(e["param"], "echo");
   EXPECT_NE(e["message"].get<std::string>().find("prompt's log-probabilities"), std::string::npos);
-  e = expect_error("/v1/chat/completions", chat("hi", {{"presence_penalty", 0.5}}), 400);
-  EXPECT_EQ(e["param"], "presence_penalty");
+}
+
+// Penalties are served (sample/penalties.h; tests/engine/penalties_test.cpp proves them through the engine):
+// in range they change a greedy reply, out of range they are a 400 naming the field.
+TEST_F(ServeErrors, PenaltiesApplyAndOutOfRangeIsRefusedByName) {
+  auto client = server_->client();
+  auto reply = [&](Json extra) {
+    extra["temperature"] = 0;
+    extra["max_tokens"] = 24;
+    extra["ignore_eos"] = true;
+    const HttpResult r = post(*client, "/v1/chat/completions", chat("hello there", extra), auth());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json()["choices"][0]["message"]["content"].get<std::string>();
+  };
+  const std::string plain = reply(Json::object());
+  EXPECT_EQ(reply({{"presence_penalty", 0}, {"frequency_penalty", 0}, {"repetition_penalty", 1}}), plain);
+  EXPECT_NE(reply({{"frequency_penalty", 2}, {"repetition_penalty", 3}}), plain);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, double>>{
+           {"presence_penalty", 2.5}, {"frequency_penalty", -3}, {"repetition_penalty", 0}, {"repetition_penalty", 11}}) {
+    Json e = expect_error("/v1/chat/completions", chat("hi", {{field, value}}), 400);
+    EXPECT_EQ(e["param"], field) << value;
+  }
 }
 
 TEST_F(ServeErrors, UnknownPathAndTokenizeErrors) {
