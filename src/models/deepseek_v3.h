@@ -93,6 +93,8 @@ class DeepseekV3Model final : public Model {
   std::string describe() const override;
   const Tensor& token_embedding() const override { return *weights_.embed; }
   const LinearWeight& output_head() const override { return weights_.output; }
+  ModelFamily family() const override { return ModelFamily::kDeepseekV3; }
+  const std::string& architecture() const override { return config_.architecture; }
 
   const DeepseekV3Config& config() const { return config_; }
   const DeepseekV3Weights& weights() const { return weights_; }

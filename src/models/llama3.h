@@ -49,6 +49,8 @@ class LlamaModel final : public Model {
   std::string describe() const override;
   const Tensor& token_embedding() const override { return *weights_.embed; }
   const LinearWeight& output_head() const override { return weights_.output; }
+  ModelFamily family() const override { return ModelFamily::kLlama; }
+  const std::string& architecture() const override { return config_.architecture; }
 
   const LlamaConfig& config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }

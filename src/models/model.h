@@ -50,6 +50,15 @@ struct ForwardOutput {
   std::span<CapturedHidden> hidden;    // in the order of capture_layers (the model's storage)
 };
 
+// The architecture a model implements; models/registry.cpp picks it from config.json's "architectures",
+// and drafters state which ones they fit (spec/drafter_registry.cpp).
+enum class ModelFamily { kLlama, kDeepseekV3 };
+
+// As config.json's model_type spells it: "llama", "deepseek_v3".
+inline const char* model_family_name(ModelFamily family) {
+  return family == ModelFamily::kLlama ? "llama" : "deepseek_v3";
+}
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -70,6 +79,8 @@ class Model {
   virtual const Tensor& token_embedding() const = 0;
   virtual const LinearWeight& output_head() const = 0;
   virtual std::string describe() const = 0;
+  virtual ModelFamily family() const = 0;
+  virtual const std::string& architecture() const = 0;  // config.json architectures[0], e.g. "LlamaForCausalLM"
 };
 
 }  // namespace aerie

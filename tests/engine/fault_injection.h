@@ -26,6 +26,8 @@ class DelegatingModel : public Model {
   const Tensor& token_embedding() const override { return inner_.token_embedding(); }
   const LinearWeight& output_head() const override { return inner_.output_head(); }
   std::string describe() const override { return inner_.describe(); }
+  ModelFamily family() const override { return inner_.family(); }
+  const std::string& architecture() const override { return inner_.architecture(); }
 
  protected:
   Model& inner_;
