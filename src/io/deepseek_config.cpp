@@ -15,26 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-YarnRopeScaling parse_yarn(const json& j, const std::string& source) {
-  YarnRopeScaling s;
-  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return s;
-  const json& r = j["rope_scaling"];
-  AERIE_CHECK(r.is_object(), source, ": 'rope_scaling' must be an object or null");
-  const ConfigReader reader(r, source, "rope_scaling.");
-  const std::string type = reader.string("type", reader.string("rope_type", ""));
-  if (type == "default") return s;
-  AERIE_CHECK(type == "yarn", source, ": unsupported rope_scaling.type '", type, "' (supported: yarn, or null)");
-  s.enabled = true;
-  s.factor = reader.positive_number("factor");
-  s.mscale = reader.non_negative_number("mscale", 1.0);
-  s.mscale_all_dim = reader.non_negative_number("mscale_all_dim", 0.0);
-  s.original_max_position_embeddings = reader.positive_integer("original_max_position_embeddings");
-  s.beta_fast = reader.positive_number("beta_fast", 32.0);
-  s.beta_slow = reader.positive_number("beta_slow", 1.0);
-  s.attention_factor = reader.non_negative_number("attention_factor", 0.0);
-  return s;
-}
-
 Fp8Quantization parse_quantization(const json& j, const std::string& source) {
   Fp8Quantization q;
   if (!j.contains("quantization_config") || j["quantization_config"].is_null()) return q;
@@ -114,6 +94,26 @@ void read_experts(const ConfigReader& r, DeepseekV3Config& c) {
 
 }  // namespace
 
+YarnRopeScaling parse_yarn_rope_scaling(const json& j, const std::string& source) {
+  YarnRopeScaling s;
+  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return s;
+  const json& r = j["rope_scaling"];
+  AERIE_CHECK(r.is_object(), source, ": 'rope_scaling' must be an object or null");
+  const ConfigReader reader(r, source, "rope_scaling.");
+  const std::string type = reader.string("type", reader.string("rope_type", ""));
+  if (type == "default") return s;
+  AERIE_CHECK(type == "yarn", source, ": unsupported rope_scaling.type '", type, "' (supported: yarn, or null)");
+  s.enabled = true;
+  s.factor = reader.positive_number("factor");
+  s.mscale = reader.non_negative_number("mscale", 1.0);
+  s.mscale_all_dim = reader.non_negative_number("mscale_all_dim", 0.0);
+  s.original_max_position_embeddings = reader.positive_integer("original_max_position_embeddings");
+  s.beta_fast = reader.positive_number("beta_fast", 32.0);
+  s.beta_slow = reader.positive_number("beta_slow", 1.0);
+  s.attention_factor = reader.non_negative_number("attention_factor", 0.0);
+  return s;
+}
+
 void check_mla_config(const DeepseekV3Config& c, const std::string& source) {
   const int64_t max_vocab = LoadLimits{}.max_vocab_size;
   AERIE_CHECK(c.n_vocab <= max_vocab, source, ": 'vocab_size' = ", c.n_vocab, " exceeds the limit of ", max_vocab,
@@ -160,7 +160,7 @@ DeepseekV3Config parse_deepseek_v3_config(const json& j, const std::string& sour
   read_experts(r, c);
   c.rms_norm_eps = r.positive_number("rms_norm_eps", 1e-6);
   c.rope_theta = r.positive_number("rope_theta", 10000.0);
-  c.rope_scaling = parse_yarn(j, source);
+  c.rope_scaling = parse_yarn_rope_scaling(j, source);
   c.rope_interleave = r.boolean("rope_interleave", true);
   c.num_nextn_predict_layers = r.non_negative_integer("num_nextn_predict_layers", 0);
   c.quantization = parse_quantization(j, source);

@@ -91,8 +91,14 @@ struct DeepseekV3Config {
 DeepseekV3Config parse_deepseek_v3_config(const nlohmann::json& json, const std::string& source);
 DeepseekV3Config load_deepseek_v3_config(const std::filesystem::path& config_json);
 
+// config.json's rope_scaling (`config` is the whole object): disabled when absent, null or of type
+// "default"; YaRN when "type" (or "rope_type") is "yarn", its values read and typed but not range-checked
+// (check_yarn_rope_scaling does that); any other type is an aerie::Error. Shared with the draft heads'
+// configs (io/mla_head_config.h, io/eagle_config.h).
+YarnRopeScaling parse_yarn_rope_scaling(const nlohmann::json& config, const std::string& source);
+
 // The range checks on what an MLA attention needs, shared with the EAGLE-3 MLA head's config
-// (spec/deepseek_heads.cpp): vocab_size within LoadLimits::max_vocab_size, an even qk_rope_head_dim,
+// (io/mla_head_config.cpp): vocab_size within LoadLimits::max_vocab_size, an even qk_rope_head_dim,
 // rms_norm_eps > 0, rope_theta > 1, all finite, and the YaRN values (factor >= 1, beta_fast >= beta_slow > 0,
 // mscale, mscale_all_dim and attention_factor >= 0). Throws aerie::Error naming `source` and the key.
 void check_mla_config(const DeepseekV3Config& config, const std::string& source);

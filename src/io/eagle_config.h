@@ -9,6 +9,9 @@
 //     (or LlamaForCausalLM), draft_vocab_size, often no rope_theta (the head then runs at base 10000,
 //     whatever the target uses), optionally target_hidden_size and
 //     eagle_config.eagle_aux_hidden_state_layer_ids.
+//   EAGLE-3 heads trained for DeepSeek-V3 targets (SpecForge): the same, with a YaRN rope_scaling
+//     ("type"/"rope_type" yarn), read here as DeepSeek's (parse_llama_config knows only llama3 scaling).
+// Which kind of head a folder holds is the drafter registry's decision (spec/drafter_registry.h).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "io/deepseek_config.h"
 #include "io/llama_config.h"
 
 namespace aerie {
@@ -33,7 +37,14 @@ struct EagleConfig {
   std::vector<int> aux_layer_ids;
   std::optional<bool> fc_bias;  // "bias" (EAGLE-1), when present
   bool norm_before_residual = false;  // EAGLE-3 variant: residual is hidden_norm(feature) (vLLM's key)
+  // rope_scaling of type yarn (heads for DeepSeek targets), range-checked; llama.rope_scaling is then
+  // disabled. Not enabled otherwise.
+  YarnRopeScaling yarn;
 };
+
+// eagle_config.eagle_aux_hidden_state_layer_ids of a head config, as written (empty when absent): layer
+// numbers >= 0 and below INT_MAX (the loader may add 1 to each). Shared with io/mla_head_config.h.
+std::vector<int> parse_aux_layer_ids(const nlohmann::json& config, const std::string& source);
 
 // Parses a head's config.json object; `source` names the file in errors. Throws aerie::Error on an
 // unknown architecture, a missing key or a value of the wrong type.

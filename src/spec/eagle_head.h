@@ -18,7 +18,7 @@
 // Tensor names: EAGLE-1 "layers.0.*"; EAGLE-3 "midlayer.*" (EAGLE repo, SpecForge) or "layers.0.*"
 // (NVIDIA / MAX), each optionally under "model." together with fc / norm / embed_tokens / fc_norm (SGLang
 // llama_eagle3.py accepts both spellings). RoPE uses the head's own rope_theta (absent: 10000) and
-// rope_scaling (llama3; or YaRN through set_yarn_rope: inv_freq by the YaRN ramp, cos and sin times the
+// rope_scaling (llama3; or YaRN, EagleConfig::yarn: inv_freq by the YaRN ramp, cos and sin times the
 // attention factor, i.e. q.k times its square, softmax scale head_dim^-0.5, as transformers' Llama).
 // EAGLE-3 heads with per-chunk fc_norm.{i}.weight [H_t] (vLLM's fc_norm) normalise each target part
 // before fc: g = fc(concat_i rms_norm(f_i) * fc_norm_i).
@@ -86,11 +86,11 @@ class EagleHead final : public DraftHead {
   std::string describe() const override;
 
   EagleKind kind() const { return weights_.kind; }
-  // Replaces the rope of a head whose config has a YaRN rope_scaling (see the header comment).
-  void set_yarn_rope(const YarnRopeScaling& scaling);
   const EagleWeights& weights() const { return weights_; }
 
  private:
+  // The rope of a head whose config has a YaRN rope_scaling (EagleConfig::yarn; see the header comment).
+  void set_yarn_rope(const YarnRopeScaling& scaling);
   void check_batch(const DraftBatch& batch) const;
   // x [n, n_embd] (the fc output or the fed-back feature) -> x after the decoder layer(s), in place.
   void eagle1_layers(float* x, int64_t n, const DraftBatch& batch);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "models/int4_weights.h"
 #include "models/quantize.h"
 #include "spec/deepseek_heads.h"
@@ -208,10 +209,9 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
 std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, const Model& target, ThreadPool& pool,
                                            const DraftLoadOptions& options) {
   const std::string config_path = (dir / "config.json").string();
-  nlohmann::json json = read_head_config_json(dir / "config.json");
+  const nlohmann::json json = read_json_file(dir / "config.json");
   // EAGLE-3 heads with MLA attention (DeepSeek targets) by their architecture.
   if (is_deepseek_eagle3_architecture(json)) return load_mla_eagle_head(dir, json, target, pool, options);
-  const YarnRopeScaling yarn = take_yarn_rope_scaling(json, config_path);
   EagleConfig config = parse_eagle_config(json, config_path);
   WeightStore store = WeightStore::open_dir(dir, options.progress);
   const bool deepseek_target = dynamic_cast<const DeepseekV3Model*>(&target) != nullptr;
@@ -242,9 +242,7 @@ std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, con
   } else if (options.prefault) {
     store.prefault(options.progress);
   }
-  auto head = std::make_unique<EagleHead>(std::move(config), std::move(store), kind, std::move(layers), target, pool);
-  if (yarn.enabled) head->set_yarn_rope(yarn);
-  return head;
+  return std::make_unique<EagleHead>(std::move(config), std::move(store), kind, std::move(layers), target, pool);
 }
 
 }  // namespace aerie

@@ -1,6 +1,7 @@
-// An EAGLE-3 head's config.json is held to the same ranges as a target's (tests/io/config_validation_test):
-// the MLA head's norm, rope, YaRN and vocabulary values, the YaRN rope_scaling an MHA head takes on a
-// DeepSeek target, and its aux layer ids. Each row edits one value of the shipped test head.
+// An EAGLE-3 head's config.json is held to the same ranges as a target's (config_validation_test): the
+// MLA head's norm, rope, YaRN and vocabulary values (io/mla_head_config.h), the YaRN rope_scaling of an
+// MHA head trained for a DeepSeek target (io/eagle_config.h), and its aux layer ids. Each row edits one
+// value of a shipped test head.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,14 +11,17 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
-#include "spec/deepseek_heads.h"
+#include "io/eagle_config.h"
+#include "io/mla_head_config.h"
 
 namespace aerie {
 namespace {
 
 using nlohmann::json;
 
-const std::filesystem::path kHead = std::filesystem::path(AERIE_TEST_DATA_DIR) / "deepseek_tiny_vocab_mla_head";
+const std::filesystem::path kData = std::filesystem::path(AERIE_TEST_DATA_DIR);
+const std::filesystem::path kHead = kData / "deepseek_tiny_vocab_mla_head";
+const std::filesystem::path kMhaHead = kData / "deepseek_heads" / "mha_yarn_modelprefix_fcnorm";
 
 struct Case {
   const char* pointer;
@@ -29,7 +33,7 @@ std::string error_of(json j, const Case& c, bool mha) {
   j[json::json_pointer(c.pointer)] = c.value;
   try {
     if (mha) {
-      take_yarn_rope_scaling(j, "head/config.json");
+      parse_eagle_config(j, "head/config.json");
     } else {
       parse_mla_head_config(j, "head/config.json");
     }
@@ -61,7 +65,12 @@ TEST(HeadConfigValidation, MlaHead) {
 }
 
 TEST(HeadConfigValidation, YarnOfAnMhaHead) {
-  const json head = read_json_file(kHead / "config.json");
+  const json head = read_json_file(kMhaHead / "config.json");
+  const EagleConfig parsed = parse_eagle_config(head, "head/config.json");
+  EXPECT_TRUE(parsed.yarn.enabled);  // the YaRN rope_scaling is the head's, not llama3 scaling
+  EXPECT_EQ(parsed.yarn.factor, 4.0);
+  EXPECT_EQ(parsed.yarn.original_max_position_embeddings, 64);
+  EXPECT_FALSE(parsed.llama.rope_scaling.enabled);
   const std::vector<Case> cases = {
       {"/rope_scaling/attention_factor", -0.5, "'rope_scaling.attention_factor' must be a finite number >= 0"},
       {"/rope_scaling/beta_fast", 0.5, "'rope_scaling.beta_fast' (0.5) must be >= 'rope_scaling.beta_slow' (1)"},
