@@ -196,10 +196,28 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     if (reason == FinishReason::kCancelled) ++metrics_.requests_cancelled;
     else if (reason == FinishReason::kError) ++metrics_.requests_failed;
-    else ++metrics_.requests_finished;
+    else observe_finished(seq, reason);
     metrics_.cached_prompt_tokens += seq.n_cached_prompt;
   }
   live_.erase(seq.id);
+}
+
+void Engine::observe_finished(const Sequence& seq, FinishReason reason) {
+  ++metrics_.requests_finished;
+  ++(reason == FinishReason::kStop ? metrics_.finished_stop : metrics_.finished_length);
+  const auto now = Clock::now();
+  auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
+  // A request finished without running (max_tokens 0) counts as scheduled and answered at once.
+  const auto scheduled = seq.scheduled_seen ? seq.first_scheduled : now;
+  const auto first_token = seq.first_token_seen ? seq.first_token_at : now;
+  metrics_.request_queue_time.observe(seconds(seq.submitted, scheduled));
+  metrics_.request_prefill_time.observe(seconds(scheduled, first_token));
+  metrics_.request_decode_time.observe(seconds(first_token, now));
+  metrics_.request_inference_time.observe(seconds(scheduled, now));
+  metrics_.e2e_request_latency.observe(seconds(seq.submitted, now));
+  if (seq.n_generated() > 1) metrics_.time_per_output_token.observe(seconds(first_token, now) / double(seq.n_generated() - 1));
+  metrics_.request_prompt_tokens.observe(double(seq.n_prompt));
+  metrics_.request_generation_tokens.observe(double(seq.n_generated()));
 }
 
 void Engine::fail(size_t i, const std::string& what, const std::exception& e) {
@@ -302,6 +320,7 @@ void Engine::post_events(const std::vector<ScheduledRows>& plan) {
       std::lock_guard<std::mutex> lock(metrics_mutex_);
       if (!seq.first_token_seen) {
         metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - seq.submitted).count());
+        seq.first_token_at = now;
       } else {
         const double gap = std::chrono::duration<double>(now - seq.last_token_at).count() / double(result.tokens.size());
         for (size_t t = 0; t < result.tokens.size(); ++t) metrics_.inter_token_latency.observe(gap);
@@ -344,7 +363,12 @@ bool Engine::step_once() {
     return false;
   }
   if (results_.size() < plan.size()) results_.resize(plan.size());
-  for (size_t i = 0; i < plan.size(); ++i) results_[i].clear();
+  const auto scheduled_at = Clock::now();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    results_[i].clear();
+    Sequence& seq = *plan[i].seq;
+    if (!seq.scheduled_seen) seq.first_scheduled = scheduled_at, seq.scheduled_seen = true;
+  }
   run(plan, 0);
   post_events(plan);
   std::lock_guard<std::mutex> lock(metrics_mutex_);

@@ -108,6 +108,8 @@ class Engine {
   void fail(size_t i, const std::string& what, const std::exception& e);
   void post_events(const std::vector<ScheduledRows>& plan);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
+  // A request that finished by stop or length: its counters and per-request histograms (metrics_mutex_ held).
+  void observe_finished(const Sequence& seq, FinishReason reason);
   // Calls seq's callback with `step`'s tokens (none when null); finished when reason is not kNone.
   void send_event(Sequence& seq, const StepResult* step, FinishReason reason, const std::string& error);
 

@@ -10,6 +10,14 @@ std::vector<double> Histogram::default_latency_bounds() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2.5, 5, 10, 30, 60};
 }
 
+std::vector<double> Histogram::one_two_five_bounds(int64_t max) {
+  std::vector<double> out;
+  for (int64_t scale = 1; scale <= max; scale *= 10)
+    for (int64_t step : {1, 2, 5})
+      if (step * scale <= max) out.push_back(double(step * scale));
+  return out;
+}
+
 void Histogram::observe(double value) {
   const size_t i = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
   ++counts_[i];

@@ -20,6 +20,8 @@ class Histogram {
   // Linear interpolation inside the bucket holding the q-quantile (0 when empty).
   double quantile(double q) const;
   static std::vector<double> default_latency_bounds();
+  // 1, 2, 5, 10, 20, 50, ... up to `max` (token counts per request, as vLLM buckets them).
+  static std::vector<double> one_two_five_bounds(int64_t max);
 
  private:
   std::vector<double> bounds_;
@@ -36,8 +38,17 @@ struct EngineMetrics {
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, prefilled_tokens = 0, generated_tokens = 0;
   int64_t steps = 0;
   SpecStats spec;                // summed over requests
+  int64_t finished_stop = 0, finished_length = 0;  // requests_finished by reason
   Histogram time_to_first_token;  // seconds
   Histogram inter_token_latency;  // seconds between a request's consecutive token events, per token
+  // Per request that finished (stop or length), the phases of vLLM's request metrics, in seconds:
+  // queue: submission to first scheduled; prefill: first scheduled to first token; decode: first token to
+  // the end; inference: prefill + decode; e2e: submission to the end; time per output token: decode over
+  // the tokens after the first (requests of two tokens or more).
+  Histogram request_queue_time, request_prefill_time, request_decode_time, request_inference_time;
+  Histogram e2e_request_latency, time_per_output_token;
+  Histogram request_prompt_tokens{Histogram::one_two_five_bounds(1 << 20)};
+  Histogram request_generation_tokens{Histogram::one_two_five_bounds(1 << 20)};
   double prefix_hit_rate() const {
     return prefix_block_lookups > 0 ? double(prefix_block_hits) / double(prefix_block_lookups) : 0.0;
   }

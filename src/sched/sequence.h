@@ -48,7 +48,8 @@ struct Sequence {
   SpecStats spec;
 
   // Timing.
-  std::chrono::steady_clock::time_point submitted, last_token_at;
+  std::chrono::steady_clock::time_point submitted, first_scheduled, first_token_at, last_token_at;
+  bool scheduled_seen = false;
   bool first_token_seen = false;
 
   int64_t n_generated() const { return int64_t(tokens.size()) - n_prompt; }

@@ -44,8 +44,10 @@ struct HttpCounters {
   int64_t client_disconnects = 0;
 };
 
-// Prometheus text exposition format (version 0.0.4).
-std::string prometheus_text(const EngineMetrics& metrics, const HttpCounters& http, int64_t in_flight, bool ready);
+// Prometheus text exposition format (version 0.0.4): the aerie_ metrics, then the same figures under vLLM's
+// `vllm:` names (labelled model_name="<served name>") that existing dashboards read.
+std::string prometheus_text(const EngineMetrics& metrics, const HttpCounters& http, int64_t in_flight, bool ready,
+                            const std::string& model_name = "aerie");
 
 // "chatcmpl-..." / "cmpl-..." ids and fresh seeds from a per-thread generator.
 std::string new_response_id(std::string_view prefix);

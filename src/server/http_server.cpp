@@ -355,7 +355,7 @@ void HttpServer::Impl::routes() {
     c.rejected_overload = rejected;
     c.client_disconnects = disconnects;
     const EngineMetrics m = b ? b->loop->metrics() : EngineMetrics();
-    res.set_content(prometheus_text(m, c, b ? b->loop->in_flight() : 0, b && !draining.load()),
+    res.set_content(prometheus_text(m, c, b ? b->loop->in_flight() : 0, b && !draining.load(), options.served_model_name),
                     "text/plain; version=0.0.4; charset=utf-8");
   }));
   http.set_pre_routing_handler([this](const auto& req, auto& res) { return check_head(req, res); });

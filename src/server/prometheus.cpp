@@ -1,6 +1,7 @@
 // GET /metrics: the engine's counters, gauges and latency histograms in the Prometheus text format.
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "server/endpoints.h"
 
@@ -33,21 +34,96 @@ void header(std::string& out, const char* name, const char* type, const char* he
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
-void histogram(std::string& out, const char* name, const char* help, const Histogram& h) {
+// `labels`: "" or label pairs without braces (model_name="m"), put before any le.
+void histogram(std::string& out, const char* name, const char* help, const Histogram& h, const std::string& labels = "") {
   header(out, name, "histogram", help);
+  const std::string prefix = labels.empty() ? "" : labels + ",";
+  const std::string braces = labels.empty() ? "" : "{" + labels + "}";
   int64_t cumulative = 0;
   for (size_t i = 0; i < h.counts().size(); ++i) {
     cumulative += h.counts()[i];
     const std::string le = i < h.bounds().size() ? number(h.bounds()[i]) : "+Inf";
-    out += std::string(name) + "_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+    out += std::string(name) + "_bucket{" + prefix + "le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
   }
-  out += std::string(name) + "_sum " + number(h.sum()) + "\n";
-  out += std::string(name) + "_count " + std::to_string(h.count()) + "\n";
+  out += std::string(name) + "_sum" + braces + " " + number(h.sum()) + "\n";
+  out += std::string(name) + "_count" + braces + " " + std::to_string(h.count()) + "\n";
+}
+
+// A label value with \\, " and newlines escaped (the text format's rule).
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// The vLLM names (vLLM's metrics design document lists them): the same figures as the aerie_ metrics.
+void vllm_metrics(std::string& out, const EngineMetrics& m, const std::string& model_name) {
+  const std::string model = "model_name=\"" + label_value(model_name) + "\"";
+  auto sample = [&](const char* name, const char* type, const char* help, double value, const std::string& extra = "") {
+    header(out, name, type, help);
+    out += std::string(name) + "{" + model + extra + "} " + number(value) + "\n";
+  };
+  const double usage = m.kv_blocks_total > 0 ? double(m.kv_blocks_in_use) / double(m.kv_blocks_total) : 0.0;
+  sample("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", double(m.running));
+  sample("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", double(m.waiting));
+  sample("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", usage);
+  sample("vllm:gpu_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage (the older name).", usage);
+  sample("vllm:num_preemptions_total", "counter", "Cumulative number of preemptions from the engine.",
+         double(m.preemptions));
+  sample("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", double(m.prompt_tokens));
+  sample("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+         double(m.generated_tokens));
+  sample("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in KV blocks (aerie counts blocks).",
+         double(m.prefix_block_lookups));
+  sample("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in KV blocks (aerie counts blocks).",
+         double(m.prefix_block_hits));
+  header(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
+  const std::pair<const char*, int64_t> reasons[] = {
+      {"stop", m.finished_stop}, {"length", m.finished_length}, {"abort", m.requests_cancelled}};
+  for (const auto& [reason, count] : reasons)
+    out += "vllm:request_success_total{" + model + ",finished_reason=\"" + reason + "\"} " + std::to_string(count) + "\n";
+  histogram(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            m.time_to_first_token, model);
+  histogram(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            m.inter_token_latency, model);
+  histogram(out, "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
+            m.time_per_output_token, model);
+  histogram(out, "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
+            m.e2e_request_latency, model);
+  histogram(out, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+            m.request_queue_time, model);
+  histogram(out, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+            m.request_prefill_time, model);
+  histogram(out, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+            m.request_decode_time, model);
+  histogram(out, "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+            m.request_inference_time, model);
+  histogram(out, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", m.request_prompt_tokens, model);
+  histogram(out, "vllm:request_generation_tokens", "Number of generation tokens processed.",
+            m.request_generation_tokens, model);
+  const SpecStats& s = m.spec;
+  sample("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", double(s.rounds));
+  sample("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", double(s.draft_tokens));
+  sample("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+         double(s.accepted_tokens));
+  header(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Accepted tokens per draft position.");
+  for (size_t i = 0; i < s.accepted_at.size(); ++i)
+    out += "vllm:spec_decode_num_accepted_tokens_per_pos_total{" + model + ",position=\"" + std::to_string(i) +
+           "\"} " + std::to_string(s.accepted_at[i]) + "\n";
 }
 
 }  // namespace
 
-std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, int64_t in_flight, bool ready) {
+std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, int64_t in_flight, bool ready,
+                            const std::string& model_name) {
   std::string out;
   metric(out, "aerie_ready", "gauge", "1 when the model is loaded and the server takes requests.", ready ? 1 : 0);
   metric(out, "aerie_requests_running", "gauge", "Requests the engine is running.", double(m.running));
@@ -110,6 +186,7 @@ std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, in
          double(http.rejected_overload));
   metric(out, "aerie_http_client_disconnects_total", "counter", "Streams whose client went away before the end.",
          double(http.client_disconnects));
+  vllm_metrics(out, m, model_name);
   return out;
 }
 

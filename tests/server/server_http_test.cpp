@@ -1,8 +1,12 @@
 // `aerie serve` over real HTTP on loopback: the streamed and the whole response agree, stop strings,
-// max_tokens, n and seeds behave as OpenAI's do, usage counts are right, and the side endpoints answer.
+// max_tokens, n and seeds behave as OpenAI's do, usage counts are right, and the side endpoints answer
+// (/metrics under the aerie_ and the vllm: names).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
+#include <string>
 
 #include "server/stop_strings.h"
 #include "server_fixture.h"
@@ -238,6 +242,68 @@ TEST(ServeSpeculative, DraftHeadServesAndReportsAcceptance) {
   EXPECT_GT(m.spec.rounds, 0);
   const std::string metrics = get(*client, "/metrics").body;
   EXPECT_NE(metrics.find("aerie_spec_decode_acceptance_per_position{position=\"2\"}"), std::string::npos);
+}
+
+// Samples of a Prometheus text page: "name{labels}" -> value (comments skipped).
+std::map<std::string, double> prometheus_samples(const std::string& page) {
+  std::map<std::string, double> out;
+  size_t at = 0;
+  while (at < page.size()) {
+    const size_t end = std::min(page.find('\n', at), page.size());
+    const std::string line = page.substr(at, end - at);
+    at = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    out[line.substr(0, space)] = std::stod(line.substr(space + 1));
+  }
+  return out;
+}
+
+// The vllm: names carry the aerie_ figures, labelled with the served model name, and the per-request
+// phases add up (queue + inference = end to end; prefill + decode = inference).
+TEST(ServeSpeculative, VllmMetricNamesCarryTheSameFigures) {
+  TestServerConfig config;
+  config.draft = true;
+  config.engine.spec.num_speculative_tokens = 3;
+  TestServer server(config);
+  auto client = server.client();
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(post(*client, "/v1/chat/completions", chat_body("speculate", 12).dump()).status, 200);
+  const auto m = prometheus_samples(get(*client, "/metrics").body);
+  auto at = [&](const std::string& key) {
+    const auto it = m.find(key);
+    EXPECT_NE(it, m.end()) << key;
+    return it == m.end() ? -1.0 : it->second;
+  };
+  const std::string model = "{model_name=\"aerie\"}";
+  EXPECT_EQ(at("vllm:spec_decode_num_drafts" + std::string("_total") + model), at("aerie_spec_decode_rounds_total"));
+  EXPECT_GT(at("vllm:spec_decode_num_drafts_total" + model), 0);
+  EXPECT_EQ(at("vllm:spec_decode_num_draft_tokens_total" + model), at("aerie_spec_decode_draft_tokens_total"));
+  const double accepted = at("vllm:spec_decode_num_accepted_tokens_total" + model);
+  EXPECT_EQ(accepted, at("aerie_spec_decode_accepted_tokens_total"));
+  double per_position = 0;
+  for (int p = 0; p < 3; ++p)
+    per_position += at("vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"aerie\",position=\"" +
+                       std::to_string(p) + "\"}");
+  EXPECT_EQ(per_position, accepted);
+  EXPECT_EQ(at("vllm:generation_tokens_total" + model), 36);
+  EXPECT_EQ(at("vllm:prompt_tokens_total" + model), at("aerie_prompt_tokens_total"));
+  EXPECT_EQ(at("vllm:request_success_total{model_name=\"aerie\",finished_reason=\"length\"}"), 3);
+  EXPECT_EQ(at("vllm:request_generation_tokens_sum" + model), 36);
+  EXPECT_EQ(at("vllm:request_generation_tokens_count" + model), 3);
+  EXPECT_EQ(at("vllm:request_generation_tokens_bucket{model_name=\"aerie\",le=\"10\"}"), 0);
+  EXPECT_EQ(at("vllm:request_generation_tokens_bucket{model_name=\"aerie\",le=\"20\"}"), 3);
+  EXPECT_EQ(at("vllm:time_to_first_token_seconds_count" + model), 3);
+  EXPECT_EQ(at("vllm:time_per_output_token_seconds_count" + model), 3);
+  const double e2e = at("vllm:e2e_request_latency_seconds_sum" + model);
+  const double queue = at("vllm:request_queue_time_seconds_sum" + model);
+  const double inference = at("vllm:request_inference_time_seconds_sum" + model);
+  const double prefill = at("vllm:request_prefill_time_seconds_sum" + model);
+  const double decode = at("vllm:request_decode_time_seconds_sum" + model);
+  EXPECT_GT(decode, 0);
+  EXPECT_NEAR(queue + inference, e2e, 1e-6 * e2e + 1e-9);
+  EXPECT_NEAR(prefill + decode, inference, 1e-6 * inference + 1e-9);
+  EXPECT_GE(at("vllm:kv_cache_usage_perc" + model), 0);
+  EXPECT_EQ(at("vllm:num_requests_running" + model), 0);
 }
 
 }  // namespace
