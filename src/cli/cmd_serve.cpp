@@ -35,6 +35,8 @@ std::vector<OptionSpec> serve_options() {
   specs.insert(specs.end(), draft.begin(), draft.end());
   const std::vector<OptionSpec> own = {
       {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3)"},
+      {"--synthetic-acceptance", true, "with --draft: accept each draft with this probability, for load tests at a "
+                                       "chosen acceptance rate (the responses are NOT the model's output)"},
       {"--draft-proposal", true, "with --draft at T > 0: sampled (default; rejection sampling) or argmax"},
       {"--num-speculative-tokens-per-batch-size", true,
        "with --draft: K by the number of decoding sequences, e.g. 1-4:3,5-16:2,17-:0 (0 = plain decoding)"},
@@ -200,8 +202,16 @@ int run_serve(const std::vector<std::string>& argv) {
     config.spec.proposal = proposal == "sampled" ? DraftProposal::kSampled : DraftProposal::kArgmax;
     if (args.has("--num-speculative-tokens-per-batch-size"))
       config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
+    if (args.has("--synthetic-acceptance")) {
+      config.spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
+      AERIE_CHECK(config.spec.synthetic_acceptance >= 0.0 && config.spec.synthetic_acceptance <= 1.0,
+                  "--synthetic-acceptance must be in [0, 1]");
+      std::fprintf(stderr, "aerie serve: synthetic acceptance %.2f: responses are NOT the model's output (load tests "
+                           "only)\n", config.spec.synthetic_acceptance);
+    }
   } else {
-    for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--num-speculative-tokens-per-batch-size"})
+    for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--num-speculative-tokens-per-batch-size",
+                             "--synthetic-acceptance"})
       AERIE_CHECK(!args.has(name), name, " needs --draft");
   }
   Engine engine(*model, head.get(), config, pool);
@@ -210,6 +220,7 @@ int run_serve(const std::vector<std::string>& argv) {
   served.engine = &engine;
   served.tokenizer = tokenizer.get();
   served.eos_ids = stop_token_ids(model_dir, model->eos_token_ids());
+  served.synthetic_acceptance = head ? config.spec.synthetic_acceptance : -1.0;
   served.tool_parser = tool_parser_for(args, model_dir, *tokenizer);
   served.chat_template = args.has("--chat-template") ? read_file(args.str("--chat-template"))
                                                      : tokenizer->config().chat_template;

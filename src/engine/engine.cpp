@@ -190,15 +190,15 @@ void Engine::send_event(Sequence& seq, const StepResult* step, FinishReason reas
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error, const StepResult* last) {
   if (reason == FinishReason::kError)
     std::fprintf(stderr, "aerie: request %llu failed: %s\n", (unsigned long long)seq.id, error.c_str());
-  send_event(seq, last, reason, error);
-  scheduler_->remove(&seq);
-  {
+  {  // counted before the client hears of the end, so that a scrape after the response includes it
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     if (reason == FinishReason::kCancelled) ++metrics_.requests_cancelled;
     else if (reason == FinishReason::kError) ++metrics_.requests_failed;
     else observe_finished(seq, reason);
     metrics_.cached_prompt_tokens += seq.n_cached_prompt;
   }
+  send_event(seq, last, reason, error);
+  scheduler_->remove(&seq);
   live_.erase(seq.id);
 }
 

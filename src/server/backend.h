@@ -29,6 +29,7 @@ struct ServedModel {
   std::optional<ToolParserKind> tool_parser;  // detected from the checkpoint, or --tool-parser
   std::string chat_template;                  // Jinja source; "" when the model has none
   int64_t n_vocab = 0;                        // the model's (token-id prompts are checked against it)
+  double synthetic_acceptance = -1.0;         // the engine's (serve --synthetic-acceptance); < 0: none
 };
 
 struct Backend {

@@ -157,6 +157,7 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
   plan.tool_call_id_seed = request.seed ? uint64_t(*request.seed) : fresh_seed();
   plan.stream = request.stream;
   plan.include_usage = request.include_usage;
+  plan.include_speculation = request.include_speculation;
   stream = request.stream;
   return std::make_shared<Generation>(context.backend, std::move(plan), context.log);
 }
@@ -205,6 +206,7 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
   plan.stop = request.stop;
   plan.stream = request.stream;
   plan.include_usage = request.include_usage;
+  plan.include_speculation = request.include_speculation;
   stream = request.stream;
   return std::make_shared<Generation>(context.backend, std::move(plan), context.log);
 }

@@ -59,6 +59,7 @@ std::vector<uint64_t> EngineLoop::submit(std::vector<SubmitJob> jobs, std::share
         out.cached_prompt_tokens = e.cached_prompt_tokens;
         out.generated_tokens = e.generated_tokens;
         out.mean_acceptance_length = e.spec != nullptr && e.spec->rounds > 0 ? e.spec->mean_acceptance_length() : 0.0;
+        if (e.finished && e.spec != nullptr) out.spec = *e.spec;
         if (e.finished) {
           std::lock_guard<std::mutex> ids_lock(ids_mutex_);
           live_ids_.erase(e.request_id);

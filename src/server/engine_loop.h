@@ -38,6 +38,7 @@ struct ChoiceEvent {
   int64_t cached_prompt_tokens = 0;
   int64_t generated_tokens = 0;
   double mean_acceptance_length = 0.0;  // 1 + accepted / rounds; 0 when nothing was drafted
+  SpecStats spec;                       // the choice's speculation figures, on the final event only
 };
 
 // The events of one HTTP request (all its choices).

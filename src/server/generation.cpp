@@ -81,6 +81,11 @@ Usage Generation::usage() const {
   Usage usage;
   for (const GenerationPrompt& prompt : plan_.prompts) usage.prompt_tokens += int64_t(prompt.ids.size());
   for (const Choice& choice : choices_) usage.completion_tokens += choice.stream->completion_tokens();
+  if (plan_.include_speculation) {
+    usage.has_speculation = true;
+    for (const Choice& choice : choices_) usage.speculation.add(choice.spec);
+    usage.synthetic_acceptance = backend_->model.synthetic_acceptance;
+  }
   return usage;
 }
 
@@ -100,6 +105,7 @@ void Generation::on_event(ChoiceEvent& event, std::string* sse) {
     choice.engine_reason = event.finish_reason;
   }
   choice.acceptance_length = event.mean_acceptance_length;
+  if (event.finished) choice.spec = std::move(event.spec);
   if (!event.tokens.empty() && !have_first_token_) {
     have_first_token_ = true;
     first_token_ = Clock::now();

@@ -48,6 +48,7 @@ struct GenerationPlan {
   uint64_t tool_call_id_seed = 0;
   bool stream = false;
   bool include_usage = false;
+  bool include_speculation = false;  // the usage carries the speculation figures (an aerie extension)
 };
 
 class Generation {
@@ -91,6 +92,7 @@ class Generation {
     FinishReason reason = FinishReason::kStop;  // what the client is told
     std::string error;                          // the choice failed (engine error, or cancelled by the server)
     double acceptance_length = 0.0;  // 0: no drafts verified
+    SpecStats spec;                  // from the final event
   };
 
   void on_event(ChoiceEvent& event, std::string* sse);

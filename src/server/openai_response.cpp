@@ -12,9 +12,21 @@ std::string_view finish_reason_name(FinishReason reason) {
 }
 
 OrderedJson usage_json(const Usage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens},
-          {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+  OrderedJson out = {{"prompt_tokens", usage.prompt_tokens},
+                     {"completion_tokens", usage.completion_tokens},
+                     {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+  if (usage.has_speculation) {
+    const SpecStats& s = usage.speculation;
+    OrderedJson spec = {{"rounds", s.rounds},
+                        {"draft_tokens", s.draft_tokens},
+                        {"accepted_tokens", s.accepted_tokens},
+                        {"acceptance_rate", s.acceptance_rate()},
+                        {"mean_acceptance_length", s.rounds > 0 ? s.mean_acceptance_length() : 0.0},
+                        {"accepted_per_position", s.accepted_at}};
+    if (usage.synthetic_acceptance >= 0.0) spec["synthetic_acceptance"] = usage.synthetic_acceptance;
+    out["speculation"] = std::move(spec);
+  }
+  return out;
 }
 
 std::string make_response_id(std::string_view prefix, std::mt19937_64& rng) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/tool_parser.h"
+#include "spec/spec_stats.h"
 
 namespace aerie::server {
 
@@ -24,8 +25,15 @@ std::string_view finish_reason_name(FinishReason reason);
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  // With the request's include_speculation (an aerie extension): every choice's speculation figures summed,
+  // and the server's synthetic acceptance rate when it runs one (< 0: none).
+  bool has_speculation = false;
+  SpecStats speculation;
+  double synthetic_acceptance = -1.0;
 };
-// {"prompt_tokens", "completion_tokens", "total_tokens"}
+// {"prompt_tokens", "completion_tokens", "total_tokens"}, and "speculation": {"rounds", "draft_tokens",
+// "accepted_tokens", "acceptance_rate", "mean_acceptance_length", "accepted_per_position",
+// ["synthetic_acceptance"]} when has_speculation.
 OrderedJson usage_json(const Usage& usage);
 
 // "chatcmpl-" / "cmpl-" + 29 characters of [A-Za-z0-9].

@@ -194,6 +194,7 @@ void read_sampling_fields(const Json& body, const RequestLimits& limits, Samplin
   out.stop = read_stop(body, limits);
   out.logit_bias = read_logit_bias(body, limits);
 
+  out.include_speculation = get_bool(body, "include_speculation", "include_speculation").value_or(false);
   if (const Json* options = get_object(body, "stream_options", "stream_options")) {
     if (!out.stream) {
       throw ApiError::invalid_request("The 'stream_options' parameter is only allowed when 'stream' is enabled.",

@@ -75,6 +75,7 @@ struct SamplingRequest {
   int64_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool include_speculation = false;  // aerie's extension: usage.speculation (per-request acceptance)
   bool logprobs = false;
   int64_t top_logprobs = 0;    // chat: top_logprobs; completions: the integer `logprobs`
   std::string user;

@@ -147,6 +147,7 @@ class TestServer {
     served.tool_parser = ToolParserKind::kLlama3Json;
     served.chat_template = kTemplate;
     served.n_vocab = model_->n_vocab();
+    served.synthetic_acceptance = config_.engine.spec.synthetic_acceptance;
     server_->attach(served);
   }
 

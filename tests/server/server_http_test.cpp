@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "server/stop_strings.h"
 #include "server_fixture.h"
@@ -244,6 +246,46 @@ TEST(ServeSpeculative, DraftHeadServesAndReportsAcceptance) {
   EXPECT_NE(metrics.find("aerie_spec_decode_acceptance_per_position{position=\"2\"}"), std::string::npos);
 }
 
+// include_speculation (aerie's extension) puts the request's own speculation figures in its usage, whole
+// and streamed; with a synthetic acceptance of 1 on the engine, every draft is accepted and the usage says
+// the rate is synthetic.
+TEST(ServeSpeculative, UsageCarriesTheRequestsAcceptanceWhenAsked) {
+  for (const double synthetic : {-1.0, 1.0}) {
+    TestServerConfig config;
+    config.draft = true;
+    config.engine.spec.num_speculative_tokens = 3;
+    config.engine.spec.synthetic_acceptance = synthetic;
+    TestServer server(config);
+    auto client = server.client();
+    Json body = chat_body("speculate", 20);
+    EXPECT_FALSE(post(*client, "/v1/chat/completions", body.dump()).json()["usage"].contains("speculation"));
+    body["include_speculation"] = true;
+    const Json usage = post(*client, "/v1/chat/completions", body.dump()).json()["usage"];
+    ASSERT_TRUE(usage.contains("speculation")) << usage.dump();
+    const Json& s = usage["speculation"];
+    const int64_t rounds = s["rounds"], drafted = s["draft_tokens"], accepted = s["accepted_tokens"];
+    EXPECT_GT(rounds, 0);
+    EXPECT_LE(accepted, drafted);
+    int64_t per_position = 0;
+    for (const Json& n : s["accepted_per_position"]) per_position += n.get<int64_t>();
+    EXPECT_EQ(per_position, accepted);
+    EXPECT_DOUBLE_EQ(s["mean_acceptance_length"].get<double>(), 1.0 + double(accepted) / double(rounds));
+    // The prefill's token, then accepted + 1 a round; K = 0 steps near max_tokens add one each.
+    EXPECT_GE(usage["completion_tokens"].get<int64_t>(), 1 + rounds + accepted);
+    if (synthetic >= 0) {
+      EXPECT_EQ(accepted, drafted);
+      EXPECT_EQ(s["synthetic_acceptance"], 1.0);
+    } else {
+      EXPECT_FALSE(s.contains("synthetic_acceptance"));
+    }
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    const SseResult streamed = post_stream(*client, "/v1/chat/completions", body);
+    ASSERT_FALSE(streamed.events.empty());
+    EXPECT_TRUE(streamed.events.back()["usage"].contains("speculation")) << streamed.events.back().dump();
+  }
+}
+
 // Samples of a Prometheus text page: "name{labels}" -> value (comments skipped).
 std::map<std::string, double> prometheus_samples(const std::string& page) {
   std::map<std::string, double> out;
@@ -268,7 +310,14 @@ TEST(ServeSpeculative, VllmMetricNamesCarryTheSameFigures) {
   TestServer server(config);
   auto client = server.client();
   for (int i = 0; i < 3; ++i) ASSERT_EQ(post(*client, "/v1/chat/completions", chat_body("speculate", 12).dump()).status, 200);
-  const auto m = prometheus_samples(get(*client, "/metrics").body);
+  // The engine loop updates its gauges and token counters after the step that answered the last request.
+  std::map<std::string, double> m;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    m = prometheus_samples(get(*client, "/metrics").body);
+    if (m["vllm:num_requests_running{model_name=\"aerie\"}"] == 0 && m["aerie_generation_tokens_total"] == 36) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < deadline);
   auto at = [&](const std::string& key) {
     const auto it = m.find(key);
     EXPECT_NE(it, m.end()) << key;
