@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie::cli {
 
@@ -30,9 +30,7 @@ std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& tar
   options.int8_group = weights.int8_group;
   options.int4_group = weights.int4_group;
   const auto start = std::chrono::steady_clock::now();
-  // "mtp": the target checkpoint's own multi-token-prediction layer (DeepSeek-V3), no folder.
-  std::unique_ptr<DraftHead> head = draft == "mtp" ? load_mtp_drafter(target, pool, options)
-                                                  : load_draft_head(draft, target, pool, options);
+  std::unique_ptr<DraftHead> head = load_drafter(draft, target, pool, options);  // a folder, or "mtp"
   if (!quiet) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::string layers;

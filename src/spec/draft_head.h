@@ -67,6 +67,7 @@ class DraftHead {
   virtual std::string describe() const = 0;
 };
 
+// How spec/drafter_registry.h's load_drafter loads a drafter.
 struct DraftLoadOptions {
   // Overrides the target layers an EAGLE-3 head fuses (aerie convention: residual entering layer i).
   std::vector<int> target_layers;
@@ -80,10 +81,5 @@ struct DraftLoadOptions {
   int64_t int8_group = 0;
   int64_t int4_group = 128;  // int4: models/int4_weights.h (EAGLE-1/3 heads; MLA heads refuse int4)
 };
-
-// Loads DIR (config.json + pytorch_model.bin or model.safetensors) as an EAGLE-1 or EAGLE-3 head for
-// `target`. Shapes that do not fit the target are refused with an aerie::Error naming the shape.
-std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, const Model& target, ThreadPool& pool,
-                                           const DraftLoadOptions& options = {});
 
 }  // namespace aerie

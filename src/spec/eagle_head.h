@@ -59,9 +59,10 @@ struct EagleWeights {
   std::vector<int64_t> draft_to_target;  // [n_draft_vocab] d + d2t[d]; empty for a full-vocabulary head
 };
 
-// Binds the head's tensors for `kind`, checking every shape against the config and the target; a missing
-// tensor or a shape that does not fit is an aerie::Error naming the tensor and the reason. `n_fused` is
-// the number of target layers an EAGLE-3 head concatenates (fc's width must be n_fused * target_n_embd).
+// Binds the head's tensors for `kind`, checking every shape against the config; a missing tensor or a
+// shape that does not fit is an aerie::Error naming the tensor and the reason. `n_fused` is the number of
+// target layers an EAGLE-3 head concatenates (fc's width must be n_fused * target_n_embd). That the head
+// fits `target` (family, hidden size, vocabulary) the drafter registry has checked before.
 EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& config, EagleKind kind,
                                 const Model& target, int64_t n_fused);
 
@@ -71,7 +72,8 @@ std::vector<int64_t> bind_draft_vocab_map(const WeightStore& store, int64_t n_dr
 
 class EagleHead final : public DraftHead {
  public:
-  // `target` must outlive the head (its embedding and, for EAGLE-1, its output head are borrowed).
+  // `target` must outlive the head (its embedding and, for EAGLE-1, its output head are borrowed). Built
+  // by the drafter registry (spec/drafter_registry.h), which checks first that the head fits the target.
   EagleHead(EagleConfig config, WeightStore store, EagleKind kind, std::vector<int> target_layers,
             const Model& target, ThreadPool& pool);
 

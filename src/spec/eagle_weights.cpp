@@ -1,70 +1,12 @@
-// Loading EAGLE heads: which kind a folder holds, which target layers it fuses, and every tensor bound
-// by its published name with its shape checked against the head's config and the target.
-#include <algorithm>
-
-#include <nlohmann/json.hpp>
-
+// Binding an EAGLE-1 or EAGLE-3 (MHA) head's tensors by their published names, every shape checked
+// against the head's config. Which kind a folder holds, whether it fits the target and which target
+// layers it fuses are the drafter registry's decisions (spec/drafter_registry.cpp).
 #include "core/error.h"
-#include "io/json_file.h"
-#include "models/int4_weights.h"
-#include "models/quantize.h"
-#include "spec/deepseek_heads.h"
 #include "spec/eagle_head.h"
-#include "spec/mla_head.h"
-#include "models/deepseek_v3.h"
+#include "spec/head_names.h"
 
 namespace aerie {
 namespace {
-
-std::string layers_str(const std::vector<int>& layers) {
-  std::string s = "{";
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(layers[i]);
-  }
-  return s + "}";
-}
-
-bool has_prefix(const WeightStore& store, const std::string& prefix) {
-  const std::vector<std::string> names = store.names();
-  return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(prefix, 0) == 0; });
-}
-
-// EAGLE-3 if the tensors say so (midlayer.*, a hidden_norm, a d2t) or the architecture does.
-EagleKind detect_kind(const WeightStore& store, const EagleConfig& config) {
-  if (has_prefix(store, "midlayer.") || has_prefix(store, "model.midlayer.") ||
-      store.contains("layers.0.hidden_norm.weight") || store.contains("model.layers.0.hidden_norm.weight") ||
-      store.contains("d2t"))
-    return EagleKind::kEagle3;
-  return config.llama.architecture == "LlamaForCausalLMEagle3" ? EagleKind::kEagle3 : EagleKind::kEagle1;
-}
-
-// The target layers an EAGLE-3 head fuses (aerie convention: residual stream entering layer i):
-// the caller's override, else the config's eagle_aux_hidden_state_layer_ids (+1 each when they count
-// layer outputs, as SGLang reads them), else EAGLE's default {2, L/2, L-3}.
-std::vector<int> eagle3_target_layers(const EagleConfig& config, const DraftLoadOptions& options, int n_layer,
-                                      const std::string& source) {
-  std::vector<int> layers;
-  std::string origin;
-  if (!options.target_layers.empty()) {
-    layers = options.target_layers;
-    origin = "the requested draft layers";
-  } else if (!config.aux_layer_ids.empty()) {
-    layers = config.aux_layer_ids;
-    origin = "eagle_aux_hidden_state_layer_ids";
-    if (options.aux_layer_ids_are_outputs) {
-      for (int& l : layers) ++l;
-      origin += " + 1 (counted as layer outputs)";
-    }
-  } else {
-    layers = {2, n_layer / 2, n_layer - 3};
-    origin = "the default {2, L/2, L-3}";
-  }
-  for (int l : layers)
-    AERIE_CHECK(l >= 0 && l <= n_layer, source, ": EAGLE-3 target layer ", l, " (from ", origin, " = ",
-                layers_str(layers), ") is outside [0, ", n_layer, "] for a ", n_layer, "-layer target");
-  return layers;
-}
 
 void bind_layer(const WeightStore& store, const LlamaConfig& c, const std::string& p, int64_t n_in,
                 EagleLayerWeights& layer) {
@@ -88,18 +30,6 @@ void bind_layer(const WeightStore& store, const LlamaConfig& c, const std::strin
   layer.mlp.gate = linear("mlp.gate_proj", c.n_ff, c.n_embd);
   layer.mlp.up = linear("mlp.up_proj", c.n_ff, c.n_embd);
   layer.mlp.down = linear("mlp.down_proj", c.n_embd, c.n_ff);
-}
-
-// EAGLE-3 tensors outside the layer may sit under "model." (SGLang's llama_eagle3 accepts both).
-std::string top_name(const WeightStore& store, const std::string& name) {
-  return !store.contains(name) && store.contains("model." + name) ? "model." + name : name;
-}
-
-// The EAGLE-3 layer prefix: midlayer. / layers.0., each possibly under model.
-std::string eagle3_layer_prefix(const WeightStore& store) {
-  for (const char* p : {"midlayer.", "model.midlayer.", "layers.0.", "model.layers.0."})
-    if (has_prefix(store, p)) return p;
-  return "layers.0.";
 }
 
 }  // namespace
@@ -136,16 +66,6 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
   const LlamaConfig& c = config.llama;
   const std::string& src = store.source();
   const int64_t n_embd = c.n_embd, t_embd = config.target_n_embd;
-  AERIE_CHECK(c.n_vocab == target.n_vocab(), src, ": vocab_size ", c.n_vocab, " does not match the target's ",
-              target.n_vocab(), " (the head embeds and names tokens in the target's vocabulary)");
-  if (kind == EagleKind::kEagle1) {
-    AERIE_CHECK(n_embd == target.n_embd(), src, ": EAGLE-1 head hidden_size ", n_embd, " does not match the target's ",
-                target.n_embd(), " (the head reads the target's final hidden state and logits through its lm_head)");
-  } else {
-    AERIE_CHECK(t_embd == target.n_embd(), src, ": EAGLE-3 head ",
-                config.has_target_n_embd ? "target_hidden_size " : "hidden_size ", t_embd,
-                " does not match the target's hidden_size ", target.n_embd(), " (fc reads the target's hidden states)");
-  }
   EagleWeights w;
   w.kind = kind;
   w.embed = &target.token_embedding();
@@ -204,45 +124,6 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
   w.output = bind_linear(store, "lm_head", config.n_draft_vocab, n_embd, false);  // int8 when quantised
   w.draft_to_target = bind_draft_vocab_map(store, config.n_draft_vocab, config.llama.n_vocab);
   return w;
-}
-
-std::unique_ptr<DraftHead> load_draft_head(const std::filesystem::path& dir, const Model& target, ThreadPool& pool,
-                                           const DraftLoadOptions& options) {
-  const std::string config_path = (dir / "config.json").string();
-  const nlohmann::json json = read_json_file(dir / "config.json");
-  // EAGLE-3 heads with MLA attention (DeepSeek targets) by their architecture.
-  if (is_deepseek_eagle3_architecture(json)) return load_mla_eagle_head(dir, json, target, pool, options);
-  EagleConfig config = parse_eagle_config(json, config_path);
-  WeightStore store = WeightStore::open_dir(dir, options.progress);
-  const bool deepseek_target = dynamic_cast<const DeepseekV3Model*>(&target) != nullptr;
-  const EagleKind kind = detect_kind(store, config);
-  std::vector<int> layers;
-  if (kind == EagleKind::kEagle1) {
-    AERIE_CHECK(options.target_layers.empty() || options.target_layers == std::vector<int>{kFinalNormLayer},
-                store.source(), ": an EAGLE-1 head reads only the target's final hidden state; target layers ",
-                layers_str(options.target_layers), " cannot be chosen");
-    layers = {kFinalNormLayer};
-  } else if (deepseek_target) {
-    // The number of fused layers follows fc's width (2 or 3 target layers), see spec/deepseek_heads.h.
-    const Tensor& fc = store.get(top_name(store, "fc.weight"));
-    AERIE_CHECK(fc.shape.ndim() == 2, store.source(), ": fc.weight must be a matrix, has shape ", fc.shape.str());
-    AERIE_CHECK(config.target_n_embd == target.n_embd(), store.source(), ": EAGLE-3 head ",
-                config.has_target_n_embd ? "target_hidden_size " : "hidden_size ", config.target_n_embd,
-                " does not match the target's hidden_size ", target.n_embd(), " (fc reads the target's hidden states)");
-    layers = deepseek_eagle3_layers(config.aux_layer_ids, options, fc.dim(1), target.n_embd(), target.n_layer(),
-                                    store.source());
-  } else {
-    layers = eagle3_target_layers(config, options, int(target.n_layer()), store.source());
-  }
-  normalize_int8_scales(store);
-  if (options.weights == WeightFormat::kInt8) {
-    quantize_projections_int8(store, options.int8_group, "", &pool);
-  } else if (options.weights == WeightFormat::kInt4) {
-    quantize_projections_int4(store, options.int4_group, "", &pool);
-  } else if (options.prefault) {
-    store.prefault(options.progress);
-  }
-  return std::make_unique<EagleHead>(std::move(config), std::move(store), kind, std::move(layers), target, pool);
 }
 
 }  // namespace aerie

@@ -2,29 +2,18 @@
 #include "models/forward_helpers.h"
 #include "spec/draft_batch_check.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 #include "models/deepseek_v3.h"
-#include "models/quantize.h"
 #include "models/rope_freqs.h"
 #include "ops/ops.h"
 #include "spec/eagle_head.h"
+#include "spec/head_names.h"
 
 namespace aerie {
 namespace {
-
-bool has_prefix(const WeightStore& store, const std::string& prefix) {
-  const std::vector<std::string> names = store.names();
-  return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.rfind(prefix, 0) == 0; });
-}
-
-// Tensors outside the layer may sit under "model." (vLLM prefixes them so when it loads).
-std::string top_name(const WeightStore& store, const std::string& name) {
-  return !store.contains(name) && store.contains("model." + name) ? "model." + name : name;
-}
 
 const Tensor* norm_tensor(const WeightStore& store, const std::string& name, int64_t n) {
   const Tensor* t = &store.get(name, {n});
@@ -38,23 +27,8 @@ MlaHeadWeights bind_weights(const WeightStore& store, const MlaHeadConfig& confi
   const DeepseekV3Config& c = config.attn;
   const std::string& src = store.source();
   const int64_t H = c.n_embd, t_embd = target.n_embd();
-  AERIE_CHECK(c.n_vocab == target.n_vocab(), src, ": vocab_size ", c.n_vocab, " does not match the target's ",
-              target.n_vocab(), " (the head embeds and names tokens in the target's vocabulary)");
-  AERIE_CHECK(config.target_n_embd == t_embd, src, ": EAGLE-3 MLA head ",
-              config.has_target_n_embd ? "target_hidden_size " : "hidden_size ", config.target_n_embd,
-              " does not match the target's hidden_size ", t_embd, " (fc reads the target's hidden states)");
-  const DeepseekV3Config& tc = target.config();
-  AERIE_CHECK(c.kv_cache_width() == tc.kv_cache_width(), src, ": MLA head cache width kv_lora_rank + qk_rope_head_dim = ",
-              c.kv_lora_rank, " + ", c.qk_rope_head_dim, " = ", c.kv_cache_width(), " differs from the target's ",
-              tc.kv_lora_rank, " + ", tc.qk_rope_head_dim, " = ", tc.kv_cache_width(),
-              " (the head's cache is a one-layer view of the target's latent geometry)");
   MlaHeadWeights w;
-  w.layer_prefix = "layers.0.";
-  for (const char* p : {"midlayer.", "model.midlayer.", "layers.0.", "model.layers.0."})
-    if (has_prefix(store, p)) {
-      w.layer_prefix = p;
-      break;
-    }
+  w.layer_prefix = eagle3_layer_prefix(store);
   const std::string& p = w.layer_prefix;
   const Tensor& fc = store.get(top_name(store, "fc.weight"));
   AERIE_CHECK(fc.shape == (Shape{H, n_fused * t_embd}), src, ": fc.weight has shape ", fc.shape.str(), ", expected [",
@@ -111,14 +85,13 @@ MlaWeights bind_mla_projections(const WeightStore& store, const std::string& p, 
 }
 
 MlaEagleHead::MlaEagleHead(MlaHeadConfig config, WeightStore store, std::vector<int> target_layers,
-                           const Model& target, ThreadPool& pool)
+                           const DeepseekV3Model& target, ThreadPool& pool)
     : config_(std::move(config)),
       store_(std::move(store)),
       target_layers_(std::move(target_layers)),
       target_n_embd_(target.n_embd()),
       pool_(pool) {
-  const DeepseekV3Model& ds = require_deepseek_target(target, store_.source() + ": an EAGLE-3 MLA head");
-  weights_ = bind_weights(store_, config_, ds, int64_t(target_layers_.size()));
+  weights_ = bind_weights(store_, config_, target, int64_t(target_layers_.size()));
   const DeepseekV3Config& c = config_.attn;
   inv_freq_ = yarn_inv_freq(c.qk_rope_head_dim, c.rope_theta, c.rope_scaling);
   mla_shape_ = deepseek_mla_shape(c);
@@ -228,32 +201,6 @@ DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
     out.logits = logits;
   }
   return out;
-}
-
-std::unique_ptr<DraftHead> load_mla_eagle_head(const std::filesystem::path& dir, const nlohmann::json& json,
-                                               const Model& target, ThreadPool& pool, const DraftLoadOptions& options) {
-  const std::string source = (dir / "config.json").string();
-  MlaHeadConfig config = parse_mla_head_config(json, source);
-  require_deepseek_target(target, source + ": an EAGLE-3 MLA head (" + config.architecture + ")");
-  WeightStore store = WeightStore::open_dir(dir, options.progress);
-  const std::string fc_name = !store.contains("fc.weight") && store.contains("model.fc.weight") ? "model.fc.weight"
-                                                                                                 : "fc.weight";
-  const Tensor& fc = store.get(fc_name);
-  AERIE_CHECK(fc.shape.ndim() == 2, store.source(), ": fc.weight must be a matrix, has shape ", fc.shape.str());
-  AERIE_CHECK(config.target_n_embd == target.n_embd(), store.source(), ": EAGLE-3 MLA head ",
-              config.has_target_n_embd ? "target_hidden_size " : "hidden_size ", config.target_n_embd,
-              " does not match the target's hidden_size ", target.n_embd(), " (fc reads the target's hidden states)");
-  std::vector<int> layers = deepseek_eagle3_layers(config.aux_layer_ids, options, fc.dim(1), target.n_embd(),
-                                                   target.n_layer(), store.source());
-  AERIE_CHECK(options.weights != WeightFormat::kInt4, store.source(),
-              ": int4 weights are not supported for EAGLE-3 MLA heads (Llama targets and EAGLE heads only)");
-  normalize_int8_scales(store);
-  if (options.weights == WeightFormat::kInt8) {
-    quantize_projections_int8(store, options.int8_group, "", &pool);
-  } else if (options.prefault) {
-    store.prefault(options.progress);
-  }
-  return std::make_unique<MlaEagleHead>(std::move(config), std::move(store), std::move(layers), target, pool);
 }
 
 }  // namespace aerie

@@ -19,19 +19,23 @@
 //   x = x + mlp(post_attention_layernorm(x))
 //   feature = x (norm(x) when norm_output);  logits = lm_head(norm(x));  target id = d + d2t[d]
 // Its cache is KvCache::latent with one layer of the target's width (kv_lora_rank + qk_rope_head_dim):
-// a one-layer view of the target's latent geometry; a head whose width differs is refused.
+// a one-layer view of the target's latent geometry; the drafter registry refuses a head whose width
+// differs (spec/drafter_registry.h). The config is io/mla_head_config.h.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "io/mla_head_config.h"
 #include "models/mla.h"
 #include "models/moe.h"
-#include "spec/deepseek_heads.h"
 #include "spec/draft_batch_check.h"
+#include "spec/draft_head.h"
 
 namespace aerie {
+
+class DeepseekV3Model;
 
 struct MlaHeadWeights {
   std::string layer_prefix;               // "layers.0.", "midlayer.", "model.layers.0." ...
@@ -55,9 +59,10 @@ MlaWeights bind_mla_projections(const WeightStore& store, const std::string& pre
 
 class MlaEagleHead final : public DraftHead {
  public:
-  // `target` must outlive the head (its embedding table is borrowed).
-  MlaEagleHead(MlaHeadConfig config, WeightStore store, std::vector<int> target_layers, const Model& target,
-               ThreadPool& pool);
+  // `target` must outlive the head (its embedding table is borrowed). Built by the drafter registry, which
+  // checks first that the head fits the target (hidden size, vocabulary, cache width).
+  MlaEagleHead(MlaHeadConfig config, WeightStore store, std::vector<int> target_layers,
+               const DeepseekV3Model& target, ThreadPool& pool);
 
   DraftOutput forward(const DraftBatch& batch) override;
   KvCache make_kv_cache(int64_t capacity, KvDType dtype) const override;
@@ -92,9 +97,5 @@ class MlaEagleHead final : public DraftHead {
   MlaScratch mla_scratch_;
   FfnScratch ffn_scratch_;
 };
-
-// Loads an EAGLE-3 MLA head folder for a DeepSeek-V3 target (`config` = its parsed config.json).
-std::unique_ptr<DraftHead> load_mla_eagle_head(const std::filesystem::path& dir, const nlohmann::json& config,
-                                               const Model& target, ThreadPool& pool, const DraftLoadOptions& options);
 
 }  // namespace aerie

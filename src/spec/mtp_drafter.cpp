@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "ops/ops.h"
-#include "spec/deepseek_heads.h"
 
 namespace aerie {
 namespace {
@@ -23,9 +22,6 @@ const Tensor* float_tensor(const WeightStore& store, const std::string& name, co
 MtpWeights bind_mtp_weights(const DeepseekV3Model& target) {
   const DeepseekV3Config& c = target.config();
   const WeightStore& store = target.store();
-  AERIE_CHECK(c.num_nextn_predict_layers >= 1, store.source(),
-              ": the checkpoint has no MTP layer (num_nextn_predict_layers = ", c.num_nextn_predict_layers,
-              "), so --draft mtp cannot be used");
   const std::string p = "model.layers." + std::to_string(c.n_layer) + ".";
   AERIE_CHECK(store.contains(p + "eh_proj.weight"), store.source(), ": num_nextn_predict_layers = ",
               c.num_nextn_predict_layers, " but the checkpoint has no '", p,
@@ -116,13 +112,6 @@ DraftOutput MtpDrafter::forward(const DraftBatch& batch) {
     out.logits = logits;
   }
   return out;
-}
-
-std::unique_ptr<DraftHead> load_mtp_drafter(const Model& target, ThreadPool& pool, const DraftLoadOptions& options) {
-  const DeepseekV3Model& ds = require_deepseek_target(target, "--draft mtp (the target's own MTP layer)");
-  AERIE_CHECK(options.target_layers.empty() || options.target_layers == std::vector<int>{kFinalNormLayer},
-              "--draft mtp reads only the target's final-normed hidden state; target layers cannot be chosen");
-  return std::make_unique<MtpDrafter>(ds, pool);
 }
 
 }  // namespace aerie

@@ -39,12 +39,14 @@ struct MtpWeights {
 };
 
 // Binds model.layers.{num_hidden_layers}.* of the target's checkpoint; an aerie::Error names what is
-// missing or mis-shaped (and says so when the config has no MTP layer).
+// missing or mis-shaped. That the config has an MTP layer at all (num_nextn_predict_layers >= 1) the
+// drafter registry has checked before.
 MtpWeights bind_mtp_weights(const DeepseekV3Model& target);
 
 class MtpDrafter final : public DraftHead {
  public:
-  // `target` must outlive the drafter (its store holds the weights).
+  // `target` must outlive the drafter (its store holds the weights). `--draft mtp` builds it through the
+  // drafter registry (spec/drafter_registry.h); the first MTP layer is used.
   MtpDrafter(const DeepseekV3Model& target, ThreadPool& pool);
 
   DraftOutput forward(const DraftBatch& batch) override;
@@ -75,10 +77,5 @@ class MtpDrafter final : public DraftHead {
   std::vector<int64_t> positions_;
   DeepseekLayerScratch layer_scratch_;
 };
-
-// `--draft mtp`: the MTP layer of `target`, which must be a DeepSeek-V3 model with
-// num_nextn_predict_layers >= 1 (the first MTP layer is used). options.target_layers must be empty or
-// {kFinalNormLayer}.
-std::unique_ptr<DraftHead> load_mtp_drafter(const Model& target, ThreadPool& pool, const DraftLoadOptions& options = {});
 
 }  // namespace aerie

@@ -15,7 +15,7 @@
 
 #include "engine/engine.h"
 #include "models/registry.h"
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 
 // The replacements below are a matched pair (new -> malloc, delete -> free); GCC sees through inlined
 // std::function storage and warns about the free alone.
@@ -66,8 +66,8 @@ TEST_P(EngineAllocations, SteadyStateStepsDoNotAllocate) {
   ThreadPool pool(2);
   std::unique_ptr<Model> target = load_model(kData / c.target, pool);
   std::unique_ptr<DraftHead> head;
-  if (std::string(c.drafter) == "mtp") head = load_mtp_drafter(*target, pool);
-  else if (*c.drafter) head = load_draft_head(kData / c.drafter, *target, pool);
+  if (std::string(c.drafter) == "mtp") head = load_drafter(kMtpDraftName, *target, pool);
+  else if (*c.drafter) head = load_drafter(kData / c.drafter, *target, pool);
   for (int n_seqs : {1, 4}) {
     for (float temperature : {0.0f, 0.8f}) {
       EngineConfig config;

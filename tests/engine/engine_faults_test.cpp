@@ -14,6 +14,7 @@
 #include "fault_injection.h"
 #include "lossless_support.h"
 #include "models/registry.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie {
 namespace {
@@ -64,7 +65,7 @@ class EngineFaults : public ::testing::Test {
  protected:
   ThreadPool pool{2};
   std::unique_ptr<Model> target = load_model(kData / "llama/bf16_gqa_rope_scaled_tied", pool);
-  std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
+  std::unique_ptr<DraftHead> head = load_drafter(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
   std::vector<std::vector<int64_t>> prompts;
   std::vector<std::vector<int64_t>> alone;  // plain greedy output of each prompt
   int64_t poison = -1;  // in no prompt, no output, and outside the head's draft vocabulary (never drafted)

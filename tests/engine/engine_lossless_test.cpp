@@ -35,6 +35,7 @@
 #include "lossless_engine.h"
 #include "models/registry.h"
 #include "oracle_head.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie {
 namespace {
@@ -91,8 +92,8 @@ TEST_P(EngineLossless, FirstThreeTokensOfEveryRequestMatchTheTarget) {
     oracle = std::make_unique<testing::OracleHead>(*copy, kFirstToken, 0.0, /*noise=*/4.0f);
     head = oracle.get();
   } else {
-    real = load_draft_head(kData / (param.drafter == Drafter::kEagle1 ? "tiny_vocab16_eagle1" : "tiny_vocab16_eagle3"),
-                           *target, pool);
+    real = load_drafter(kData / (param.drafter == Drafter::kEagle1 ? "tiny_vocab16_eagle1" : "tiny_vocab16_eagle3"),
+                        *target, pool);
     ASSERT_EQ(real->reduced_vocab(), param.drafter == Drafter::kEagle3);
     head = real.get();
     if (param.noisy) {

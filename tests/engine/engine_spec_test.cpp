@@ -13,6 +13,7 @@
 #include "engine/generator.h"
 #include "models/registry.h"
 #include "oracle_head.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie {
 namespace {
@@ -181,7 +182,7 @@ TEST_F(EngineSpecTest, DraftTokensFollowTheBatchSize) {
 // After steps at K = 0 the head's cache catches up in one pass over the deferred rows: it then holds what
 // a head that never skipped holds (same tokens, same target features), and greedy output is unchanged.
 TEST_F(EngineSpecTest, HeadCatchesUpAfterStepsWithoutDrafts) {
-  std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
+  std::unique_ptr<DraftHead> head = load_drafter(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
   std::vector<Job> jobs = make_jobs(3, 14, target->n_vocab(), 12);
   jobs[0].options.max_tokens = 60;
   struct Snapshot {

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/generator.h"
 #include "models/registry.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie {
 namespace {
@@ -92,7 +93,7 @@ TEST_F(EngineTest, BatchedGreedyEqualsEachRequestAlone) {
     g.max_tokens = j.options.max_tokens;
     alone.push_back(generate(*target, j.prompt, g).tokens);
   }
-  std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
+  std::unique_ptr<DraftHead> head = load_drafter(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
   // KV for 2048 positions, and for 96: the second forces preemption (and recomputation).
   for (uint64_t kv_bytes : {uint64_t(1) << 20, uint64_t(96) * kPositionBytes * 2}) {
     for (bool prefix : {true, false}) {
@@ -130,7 +131,7 @@ TEST_F(EngineTest, SeededSamplingDoesNotDependOnTheBatch) {
 }
 
 TEST_F(EngineTest, CancellationAtRandomPointsLeaksNothing) {
-  std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
+  std::unique_ptr<DraftHead> head = load_drafter(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
   Engine engine(*target, head.get(), small_config(uint64_t(200) * kPositionBytes * 2, true), pool);
   const std::vector<Job> jobs = make_jobs(16, 3, target->n_vocab(), 0.7f);
   std::vector<Outcome> out(jobs.size());
@@ -183,7 +184,7 @@ TEST_F(EngineTest, MemoryPlanLowersTheMaxLengthOrRefuses) {
 }
 
 TEST_F(EngineTest, LogprobsAreTheModelsLogSoftmax) {
-  std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
+  std::unique_ptr<DraftHead> head = load_drafter(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
   for (DraftHead* draft : {static_cast<DraftHead*>(nullptr), head.get()}) {
     Engine engine(*target, draft, small_config(1 << 20, true), pool);
     Job job = make_jobs(1, 6, target->n_vocab(), 0.0f)[0];

@@ -19,6 +19,7 @@
 #include "fault_injection.h"
 #include "lossless_support.h"
 #include "models/registry.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie {
 namespace {
@@ -181,7 +182,7 @@ TEST_F(NonFiniteLogits, FailOnlyTheirRequest) {
 }
 
 TEST_F(NonFiniteLogits, FromTheDraftHeadFailTheRequest) {
-  std::unique_ptr<DraftHead> head = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
+  std::unique_ptr<DraftHead> head = load_drafter(kData / "eagle/eagle3_midlayer_d2t", *target, pool);
   NanHead nan_head(*head);
   for (const float temperature : {0.0f, 1.0f}) {
     const std::vector<Outcome> out = run(*target, prompts.size(), -1, &nan_head, temperature);

@@ -10,7 +10,7 @@
 #include "engine/engine.h"
 #include "engine/memory_plan.h"
 #include "models/registry.h"
-#include "spec/draft_head.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie {
 namespace {
@@ -94,7 +94,7 @@ TEST(MemoryPlan, ShippedModelWithDefaultSettingsIsSmall) {
   const std::filesystem::path models = std::filesystem::path(AERIE_SOURCE_DIR) / "models";
   ThreadPool pool(1);
   std::unique_ptr<Model> target = load_model(models / "aerie-tiny-llama", pool);
-  std::unique_ptr<DraftHead> head = load_draft_head(models / "aerie-tiny-llama-eagle3", *target, pool);
+  std::unique_ptr<DraftHead> head = load_drafter(models / "aerie-tiny-llama-eagle3", *target, pool);
   EngineConfig config;
   config.max_num_seqs = 16;
   config.spec.num_speculative_tokens = 2;

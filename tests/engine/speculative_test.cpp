@@ -16,6 +16,7 @@
 #include "engine/generator.h"
 #include "models/registry.h"
 #include "oracle_head.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie {
 namespace {
@@ -70,7 +71,7 @@ TEST(Speculative, GreedyWithEagleHeadsEqualsPlainGreedy) {
     const nlohmann::json& lo = golden["load_options"];
     if (lo.contains("target_layers")) load.target_layers = lo["target_layers"].get<std::vector<int>>();
     if (lo.contains("aux_layer_ids_are_outputs")) load.aux_layer_ids_are_outputs = lo["aux_layer_ids_are_outputs"];
-    std::unique_ptr<DraftHead> head = load_draft_head(entry.path(), *target, pool, load);
+    std::unique_ptr<DraftHead> head = load_drafter(entry.path(), *target, pool, load);
     GenerateOptions options;
     options.max_tokens = 24;
     const std::vector<int64_t> plain = generate(*target, kPrompt, options).tokens;

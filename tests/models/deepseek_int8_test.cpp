@@ -20,8 +20,7 @@
 #include "io/npy.h"
 #include "models/quantize.h"
 #include "models/registry.h"
-#include "spec/draft_head.h"
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
 #include "quantized_support.h"
@@ -128,11 +127,11 @@ TEST(DeepseekInt8Speculative, GreedyEqualsPlainForEveryDrafter) {
   const std::vector<int64_t> plain = generate(*target, prompt, generate_options).tokens;
   ASSERT_EQ(plain.size(), 16u);
 
-  std::unique_ptr<DraftHead> mtp = load_mtp_drafter(*target, pool);
+  std::unique_ptr<DraftHead> mtp = load_drafter(kMtpDraftName, *target, pool);
   DraftLoadOptions head_options;
   head_options.weights = WeightFormat::kInt8;
-  std::unique_ptr<DraftHead> mla = load_draft_head(kData / "deepseek_heads" / "mla_qlora_yarn_layers0", *target, pool,
-                                                   head_options);
+  std::unique_ptr<DraftHead> mla = load_drafter(kData / "deepseek_heads" / "mla_qlora_yarn_layers0", *target, pool,
+                                                head_options);
   EXPECT_NE(mla->describe().find("mla"), std::string::npos) << mla->describe();
   testing::OracleHead oracle(*copy, prompt[0], 0.2);
   for (DraftHead* head : {mtp.get(), mla.get(), static_cast<DraftHead*>(&oracle)}) {

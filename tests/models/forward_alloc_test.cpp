@@ -28,8 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/registry.h"
-#include "spec/draft_head.h"
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 
 namespace {
 
@@ -113,7 +112,7 @@ class ForwardAllocations : public ::testing::TestWithParam<Case> {
     const Case& c = GetParam();
     target_ = load_model(kData / c.target, pool_);
     if (c.drafter == "mtp") {
-      head_ = load_mtp_drafter(*target_, pool_);
+      head_ = load_drafter(kMtpDraftName, *target_, pool_);
     } else if (!c.drafter.empty()) {
       DraftLoadOptions options;
       const fs::path golden = kData / c.drafter / "golden.json";
@@ -123,7 +122,7 @@ class ForwardAllocations : public ::testing::TestWithParam<Case> {
         if (j.contains("load_options"))
           options.aux_layer_ids_are_outputs = j.at("load_options").value("aux_layer_ids_are_outputs", false);
       }
-      head_ = load_draft_head(kData / c.drafter, *target_, pool_, options);
+      head_ = load_drafter(kData / c.drafter, *target_, pool_, options);
     }
     if (head_ != nullptr) capture_layers_ = head_->target_layers();
     target_kv_ = std::make_unique<KvCache>(target_->make_kv_cache(kCapacity, KvDType::kF32));

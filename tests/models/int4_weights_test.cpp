@@ -22,7 +22,7 @@
 #include "ops/int4.h"
 #include "models/quantize.h"
 #include "models/registry.h"
-#include "spec/draft_head.h"
+#include "spec/drafter_registry.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
 #include "../tensor_files.h"
@@ -142,7 +142,7 @@ TEST(Int4Engine, GreedySpeculativeEqualsPlain) {
   options.int4_group = 64;
   std::unique_ptr<Model> target = load_model(kSource, pool, options);
   std::unique_ptr<Model> copy = load_model(kSource, pool, options);
-  std::unique_ptr<DraftHead> eagle = load_draft_head(kData / "eagle" / "eagle3_midlayer_d2t", *target, pool);
+  std::unique_ptr<DraftHead> eagle = load_drafter(kData / "eagle" / "eagle3_midlayer_d2t", *target, pool);
   testing::OracleHead oracle(*copy, 1, 0.2);
   int64_t accepted = 0;
   auto run = [&](DraftHead* head) { return engine_greedy_runs(*target, head, pool, &accepted); };

@@ -19,7 +19,7 @@
 #include "io/npy.h"
 #include "models/quantize.h"
 #include "models/registry.h"
-#include "spec/draft_head.h"
+#include "spec/drafter_registry.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
 #include "../tensor_files.h"
@@ -134,7 +134,7 @@ TEST(Int8Engine, GreedySpeculativeEqualsPlain) {
   std::unique_ptr<Model> copy = load_model(kSource, pool, options);
   DraftLoadOptions head_options;
   head_options.weights = WeightFormat::kInt8;
-  std::unique_ptr<DraftHead> eagle = load_draft_head(kData / "eagle" / "eagle3_midlayer_d2t", *target, pool, head_options);
+  std::unique_ptr<DraftHead> eagle = load_drafter(kData / "eagle" / "eagle3_midlayer_d2t", *target, pool, head_options);
   EXPECT_NE(eagle->describe().find(", int8 projections"), std::string::npos) << eagle->describe();
   testing::OracleHead oracle(*copy, 1, 0.2);
   int64_t accepted = 0;

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "io/npy.h"
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 #include "trained_golden.h"
 #include "../reference_precision.h"
 
@@ -65,7 +65,7 @@ TEST_F(TrainedDeepseek, MtpLogitsMatchTheFloat64Reference) {
   std::vector<int64_t> shape;
   const std::vector<float> ref = read_npy_f32(kGolden / "mtp_last_logits.npy", &shape);
   ASSERT_EQ(shape, (std::vector<int64_t>{int64_t(golden().cases.size()), model_->n_vocab()}));
-  const std::unique_ptr<DraftHead> mtp = load_mtp_drafter(*model_, pool_);
+  const std::unique_ptr<DraftHead> mtp = load_drafter(kMtpDraftName, *model_, pool_);
   for (size_t k = 0; k < golden().cases.size(); ++k) {
     const Case& c = golden().cases[k];
     const ForwardOutput out = prefill(c.ids, mtp->target_layers());

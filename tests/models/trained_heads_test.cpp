@@ -14,8 +14,7 @@
 #include "engine/generator.h"
 #include "engine/engine_generate.h"
 #include "models/registry.h"
-#include "spec/draft_head.h"
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie {
 namespace {
@@ -49,8 +48,8 @@ TEST_P(TrainedHeads, GreedySpeculativeEqualsPlainAndAcceptsAboveTheFloor) {
   const Floor floor = GetParam();
   const std::unique_ptr<Model> target = load_model(kModels / floor.target, pool_);
   const std::unique_ptr<DraftHead> head = std::string(floor.head) == "mtp"
-                                              ? load_mtp_drafter(*target, pool_)
-                                              : load_draft_head(kModels / floor.head, *target, pool_);
+                                              ? load_drafter(kMtpDraftName, *target, pool_)
+                                              : load_drafter(kModels / floor.head, *target, pool_);
   GenerateOptions options;
   options.max_tokens = 64;
   SpecOptions spec;

@@ -17,7 +17,7 @@
 #include "models/registry.h"
 #include "sample/json_constraint.h"
 #include "sample/json_schema.h"
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 #include "tokenizer/tokenizer.h"
 
 namespace aerie {
@@ -62,8 +62,8 @@ TEST_P(TrainedSampledRuns, NoRequestFailsAndTheKvPoolEmpties) {
   const Drafter d = GetParam();
   ThreadPool pool(1);
   const std::unique_ptr<Model> target = load_model(kModels / d.target, pool);
-  const std::unique_ptr<DraftHead> head = std::string(d.head) == "mtp" ? load_mtp_drafter(*target, pool)
-                                                                       : load_draft_head(kModels / d.head, *target, pool);
+  const std::unique_ptr<DraftHead> head = std::string(d.head) == "mtp" ? load_drafter(kMtpDraftName, *target, pool)
+                                                                       : load_drafter(kModels / d.head, *target, pool);
   const std::shared_ptr<const TokenConstraint> json = person_schema(kModels / d.target, *target);
   const std::vector<std::vector<int64_t>> prompts = held_out_prompts();
   const KvDType kv_dtype = EngineConfig{}.kv_cache_dtype;  // the default (bf16)

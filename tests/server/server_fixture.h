@@ -20,7 +20,7 @@
 #include "engine/engine.h"
 #include "models/registry.h"
 #include "server/http_server.h"
-#include "spec/draft_head.h"
+#include "spec/drafter_registry.h"
 #include "tokenizer/tokenizer.h"
 
 namespace aerie::server::testing {
@@ -125,7 +125,7 @@ class TestServer {
     write_checkpoint(dir_);
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir_));
     model_ = load_model(dir_, pool_);
-    if (config.draft) head_ = load_draft_head(kData / "eagle/eagle3_midlayer_d2t", *model_, pool_);
+    if (config.draft) head_ = load_drafter(kData / "eagle/eagle3_midlayer_d2t", *model_, pool_);
     if (config.poison_token >= 0) poisoned_ = std::make_unique<aerie::testing::PoisonTarget>(*model_, config.poison_token);
     config_.engine.max_queue = config_.options.max_in_flight + 1;
     engine_ = std::make_unique<Engine>(poisoned_ ? *poisoned_ : *model_, head_.get(), config_.engine, pool_);

@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "models/registry.h"
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 #include "../tensor_files.h"
 
 namespace aerie {
@@ -65,7 +65,7 @@ class DeepseekHeadErrors : public ::testing::Test {
     return "";
   }
   std::string head_error(const fs::path& head_dir, const fs::path& target_dir, const DraftLoadOptions& options = {}) {
-    return error_of(target_dir, [&](const Model& t) { load_draft_head(head_dir, t, pool_, options); });
+    return error_of(target_dir, [&](const Model& t) { load_drafter(head_dir, t, pool_, options); });
   }
 
   fs::path dir_;
@@ -188,7 +188,7 @@ TEST_F(DeepseekHeadErrors, MlaFcNormNamedInConfigMustExist) {
 }
 
 TEST_F(DeepseekHeadErrors, MtpNeedsAnMtpLayer) {
-  const std::string e = error_of(kQprojTarget, [&](const Model& t) { load_mtp_drafter(t, pool_); });
+  const std::string e = error_of(kQprojTarget, [&](const Model& t) { load_drafter(kMtpDraftName, t, pool_); });
   EXPECT_NE(e.find("the checkpoint has no MTP layer (num_nextn_predict_layers = 0)"), std::string::npos) << e;
 }
 
@@ -199,19 +199,19 @@ TEST_F(DeepseekHeadErrors, MtpTensorsMustBePresent) {
   config["num_nextn_predict_layers"] = 1;
   std::ofstream(dir_ / "config.json") << config.dump(1);
   fs::copy_file(kQprojTarget / "model.safetensors", dir_ / "model.safetensors");
-  const std::string e = error_of(dir_, [&](const Model& t) { load_mtp_drafter(t, pool_); });
+  const std::string e = error_of(dir_, [&](const Model& t) { load_drafter(kMtpDraftName, t, pool_); });
   EXPECT_NE(e.find("no 'model.layers.3.eh_proj.weight'"), std::string::npos) << e;
 }
 
 TEST_F(DeepseekHeadErrors, MtpNeedsADeepseekTarget) {
-  const std::string e = error_of(kLlamaTarget, [&](const Model& t) { load_mtp_drafter(t, pool_); });
+  const std::string e = error_of(kLlamaTarget, [&](const Model& t) { load_drafter(kMtpDraftName, t, pool_); });
   EXPECT_NE(e.find("--draft mtp (the target's own MTP layer) needs a DeepSeek-V3 target"), std::string::npos) << e;
 }
 
 TEST_F(DeepseekHeadErrors, MtpTargetLayersCannotBeChosen) {
   DraftLoadOptions options;
   options.target_layers = {1};
-  const std::string e = error_of(kYarnTarget, [&](const Model& t) { load_mtp_drafter(t, pool_, options); });
+  const std::string e = error_of(kYarnTarget, [&](const Model& t) { load_drafter(kMtpDraftName, t, pool_, options); });
   EXPECT_NE(e.find("target layers cannot be chosen"), std::string::npos) << e;
 }
 

@@ -16,9 +16,9 @@
 #include "io/npy.h"
 #include "models/deepseek_v3.h"
 #include "models/registry.h"
+#include "spec/drafter_registry.h"
 #include "spec/eagle_head.h"
 #include "spec/mla_head.h"
-#include "spec/mtp_drafter.h"
 #include "../reference_precision.h"
 
 namespace aerie {
@@ -80,7 +80,7 @@ class DeepseekHeadGolden : public ::testing::TestWithParam<std::string> {
     target_ = load_model(kData / golden_.at("target").get<std::string>(), pool_);
     DraftLoadOptions options;
     options.aux_layer_ids_are_outputs = golden_.at("load_options").value("aux_layer_ids_are_outputs", false);
-    head_ = load_draft_head(dir_, *target_, pool_, options);
+    head_ = load_drafter(dir_, *target_, pool_, options);
     ids_ = golden_.at("ids").get<std::vector<int64_t>>();
     tokens_.assign(ids_.begin() + 1, ids_.end());
   }
@@ -191,7 +191,7 @@ TEST(DeepseekHeadGoldenData, CasesArePresent) { EXPECT_EQ(case_names().size(), 4
 TEST(MtpDrafter, TeacherForcedLogitsMatchReference) {
   ThreadPool pool(2);
   std::unique_ptr<Model> target = load_model(kMtpTarget, pool);
-  std::unique_ptr<DraftHead> mtp = load_mtp_drafter(*target, pool);
+  std::unique_ptr<DraftHead> mtp = load_drafter(kMtpDraftName, *target, pool);
   EXPECT_EQ(mtp->target_layers(), std::vector<int>{kFinalNormLayer});
   EXPECT_EQ(mtp->n_vocab(), target->n_vocab());
   EXPECT_FALSE(mtp->reduced_vocab());

@@ -37,7 +37,7 @@
 
 #include "../engine/lossless_engine.h"
 #include "models/registry.h"
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie {
 namespace {
@@ -82,8 +82,8 @@ TEST_P(DeepseekLossless, FirstThreeTokensOfEveryRequestMatchTheTarget) {
   std::unique_ptr<Model> target = load_model(target_dir, pool);
   ASSERT_EQ(target->n_vocab(), 16);
   std::unique_ptr<DraftHead> drafter =
-      param.drafter == "mtp" ? load_mtp_drafter(*target, pool)
-                             : load_draft_head(kData / ("deepseek_tiny_vocab_" + param.drafter), *target, pool);
+      param.drafter == "mtp" ? load_drafter(kMtpDraftName, *target, pool)
+                             : load_drafter(kData / ("deepseek_tiny_vocab_" + param.drafter), *target, pool);
   ASSERT_EQ(drafter->reduced_vocab(), param.drafter == "mha_head");
   std::unique_ptr<Model> copy;
   std::unique_ptr<testing::NoisyOracle> noisy;

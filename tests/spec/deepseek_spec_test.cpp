@@ -13,7 +13,7 @@
 #include "engine/engine_generate.h"
 #include "../engine/lossless_support.h"
 #include "models/registry.h"
-#include "spec/mtp_drafter.h"
+#include "spec/drafter_registry.h"
 #include "../reference_precision.h"
 
 namespace aerie {
@@ -40,7 +40,7 @@ Drafted load(const std::string& drafter, ThreadPool& pool) {
   if (drafter == "mtp") {
     const fs::path target = kData / "deepseek" / "bf16_qlora_yarn";
     s.target = load_model(target, pool);
-    s.head = load_mtp_drafter(*s.target, pool);
+    s.head = load_drafter(kMtpDraftName, *s.target, pool);
     s.prompt = read_json(target / "golden.json").at("ids").get<std::vector<int64_t>>();
     return s;
   }
@@ -49,7 +49,7 @@ Drafted load(const std::string& drafter, ThreadPool& pool) {
   s.target = load_model(kData / golden.at("target").get<std::string>(), pool);
   DraftLoadOptions options;
   options.aux_layer_ids_are_outputs = golden.at("load_options").value("aux_layer_ids_are_outputs", false);
-  s.head = load_draft_head(dir, *s.target, pool, options);
+  s.head = load_drafter(dir, *s.target, pool, options);
   s.prompt = golden.at("ids").get<std::vector<int64_t>>();
   return s;
 }

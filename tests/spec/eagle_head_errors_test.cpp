@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "models/registry.h"
+#include "spec/drafter_registry.h"
 #include "spec/eagle_head.h"
 #include "../tensor_files.h"
 
@@ -64,7 +65,7 @@ class EagleLoadErrors : public ::testing::Test {
   std::string load_error(const fs::path& head_dir, const fs::path& target_dir, const DraftLoadOptions& options = {}) {
     std::unique_ptr<Model> target = load_model(target_dir, pool_);
     try {
-      load_draft_head(head_dir, *target, pool_, options);
+      load_drafter(head_dir, *target, pool_, options);
     } catch (const Error& e) {
       return e.what();
     }
@@ -77,7 +78,7 @@ class EagleLoadErrors : public ::testing::Test {
 
 TEST_F(EagleLoadErrors, Eagle1HiddenSizeMustMatchTarget) {
   const std::string e = load_error(kData / "eagle" / "eagle1_bin_nobias_f32", kBf16Target);
-  EXPECT_NE(e.find("hidden_size 32 does not match the target's 64"), std::string::npos) << e;
+  EXPECT_NE(e.find("EAGLE-1 head hidden_size 32 does not match the target's hidden_size 64"), std::string::npos) << e;
 }
 
 TEST_F(EagleLoadErrors, Eagle3HiddenSizeMustMatchTarget) {
@@ -130,7 +131,7 @@ TEST_F(EagleLoadErrors, LmHeadMustHaveDraftVocabRows) {
 TEST_F(EagleLoadErrors, VocabularyMustMatchTarget) {
   make_head("eagle3_midlayer_d2t", [](nlohmann::json& c) { c["vocab_size"] = 300; });
   const std::string e = load_error(dir_, kBf16Target);
-  EXPECT_NE(e.find("vocab_size 300 does not match the target's 256"), std::string::npos) << e;
+  EXPECT_NE(e.find("vocab_size 300 does not match the target's vocab_size 256"), std::string::npos) << e;
 }
 
 TEST_F(EagleLoadErrors, MissingTensorIsNamed) {

@@ -14,6 +14,7 @@
 
 #include "io/npy.h"
 #include "models/registry.h"
+#include "spec/drafter_registry.h"
 #include "spec/eagle_head.h"
 #include "../reference_precision.h"
 
@@ -64,7 +65,7 @@ class EagleGolden : public ::testing::TestWithParam<std::string> {
     const nlohmann::json& o = c.golden.at("load_options");
     if (o.contains("target_layers")) options.target_layers = o["target_layers"].get<std::vector<int>>();
     options.aux_layer_ids_are_outputs = o.value("aux_layer_ids_are_outputs", false);
-    c.head = load_draft_head(dir, *c.target, pool_, options);
+    c.head = load_drafter(dir, *c.target, pool_, options);
     c.ids = c.golden.at("ids").get<std::vector<int64_t>>();
     const int64_t n = int64_t(c.ids.size());
     target_kv_ = std::make_unique<KvCache>(c.target->make_kv_cache(n, KvDType::kF32));
