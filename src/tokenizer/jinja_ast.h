@@ -17,7 +17,8 @@ using KeywordArgs = std::vector<std::pair<std::string, ExprPtr>>;
 enum class ExprKind {
   kLiteral,   // literal
   kName,      // name
-  kList,      // [args...]; tuples are lists too
+  kList,      // [args...]
+  kTuple,     // (args...)
   kDict,      // {args[0]: args[1], ...}
   kGetAttr,   // args[0].name
   kGetItem,   // args[0][args[1]]
@@ -57,6 +58,8 @@ enum class StmtKind {
   kMacro,      // macro name(params) body
   kCallBlock,  // {% call(params) expr %}body{% endcall %}
   kFilterBlock,// {% filter expr %}body{% endfilter %}: expr is a kFilter whose operand is null
+  kGeneration, // {% generation %}body{% endgeneration %}: Hugging Face's assistant-mask marker, a call
+               // block whose body renders in a scope of its own
   kBreak,
   kContinue,
 };

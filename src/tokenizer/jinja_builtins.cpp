@@ -1,5 +1,8 @@
 #include "tokenizer/jinja_builtins.h"
 
+#include "tokenizer/jinja_filters.h"
+#include "tokenizer/jinja_format.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -15,232 +18,6 @@ Value argument(const CallArgs& args, size_t index, const char* keyword, Value fa
 
 namespace {
 
-bool is_python_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-std::string strip_chars(const std::string& s, const Value& chars, bool left, bool right) {
-  auto strip_it = [&](char c) {
-    return chars.is_string() ? chars.as_string().find(c) != std::string::npos : is_python_space(c);
-  };
-  size_t begin = 0, end = s.size();
-  if (left) while (begin < end && strip_it(s[begin])) ++begin;
-  if (right) while (end > begin && strip_it(s[end - 1])) --end;
-  return s.substr(begin, end - begin);
-}
-
-const std::string& require_string(const Value& v, const char* what) {
-  AERIE_CHECK(v.is_string(), what, " expects a string, got ", v.type_name());
-  return v.as_string();
-}
-
-// Adds one part to a list being built, within max_value_bytes.
-void push_part(ValueList& parts, std::string part, RenderBudget& budget) {
-  budget.check_value_bytes(list_bytes(parts.size() + 1), "split() result");
-  parts.emplace_back(std::move(part));
-}
-
-Value python_split(const std::string& s, const Value& separator, int64_t max_split, RenderBudget& budget) {
-  budget.charge(s.size());
-  ValueList parts;
-  if (!separator.is_string()) {  // split on runs of whitespace, dropping empty parts
-    size_t i = 0;
-    while (true) {
-      while (i < s.size() && is_python_space(s[i])) ++i;
-      if (i >= s.size()) break;
-      if (max_split >= 0 && static_cast<int64_t>(parts.size()) == max_split) {
-        std::string rest = s.substr(i);
-        while (!rest.empty() && is_python_space(rest.back())) rest.pop_back();
-        push_part(parts, std::move(rest), budget);
-        break;
-      }
-      size_t j = i;
-      while (j < s.size() && !is_python_space(s[j])) ++j;
-      push_part(parts, s.substr(i, j - i), budget);
-      i = j;
-    }
-    budget.charge(list_bytes(parts.size()));
-    return Value::list(std::move(parts));
-  }
-  const std::string& sep = separator.as_string();
-  AERIE_CHECK(!sep.empty(), "split(): empty separator");
-  size_t start = 0;
-  while (max_split < 0 || static_cast<int64_t>(parts.size()) < max_split) {
-    const size_t at = s.find(sep, start);
-    if (at == std::string::npos) break;
-    push_part(parts, s.substr(start, at - start), budget);
-    start = at + sep.size();
-  }
-  push_part(parts, s.substr(start), budget);
-  budget.charge(list_bytes(parts.size()));
-  return Value::list(std::move(parts));
-}
-
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count,
-                        RenderBudget& budget) {
-  budget.charge(s.size());
-  if (from.empty()) return s;  // Python inserts between characters; no template relies on that
-  std::string out;
-  size_t start = 0;
-  for (int64_t n = 0; count < 0 || n < count; ++n) {
-    const size_t at = s.find(from, start);
-    if (at == std::string::npos) break;
-    // Each replacement may grow the text: checked before it does.
-    budget.check_value_bytes(saturating_add(out.size() + (at - start), to.size()), "replace() result");
-    out.append(s, start, at - start);
-    out += to;
-    start = at + from.size();
-  }
-  out.append(s, start);
-  budget.build(out.size(), "replace() result");
-  return out;
-}
-
-// Case mapping for ASCII, Latin-1, Greek and Cyrillic letters (what chat content plausibly holds); other
-// scripts pass through unchanged.
-uint32_t change_code_point_case(uint32_t c, bool upper) {
-  if (upper) {
-    if (c >= 'a' && c <= 'z') return c - 32;
-    if ((c >= 0xE0 && c <= 0xFE && c != 0xF7) || (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) ||
-        (c >= 0x430 && c <= 0x44F)) return c - 0x20;
-    if (c >= 0x450 && c <= 0x45F) return c - 0x50;
-    return c;
-  }
-  if (c >= 'A' && c <= 'Z') return c + 32;
-  if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) ||
-      (c >= 0x410 && c <= 0x42F)) return c + 0x20;
-  if (c >= 0x400 && c <= 0x40F) return c + 0x50;
-  return c;
-}
-
-std::string change_case(const std::string& s, bool upper) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char b = static_cast<unsigned char>(s[i]);
-    if (b < 0x80) {
-      out += static_cast<char>(change_code_point_case(b, upper));
-      ++i;
-      continue;
-    }
-    // Only two-byte sequences hold letters we map; anything else is copied as is.
-    if ((b & 0xE0) == 0xC0 && i + 1 < s.size()) {
-      const uint32_t c = ((b & 0x1Fu) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu);
-      const uint32_t m = change_code_point_case(c, upper);
-      out += static_cast<char>(0xC0 | (m >> 6));
-      out += static_cast<char>(0x80 | (m & 0x3F));
-      i += 2;
-      continue;
-    }
-    out += s[i++];
-  }
-  return out;
-}
-
-std::string title_case(std::string s) {
-  bool previous_letter = false;
-  for (char& c : s) {
-    const bool letter = std::isalpha(static_cast<unsigned char>(c));
-    if (letter) c = previous_letter ? static_cast<char>(std::tolower(c)) : static_cast<char>(std::toupper(c));
-    previous_letter = letter;
-  }
-  return s;
-}
-
-bool affix_matches(const std::string& s, const Value& affix, bool prefix) {
-  if (affix.is_list()) {
-    for (const Value& a : affix.as_list()) {
-      if (affix_matches(s, a, prefix)) return true;
-    }
-    return false;
-  }
-  const std::string a = require_string(affix, prefix ? "startswith()" : "endswith()");
-  if (a.size() > s.size()) return false;
-  return prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0;
-}
-
-// str.join(iterable), within max_value_bytes as it grows.
-std::string join_strings(const std::string& separator, const ValueList& items, RenderBudget& budget) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const std::string& item = require_string(items[i], "str.join()");
-    budget.check_value_bytes(saturating_add(out.size() + (i > 0 ? separator.size() : 0), item.size()), "join() result");
-    if (i > 0) out += separator;
-    out += item;
-  }
-  budget.build(out.size(), "join() result");
-  return out;
-}
-
-// The methods of str. Each holds `self` (a shared string, not a copy) and the render's budget.
-Value string_method(const Value& self, const std::string& name, RenderBudget& budget) {
-  RenderBudget* b = &budget;
-  auto bind = [](Function fn) { return Value::function(std::move(fn)); };
-  if (name == "strip" || name == "lstrip" || name == "rstrip") {
-    const bool left = name != "rstrip", right = name != "lstrip";
-    return bind([self, b, left, right](CallArgs& a) {
-      b->charge(self.as_string().size());
-      return Value(strip_chars(self.as_string(), argument(a, 0, "chars"), left, right));
-    });
-  }
-  if (name == "split") {
-    return bind([self, b](CallArgs& a) {
-      const Value max_split = argument(a, 1, "maxsplit", Value(int64_t{-1}));
-      return python_split(self.as_string(), argument(a, 0, "sep"), max_split.as_int(), *b);
-    });
-  }
-  if (name == "startswith" || name == "endswith") {
-    const bool prefix = name == "startswith";
-    return bind([self, prefix](CallArgs& a) { return Value(affix_matches(self.as_string(), argument(a, 0, "prefix"), prefix)); });
-  }
-  if (name == "upper" || name == "lower") {
-    const bool upper = name == "upper";
-    return bind([self, b, upper](CallArgs&) {
-      b->charge(self.as_string().size());
-      return Value(change_case(self.as_string(), upper));
-    });
-  }
-  if (name == "title") {
-    return bind([self, b](CallArgs&) {
-      b->charge(self.as_string().size());
-      return Value(title_case(self.as_string()));
-    });
-  }
-  if (name == "capitalize") {
-    return bind([self, b](CallArgs&) {
-      b->charge(self.as_string().size());
-      std::string out = change_case(self.as_string(), false);
-      if (!out.empty()) out[0] = static_cast<char>(std::toupper(out[0]));
-      return Value(out);
-    });
-  }
-  if (name == "replace") {
-    return bind([self, b](CallArgs& a) {
-      return Value(replace_all(self.as_string(), require_string(argument(a, 0, "old"), "replace()"),
-                               require_string(argument(a, 1, "new"), "replace()"),
-                               argument(a, 2, "count", Value(int64_t{-1})).as_int(), *b));
-    });
-  }
-  if (name == "find" || name == "count") {
-    const bool find = name == "find";
-    return bind([self, b, find](CallArgs& a) -> Value {
-      const std::string& s = self.as_string();
-      const std::string needle = require_string(argument(a, 0, "sub"), "find()");
-      b->charge(s.size());
-      if (find) {
-        const size_t at = s.find(needle);
-        if (at == std::string::npos) return Value(int64_t{-1});
-        return Value(static_cast<int64_t>(code_point_offsets(s.substr(0, at)).size() - 1));
-      }
-      int64_t n = 0;
-      for (size_t at = s.find(needle); !needle.empty() && at != std::string::npos; at = s.find(needle, at + needle.size())) ++n;
-      return Value(n);
-    });
-  }
-  if (name == "join") {
-    return bind([self, b](CallArgs& a) { return Value(join_strings(self.as_string(), iterate(argument(a, 0, "iterable"), *b), *b)); });
-  }
-  return Value::undefined(name);
-}
-
 Value dict_method(const Value& self, const std::string& name, RenderBudget& budget) {
   RenderBudget* b = &budget;
   if (name == "items" || name == "keys" || name == "values") {
@@ -249,17 +26,17 @@ Value dict_method(const Value& self, const std::string& name, RenderBudget& budg
       b->build(list_bytes(self.as_dict().size() * (name == "items" ? 3 : 1)), "dict view");
       ValueList out;
       for (const auto& [key, value] : self.as_dict()) {
-        if (name == "items") out.push_back(Value::list({Value(key), value}));
-        else if (name == "keys") out.emplace_back(key);
+        if (name == "items") out.push_back(Value::tuple({key, value}));
+        else if (name == "keys") out.push_back(key);
         else out.push_back(value);
       }
-      return Value::list(std::move(out));
+      return Value::dict_view(name == "items" ? "dict_items" : name == "keys" ? "dict_keys" : "dict_values",
+                              std::move(out));
     });
   }
   if (name == "get") {
     return Value::function([self](CallArgs& a) {
-      const Value key = argument(a, 0, "key");
-      const Value* found = key.is_string() ? self.find(key.as_string()) : nullptr;
+      const Value* found = self.find_key(argument(a, 0, "key"));
       return found != nullptr ? *found : argument(a, 1, "default", Value::none());
     });
   }
@@ -289,18 +66,32 @@ Value get_attribute(const Value& value, const std::string& name, RenderBudget& b
     return found != nullptr ? *found : Value::undefined(name);
   }
   if (value.is_string()) return string_method(value, name, budget);
+  if (value.is_list() && value.list_form() == ListForm::kGroup) {
+    if (name == "grouper") return value.as_list()[0];
+    if (name == "list") return value.as_list()[1];
+  }
   return Value::undefined(name);
 }
+
+namespace {
+// Generators and dict views cannot be indexed or sliced: jinja2 then gives Undefined.
+bool subscriptable(const Value& v) {
+  return !v.is_list() || !(v.is_generator() || v.list_form() == ListForm::kDictView);
+}
+}  // namespace
 
 Value get_item(const Value& value, const Value& key, RenderBudget& budget) {
   if (value.is_undefined()) {
     throw_error("'", value.undefined_name().empty() ? "value" : value.undefined_name(), "' is undefined");
   }
-  if (value.is_dict() && key.is_string()) {
-    const Value* found = value.find(key.as_string());
+  if (value.is_dict()) {
+    if (!hashable(key)) return Value::undefined();  // jinja2 turns Python's TypeError into Undefined
+    const Value* found = value.find_key(key);
     if (found != nullptr) return *found;
+    if (!key.is_string()) return Value::undefined();
     return value.is_namespace() ? Value::undefined(key.as_string()) : dict_method(value, key.as_string(), budget);
   }
+  if (!subscriptable(value)) return key.is_string() ? get_attribute(value, key.as_string(), budget) : Value::undefined();
   if ((value.is_list() || value.is_string()) && key.is_number() && !key.is_float()) {
     if (value.is_list()) {
       const int64_t n = static_cast<int64_t>(value.as_list().size());
@@ -357,6 +148,7 @@ SliceRange slice_range(int64_t n, const Value& start, const Value& stop, const V
 }  // namespace
 
 Value slice(const Value& value, const Value& start, const Value& stop, const Value& step, RenderBudget& budget) {
+  if (!subscriptable(value)) return Value::undefined();
   AERIE_CHECK(value.is_list() || value.is_string(), "'", value.type_name(), "' object is not subscriptable");
   const bool is_string = value.is_string();
   if (is_string) budget.charge(value.as_string().size());
@@ -371,7 +163,8 @@ Value slice(const Value& value, const Value& start, const Value& stop, const Val
     if (is_string) text.append(value.as_string(), offsets[i], offsets[i + 1] - offsets[i]);
     else items.push_back(value.as_list()[i]);
   }
-  return is_string ? Value(std::move(text)) : Value::list(std::move(items));
+  if (is_string) return Value(std::move(text));
+  return value.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
 }
 
 ValueList iterate(const Value& value, RenderBudget& budget) {
@@ -407,7 +200,7 @@ bool contains(const Value& haystack, const Value& needle, RenderBudget& budget) 
   }
   if (haystack.is_dict()) {
     budget.charge(list_bytes(haystack.as_dict().size()));
-    return needle.is_string() && haystack.find(needle.as_string()) != nullptr;
+    return haystack.find_key(needle) != nullptr;
   }
   if (haystack.is_list()) {
     budget.charge(list_bytes(haystack.as_list().size()));
@@ -482,25 +275,39 @@ Value repeat(const Value& sequence, int64_t count, RenderBudget& budget) {
     std::string out;
     out.reserve(s.size() * n);
     for (size_t i = 0; i < n; ++i) out += s;
-    return Value(std::move(out));
+    return sequence.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
   }
   const ValueList& items = sequence.as_list();
   budget.build(list_bytes(saturating_multiply(items.size(), n)), "list repetition");
   ValueList out;
   out.reserve(items.size() * n);
   for (size_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
-  return Value::list(std::move(out));
+  return sequence.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
+}
+
+// str + str; a Markup operand HTML-escapes the other, plain one and makes the result Markup
+// (markupsafe's Markup.__add__ / __radd__).
+Value concatenate_strings(const Value& a, const Value& b, RenderBudget& budget) {
+  const bool markup = a.is_markup() || b.is_markup();
+  const std::string left = markup && !a.is_markup() ? html_escape(a.as_string(), budget) : a.as_string();
+  const std::string right = markup && !b.is_markup() ? html_escape(b.as_string(), budget) : b.as_string();
+  budget.build(saturating_add(left.size(), right.size()), "string");
+  return markup ? Value::markup(left + right) : Value(left + right);
 }
 
 Value concatenate(const Value& a, const Value& b, RenderBudget& budget) {
-  if (a.is_string()) {
-    budget.build(saturating_add(a.as_string().size(), b.as_string().size()), "string");
-    return Value(a.as_string() + b.as_string());
-  }
+  if (a.is_string()) return concatenate_strings(a, b, budget);
   budget.build(list_bytes(saturating_add(a.as_list().size(), b.as_list().size())), "list");
   ValueList items = a.as_list();
   items.insert(items.end(), b.as_list().begin(), b.as_list().end());
-  return Value::list(std::move(items));
+  return a.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+}
+
+// list + list and tuple + tuple; Python refuses list + tuple, generators and views.
+bool concatenable(const Value& a, const Value& b) {
+  if (a.is_string() && b.is_string()) return true;
+  auto plain = [](const Value& v) { return v.list_form() == ListForm::kList || v.list_form() == ListForm::kTuple; };
+  return a.is_list() && b.is_list() && plain(a) && plain(b) && a.is_tuple() == b.is_tuple();
 }
 
 bool is_integer(const Value& v) { return v.is_number() && !v.is_float(); }
@@ -513,10 +320,12 @@ Value binary_operation(const std::string& op, const Value& a, const Value& b, Re
     budget.build(saturating_add(left.size(), right.size()), "string");
     return Value(left + right);
   }
-  if (op == "+" && ((a.is_string() && b.is_string()) || (a.is_list() && b.is_list()))) return concatenate(a, b, budget);
+  if (op == "+" && concatenable(a, b)) return concatenate(a, b, budget);
+  if (op == "%" && a.is_string()) return percent_format(a, b, budget);
   if (op == "*") {
-    if ((a.is_string() || a.is_list()) && is_integer(b)) return repeat(a, b.as_int(), budget);
-    if (is_integer(a) && (b.is_string() || b.is_list())) return repeat(b, a.as_int(), budget);
+    auto repeatable = [](const Value& v) { return v.is_string() || (v.is_list() && (v.list_form() == ListForm::kList || v.is_tuple())); };
+    if (repeatable(a) && is_integer(b)) return repeat(a, b.as_int(), budget);
+    if (is_integer(a) && repeatable(b)) return repeat(b, a.as_int(), budget);
   }
   if (!a.is_number() || !b.is_number()) unsupported(op, a, b);
   const bool as_float = a.is_float() || b.is_float();

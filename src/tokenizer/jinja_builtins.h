@@ -38,6 +38,10 @@ Value negate(const Value& value);
 bool contains(const Value& haystack, const Value& needle, RenderBudget& budget);
 // str(value) within max_value_bytes, charged.
 std::string to_text(const Value& value, RenderBudget& budget);
+// str.lower() / str.upper() for ASCII, Latin-1, Greek and Cyrillic letters; other scripts unchanged.
+std::string python_case(const std::string& s, bool upper);
+// markupsafe's escape of a text: & < > " ' as entities, within max_value_bytes.
+std::string html_escape(const std::string& s, RenderBudget& budget);
 
 // Fetches a keyword argument, else the positional one at `index`, else `fallback`.
 Value argument(const CallArgs& args, size_t index, const char* keyword, Value fallback = Value());

@@ -122,6 +122,12 @@ class Interpreter {
         emit(out, to_text(apply_filter_expr(*s.expr, Value(std::move(captured.text)), scope), budget_));
         return Flow::kNormal;
       }
+      case StmtKind::kGeneration: {
+        auto inner = std::make_shared<Scope>();
+        inner->parent = scope;
+        exec_body(s.body, inner, out);
+        return Flow::kNormal;
+      }
       case StmtKind::kBreak: return Flow::kBreak;
       case StmtKind::kContinue: return Flow::kContinue;
     }
@@ -269,18 +275,18 @@ class Interpreter {
         const Value* v = scope->lookup(e.name);
         return v != nullptr ? *v : Value::undefined(e.name);
       }
-      case ExprKind::kList: {
+      case ExprKind::kList:
+      case ExprKind::kTuple: {
         budget_.build(list_bytes(e.args.size()), "list");
         ValueList items;
         for (const ExprPtr& item : e.args) items.push_back(eval(*item, scope));
-        return Value::list(std::move(items));
+        return e.kind == ExprKind::kList ? Value::list(std::move(items)) : Value::tuple(std::move(items));
       }
       case ExprKind::kDict: {
         Value dict = Value::dict();
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           const Value key = eval(*e.args[i], scope);
-          AERIE_CHECK(key.is_string(), "dict keys must be strings, got ", key.type_name());
-          dict.set(key.as_string(), eval(*e.args[i + 1], scope));
+          dict.set_key(key, eval(*e.args[i + 1], scope));
         }
         return dict;
       }
@@ -376,10 +382,13 @@ std::string render(const Body& body, const ValueDict& variables, const std::stri
   auto globals = std::make_shared<Scope>();
   ValueDict functions;
   add_global_functions(functions, now, budget, namespaces);
-  for (auto& [key, value] : functions) globals->vars[key] = value;
+  for (auto& [key, value] : functions) globals->vars[key.as_string()] = value;
   auto scope = std::make_shared<Scope>();
   scope->parent = globals;
-  for (const auto& [key, value] : variables) scope->vars[key] = value;
+  for (const auto& [key, value] : variables) {
+    AERIE_CHECK(key.is_string(), "chat template variables must have string names");
+    scope->vars[key.as_string()] = value;
+  }
   Sink out{std::string(), limits.max_output_bytes, "max_output_bytes"};
   Interpreter interpreter(template_name, budget);
   try {

@@ -1,4 +1,5 @@
-// Filters, tests and global functions (declared in jinja_builtins.h).
+// Filters on text and numbers, tests and global functions (declared in jinja_builtins.h); the sequence
+// filters are in jinja_sequence_filters.cpp.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -6,138 +7,13 @@
 #include <optional>
 #include <string_view>
 
-#include "tokenizer/jinja_builtins.h"
+#include "tokenizer/jinja_filters.h"
+#include "tokenizer/jinja_format.h"
 
 namespace aerie::jinja {
 namespace {
 
 bool is_integer(const Value& v) { return v.is_number() && !v.is_float(); }
-
-int64_t length_of(const Value& v, RenderBudget& budget) {
-  switch (v.kind()) {
-    case Kind::kUndefined: return 0;
-    case Kind::kString: {
-      budget.charge(v.as_string().size());
-      int64_t n = 0;  // code points: every byte that is not a continuation byte (10xxxxxx)
-      for (const char c : v.as_string()) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-      return n;
-    }
-    case Kind::kList: return static_cast<int64_t>(v.as_list().size());
-    case Kind::kDict: return static_cast<int64_t>(v.as_dict().size());
-    default: throw_error("object of type '", v.type_name(), "' has no len()");
-  }
-}
-
-// `attribute="a.b"` walks dotted paths, as jinja2's make_attrgetter does; integer parts index lists.
-Value attribute_path(const Value& item, const Value& path, RenderBudget& budget) {
-  if (path.is_int()) return get_item(item, path, budget);
-  AERIE_CHECK(path.is_string(), "attribute must be a string");
-  Value current = item;
-  size_t start = 0;
-  const std::string& p = path.as_string();
-  while (true) {
-    const size_t dot = p.find('.', start);
-    const std::string part = p.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (current.is_undefined()) return current;  // a missing step makes the whole path undefined
-    int64_t index = 0;
-    const auto parsed = std::from_chars(part.data(), part.data() + part.size(), index);
-    const bool numeric = !part.empty() && std::isdigit(static_cast<unsigned char>(part[0])) &&
-                         parsed.ec == std::errc() && parsed.ptr == part.data() + part.size();
-    current = numeric ? get_item(current, Value(index), budget) : get_item(current, Value(part), budget);
-    if (dot == std::string::npos) return current;
-    start = dot + 1;
-  }
-}
-
-CallArgs rest_arguments(const CallArgs& args, size_t first) {
-  CallArgs rest;
-  for (size_t i = first; i < args.positional.size(); ++i) rest.positional.push_back(args.positional[i]);
-  return rest;
-}
-
-// select / reject / selectattr / rejectattr.
-Value select_items(const Value& value, const CallArgs& args, bool by_attribute, bool keep_when, RenderBudget& budget) {
-  ValueList out;
-  const size_t test_index = by_attribute ? 1 : 0;
-  const Value attribute = by_attribute ? argument(args, 0, "attribute") : Value();
-  const Value test_name = argument(args, test_index, "test");
-  for (const Value& item : iterate(value, budget)) {
-    budget.charge(kStepBytes);
-    const Value subject = by_attribute ? attribute_path(item, attribute, budget) : item;
-    bool passed = false;
-    if (test_name.is_undefined()) {
-      passed = subject.truthy();
-    } else {
-      CallArgs test_args = rest_arguments(args, test_index + 1);
-      AERIE_CHECK(test_name.is_string(), "the test name must be a string");
-      passed = apply_test(test_name.as_string(), subject, test_args, budget);
-    }
-    if (passed == keep_when) out.push_back(item);
-  }
-  return Value::list(std::move(out));
-}
-
-Value map_items(const Value& value, const CallArgs& args, RenderBudget& budget) {
-  ValueList out;
-  const Value attribute = argument(args, 99, "attribute");
-  for (const Value& item : iterate(value, budget)) {
-    budget.charge(kStepBytes);
-    if (!attribute.is_undefined()) {
-      Value v = attribute_path(item, attribute, budget);
-      if (v.is_undefined()) v = argument(args, 99, "default", v);
-      out.push_back(v);
-    } else {
-      AERIE_CHECK(!args.positional.empty() && args.positional[0].is_string(), "map() needs a filter name or attribute=");
-      CallArgs filter_args = rest_arguments(args, 1);
-      out.push_back(apply_filter(args.positional[0].as_string(), item, filter_args, budget));
-    }
-  }
-  return Value::list(std::move(out));
-}
-
-Value join_items(const Value& value, const CallArgs& args, RenderBudget& budget) {
-  const std::string separator = to_text(argument(args, 0, "d", Value("")), budget);
-  const Value attribute = argument(args, 1, "attribute");
-  std::string out;
-  bool first = true;
-  for (const Value& item : iterate(value, budget)) {
-    const std::string text = to_text(attribute.is_undefined() ? item : attribute_path(item, attribute, budget), budget);
-    budget.check_value_bytes(saturating_add(out.size() + (first ? 0 : separator.size()), text.size()), "join result");
-    if (!first) out += separator;
-    first = false;
-    out += text;
-  }
-  budget.build(out.size(), "join result");
-  return Value(out);
-}
-
-// About n log2 n comparisons, charged up front.
-void charge_sort(size_t n, RenderBudget& budget) {
-  size_t log2_n = 1;
-  while ((size_t{1} << log2_n) < n && log2_n < 63) ++log2_n;
-  budget.charge(saturating_multiply(saturating_multiply(n, log2_n), kStepBytes));
-}
-
-Value sort_items(const Value& value, const CallArgs& args, RenderBudget& budget) {
-  ValueList items = iterate(value, budget);
-  charge_sort(items.size(), budget);
-  const bool reverse = argument(args, 0, "reverse", Value(false)).truthy();
-  const Value attribute = argument(args, 2, "attribute");
-  auto key = [&](const Value& v) { return attribute.is_undefined() ? v : attribute_path(v, attribute, budget); };
-  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-    return reverse ? value_less(key(b), key(a), budget) : value_less(key(a), key(b), budget);
-  });
-  return Value::list(std::move(items));
-}
-
-Value items_of(const Value& value, RenderBudget& budget) {
-  if (value.is_undefined()) return Value::list();
-  AERIE_CHECK(value.is_dict(), "items filter expects a mapping, got ", value.type_name());
-  budget.build(list_bytes(value.as_dict().size() * 3), "list of items");
-  ValueList out;
-  for (const auto& [key, item] : value.as_dict()) out.push_back(Value::list({Value(key), item}));
-  return Value::list(std::move(out));
-}
 
 // Python's int(text, 10): surrounding whitespace, a sign, digits with single underscores between them.
 // nullopt when the text is not such a number; an error when it is one beyond 64 bits.
@@ -163,77 +39,97 @@ std::optional<int64_t> parse_python_int(std::string_view text) {
   return value;
 }
 
-// jinja2's int filter: int(value), else int(float(value)), else the default (also for NaN and inf).
+// Python's float(text): surrounding whitespace, decimal or exponent notation with single underscores
+// between digits, inf / infinity / nan in any case; nullopt for anything else (strtod alone would also
+// take hexadecimal and trailing junk).
+std::optional<double> parse_python_float(std::string_view text) {
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  std::string clean;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '_') {
+      const bool between = i > 0 && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+                           std::isdigit(static_cast<unsigned char>(text[i + 1]));
+      if (!between) return std::nullopt;
+      continue;
+    }
+    if (!std::isdigit(static_cast<unsigned char>(c)) && std::string_view("+-.eEinfatyINFATY").find(c) == std::string_view::npos) {
+      return std::nullopt;
+    }
+    clean += c;
+  }
+  if (clean.empty() || clean.find_first_of("xX") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(clean.c_str(), &end);
+  if (end != clean.c_str() + clean.size()) return std::nullopt;
+  return d;
+}
+
+// jinja2's int filter: int(value) (a string in `base`, 0x / 0o / 0b prefixes allowed for that base), else
+// int(float(value)), else the default (also for NaN and inf).
 Value to_int(const Value& value, const CallArgs& args) {
   const Value fallback = argument(args, 0, "default", Value(int64_t{0}));
+  const int64_t base = argument(args, 1, "base", Value(int64_t{10})).as_int();
   auto from_double = [&](double d) { return std::isfinite(d) ? Value(int_from_double(d)) : fallback; };
   if (value.is_number()) return value.is_float() ? from_double(value.as_double()) : Value(value.as_int());
   if (!value.is_string()) return fallback;
   const std::string& s = value.as_string();
-  if (const std::optional<int64_t> i = parse_python_int(s)) return Value(*i);
-  // float(): strtod also reads hexadecimal, which Python's float() does not.
-  if (s.empty() || s.find_first_of("xX") != std::string::npos) return fallback;
-  char* end = nullptr;
-  const double d = std::strtod(s.c_str(), &end);
-  while (*end == ' ' || (*end >= '\t' && *end <= '\r')) ++end;
-  return end != s.c_str() && *end == '\0' ? from_double(d) : fallback;
+  if (base != 10) {
+    std::string digits = s;
+    std::erase(digits, '_');
+    digits.erase(0, digits.find_first_not_of(" \t\n\r\f\v"));
+    const bool negative = !digits.empty() && digits[0] == '-';
+    if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) digits.erase(0, 1);
+    const char prefix = base == 16 ? 'x' : base == 8 ? 'o' : base == 2 ? 'b' : '\0';
+    if (digits.size() > 2 && digits[0] == '0' && std::tolower(digits[1]) == prefix) digits.erase(0, 2);
+    int64_t parsed = 0;
+    const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), parsed, static_cast<int>(base));
+    if (res.ec == std::errc() && res.ptr == digits.data() + digits.size() && !digits.empty()) return Value(negative ? -parsed : parsed);
+  } else if (const std::optional<int64_t> i = parse_python_int(s)) {
+    return Value(*i);
+  }
+  const std::optional<double> d = parse_python_float(s);
+  return d ? from_double(*d) : fallback;
 }
 
-// jinja2's indent: `width` spaces (or the string given) before each line but the first, unless first=True;
-// blank lines only with blank=True. Sized before it is built.
-Value indent_text(const Value& value, const CallArgs& args, RenderBudget& budget) {
-  const Value width = argument(args, 0, "width", Value(int64_t{4}));
-  const size_t pad_bytes = width.is_string() ? width.as_string().size()
-                                             : static_cast<size_t>(std::max<int64_t>(width.as_int(), 0));
-  budget.check_value_bytes(pad_bytes, "indent width");
-  const std::string pad = width.is_string() ? width.as_string() : std::string(pad_bytes, ' ');
-  const bool first = argument(args, 1, "first", Value(false)).truthy();
-  const bool blank = argument(args, 2, "blank", Value(false)).truthy();
-  const std::string s = to_text(value, budget);
-  const size_t lines = static_cast<size_t>(std::count(s.begin(), s.end(), '\n')) + 1;
-  budget.build(saturating_add(s.size(), saturating_multiply(lines, pad.size())), "indent result");
-  std::string out;
-  size_t start = 0;
-  bool is_first = true;
-  while (start <= s.size()) {
-    size_t nl = s.find('\n', start);
-    const std::string_view line = std::string_view(s).substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-    if ((is_first ? first : true) && (blank || !line.empty())) out += pad;
-    out += line;
-    if (nl == std::string::npos) break;
-    out += '\n';
-    start = nl + 1;
-    is_first = false;
-  }
-  return Value(out);
+// jinja2's float filter: float(value), else the default.
+Value to_float(const Value& value, const CallArgs& args) {
+  if (value.is_number()) return Value(value.as_double());
+  const Value fallback = argument(args, 0, "default", Value(0.0));
+  if (!value.is_string()) return fallback;
+  const std::optional<double> d = parse_python_float(value.as_string());
+  return d ? Value(*d) : fallback;
 }
 
-Value min_max(const Value& value, bool want_max, RenderBudget& budget) {
-  const ValueList items = iterate(value, budget);
-  if (items.empty()) return Value::undefined("min/max of empty sequence");
-  Value best = items[0];
-  for (const Value& item : items) {
-    if (want_max ? value_less(best, item, budget) : value_less(item, best, budget)) best = item;
+// round(precision=0, method='common'): 'common' is Python's round(), which rounds the exact binary value
+// half to even and keeps an int an int; 'ceil' and 'floor' scale, round and divide back (a float).
+Value round_number(const Value& value, const CallArgs& args) {
+  AERIE_CHECK(value.is_number(), "type ", value.type_name(), " doesn't define __round__ method");
+  const int64_t digits = std::clamp<int64_t>(argument(args, 0, "precision", Value(int64_t{0})).as_int(), -400, 400);
+  const Value method = argument(args, 1, "method", Value("common"));
+  AERIE_CHECK(method.is_string() && (method.as_string() == "common" || method.as_string() == "ceil" ||
+                                     method.as_string() == "floor"),
+              "method must be common, ceil or floor");
+  const double scale = std::pow(10.0, static_cast<double>(digits));
+  if (method.as_string() != "common") {
+    const double scaled = value.as_double() * scale;
+    return Value((method.as_string() == "ceil" ? std::ceil(scaled) : std::floor(scaled)) / scale);
   }
-  return best;
+  if (!value.is_float()) return Value(value.as_int());  // digits < 0 on an int: rare, kept as is
+  const double x = value.as_double();
+  if (!std::isfinite(x)) return value;
+  if (digits >= 0) {
+    // printf rounds the exact binary value correctly, ties to even: what Python's round() does.
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(std::min<int64_t>(digits, 300)), x);
+    return Value(std::strtod(buf, nullptr));
+  }
+  return Value(std::nearbyint(x / std::pow(10.0, static_cast<double>(-digits))) * std::pow(10.0, static_cast<double>(-digits)));
 }
 
-// Quadratic in the number of distinct items: each comparison is charged.
-Value unique_items(const Value& value, RenderBudget& budget) {
-  ValueList out;
-  for (const Value& item : iterate(value, budget)) {
-    bool seen = false;
-    for (const Value& kept : out) {
-      budget.charge(kStepBytes);
-      if (values_equal(kept, item, budget)) {
-        seen = true;
-        break;
-      }
-    }
-    if (!seen) out.push_back(item);
-  }
-  return Value::list(std::move(out));
-}
+}  // namespace
 
 std::string html_escape(const std::string& s, RenderBudget& budget) {
   std::string out;
@@ -252,103 +148,69 @@ std::string html_escape(const std::string& s, RenderBudget& budget) {
   return out;
 }
 
-}  // namespace
-
 namespace {
+
+// json.dumps's options from tojson(ensure_ascii=False, indent=None, separators=None, sort_keys=False), the
+// signature Hugging Face gives the filter (so `tojson(4)` sets ensure_ascii, not indent).
+JsonOptions json_options(const CallArgs& args, RenderBudget& budget) {
+  JsonOptions options;
+  options.ensure_ascii = argument(args, 0, "ensure_ascii", Value(false)).truthy();
+  const Value indent = argument(args, 1, "indent", Value::none());
+  if (indent.is_string()) options.indent = indent.as_string();
+  else if (is_integer(indent)) {
+    const auto spaces = static_cast<size_t>(std::max<int64_t>(indent.as_int(), 0));
+    budget.check_value_bytes(spaces, "tojson indent");
+    options.indent = std::string(spaces, ' ');
+  }
+  else AERIE_CHECK(indent.is_none(), "tojson: indent must be an integer or a string");
+  const Value separators = argument(args, 2, "separators", Value::none());
+  if (!separators.is_none()) {
+    AERIE_CHECK(separators.is_list() && separators.as_list().size() == 2 && separators.as_list()[0].is_string() &&
+                    separators.as_list()[1].is_string(),
+                "tojson: separators must be a pair of strings");
+    options.separators = std::make_pair(separators.as_list()[0].as_string(), separators.as_list()[1].as_string());
+  }
+  options.sort_keys = argument(args, 3, "sort_keys", Value(false)).truthy();
+  return options;
+}
 
 // Filters that print their operand and work on the text.
 std::optional<Value> string_filter(const std::string& name, const Value& value, CallArgs& args, RenderBudget& budget) {
   if (name == "tojson") {
-    // Python's json.dumps: indent=None is compact, a negative indent counts as 0 (newlines only).
-    const Value indent = argument(args, 0, "indent");
-    const int64_t spaces = is_integer(indent) ? std::max<int64_t>(indent.as_int(), 0) : -1;
-    std::string text = value.to_json(spaces, budget.limits().max_value_bytes);
+    std::string text = value.to_json(json_options(args, budget), budget.limits().max_value_bytes);
     budget.charge(text.size());
     return Value(std::move(text));
   }
-  if (name == "trim" || name == "replace" || name == "upper" || name == "lower" || name == "title" ||
-      name == "capitalize" || name == "wordcount") {
-    const Value text = value.is_string() ? value : Value(to_text(value, budget));
-    const char* method = name == "trim" ? "strip" : name == "wordcount" ? "split" : name.c_str();
-    const bool takes_arguments = name == "trim" || name == "replace";
-    CallArgs none;
-    const Value result = get_attribute(text, method, budget).as_function()(takes_arguments ? args : none);
-    if (name == "wordcount") return Value(static_cast<int64_t>(result.as_list().size()));
-    return result;
-  }
+  if (std::optional<Value> v = text_filter(name, value, args, budget)) return v;
   if (name == "string") return value.is_string() ? value : Value(to_text(value, budget));
-  if (name == "indent") return indent_text(value, args, budget);
-  if (name == "escape" || name == "e" || name == "forceescape") return Value(html_escape(to_text(value, budget), budget));
-  return std::nullopt;
-}
-
-// Filters over the items of a list (or the keys of a dict, the characters of a string).
-std::optional<Value> sequence_filter(const std::string& name, const Value& value, CallArgs& args,
-                                     RenderBudget& budget) {
-  if (name == "length" || name == "count") return Value(length_of(value, budget));
-  if (name == "join") return join_items(value, args, budget);
-  if (name == "items") return items_of(value, budget);
-  if (name == "selectattr" || name == "rejectattr") return select_items(value, args, true, name == "selectattr", budget);
-  if (name == "select" || name == "reject") return select_items(value, args, false, name == "select", budget);
-  if (name == "map") return map_items(value, args, budget);
-  if (name == "first" || name == "last") {
-    if (value.is_string()) {  // one character, without splitting the whole string
-      const Value index(int64_t{name == "first" ? 0 : -1});
-      const Value c = get_item(value, index, budget);
-      return c.is_undefined() ? Value::undefined(name) : c;
+  if (name == "safe") return value.is_markup() ? value : Value::markup(to_text(value, budget));
+  if (name == "escape" || name == "e") {
+    return value.is_markup() ? value : Value::markup(html_escape(to_text(value, budget), budget));
+  }
+  if (name == "forceescape") return Value::markup(html_escape(to_text(value, budget), budget));
+  if (name == "format") {
+    // jinja2: value % (args or kwargs), one or the other.
+    AERIE_CHECK(args.positional.empty() || args.keyword.empty(), "can't handle positional and keyword arguments at the same time");
+    Value arguments = Value::tuple(args.positional);
+    if (!args.keyword.empty()) {
+      arguments = Value::dict();
+      for (const auto& [key, v] : args.keyword) arguments.set(key, v);
     }
-    if (value.is_list()) {
-      const ValueList& items = value.as_list();
-      if (items.empty()) return Value::undefined(name);
-      return name == "first" ? items.front() : items.back();
-    }
-    const ValueList items = iterate(value, budget);
-    if (items.empty()) return Value::undefined(name);
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "list") return Value::list(iterate(value, budget));
-  if (name == "reverse") {
-    if (value.is_string()) return slice(value, Value(), Value(), Value(int64_t{-1}), budget);
-    ValueList items = iterate(value, budget);
-    std::reverse(items.begin(), items.end());
-    return Value::list(std::move(items));
-  }
-  if (name == "sort") return sort_items(value, args, budget);
-  if (name == "unique") return unique_items(value, budget);
-  if (name == "min" || name == "max") return min_max(value, name == "max", budget);
-  if (name == "sum") {
-    Value total(int64_t{0});
-    for (const Value& item : iterate(value, budget)) total = binary_operation("+", total, item, budget);
-    return total;
-  }
-  if (name == "dictsort") {
-    ValueList pairs = items_of(value, budget).as_list();
-    charge_sort(pairs.size(), budget);
-    std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& a, const Value& b) {
-      return value_less(a.as_list()[0], b.as_list()[0], budget);
-    });
-    return Value::list(std::move(pairs));
+    return percent_format(value.is_string() ? value : Value(to_text(value, budget)), arguments, budget);
   }
   return std::nullopt;
 }
 
 std::optional<Value> number_filter(const std::string& name, const Value& value, CallArgs& args) {
   if (name == "int") return to_int(value, args);
-  if (name == "float") {
-    if (value.is_number()) return Value(value.as_double());
-    return Value(value.is_string() ? std::strtod(value.as_string().c_str(), nullptr) : 0.0);
-  }
+  if (name == "float") return to_float(value, args);
   if (name == "abs") {
     if (value.is_float()) return Value(std::fabs(value.as_double()));
     AERIE_CHECK(value.is_number(), "bad operand type for abs(): '", value.type_name(), "'");
     if (value.as_int() == INT64_MIN) throw_integer_overflow(str_cat("abs(", value.as_int(), ")"));
     return Value(value.as_int() < 0 ? -value.as_int() : value.as_int());
   }
-  if (name == "round") {
-    const int64_t digits = argument(args, 0, "precision", Value(int64_t{0})).as_int();
-    const double scale = std::pow(10.0, static_cast<double>(digits));
-    return Value(std::round(value.as_double() * scale) / scale);
-  }
+  if (name == "round") return round_number(value, args);
   return std::nullopt;
 }
 
@@ -363,7 +225,6 @@ Value apply_filter(const std::string& name, const Value& value, CallArgs& args, 
     if (value.is_undefined() || (boolean && !value.truthy())) return argument(args, 0, "default_value", Value(""));
     return value;
   }
-  if (name == "safe") return value;
   if (name == "attr") return get_attribute(value, to_text(argument(args, 0, "name"), budget), budget);
   throw_error("no filter named '", name, "'");
 }

@@ -118,7 +118,7 @@ class Parser {
         auto s = std::make_unique<Stmt>();
         s->kind = StmtKind::kOutput;
         s->line = t.line;
-        s->expr = parse_expression();
+        s->expr = parse_tuple_or_expression();
         if (peek().kind != TokenKind::kVarEnd) fail(peek(), "expected '}}', got " + describe(peek()));
         next();
         body.push_back(std::move(s));
@@ -173,6 +173,12 @@ class Parser {
       parse_call_block(*s);
     } else if (k == "filter") {
       parse_filter_block(*s);
+    } else if (k == "generation") {
+      s->kind = StmtKind::kGeneration;
+      expect_block_end();
+      std::string end_tag;
+      s->body = parse_body({"endgeneration"}, end_tag);
+      expect_block_end();
     } else if (k == "break" || k == "continue") {
       s->kind = k == "break" ? StmtKind::kBreak : StmtKind::kContinue;
       expect_block_end();
@@ -284,14 +290,19 @@ class Parser {
     expect_block_end();
   }
 
-  // `a, b` without brackets is a tuple (used by `set a, b = ...`).
+  // What may follow the last comma of a tuple without brackets (`{{ a, }}`, `{% set x = a, %}`).
+  bool at_end_of_tuple() const {
+    return peek().kind == TokenKind::kVarEnd || peek().kind == TokenKind::kBlockEnd;
+  }
+
+  // `a, b` without brackets is a tuple (`{% set a, b = ... %}`, `{{ a, b }}`).
   ExprPtr parse_tuple_or_expression() {
     ExprPtr first = parse_expression();
     if (!at_op(",")) return first;
-    auto list = make_expr(ExprKind::kList, first->line);
-    list->args.push_back(std::move(first));
-    while (accept_op(",")) list->args.push_back(parse_expression());
-    return finish(std::move(list));
+    auto tuple = make_expr(ExprKind::kTuple, first->line);
+    tuple->args.push_back(std::move(first));
+    while (accept_op(",") && !at_end_of_tuple()) tuple->args.push_back(parse_expression());
+    return finish(std::move(tuple));
   }
 
   ExprPtr parse_expression() { return parse_or_condition(/*allow_condition=*/true); }
@@ -482,13 +493,13 @@ class Parser {
   }
 
   ExprPtr parse_parenthesized(const Token& open) {
-    if (accept_op(")")) return make_expr(ExprKind::kList, open.line);  // empty tuple
+    if (accept_op(")")) return make_expr(ExprKind::kTuple, open.line);  // ()
     ExprPtr e = parse_expression();
     if (at_op(",")) {
-      auto list = make_expr(ExprKind::kList, open.line);
-      list->args.push_back(std::move(e));
-      while (accept_op(",") && !at_op(")")) list->args.push_back(parse_expression());
-      e = finish(std::move(list));
+      auto tuple = make_expr(ExprKind::kTuple, open.line);
+      tuple->args.push_back(std::move(e));
+      while (accept_op(",") && !at_op(")")) tuple->args.push_back(parse_expression());
+      e = finish(std::move(tuple));
     }
     expect_op(")");
     return e;

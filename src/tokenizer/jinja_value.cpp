@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -95,6 +96,37 @@ Value Value::function(Function fn) {
   return v;
 }
 
+Value Value::markup(std::string s) {
+  Value v(std::move(s));
+  v.markup_ = true;
+  return v;
+}
+
+Value Value::tuple(ValueList items) {
+  Value v = list(std::move(items));
+  v.list_form_ = ListForm::kTuple;
+  return v;
+}
+
+Value Value::generator(ValueList items) {
+  Value v = list(std::move(items));
+  v.list_form_ = ListForm::kGenerator;
+  return v;
+}
+
+Value Value::dict_view(const char* view, ValueList items) {
+  Value v = list(std::move(items));
+  v.list_form_ = ListForm::kDictView;
+  v.string_ = std::make_shared<const std::string>(view);
+  return v;
+}
+
+Value Value::group(Value grouper, Value items) {
+  Value v = list({std::move(grouper), std::move(items)});
+  v.list_form_ = ListForm::kGroup;
+  return v;
+}
+
 Value Value::from_json(const nlohmann::ordered_json& j) {
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
@@ -132,15 +164,41 @@ double Value::as_double() const {
 
 const Value* Value::find(const std::string& key) const {
   for (const auto& [k, v] : *dict_) {
-    if (k == key) return &v;
+    if (k.is_string() && k.as_string() == key) return &v;
   }
   return nullptr;
 }
 
-void Value::set(const std::string& key, Value value) const {
+void Value::set(const std::string& key, Value value) const { set_key(Value(key), std::move(value)); }
+
+bool keys_equal(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
+    return a.as_int() == b.as_int();
+  }
+  if (a.is_string() && b.is_string()) return a.as_string() == b.as_string();
+  return (a.is_none() && b.is_none()) || (a.is_undefined() && b.is_undefined());
+}
+
+bool hashable(const Value& key) { return !key.is_list() && !key.is_dict() && !key.is_function(); }
+
+namespace {
+void check_hashable(const Value& key) { AERIE_CHECK(hashable(key), "unhashable type: '", key.type_name(), "'"); }
+}  // namespace
+
+const Value* Value::find_key(const Value& key) const {
+  check_hashable(key);
+  for (const auto& [k, v] : *dict_) {
+    if (keys_equal(k, key)) return &v;
+  }
+  return nullptr;
+}
+
+void Value::set_key(const Value& key, Value value) const {
+  check_hashable(key);
   for (auto& [k, v] : *dict_) {
-    if (k == key) {
-      v = std::move(value);
+    if (keys_equal(k, key)) {
+      v = std::move(value);  // Python keeps the first key object: {1: 'a', 1.0: 'b'} is {1: 'b'}
       return;
     }
   }
@@ -155,7 +213,7 @@ bool Value::truthy() const {
     case Kind::kInt: return int_ != 0;
     case Kind::kFloat: return float_ != 0.0;
     case Kind::kString: return !string_->empty();
-    case Kind::kList: return !list_->empty();
+    case Kind::kList: return list_form_ == ListForm::kGenerator || !list_->empty();
     case Kind::kDict: return !dict_->empty();
     case Kind::kFunction: return true;
   }
@@ -170,7 +228,15 @@ const char* Value::type_name() const {
     case Kind::kInt: return "int";
     case Kind::kFloat: return "float";
     case Kind::kString: return "str";
-    case Kind::kList: return "list";
+    case Kind::kList:
+      switch (list_form_) {
+        case ListForm::kList: return "list";
+        case ListForm::kTuple: return "tuple";
+        case ListForm::kGenerator: return "generator";
+        case ListForm::kDictView: return string_->c_str();
+        case ListForm::kGroup: return "_GroupTuple";
+      }
+      return "list";
     case Kind::kDict: return namespace_ ? "Namespace" : "dict";
     case Kind::kFunction: return "function";
   }
@@ -258,100 +324,158 @@ std::string python_string_repr(const std::string& s) {
   return out;
 }
 
-void append_json_string(std::string& out, const std::string& s) {
+// A JSON string literal; with ensure_ascii every code point outside ' '..'~' is \uXXXX (a surrogate pair
+// beyond U+FFFF), as json.dumps writes it.
+void append_json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
-  for (unsigned char c : s) {
+  auto escape = [&](uint32_t code) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "\\u%04x", code);
+    out += buf;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);  // ensure_ascii=False: UTF-8 passes through
-        }
+      case '"': out += "\\\""; continue;
+      case '\\': out += "\\\\"; continue;
+      case '\n': out += "\\n"; continue;
+      case '\r': out += "\\r"; continue;
+      case '\t': out += "\\t"; continue;
+      case '\b': out += "\\b"; continue;
+      case '\f': out += "\\f"; continue;
+      default: break;
+    }
+    if (c < 0x20 || (ensure_ascii && c == 0x7f)) {
+      escape(c);
+    } else if (c < 0x80 || !ensure_ascii) {
+      out += static_cast<char>(c);  // ensure_ascii=False: UTF-8 passes through
+    } else {
+      const int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
+      uint32_t code = c & (0x3Fu >> extra);
+      for (int k = 0; k < extra && i + 1 < s.size(); ++k) code = (code << 6) | (static_cast<unsigned char>(s[++i]) & 0x3Fu);
+      if (code >= 0x10000) {
+        escape(0xD800 + ((code - 0x10000) >> 10));
+        escape(0xDC00 + ((code - 0x10000) & 0x3FF));
+      } else {
+        escape(code);
+      }
     }
   }
   out += '"';
 }
 
-void append_newline_indent(std::string& out, int64_t indent, int depth, size_t max_bytes) {
-  const size_t spaces = saturating_multiply(static_cast<size_t>(indent), static_cast<size_t>(depth));
-  check_room(out, saturating_add(spaces, 1), max_bytes);
-  out += '\n';
-  out.append(spaces, ' ');
-}
-
-void append_json(std::string& out, const Value& v, int64_t indent, int depth, size_t max_bytes);
-
-// json.dumps layout: without indent the separators are ", " and ": "; with indent "," and ": ", and
-// empty containers stay "[]" / "{}".
-template <typename Items, typename AppendItem>
-void append_json_container(std::string& out, const Items& items, char open, char close, int64_t indent, int depth,
-                           size_t max_bytes, AppendItem append_item) {
-  if (items.empty()) {
-    out += open;
-    out += close;
-    return;
-  }
-  out += open;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += indent >= 0 ? "," : ", ";
-    if (indent >= 0) append_newline_indent(out, indent, depth + 1, max_bytes);
-    append_item(items[i]);
-    check_room(out, 0, max_bytes);
-  }
-  if (indent >= 0) append_newline_indent(out, indent, depth, max_bytes);
-  out += close;
-}
-
-void append_json(std::string& out, const Value& v, int64_t indent, int depth, size_t max_bytes) {
-  check_depth(depth);
-  switch (v.kind()) {
-    case Kind::kNone: out += "null"; return;
-    case Kind::kBool: out += v.as_bool() ? "true" : "false"; return;
-    case Kind::kInt: out += std::to_string(v.as_int()); return;
+// json.dumps turns the keys that are not strings into strings: 1 -> "1", 1.5 -> "1.5", True -> "true",
+// None -> "null".
+std::string json_key(const Value& key) {
+  switch (key.kind()) {
+    case Kind::kString: return key.as_string();
+    case Kind::kBool: return key.as_bool() ? "true" : "false";
+    case Kind::kInt: return std::to_string(key.as_int());
     case Kind::kFloat: {
-      const double f = v.as_double();
-      if (std::isnan(f)) out += "NaN";
-      else if (std::isinf(f)) out += f > 0 ? "Infinity" : "-Infinity";
-      else out += format_python_float(f);
+      const double f = key.as_double();
+      if (std::isnan(f)) return "NaN";
+      if (std::isinf(f)) return f > 0 ? "Infinity" : "-Infinity";
+      return format_python_float(f);
+    }
+    default: return "null";
+  }
+}
+
+// sort_keys: Python sorts the keys themselves; strings with strings and numbers with numbers only.
+bool json_key_less(const Value& a, const Value& b) {
+  if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();
+  if (a.is_number() && b.is_number()) return a.as_double() < b.as_double();
+  throw_error("'<' not supported between instances of '", b.type_name(), "' and '", a.type_name(), "'");
+}
+
+class JsonWriter {
+ public:
+  JsonWriter(std::string& out, const JsonOptions& options, size_t max_bytes) : out_(out), options_(options), max_bytes_(max_bytes) {
+    item_separator_ = options.separators ? options.separators->first : options.indent ? "," : ", ";
+    key_separator_ = options.separators ? options.separators->second : ": ";
+  }
+
+  void write(const Value& v, int depth) {
+    check_depth(depth);
+    switch (v.kind()) {
+      case Kind::kNone: out_ += "null"; return;
+      case Kind::kBool: out_ += v.as_bool() ? "true" : "false"; return;
+      case Kind::kInt: out_ += std::to_string(v.as_int()); return;
+      case Kind::kFloat: {
+        const double f = v.as_double();
+        if (std::isnan(f)) out_ += "NaN";
+        else if (std::isinf(f)) out_ += f > 0 ? "Infinity" : "-Infinity";
+        else out_ += format_python_float(f);
+        return;
+      }
+      case Kind::kString: string(v.as_string()); return;
+      case Kind::kList:
+        if (v.is_generator() || v.list_form() == ListForm::kDictView) {
+          throw_error("Object of type ", v.type_name(), " is not JSON serializable");
+        }
+        container(v.as_list(), '[', ']', depth, [&](const Value& item) { write(item, depth + 1); });
+        return;
+      case Kind::kDict: {
+        auto entry = [&](const std::pair<Value, Value>* e) {
+          string(json_key(e->first));
+          out_ += key_separator_;
+          write(e->second, depth + 1);
+        };
+        std::vector<const std::pair<Value, Value>*> entries;
+        for (const auto& e : v.as_dict()) entries.push_back(&e);
+        if (options_.sort_keys) {
+          std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return json_key_less(a->first, b->first); });
+        }
+        container(entries, '{', '}', depth, entry);
+        return;
+      }
+      case Kind::kUndefined:
+      case Kind::kFunction: throw_error("Object of type ", v.type_name(), " is not JSON serializable");
+    }
+  }
+
+ private:
+  void string(const std::string& s) {
+    check_room(out_, s.size(), max_bytes_);
+    append_json_string(out_, s, options_.ensure_ascii);
+  }
+
+  void newline(int depth) {
+    const std::string& unit = *options_.indent;
+    check_room(out_, saturating_add(saturating_multiply(unit.size(), static_cast<size_t>(depth)), 1), max_bytes_);
+    out_ += '\n';
+    for (int i = 0; i < depth; ++i) out_ += unit;
+  }
+
+  // json.dumps layout: empty containers stay "[]" / "{}"; with indent each item on its own line.
+  template <typename Items, typename WriteItem>
+  void container(const Items& items, char open, char close, int depth, WriteItem write_item) {
+    out_ += open;
+    if (items.empty()) {
+      out_ += close;
       return;
     }
-    case Kind::kString:
-      check_room(out, v.as_string().size(), max_bytes);
-      append_json_string(out, v.as_string());
-      return;
-    case Kind::kList:
-      append_json_container(out, v.as_list(), '[', ']', indent, depth, max_bytes, [&](const Value& item) {
-        append_json(out, item, indent, depth + 1, max_bytes);
-      });
-      return;
-    case Kind::kDict:
-      append_json_container(out, v.as_dict(), '{', '}', indent, depth, max_bytes, [&](const auto& entry) {
-        check_room(out, entry.first.size(), max_bytes);
-        append_json_string(out, entry.first);
-        out += ": ";
-        append_json(out, entry.second, indent, depth + 1, max_bytes);
-      });
-      return;
-    case Kind::kUndefined:
-    case Kind::kFunction: throw_error("Object of type ", v.type_name(), " is not JSON serializable");
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out_ += item_separator_;
+      if (options_.indent) newline(depth + 1);
+      write_item(items[i]);
+      check_room(out_, 0, max_bytes_);
+    }
+    if (options_.indent) newline(depth);
+    out_ += close;
   }
-}
+
+  std::string& out_;
+  const JsonOptions& options_;
+  const size_t max_bytes_;
+  std::string item_separator_, key_separator_;
+};
 
 }  // namespace
 
-std::string Value::to_json(int64_t indent, size_t max_bytes) const {
+std::string Value::to_json(const JsonOptions& options, size_t max_bytes) const {
   std::string out;
-  append_json(out, *this, indent, 0, max_bytes);
+  JsonWriter(out, options, max_bytes).write(*this, 0);
   return out;
 }
 
@@ -382,23 +506,15 @@ void Value::append_repr(std::string& out, int depth, size_t max_bytes) const {
     case Kind::kFloat: out += format_python_float(float_); return;
     case Kind::kString:
       check_room(out, string_->size(), max_bytes);
-      out += python_string_repr(*string_);
+      out += markup_ ? "Markup(" + python_string_repr(*string_) + ")" : python_string_repr(*string_);
       return;
-    case Kind::kList:
-      out += '[';
-      for (size_t i = 0; i < list_->size(); ++i) {
-        if (i > 0) out += ", ";
-        (*list_)[i].append_repr(out, depth + 1, max_bytes);
-        check_room(out, 0, max_bytes);
-      }
-      out += ']';
-      return;
+    case Kind::kList: append_list_repr(out, depth, max_bytes); return;
     case Kind::kDict:
       out += namespace_ ? "<Namespace {" : "{";
       for (size_t i = 0; i < dict_->size(); ++i) {
         if (i > 0) out += ", ";
-        check_room(out, (*dict_)[i].first.size(), max_bytes);
-        out += python_string_repr((*dict_)[i].first) + ": ";
+        (*dict_)[i].first.append_repr(out, depth + 1, max_bytes);
+        out += ": ";
         (*dict_)[i].second.append_repr(out, depth + 1, max_bytes);
         check_room(out, 0, max_bytes);
       }
@@ -406,6 +522,24 @@ void Value::append_repr(std::string& out, int depth, size_t max_bytes) const {
       return;
     case Kind::kFunction: out += "<function>"; return;
   }
+}
+
+// [1, 'a'], (1, 'a'), (1,), dict_items([('k', 1)]), _GroupTuple(grouper='k', list=[...]).
+void Value::append_list_repr(std::string& out, int depth, size_t max_bytes) const {
+  AERIE_CHECK(list_form_ != ListForm::kGenerator,
+              "printing a generator (what map, select, ... return before |list): Python prints its memory address");
+  std::string open = "[", close = "]";
+  if (list_form_ == ListForm::kTuple) open = "(", close = list_->size() == 1 ? ",)" : ")";
+  if (list_form_ == ListForm::kDictView) open = *string_ + "([", close = "])";
+  if (list_form_ == ListForm::kGroup) open = "_GroupTuple(", close = ")";
+  out += open;
+  for (size_t i = 0; i < list_->size(); ++i) {
+    if (i > 0) out += ", ";
+    if (list_form_ == ListForm::kGroup) out += i == 0 ? "grouper=" : "list=";
+    (*list_)[i].append_repr(out, depth + 1, max_bytes);
+    check_room(out, 0, max_bytes);
+  }
+  out += close;
 }
 
 size_t list_bytes(size_t items) { return saturating_multiply(items, sizeof(Value)); }
@@ -431,7 +565,7 @@ bool dicts_equal(const Value& a, const Value& b, RenderBudget& budget, int depth
   // find() is linear: a dict compare is quadratic in its size.
   budget.charge(list_bytes(saturating_multiply(x.size(), x.size())));
   for (const auto& [key, value] : x) {
-    const Value* other = b.find(key);
+    const Value* other = b.find_key(key);
     if (other == nullptr || !values_equal_at(value, *other, budget, depth + 1)) return false;
   }
   return true;
@@ -450,7 +584,14 @@ bool values_equal_at(const Value& a, const Value& b, RenderBudget& budget, int d
     case Kind::kString:
       budget.charge(std::min(a.as_string().size(), b.as_string().size()));
       return a.as_string() == b.as_string();
-    case Kind::kList: return lists_equal(a.as_list(), b.as_list(), budget, depth);
+    case Kind::kList:
+      // A generator equals nothing but itself (Python compares generators by identity); a list never
+      // equals a tuple.
+      if (a.is_generator() || b.is_generator()) return &a.as_list() == &b.as_list();
+      if (a.is_tuple() != b.is_tuple() || (a.list_form() == ListForm::kDictView) != (b.list_form() == ListForm::kDictView)) {
+        return false;
+      }
+      return lists_equal(a.as_list(), b.as_list(), budget, depth);
     case Kind::kDict: return dicts_equal(a, b, budget, depth);
     case Kind::kFunction: return &a.as_function() == &b.as_function();
     default: return false;
@@ -468,7 +609,8 @@ bool value_less_at(const Value& a, const Value& b, RenderBudget& budget, int dep
     budget.charge(std::min(a.as_string().size(), b.as_string().size()));
     return a.as_string() < b.as_string();
   }
-  if (a.is_list() && b.is_list()) {
+  if (a.is_list() && b.is_list() && a.list_form() == b.list_form() &&
+      (a.list_form() == ListForm::kList || a.is_tuple())) {
     const ValueList& x = a.as_list();
     const ValueList& y = b.as_list();
     budget.charge(list_bytes(std::min(x.size(), y.size())));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,9 +26,19 @@ template <typename... Args>
 
 class Value;
 using ValueList = std::vector<Value>;
+
+// json.dumps's options, as Hugging Face's tojson filter passes them.
+struct JsonOptions {
+  std::optional<std::string> indent;  // None: one line; else this string per level (indent=2 is "  ")
+  bool ensure_ascii = false;          // \uXXXX for every code point outside ' '..'~'
+  std::optional<std::pair<std::string, std::string>> separators;  // default (", ", ": "), with indent (",", ": ")
+  bool sort_keys = false;
+};
 // Dicts keep insertion order (Python 3.7+ dicts, and tojson output must follow it). Chat-template dicts
-// are small, so a vector with linear lookup beats a hash map.
-using ValueDict = std::vector<std::pair<std::string, Value>>;
+// are small, so a vector with linear lookup beats a hash map. Keys are strings, numbers, booleans or None
+// (`{0: 'a', 512: 'b'}` is a real template's lookup table), compared as Python compares hashable keys:
+// 1, 1.0 and True are one key.
+using ValueDict = std::vector<std::pair<Value, Value>>;
 
 // Arguments of a call: positional, then keyword (in source order).
 struct CallArgs {
@@ -37,6 +48,17 @@ struct CallArgs {
 using Function = std::function<Value(CallArgs&)>;
 
 enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kFunction };
+
+// The Python type behind a kList value.
+enum class ListForm : uint8_t {
+  kList,
+  kTuple,      // (a, b): prints with (), equals no list
+  kGenerator,  // what map, select, reject, selectattr, rejectattr, unique, batch and slice return: always
+               // true, no len(), indexing gives Undefined, and printing is an Error (Python prints a
+               // memory address). Python's generator is also used up by one pass; this one is not.
+  kDictView,   // dict.items() / keys() / values(): prints as dict_items([...])
+  kGroup,      // groupby's namedtuple: a (grouper, list) tuple that also has those two attributes
+};
 
 class Value {
  public:
@@ -61,6 +83,17 @@ class Value {
   // A namespace() object: a dict whose attributes can be assigned with `set ns.x = ...`.
   static Value namespace_object(ValueDict items = {});
   static Value function(Function fn);
+  // A Markup string (jinja2's `|safe` / `|escape` result): adding a plain string to it HTML-escapes that
+  // string first, and escaping it again leaves it as it is. Printing shows its text.
+  static Value markup(std::string s);
+  // Python's other sequences, which iterate like lists but print, compare and index differently (see
+  // ListForm).
+  static Value tuple(ValueList items);
+  static Value generator(ValueList items);
+  // dict.items() / keys() / values(): `view` is "dict_items", "dict_keys" or "dict_values".
+  static Value dict_view(const char* view, ValueList items);
+  // groupby's (grouper, list) pair.
+  static Value group(Value grouper, Value items);
   static Value from_json(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
@@ -75,6 +108,10 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_function() const { return kind_ == Kind::kFunction; }
   bool is_namespace() const { return kind_ == Kind::kDict && namespace_; }
+  bool is_markup() const { return kind_ == Kind::kString && markup_; }
+  ListForm list_form() const { return list_form_; }
+  bool is_tuple() const { return kind_ == Kind::kList && (list_form_ == ListForm::kTuple || list_form_ == ListForm::kGroup); }
+  bool is_generator() const { return kind_ == Kind::kList && list_form_ == ListForm::kGenerator; }
 
   bool as_bool() const { return bool_; }
   int64_t as_int() const;    // bool and int (Python's bool is an int)
@@ -85,9 +122,12 @@ class Value {
   ValueDict& as_dict() const { return *dict_; }
   const Function& as_function() const { return *function_; }
 
-  // Dict lookup; nullptr when absent.
+  // Dict lookup of a string key; nullptr when absent.
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value value) const;
+  // Dict lookup and assignment of any key; an unhashable key (see hashable()) is an Error.
+  const Value* find_key(const Value& key) const;
+  void set_key(const Value& key, Value value) const;
 
   bool truthy() const;
   // The printing functions throw an aerie::Error naming max_value_bytes when the text would be longer
@@ -96,12 +136,13 @@ class Value {
   std::string to_string(size_t max_bytes) const;
   // repr(value): strings quoted.
   std::string repr(size_t max_bytes) const;
-  // json.dumps(value, ensure_ascii=False, indent=indent) with Python's separators; indent < 0 means none.
-  std::string to_json(int64_t indent, size_t max_bytes) const;
+  // json.dumps(value, **options).
+  std::string to_json(const JsonOptions& options, size_t max_bytes) const;
   const char* type_name() const;
 
  private:
   void append_repr(std::string& out, int depth, size_t max_bytes) const;
+  void append_list_repr(std::string& out, int depth, size_t max_bytes) const;
   // A list, dict or function: destroying it may destroy further values.
   bool holds_containers() const;
   // Moves the items of a list or dict this value alone owns onto `pending` (see ~Value).
@@ -110,6 +151,8 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool bool_ = false;
   bool namespace_ = false;
+  bool markup_ = false;
+  ListForm list_form_ = ListForm::kList;
   int64_t int_ = 0;
   double float_ = 0.0;
   // Shared: Python objects have reference semantics, and copying a Value must be cheap.
@@ -118,6 +161,11 @@ class Value {
   std::shared_ptr<ValueDict> dict_;
   std::shared_ptr<Function> function_;
 };
+
+// Python's equality of two dict keys (strings, numbers, booleans, None); false across kinds.
+bool keys_equal(const Value& a, const Value& b);
+// Whether a value can be a dict key here: not a list (tuples included), dict or function.
+bool hashable(const Value& key);
 
 // The bytes a list of `items` counts against max_value_bytes and max_work_bytes: what its values take.
 size_t list_bytes(size_t items);
