@@ -52,6 +52,8 @@ std::vector<OptionSpec> serve_options() {
       {"--max-length", true, "context per sequence, prompt + output (default: the model's)"},
       {"--max-queue", true, "engine requests queued or running before 429 (default 256)"},
       {"--tool-parser", true, "deepseek_v3 | deepseek_v31 | llama3_json (default: detected from the checkpoint)"},
+      {"--reasoning-parser", true, "auto | none | deepseek_r1 | deepseek_v3 | qwen3: chat <think> blocks become "
+                                   "reasoning_content (default auto: when the chat template writes </think>)"},
       {"--tokenizer", true, "folder with tokenizer.json (default: the model folder)"},
       {"--chat-template", true, "a Jinja chat template file instead of tokenizer_config.json's"},
       {"--http-threads", true, "HTTP connection workers (default 128; a streaming response holds one)"},
@@ -74,6 +76,12 @@ std::string read_file(const std::filesystem::path& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+// --reasoning-parser: auto (the chat template decides), none, or a named parser.
+std::optional<server::ReasoningParserKind> reasoning_parser_for(const Args& args, const std::string& chat_template) {
+  const std::string name = args.str("--reasoning-parser", "auto");
+  return name == "auto" ? server::detect_reasoning_parser(chat_template) : server::parse_reasoning_parser(name);
 }
 
 std::optional<server::ToolParserKind> tool_parser_for(const Args& args, const std::filesystem::path& model_dir,
@@ -129,6 +137,7 @@ int run_serve(const std::vector<std::string>& argv) {
   const std::string model_arg = args.required("--model");
   const std::filesystem::path model_dir = model_arg;
   const bool quiet = args.has("--quiet");
+  reasoning_parser_for(args, "");  // a bad --reasoning-parser fails before the weights load
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -225,12 +234,14 @@ int run_serve(const std::vector<std::string>& argv) {
   served.chat_template = args.has("--chat-template") ? read_file(args.str("--chat-template"))
                                                      : tokenizer->config().chat_template;
   served.n_vocab = model->n_vocab();
+  served.reasoning_parser = reasoning_parser_for(args, served.chat_template);
   http.attach(served);
   waiter->ready.store(true);
-  std::fprintf(stderr, "aerie serve: ready: model '%s', context %lld, %s, tool parser %s, %d threads\n",
+  std::fprintf(stderr,
+               "aerie serve: ready: model '%s', context %lld, %s, tool parser %s, reasoning parser %s, %d threads\n",
                options.served_model_name.c_str(), (long long)engine.max_length(), engine.memory_plan().summary.c_str(),
                served.tool_parser ? std::string(server::tool_parser_name(*served.tool_parser)).c_str() : "none",
-               pool.n_threads());
+               served.reasoning_parser ? "<think>" : "none", pool.n_threads());
 
   int sig = 0;
   {

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "sample/token_trie.h"
 #include "server/engine_loop.h"
+#include "server/reasoning.h"
 #include "server/tool_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -30,6 +31,7 @@ struct ServedModel {
   std::string chat_template;                  // Jinja source; "" when the model has none
   int64_t n_vocab = 0;                        // the model's (token-id prompts are checked against it)
   double synthetic_acceptance = -1.0;         // the engine's (serve --synthetic-acceptance); < 0: none
+  std::optional<ReasoningParserKind> reasoning_parser;  // chat: <think> blocks -> reasoning_content
 };
 
 struct Backend {

@@ -5,14 +5,28 @@
 namespace aerie::server {
 
 ChoiceStream::ChoiceStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings,
-                           std::vector<int64_t> hidden_ids, std::unique_ptr<ToolCallParser> parser)
+                           std::vector<int64_t> hidden_ids, std::unique_ptr<ToolCallParser> parser,
+                           std::optional<ReasoningSplitter> reasoning)
     : tokenizer_(tokenizer),
       decoder_(tokenizer, /*skip_special_tokens=*/parser == nullptr),
       matcher_(std::move(stop_strings)),
       hidden_ids_(std::move(hidden_ids)),
-      parser_(std::move(parser)) {}
+      parser_(std::move(parser)),
+      reasoning_(std::move(reasoning)) {}
 
 void ChoiceStream::emit_text(std::string text, std::vector<ToolEvent>& out) {
+  if (text.empty()) return;
+  if (!reasoning_) {
+    emit_content(std::move(text), out);
+    return;
+  }
+  std::string thought, content;
+  reasoning_->push(text, thought, content);
+  if (!thought.empty()) out.push_back(ToolEvent::thought(std::move(thought)));
+  emit_content(std::move(content), out);
+}
+
+void ChoiceStream::emit_content(std::string text, std::vector<ToolEvent>& out) {
   if (text.empty()) return;
   if (!parser_) {
     out.push_back(ToolEvent::text(std::move(text)));
@@ -71,6 +85,12 @@ void ChoiceStream::finish(std::vector<ToolEvent>& out) {
     const std::string tail = decoder_.flush();
     if (!tail.empty()) emit_text(matcher_.push(tail), out);
     if (!matcher_.stopped()) emit_text(matcher_.finish(), out);
+  }
+  if (reasoning_) {
+    std::string thought, content;
+    reasoning_->finish(thought, content);
+    if (!thought.empty()) out.push_back(ToolEvent::thought(std::move(thought)));
+    emit_content(std::move(content), out);
   }
   if (parser_) {
     const size_t first = out.size();

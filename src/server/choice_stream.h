@@ -17,6 +17,7 @@
 
 #include "sched/request.h"
 #include "server/openai_response.h"
+#include "server/reasoning.h"
 #include "server/stop_strings.h"
 #include "server/tool_parser.h"
 #include "tokenizer/tokenizer.h"
@@ -26,8 +27,10 @@ namespace aerie::server {
 class ChoiceStream {
  public:
   // `parser` null: plain text. `hidden_ids`: ids counted but never decoded (end-of-sequence tokens).
+  // `reasoning`: split <think> blocks into reasoning events first (server/reasoning.h); only the content
+  // after them reaches the parser.
   ChoiceStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings, std::vector<int64_t> hidden_ids,
-               std::unique_ptr<ToolCallParser> parser);
+               std::unique_ptr<ToolCallParser> parser, std::optional<ReasoningSplitter> reasoning = std::nullopt);
 
   // Text released before any generated token (the echoed prompt of /v1/completions).
   void prefix(const std::string& text, std::vector<ToolEvent>& out);
@@ -53,6 +56,7 @@ class ChoiceStream {
 
  private:
   void emit_text(std::string text, std::vector<ToolEvent>& out);
+  void emit_content(std::string text, std::vector<ToolEvent>& out);
   TokenLogprob logprob_entry(int64_t token, const TokenLogprobs& source) const;
 
   const Tokenizer& tokenizer_;
@@ -60,6 +64,7 @@ class ChoiceStream {
   StopStringMatcher matcher_;
   std::vector<int64_t> hidden_ids_;
   std::unique_ptr<ToolCallParser> parser_;
+  std::optional<ReasoningSplitter> reasoning_;
   std::vector<TokenLogprob> logprobs_;
   int64_t completion_tokens_ = 0;
   int n_tool_calls_ = 0;

@@ -138,7 +138,10 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
     plan.tool_parser = backend.model.tool_parser;
   }
   GenerationPrompt prompt;
-  prompt.ids = encode(*backend.model.tokenizer, render_chat(backend, request, true), false, "messages");
+  const std::string rendered = render_chat(backend, request, true);
+  prompt.ids = encode(*backend.model.tokenizer, rendered, false, "messages");
+  plan.reasoning = backend.model.reasoning_parser.has_value();
+  plan.starts_in_reasoning = plan.reasoning && prompt_opens_reasoning(rendered);
   if (prompt.ids.empty()) throw ApiError::invalid_request("The messages render to an empty prompt.", "messages");
 
   plan.chat = true;

@@ -30,8 +30,10 @@ Generation::Generation(std::shared_ptr<Backend> backend, GenerationPlan plan, Lo
     if (plan_.forced_tools == ForcedTools::kNamed) parser = make_named_call_parser(plan_.forced_function, call_ids);
     else if (plan_.forced_tools == ForcedTools::kList) parser = make_call_list_parser(call_ids);
     else if (plan_.tool_parser) parser = make_tool_parser(*plan_.tool_parser, call_ids);
+    std::optional<ReasoningSplitter> reasoning;
+    if (plan_.chat && plan_.reasoning) reasoning.emplace(plan_.starts_in_reasoning);
     choice.stream = std::make_unique<ChoiceStream>(*backend_->model.tokenizer, plan_.stop, backend_->model.eos_ids,
-                                                   std::move(parser));
+                                                   std::move(parser), std::move(reasoning));
     choice.stream->prefix(plan_.prompts[choice.prompt].echo, choice.events);
     choice.text_offset = int64_t(plan_.prompts[choice.prompt].echo.size());
   }
@@ -163,21 +165,25 @@ void Generation::append_events(Choice& choice, std::vector<ToolEvent>& events, s
                                                   release_logprobs(), usage_field));
     return;
   }
-  // Chat: consecutive content fragments make one chunk; tool-call deltas go in their own chunks.
+  // Chat: consecutive content (or reasoning) fragments make one chunk; tool-call deltas go in their own.
   ChatDelta pending;
   auto flush = [&] {
-    if (!pending.content && pending.tool_calls.empty()) return;
+    if (!pending.content && !pending.reasoning_content && pending.tool_calls.empty()) return;
     *sse += sse_data(chat_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, pending, std::nullopt,
                                      release_logprobs(), usage_field));
     pending = ChatDelta{};
   };
   for (ToolEvent& event : events) {
-    if (event.is_content()) {
-      if (!pending.tool_calls.empty()) flush();
+    if (event.is_reasoning()) {
+      if (pending.content || !pending.tool_calls.empty()) flush();
+      if (!pending.reasoning_content) pending.reasoning_content = std::string();
+      *pending.reasoning_content += event.content;
+    } else if (event.is_content()) {
+      if (pending.reasoning_content || !pending.tool_calls.empty()) flush();
       if (!pending.content) pending.content = std::string();
       *pending.content += event.content;
     } else {
-      if (pending.content) flush();
+      if (pending.content || pending.reasoning_content) flush();
       pending.tool_calls.push_back(std::move(event));
     }
   }
@@ -218,6 +224,7 @@ std::optional<OrderedJson> Generation::run_to_completion(const std::function<boo
       c.index = choice.index;
       c.content = std::move(message.content);
       c.tool_calls = std::move(message.tool_calls);
+      if (plan_.reasoning) c.reasoning_content = std::move(message.reasoning_content);
       c.finish_reason = choice.reason;
       if (wants_logprobs()) c.logprobs = chat_logprobs_json(choice.logprobs);
       out.push_back(std::move(c));

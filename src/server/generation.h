@@ -49,6 +49,10 @@ struct GenerationPlan {
   bool stream = false;
   bool include_usage = false;
   bool include_speculation = false;  // the usage carries the speculation figures (an aerie extension)
+  // Chat with a reasoning parser (server/reasoning.h): <think> blocks become reasoning_content; the split
+  // starts inside one when the rendered prompt opened it.
+  bool reasoning = false;
+  bool starts_in_reasoning = false;
 };
 
 class Generation {

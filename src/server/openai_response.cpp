@@ -96,6 +96,9 @@ OrderedJson chat_completion_json(std::string_view id, int64_t created, std::stri
   OrderedJson out_choices = OrderedJson::array();
   for (const ChatChoice& choice : choices) {
     OrderedJson message = {{"role", "assistant"}};
+    if (choice.reasoning_content)
+      message["reasoning_content"] =
+          choice.reasoning_content->empty() ? OrderedJson(nullptr) : OrderedJson(*choice.reasoning_content);
     const bool null_content = choice.content.empty() && !choice.tool_calls.empty();
     message["content"] = null_content ? OrderedJson(nullptr) : OrderedJson(choice.content);
     if (!choice.tool_calls.empty()) {
@@ -135,6 +138,7 @@ OrderedJson chat_chunk_json(std::string_view id, int64_t created, std::string_vi
   OrderedJson body = envelope(id, "chat.completion.chunk", created, model);
   OrderedJson out_delta = OrderedJson::object();
   if (delta.role) out_delta["role"] = "assistant";
+  if (delta.reasoning_content) out_delta["reasoning_content"] = *delta.reasoning_content;
   if (delta.content) {
     out_delta["content"] = *delta.content;
   } else if (delta.role) {

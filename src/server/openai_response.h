@@ -23,6 +23,8 @@ enum class FinishReason { kStop, kLength, kToolCalls };
 std::string_view finish_reason_name(FinishReason reason);
 
 struct Usage {
+  Usage() = default;
+  Usage(int64_t prompt, int64_t completion) : prompt_tokens(prompt), completion_tokens(completion) {}
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   // With the request's include_speculation (an aerie extension): every choice's speculation figures summed,
@@ -61,6 +63,7 @@ OrderedJson completion_logprobs_json(const std::vector<TokenLogprob>& tokens, in
 // --- chat.completion ---
 struct ChatChoice {
   int index = 0;
+  std::optional<std::string> reasoning_content;  // with a reasoning parser: the text ("" is sent as null)
   std::string content;
   std::vector<ToolCall> tool_calls;
   FinishReason finish_reason = FinishReason::kStop;
@@ -73,6 +76,7 @@ OrderedJson chat_completion_json(std::string_view id, int64_t created, std::stri
 // --- chat.completion.chunk ---
 struct ChatDelta {
   bool role = false;                    // the first chunk of a choice: "role": "assistant" (and content "")
+  std::optional<std::string> reasoning_content;
   std::optional<std::string> content;
   std::vector<ToolEvent> tool_calls;    // tool-call events (tool_index >= 0)
 };

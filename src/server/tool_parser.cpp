@@ -13,6 +13,13 @@ ToolEvent ToolEvent::text(std::string content) {
   return event;
 }
 
+ToolEvent ToolEvent::thought(std::string reasoning) {
+  ToolEvent event;
+  event.reasoning = true;
+  event.content = std::move(reasoning);
+  return event;
+}
+
 ToolEvent ToolEvent::call_begin(int index, std::string id, std::string name) {
   ToolEvent event;
   event.tool_index = index;
@@ -33,6 +40,10 @@ ParsedMessage collect_events(const std::vector<ToolEvent>& events) {
   for (const ToolEvent& event : events) {
     if (event.is_content()) {
       message.content += event.content;
+      continue;
+    }
+    if (event.is_reasoning()) {
+      message.reasoning_content += event.content;
       continue;
     }
     const size_t index = static_cast<size_t>(event.tool_index);

@@ -26,17 +26,21 @@
 
 namespace aerie::server {
 
-// One streamed piece. tool_index < 0: a content fragment in `content`. Otherwise a delta of the call
-// `tool_index`: its first delta carries `id` and `name` (and arguments ""), later ones argument fragments.
+// One streamed piece. tool_index < 0: a content fragment in `content` (a reasoning fragment when
+// `reasoning`: server/reasoning.h). Otherwise a delta of the call `tool_index`: its first delta carries `id`
+// and `name` (and arguments ""), later ones argument fragments.
 struct ToolEvent {
   int tool_index = -1;
+  bool reasoning = false;
   std::string content;
   std::string id;
   std::string name;
   std::string arguments;
 
-  bool is_content() const { return tool_index < 0; }
+  bool is_content() const { return tool_index < 0 && !reasoning; }
+  bool is_reasoning() const { return tool_index < 0 && reasoning; }
   static ToolEvent text(std::string content);
+  static ToolEvent thought(std::string reasoning);
   static ToolEvent call_begin(int index, std::string id, std::string name);
   static ToolEvent call_arguments(int index, std::string fragment);
   bool operator==(const ToolEvent&) const = default;
@@ -50,6 +54,7 @@ struct ToolCall {
 };
 
 struct ParsedMessage {
+  std::string reasoning_content;
   std::string content;
   std::vector<ToolCall> tool_calls;
   bool operator==(const ParsedMessage&) const = default;

@@ -3,6 +3,8 @@
 // deltas a client assembles; malformed calls stay content; stop strings and end-of-sequence ids behave.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "server/generation.h"
 #include "server_fixture.h"
 
@@ -22,8 +24,11 @@ class GenerationTest : public ::testing::Test {
     return {encoded.begin(), encoded.end()};
   }
 
-  std::unique_ptr<Generation> make(bool stream, bool tools, std::vector<std::string> stop = {}) {
+  std::unique_ptr<Generation> make(bool stream, bool tools, std::vector<std::string> stop = {},
+                                   std::optional<bool> reasoning_from_prompt = std::nullopt) {
     GenerationPlan plan;
+    plan.reasoning = reasoning_from_prompt.has_value();
+    plan.starts_in_reasoning = reasoning_from_prompt.value_or(false);
     plan.chat = true;
     plan.id = "chatcmpl-test";
     plan.created = 1;
@@ -120,6 +125,56 @@ TEST_F(GenerationTest, LlamaToolCallBecomesToolCallsWholeAndStreamed) {
     EXPECT_EQ(arguments, tool_call["function"]["arguments"]);
     EXPECT_EQ(finish, "tool_calls");
   }
+}
+
+// A reasoning model's output (the prompt opened the <think> block): the reasoning becomes reasoning_content
+// and the tool call after </think> still parses, identically whole and streamed at every event size.
+TEST_F(GenerationTest, ReasoningThenToolCallWholeAndStreamed) {
+  std::vector<int64_t> tokens = ids("I should look up the weather.</think>Checking.");
+  tokens.push_back(7);  // <|python_tag|>
+  const std::vector<int64_t> call = ids(R"({"name": "get_weather", "parameters": {"city": "Oslo"}})");
+  tokens.insert(tokens.end(), call.begin(), call.end());
+  tokens.push_back(2);
+
+  auto whole = make(false, true, {}, /*reasoning_from_prompt=*/true);
+  feed(*whole, tokens, 3, aerie::FinishReason::kStop);
+  const Json body = whole->run_to_completion().value();
+  const Json& message = body["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], "I should look up the weather.");
+  EXPECT_EQ(message["content"], "Checking.");
+  ASSERT_EQ(message["tool_calls"].size(), 1u) << body.dump();
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+
+  for (size_t step : {1, 2, 5, 100}) {
+    auto streamed = make(true, true, {}, true);
+    feed(*streamed, tokens, step, aerie::FinishReason::kStop);
+    std::string reasoning, content, name;
+    for (const Json& e : run_stream(*streamed)) {
+      if (!e.is_object()) continue;
+      const Json& delta = e["choices"][0]["delta"];
+      EXPECT_FALSE(delta.contains("reasoning_content") && delta.contains("tool_calls")) << delta.dump();
+      if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+      if (delta.contains("content") && delta["content"].is_string()) content += delta["content"].get<std::string>();
+      if (delta.contains("tool_calls") && delta["tool_calls"][0]["function"].contains("name"))
+        name += delta["tool_calls"][0]["function"]["name"].get<std::string>();
+    }
+    EXPECT_EQ(reasoning, "I should look up the weather.") << step;
+    EXPECT_EQ(content, "Checking.") << step;
+    EXPECT_EQ(name, "get_weather") << step;
+  }
+
+  // Without a reasoning parser the same text is content; with one and no block, reasoning_content is null.
+  auto plain = make(false, false);
+  feed(*plain, ids("a</think>b"), 2, aerie::FinishReason::kStop);
+  const Json p = plain->run_to_completion().value()["choices"][0]["message"];
+  EXPECT_FALSE(p.contains("reasoning_content"));
+  EXPECT_EQ(p["content"], "a</think>b");
+  auto none = make(false, false, {}, /*reasoning_from_prompt=*/false);
+  feed(*none, ids("just an answer"), 2, aerie::FinishReason::kStop);
+  const Json n = none->run_to_completion().value()["choices"][0]["message"];
+  EXPECT_TRUE(n["reasoning_content"].is_null());
+  EXPECT_EQ(n["content"], "just an answer");
 }
 
 TEST_F(GenerationTest, TruncatedCallStaysContent) {
