@@ -82,6 +82,11 @@ struct Stmt {
   Body else_body;
   KeywordArgs params;                // macro / caller parameters with defaults (null when none)
   bool recursive = false;
+  // A macro whose body names `varargs` / `kwargs` / `caller` takes extra positional arguments, unknown
+  // keyword arguments, a caller (jinja2 decides this from the body, the same way).
+  bool catch_varargs = false;
+  bool catch_kwargs = false;
+  bool uses_caller = false;
 };
 
 }  // namespace aerie::jinja

@@ -1,6 +1,7 @@
 #include "tokenizer/jinja_eval.h"
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -108,10 +109,11 @@ class Interpreter {
         return exec_body(s.else_body, scope, out);
       case StmtKind::kFor: exec_for(s, scope, out); return Flow::kNormal;
       case StmtKind::kSet: exec_set(s, scope); return Flow::kNormal;
-      case StmtKind::kSetBlock: {
+      case StmtKind::kSetBlock: {  // {% set x %}...{% endset %}, or {% set x | filter %}...
         Sink captured = capture();
         exec_body(s.body, scope, captured);
-        scope->vars[s.targets[0]] = Value(std::move(captured.text));
+        Value text(std::move(captured.text));
+        scope->vars[s.targets[0]] = s.expr ? apply_filter_chain(*s.expr, text, scope) : text;
         return Flow::kNormal;
       }
       case StmtKind::kMacro: scope->vars[s.text] = make_macro(s, scope); return Flow::kNormal;
@@ -119,7 +121,7 @@ class Interpreter {
       case StmtKind::kFilterBlock: {
         Sink captured = capture();
         exec_body(s.body, scope, captured);
-        emit(out, to_text(apply_filter_expr(*s.expr, Value(std::move(captured.text)), scope), budget_));
+        emit(out, to_text(apply_filter_chain(*s.expr, Value(std::move(captured.text)), scope), budget_));
         return Flow::kNormal;
       }
       case StmtKind::kGeneration: {
@@ -157,26 +159,47 @@ class Interpreter {
     target->set(s.attribute, std::move(value));
   }
 
-  // The `loop` variable of one iteration (jinja2's LoopContext).
-  static Value make_loop(const ValueList& items, size_t i) {
+  // What the `loop` variables of one run of a loop share: loop.changed()'s last values, and loop(...) of
+  // a recursive loop.
+  struct LoopRun {
+    int depth = 0;  // 0 for the outermost run of a recursive loop
+    std::shared_ptr<std::optional<ValueList>> last_changed = std::make_shared<std::optional<ValueList>>();
+    Value recurse;  // a function, or Undefined when the loop is not recursive
+  };
+
+  // The `loop` variable of one iteration (jinja2's LoopContext). A recursive loop's is also callable:
+  // eval_call calls its "__call__" entry.
+  Value make_loop(const ValueList& items, size_t i, const LoopRun& run) {
     const int64_t n = static_cast<int64_t>(items.size());
     const int64_t index = static_cast<int64_t>(i);
     ValueDict loop = {{"index", Value(index + 1)},      {"index0", Value(index)},
                       {"revindex", Value(n - index)},   {"revindex0", Value(n - index - 1)},
                       {"first", Value(index == 0)},     {"last", Value(index == n - 1)},
-                      {"length", Value(n)},             {"depth", Value(int64_t{1})},
-                      {"depth0", Value(int64_t{0})}};
+                      {"length", Value(n)},             {"depth", Value(int64_t{run.depth + 1})},
+                      {"depth0", Value(int64_t{run.depth})}};
     loop.emplace_back("previtem", i > 0 ? items[i - 1] : Value::undefined("loop.previtem"));
     loop.emplace_back("nextitem", index + 1 < n ? items[i + 1] : Value::undefined("loop.nextitem"));
     loop.emplace_back("cycle", Value::function([i](CallArgs& args) -> Value {
-      AERIE_CHECK(!args.positional.empty(), "loop.cycle() needs at least one value");
+      AERIE_CHECK(!args.positional.empty(), "no items for cycling given");
       return args.positional[i % args.positional.size()];
     }));
+    // changed(*values): true the first time and whenever the values differ from the last call's.
+    loop.emplace_back("changed", Value::function([last = run.last_changed, budget = &budget_](CallArgs& args) {
+      const Value now = Value::list(args.positional);
+      const bool changed = !last->has_value() || !values_equal(Value::list(**last), now, *budget);
+      *last = args.positional;
+      return Value(changed);
+    }));
+    if (run.recurse.is_function()) loop.emplace_back("__call__", run.recurse);
     return Value::dict(std::move(loop));
   }
 
   void exec_for(const Stmt& s, const ScopePtr& scope, Sink& out) {
-    ValueList items = iterate(eval(*s.expr, scope), budget_);
+    run_loop(s, scope, iterate(eval(*s.expr, scope), budget_), 0, out);
+  }
+
+  // One run of a for loop over `items`; `depth` counts the loop(...) calls of a recursive loop.
+  void run_loop(const Stmt& s, const ScopePtr& scope, ValueList items, int depth, Sink& out) {
     if (s.condition) {
       // `for x in xs if cond`: filtered before the loop, so loop.length counts only kept items.
       ValueList kept;
@@ -193,11 +216,23 @@ class Interpreter {
       exec_body(s.else_body, scope, out);
       return;
     }
+    LoopRun run;
+    run.depth = depth;
+    if (s.recursive) {
+      const Stmt* loop = &s;
+      run.recurse = Value::function([this, loop, scope, depth](CallArgs& args) {
+        const RenderBudget::CallGuard guard(budget_, "recursive loop");
+        AERIE_CHECK(args.positional.size() == 1, "loop() takes one iterable");
+        Sink nested = capture();
+        run_loop(*loop, scope, iterate(args.positional[0], budget_), depth + 1, nested);
+        return Value(std::move(nested.text));
+      });
+    }
     for (size_t i = 0; i < items.size(); ++i) {
       budget_.count_iterations();
       auto inner = std::make_shared<Scope>();
       inner->parent = scope;
-      inner->vars["loop"] = make_loop(items, i);
+      inner->vars["loop"] = make_loop(items, i, run);
       assign_targets(s.targets, items[i], *inner);
       if (exec_body(s.body, inner, out) == Flow::kBreak) break;
     }
@@ -214,21 +249,51 @@ class Interpreter {
       const RenderBudget::CallGuard guard(budget_, "macro '" + macro->text + "'");
       auto scope = std::make_shared<Scope>();
       scope->parent = defining_scope;
-      AERIE_CHECK(args.positional.size() <= macro->params.size(), "macro '", macro->text, "' takes ",
-                  macro->params.size(), " arguments, got ", args.positional.size());
-      for (size_t i = 0; i < macro->params.size(); ++i) {
-        const auto& [param, default_value] = macro->params[i];
-        Value v = argument(args, i, param.c_str());
-        if (v.is_undefined() && default_value) v = eval(*default_value, scope);
-        scope->vars[param] = v;
-      }
-      for (const auto& [key, value] : args.keyword) {
-        if (key == "caller") scope->vars["caller"] = value;
-      }
+      bind_macro_arguments(*macro, args, scope);
       Sink out = capture();
       exec_body(macro->body, scope, out);
       return Value(std::move(out.text));
     });
+  }
+
+  // jinja2's Macro.__call__: parameters from positional then keyword arguments, else their defaults (else
+  // Undefined); the rest go to varargs / kwargs when the body names them, and are an Error otherwise.
+  void bind_macro_arguments(const Stmt& macro, const CallArgs& args, const ScopePtr& scope) {
+    const size_t n_params = macro.params.size();
+    AERIE_CHECK(macro.catch_varargs || args.positional.size() <= n_params, "macro '", macro.text,
+                "' takes not more than ", n_params, " argument(s)");
+    std::vector<bool> used(args.keyword.size(), false);
+    auto keyword = [&](const std::string& name) -> const Value* {
+      for (size_t k = 0; k < args.keyword.size(); ++k) {
+        if (args.keyword[k].first == name) return used[k] = true, &args.keyword[k].second;
+      }
+      return nullptr;
+    };
+    for (size_t i = 0; i < n_params; ++i) {
+      const auto& [param, default_value] = macro.params[i];
+      const Value* by_name = keyword(param);
+      AERIE_CHECK(by_name == nullptr || i >= args.positional.size(), "macro '", macro.text,
+                  "' got multiple values for argument '", param, "'");
+      const bool given = i < args.positional.size() || by_name != nullptr;
+      Value v = i < args.positional.size() ? args.positional[i] : by_name ? *by_name : Value::undefined(param);
+      if (!given && default_value) v = eval(*default_value, scope);
+      scope->vars[param] = v;
+    }
+    if (macro.uses_caller) {
+      const Value* caller = keyword("caller");
+      scope->vars["caller"] = caller ? *caller : Value::undefined("caller");
+    }
+    Value kwargs = Value::dict();
+    for (size_t k = 0; k < args.keyword.size(); ++k) {
+      if (used[k]) continue;
+      AERIE_CHECK(macro.catch_kwargs, "macro '", macro.text, "' takes no keyword argument '", args.keyword[k].first, "'");
+      kwargs.set(args.keyword[k].first, args.keyword[k].second);
+    }
+    if (macro.catch_kwargs) scope->vars["kwargs"] = kwargs;
+    if (macro.catch_varargs) {
+      const size_t first = std::min(n_params, args.positional.size());
+      scope->vars["varargs"] = Value::tuple(ValueList(args.positional.begin() + static_cast<long>(first), args.positional.end()));
+    }
   }
 
   void exec_call_block(const Stmt& s, const ScopePtr& scope, Sink& out) {
@@ -259,6 +324,13 @@ class Interpreter {
     for (size_t i = first; i < e.args.size(); ++i) args.positional.push_back(eval(*e.args[i], scope));
     for (const auto& [key, value] : e.keywords) args.keyword.emplace_back(key, eval(*value, scope));
     return args;
+  }
+
+  // A filter block's or set block's `f | g(x)`: each filter of the chain in turn, the innermost (whose
+  // operand is null) first.
+  Value apply_filter_chain(const Expr& e, const Value& operand, const ScopePtr& scope) {
+    const Value inner = e.args[0] ? apply_filter_chain(*e.args[0], operand, scope) : operand;
+    return apply_filter_expr(e, inner, scope);
   }
 
   Value apply_filter_expr(const Expr& e, const Value& operand, const ScopePtr& scope) {
@@ -313,7 +385,10 @@ class Interpreter {
   }
 
   Value eval_call(const Expr& e, const ScopePtr& scope) {
-    const Value callee = eval(*e.args[0], scope);
+    Value callee = eval(*e.args[0], scope);
+    if (callee.is_dict() && !callee.is_namespace()) {  // a recursive loop's `loop`
+      if (const Value* call = callee.find("__call__")) callee = *call;
+    }
     if (!callee.is_function()) {
       std::string what = e.args[0]->kind == ExprKind::kName ? "'" + e.args[0]->name + "'" : callee.type_name();
       if (e.args[0]->kind == ExprKind::kGetAttr) what = "'" + e.args[0]->name + "'";

@@ -1,5 +1,5 @@
-// Filters on text and numbers, tests and global functions (declared in jinja_builtins.h); the sequence
-// filters are in jinja_sequence_filters.cpp.
+// The filters (declared in jinja_builtins.h): those on numbers and the ones that print their operand
+// here, the text filters in jinja_strings.cpp, the sequence filters in jinja_sequence_filters.cpp.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -216,6 +216,18 @@ std::optional<Value> number_filter(const std::string& name, const Value& value, 
 
 }  // namespace
 
+// Every name apply_filter knows.
+constexpr std::string_view kFilterNames[] = {
+    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape",
+    "filesizeformat", "first", "float", "forceescape", "format", "groupby", "indent", "int", "items", "join",
+    "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr", "replace", "reverse", "round",
+    "safe", "select", "selectattr", "slice", "sort", "string", "striptags", "sum", "title", "tojson", "trim",
+    "truncate", "unique", "upper", "urlencode", "wordcount"};
+
+bool filter_exists(std::string_view name) {
+  return std::find(std::begin(kFilterNames), std::end(kFilterNames), name) != std::end(kFilterNames);
+}
+
 Value apply_filter(const std::string& name, const Value& value, CallArgs& args, RenderBudget& budget) {
   if (std::optional<Value> v = string_filter(name, value, args, budget)) return std::move(*v);
   if (std::optional<Value> v = sequence_filter(name, value, args, budget)) return std::move(*v);
@@ -225,116 +237,16 @@ Value apply_filter(const std::string& name, const Value& value, CallArgs& args, 
     if (value.is_undefined() || (boolean && !value.truthy())) return argument(args, 0, "default_value", Value(""));
     return value;
   }
-  if (name == "attr") return get_attribute(value, to_text(argument(args, 0, "name"), budget), budget);
-  throw_error("no filter named '", name, "'");
-}
-
-bool apply_test(const std::string& name, const Value& value, CallArgs& args, RenderBudget& budget) {
-  const Value other = argument(args, 0, "value");
-  if (name == "defined") return !value.is_undefined();
-  if (name == "undefined") return value.is_undefined();
-  if (name == "none") return value.is_none();
-  if (name == "boolean") return value.is_bool();
-  if (name == "true") return value.is_bool() && value.as_bool();
-  if (name == "false") return value.is_bool() && !value.as_bool();
-  if (name == "integer") return value.is_int();
-  if (name == "float") return value.is_float();
-  if (name == "number") return value.is_number();
-  if (name == "string") return value.is_string();
-  if (name == "mapping") return value.is_dict();
-  if (name == "iterable") return value.is_list() || value.is_dict() || value.is_string() || value.is_undefined();
-  if (name == "sequence") return value.is_list() || value.is_dict() || value.is_string();
-  if (name == "callable") return value.is_function();
-  if (name == "sameas") {
-    if (value.kind() != other.kind()) return false;
-    if (value.is_none() || value.is_bool() || value.is_int()) return values_equal(value, other, budget);
-    return false;
-  }
-  if (name == "equalto" || name == "eq" || name == "==") return values_equal(value, other, budget);
-  if (name == "ne" || name == "!=") return !values_equal(value, other, budget);
-  if (name == "lt" || name == "lessthan" || name == "<") return value_less(value, other, budget);
-  if (name == "gt" || name == "greaterthan" || name == ">") return value_less(other, value, budget);
-  if (name == "le" || name == "<=") return !value_less(other, value, budget);
-  if (name == "ge" || name == ">=") return !value_less(value, other, budget);
-  if (name == "in") return contains(other, value, budget);
-  if (name == "odd" || name == "even") {
-    AERIE_CHECK(value.is_number(), "test '", name, "' expects a number");
-    return (value.as_int() % 2 != 0) == (name == "odd");
-  }
-  if (name == "divisibleby") {
-    // x % -1 is 0 for every x, and INT64_MIN % -1 is undefined in C++.
-    const int64_t divisor = other.as_int();
-    return divisor != 0 && (divisor == -1 || value.as_int() % divisor == 0);
-  }
-  if (name == "lower" || name == "upper") {
-    if (!value.is_string()) return false;
-    CallArgs none;
-    return get_attribute(value, name, budget).as_function()(none).as_string() == value.as_string();
-  }
-  throw_error("no test named '", name, "'");
-}
-
-namespace {
-
-// Python's range(): the length is computed (in 128 bits) and checked before anything is allocated, and
-// the items are start + k * step, so no addition steps past the int64 range.
-Value range_function(CallArgs& args, RenderBudget& budget) {
-  AERIE_CHECK(!args.positional.empty() && args.positional.size() <= 3, "range() takes 1 to 3 arguments");
-  for (const Value& arg : args.positional) {
-    AERIE_CHECK(is_integer(arg), "range() arguments must be integers, got ", arg.type_name());
-  }
-  int64_t start = 0, stop = 0, step = 1;
-  if (args.positional.size() == 1) {
-    stop = args.positional[0].as_int();
-  } else {
-    start = args.positional[0].as_int();
-    stop = args.positional[1].as_int();
-    if (args.positional.size() == 3) step = args.positional[2].as_int();
-  }
-  AERIE_CHECK(step != 0, "range() step must not be zero");
-  const __int128 span = step > 0 ? __int128{stop} - start : __int128{start} - stop;
-  const __int128 stride = step > 0 ? __int128{step} : -__int128{step};
-  const __int128 count = span <= 0 ? 0 : (span + stride - 1) / stride;
-  budget.build(count > static_cast<__int128>(SIZE_MAX / 2) ? SIZE_MAX : list_bytes(static_cast<size_t>(count)),
-               "range()");
-  ValueList out;
-  out.reserve(static_cast<size_t>(count));
-  for (__int128 k = 0; k < count; ++k) out.emplace_back(static_cast<int64_t>(start + k * step));
-  return Value::list(std::move(out));
-}
-
-}  // namespace
-
-void add_global_functions(ValueDict& globals, std::time_t now, RenderBudget& budget, ValueList& namespaces) {
-  RenderBudget* b = &budget;
-  ValueList* made = &namespaces;
-  globals.emplace_back("range", Value::function([b](CallArgs& args) { return range_function(args, *b); }));
-  globals.emplace_back("namespace", Value::function([made](CallArgs& args) {
-    ValueDict attributes;
-    for (const Value& p : args.positional) {
-      AERIE_CHECK(p.is_dict(), "namespace() takes a mapping as positional argument");
-      for (const auto& entry : p.as_dict()) attributes.push_back(entry);
+  if (name == "attr") {
+    // getattr(value, name): a dict's methods, but not its keys.
+    const std::string attribute = to_text(argument(args, 0, "name"), budget);
+    if (value.is_dict() && !value.is_namespace()) {
+      const Value method = get_attribute(Value::dict(), attribute, budget);
+      return method.is_undefined() ? method : get_attribute(value, attribute, budget);
     }
-    for (auto& entry : args.keyword) attributes.push_back(entry);
-    made->push_back(Value::namespace_object(std::move(attributes)));
-    return made->back();
-  }));
-  globals.emplace_back("dict", Value::function([](CallArgs& args) {
-    Value d = Value::dict();
-    for (auto& [key, value] : args.keyword) d.set(key, value);
-    return d;
-  }));
-  globals.emplace_back("raise_exception", Value::function([b](CallArgs& args) -> Value {
-    throw RaisedError(to_text(argument(args, 0, "message"), *b));
-  }));
-  globals.emplace_back("strftime_now", Value::function([now, b](CallArgs& args) {
-    const std::string format = to_text(argument(args, 0, "format"), *b);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char buf[256];
-    const size_t n = std::strftime(buf, sizeof(buf), format.c_str(), &tm);
-    return Value(std::string(buf, n));
-  }));
+    return get_attribute(value, attribute, budget);
+  }
+  throw_error("no filter named '", name, "'");
 }
 
 }  // namespace aerie::jinja

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "tokenizer/jinja_builtins.h"
 
@@ -23,6 +24,9 @@ Value string_method(const Value& self, const std::string& name, RenderBudget& bu
 // The text filters (trim, upper, lower, capitalize, replace, title, wordcount, indent, center, striptags,
 // urlencode, truncate, filesizeformat); nullopt for any other name.
 std::optional<Value> text_filter(const std::string& name, const Value& value, CallArgs& args, RenderBudget& budget);
+
+// Whether apply_filter knows `name` (the `filter` test).
+bool filter_exists(std::string_view name);
 
 // The sequence filters (length, join, items, select*, reject*, map, first, last, list, reverse, sort,
 // unique, min, max, sum, dictsort, groupby, batch, slice); nullopt for any other name.

@@ -82,23 +82,8 @@ std::string digits_in_base(uint64_t magnitude, int base, bool upper) {
 
 std::string utf8_of(int64_t code) {
   AERIE_CHECK(code >= 0 && code <= 0x10FFFF, "%c arg not in range(0x110000)");
-  const auto c = static_cast<uint32_t>(code);
   std::string out;
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  append_utf8(out, static_cast<uint32_t>(code));
   return out;
 }
 
@@ -233,12 +218,13 @@ std::string format_value(const Value& value, const std::string& spec_text, Rende
     }
     return pad("", text, spec, '<', budget);
   }
-  if (value.is_number() && !value.is_float() && std::string("bcdoxXn").find(spec.type) != std::string::npos) {
+  const bool integer_type = spec.type == '\0' || std::string("bcdoxXn").find(spec.type) != std::string::npos;
+  if (value.is_number() && !value.is_float() && integer_type) {
     AERIE_CHECK(spec.precision < 0, "Precision not allowed in integer format specifier");
     if (spec.type == 'c') return pad("", utf8_of(value.as_int()), spec, '>', budget);
     return format_integer(value.as_int(), spec, 0, budget);
   }
-  if (value.is_number() && std::string("eEfFgGn%").find(spec.type) != std::string::npos) {
+  if (value.is_number() && (spec.type == '\0' || std::string("eEfFgGn%").find(spec.type) != std::string::npos)) {
     return format_float(value.as_double(), spec, budget);
   }
   throw_error("Unknown format code '", std::string(1, spec.type), "' for object of type '", value.type_name(), "'");

@@ -11,6 +11,34 @@
 namespace aerie::jinja {
 namespace {
 
+// Whether `name` is read anywhere in an expression or a block (nested ones included); the recursion is
+// bounded by max_parse_depth, which the tree was built within.
+bool expr_names(const Expr* e, const std::string& name) {
+  if (e == nullptr) return false;
+  if (e->kind == ExprKind::kName && e->name == name) return true;
+  for (const ExprPtr& arg : e->args) {
+    if (expr_names(arg.get(), name)) return true;
+  }
+  for (const auto& keyword : e->keywords) {
+    if (expr_names(keyword.second.get(), name)) return true;
+  }
+  return false;
+}
+
+bool body_names(const Body& body, const std::string& name) {
+  for (const StmtPtr& s : body) {
+    if (expr_names(s->expr.get(), name) || expr_names(s->condition.get(), name)) return true;
+    for (const IfBranch& branch : s->branches) {
+      if (expr_names(branch.condition.get(), name) || body_names(branch.body, name)) return true;
+    }
+    for (const auto& param : s->params) {
+      if (expr_names(param.second.get(), name)) return true;
+    }
+    if (body_names(s->body, name) || body_names(s->else_body, name)) return true;
+  }
+  return false;
+}
+
 ExprPtr make_expr(ExprKind kind, int line) {
   auto e = std::make_unique<Expr>();
   e->kind = kind;
@@ -233,8 +261,9 @@ class Parser {
     } else {
       while (accept_op(",")) s.targets.push_back(expect_name());
     }
-    if (peek().kind == TokenKind::kBlockEnd && s.attribute.empty() && s.targets.size() == 1) {
-      next();
+    if ((peek().kind == TokenKind::kBlockEnd || at_op("|")) && s.attribute.empty() && s.targets.size() == 1) {
+      if (at_op("|")) s.expr = parse_filters(nullptr, /*first_without_pipe=*/false);  // {% set x | trim %}
+      expect_block_end();
       s.kind = StmtKind::kSetBlock;
       std::string end_tag;
       s.body = parse_body({"endset"}, end_tag);
@@ -266,6 +295,9 @@ class Parser {
     expect_block_end();
     std::string end_tag;
     s.body = parse_body({"endmacro"}, end_tag);
+    s.catch_varargs = body_names(s.body, "varargs");
+    s.catch_kwargs = body_names(s.body, "kwargs");
+    s.uses_caller = body_names(s.body, "caller");
     if (peek().kind == TokenKind::kName) next();  // {% endmacro name %}
     expect_block_end();
   }
@@ -629,13 +661,14 @@ class Parser {
     }
   }
 
-  // `x is sameas false` / `x is divisibleby 3`: a test takes one bare argument when a value follows.
+  // `x is sameas false` / `x is divisibleby 3`: a test takes one bare argument when a value follows. As in
+  // jinja2, any name but else / or / and starts one (`x is defined if y` is a syntax error there too).
   bool starts_test_argument() const {
     const Token& t = peek();
     if (t.kind == TokenKind::kString || t.kind == TokenKind::kInteger || t.kind == TokenKind::kFloat) return true;
     if (t.kind == TokenKind::kName) {
-      return t.value != "else" && t.value != "or" && t.value != "and" && t.value != "if" && t.value != "in" &&
-             t.value != "not" && t.value != "is";
+      if (t.value == "is") fail(t, "You cannot chain multiple tests with is");
+      return t.value != "else" && t.value != "or" && t.value != "and";
     }
     return at_op("[") || at_op("{");
   }

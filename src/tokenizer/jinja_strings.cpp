@@ -34,24 +34,6 @@ std::vector<uint32_t> decode(const std::string& s) {
   return out;
 }
 
-void append_utf8(std::string& out, uint32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
-
 std::string encode(const std::vector<uint32_t>& cps, size_t begin = 0, size_t end = SIZE_MAX) {
   std::string out;
   for (size_t i = begin; i < std::min(end, cps.size()); ++i) append_utf8(out, cps[i]);
@@ -189,11 +171,11 @@ Value python_split(const std::string& s, const Value& separator, int64_t max_spl
     const size_t whole = max_split < 0 || static_cast<size_t>(max_split) >= n ? n : static_cast<size_t>(max_split);
     if (whole == n) {
       for (const auto& [b, e] : words) push_part(parts, encode(cps, b, e), budget);
-    } else if (!from_right) {
+    } else if (!from_right) {  // the rest keeps its trailing whitespace, as Python's does
       for (size_t k = 0; k < whole; ++k) push_part(parts, encode(cps, words[k].first, words[k].second), budget);
-      push_part(parts, encode(cps, words[whole].first, words[n - 1].second), budget);
-    } else {
-      push_part(parts, encode(cps, words[0].first, words[n - 1 - whole].second), budget);
+      push_part(parts, encode(cps, words[whole].first), budget);
+    } else {  // the rest keeps its leading whitespace
+      push_part(parts, encode(cps, 0, words[n - 1 - whole].second), budget);
       for (size_t k = n - whole; k < n; ++k) push_part(parts, encode(cps, words[k].first, words[k].second), budget);
     }
     return Value::list(std::move(parts));

@@ -524,18 +524,17 @@ void Value::append_repr(std::string& out, int depth, size_t max_bytes) const {
   }
 }
 
-// [1, 'a'], (1, 'a'), (1,), dict_items([('k', 1)]), _GroupTuple(grouper='k', list=[...]).
+// [1, 'a'], (1, 'a'), (1,), dict_items([('k', 1)]); a groupby pair prints as the tuple it is (jinja2's
+// _GroupTuple overrides the namedtuple repr).
 void Value::append_list_repr(std::string& out, int depth, size_t max_bytes) const {
   AERIE_CHECK(list_form_ != ListForm::kGenerator,
               "printing a generator (what map, select, ... return before |list): Python prints its memory address");
   std::string open = "[", close = "]";
-  if (list_form_ == ListForm::kTuple) open = "(", close = list_->size() == 1 ? ",)" : ")";
+  if (is_tuple()) open = "(", close = list_->size() == 1 ? ",)" : ")";
   if (list_form_ == ListForm::kDictView) open = *string_ + "([", close = "])";
-  if (list_form_ == ListForm::kGroup) open = "_GroupTuple(", close = ")";
   out += open;
   for (size_t i = 0; i < list_->size(); ++i) {
     if (i > 0) out += ", ";
-    if (list_form_ == ListForm::kGroup) out += i == 0 ? "grouper=" : "list=";
     (*list_)[i].append_repr(out, depth + 1, max_bytes);
     check_room(out, 0, max_bytes);
   }
@@ -638,6 +637,24 @@ int64_t int_from_double(double value) {
   constexpr double kTwoTo63 = 9223372036854775808.0;
   if (!(value >= -kTwoTo63 && value < kTwoTo63)) throw_integer_overflow(format_python_float(value));
   return static_cast<int64_t>(value);
+}
+
+void append_utf8(std::string& out, uint32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
 }
 
 std::vector<size_t> code_point_offsets(const std::string& s) {

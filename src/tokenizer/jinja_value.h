@@ -184,5 +184,6 @@ std::string format_python_float(double value);
 
 // UTF-8 helpers: Python strings index by code point.
 std::vector<size_t> code_point_offsets(const std::string& s);  // start offset of each code point, plus size
+void append_utf8(std::string& out, uint32_t code_point);        // code_point <= 0x10FFFF
 
 }  // namespace aerie::jinja
