@@ -104,6 +104,23 @@ TEST(JinjaEngine, RuntimeErrorsNameTheLine) {
   EXPECT_THROW(render("x", Json::array()), Error);
 }
 
+// Where the engine cannot give python3-jinja2's output, by design, it fails with an error saying why
+// instead of printing something else.
+TEST(JinjaEngine, PrincipledDifferencesAreErrors) {
+  // Python prints a generator (what map, select, ... return) as its memory address.
+  EXPECT_NE(error_of("{{ [1, 2]|map('string') }}").find("printing a generator"), std::string::npos);
+  EXPECT_NE(error_of("{{ [1]|select }}").find("printing a generator"), std::string::npos);
+  EXPECT_EQ(render("{{ [1, 2]|map('string')|list }}"), "['1', '2']");
+  // A generator has no len() in Python either.
+  EXPECT_NE(error_of("{{ [1]|select|length }}").find("has no len()"), std::string::npos);
+  // \N{...} would need Unicode's name table.
+  EXPECT_NE(error_of("{{ '\\N{BULLET}' }}").find("not supported"), std::string::npos);
+  // Filters jinja2 has that no chat template needs: they are named in the error.
+  for (const char* filter : {"wordwrap", "xmlattr", "pprint", "urlize", "random"}) {
+    EXPECT_NE(error_of(std::string("{{ 'x'|") + filter + " }}").find("no filter named"), std::string::npos) << filter;
+  }
+}
+
 TEST(JinjaEngine, KeyOrderAndTypesFollowTheInput) {
   const Json context = Json::parse(R"({"d": {"z": 1, "a": [1.5, -2, 1e300], "m": 18446744073709551615}})");
   EXPECT_THROW(render("{{ d|tojson }}", context), Error);  // an unsigned integer beyond int64 is refused

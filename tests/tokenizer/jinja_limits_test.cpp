@@ -140,6 +140,34 @@ TEST(JinjaLimits, ValuesAndOutputAreBounded) {
   });
 }
 
+// The features of issue 20 that loop or grow: each is sized before it builds, so a hostile argument
+// is an error naming the limit instead of a huge allocation or a long loop.
+TEST(JinjaLimits, NewFeaturesThatGrowAreBounded) {
+  expect_errors({
+      {"{{ [1]|batch(10 ** 12, 0)|list }}", "max_value_bytes"},  // padding of 10^12 fill values
+      {"{{ [1]|slice(10 ** 12)|list }}", "max_value_bytes"},     // 10^12 (empty) slices
+      {"{{ '{:>999999999}'.format('x') }}", "max_value_bytes"},
+      {"{{ '{:0999999999}'.format(1) }}", "max_value_bytes"},
+      {"{{ '%999999999d' % 1 }}", "max_value_bytes"},
+      {"{{ '%.99999999d' % 1 }}", "max_value_bytes"},
+      {"{{ '%.5000f' % 1.5 }}", "format precision 5000 is too large"},
+      {"{{ 'x'.center(10 ** 12) }}", "max_value_bytes"},
+      {"{{ 'x'.zfill(10 ** 12) }}", "max_value_bytes"},
+      {"{{ 'x'|center(10 ** 12) }}", "max_value_bytes"},
+      {"{{ ('a' * 100000).replace('', 'b' * 100) }}", "max_value_bytes"},
+      {"{% set s = 'x' * 1000000 %}{{ '%s%s%s%s%s' % (s, s, s, s, s) }}", "max_value_bytes"},
+      {"{% set s = 'x' * 1000000 %}{{ '{}{}{}{}{}'.format(s, s, s, s, s) }}", "max_value_bytes"},
+      {"{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}", "max_call_depth"},
+      {"{{ '{:{:{}}}'.format(1, 2, 3) }}", "Max string recursion exceeded"},
+  });
+  // A cycler or joiner called in a long loop is bounded by the loop.
+  TemplateLimits fewer_iterations;
+  fewer_iterations.max_loop_iterations = 1000;
+  expect_errors({{"{% set c = cycler(1, 2) %}{% for i in range(2000) %}{{ c.next() }}{% endfor %}",
+                  "max_loop_iterations = 1000"}},
+                fewer_iterations);
+}
+
 TEST(JinjaLimits, LoopsCallsAndWorkAreBounded) {
   // Was minutes: 10^8 iterations (a range is a list here, so range(10 ** 5) is already too large). The
   // default limit stops these after about a second; a tenth of it keeps the test fast.
@@ -243,7 +271,7 @@ TEST(JinjaLimits, RealTemplatesNestShallowly) {
   TemplateLimits shallow;
   shallow.max_parse_depth = TemplateLimits().max_parse_depth / 10;
   const std::string dir = std::string(AERIE_TEST_DATA_DIR) + "/chat_template/";
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {  // templates/ included
     if (entry.path().extension() != ".jinja") continue;
     SCOPED_TRACE(entry.path().filename().string());
     std::ifstream in(entry.path());

@@ -104,5 +104,30 @@ TEST(PublisherTemplates, MatchJinja2ForEveryCase) {
   EXPECT_GT(n_failed, 100);
 }
 
+// Every 11th prefix and a byte-flipped copy of each publisher template either parses and renders or
+// throws aerie::Error; nothing crashes (run under ASan/UBSan in CI).
+TEST(PublisherTemplates, DamagedTemplatesNeverCrash) {
+  const Json spec = Json::parse(read_file(kDataDir + "publisher_cases.json"));
+  const char kFlips[] = {'{', '}', '%', '-', '(', ']', '\'', '|', '.', ' ', '#', ','};
+  int n_rendered = 0;
+  for (const auto& [name, t] : spec["templates"].items()) {
+    const std::string source = read_file(kDataDir + t["file"].get<std::string>());
+    Json c = {{"template", name}, {"variant", "default"}, {"conversation", "tool_call_dict_args"},
+              {"add_generation_prompt", true}};
+    const Json context = case_context(spec, c);
+    for (size_t cut = 0; cut < source.size(); cut += 11) {
+      std::string damaged = source;
+      if ((cut / 11) % 2 == 0) damaged.resize(cut);
+      else damaged[cut] = kFlips[cut % sizeof(kFlips)];
+      try {
+        ChatTemplate::parse(damaged, name).render(context, kFixedNow);
+        ++n_rendered;
+      } catch (const Error&) {
+      }
+    }
+  }
+  EXPECT_GT(n_rendered, 100);  // the damage is not all fatal: rendering paths run too
+}
+
 }  // namespace
 }  // namespace aerie
