@@ -41,6 +41,8 @@ struct Expr {
   bool negated = false;           // kTest with "is not"
   std::vector<ExprPtr> args;
   KeywordArgs keywords;
+  ExprPtr star_args;    // f(*star_args): a sequence whose items follow args
+  ExprPtr star_kwargs;  // f(**star_kwargs): a dict whose entries follow keywords
   int height = 1;                 // 1 + the tallest operand: bounded by TemplateLimits::max_parse_depth
 };
 

@@ -21,7 +21,8 @@ namespace {
 Value dict_method(const Value& self, const std::string& name, RenderBudget& budget) {
   RenderBudget* b = &budget;
   if (name == "items" || name == "keys" || name == "values") {
-    return Value::function([self, b, name](CallArgs&) {
+    return Value::function([self, b, name](CallArgs& a) {
+      AERIE_CHECK(a.positional.empty() && a.keyword.empty(), "dict.", name, "() takes no arguments");
       // items() builds a pair per entry: three values each.
       b->build(list_bytes(self.as_dict().size() * (name == "items" ? 3 : 1)), "dict view");
       ValueList out;
@@ -36,8 +37,10 @@ Value dict_method(const Value& self, const std::string& name, RenderBudget& budg
   }
   if (name == "get") {
     return Value::function([self](CallArgs& a) {
-      const Value* found = self.find_key(argument(a, 0, "key"));
-      return found != nullptr ? *found : argument(a, 1, "default", Value::none());
+      AERIE_CHECK(a.keyword.empty(), "dict.get() takes no keyword arguments");
+      AERIE_CHECK(!a.positional.empty() && a.positional.size() <= 2, "dict.get() takes 1 or 2 arguments");
+      const Value* found = self.find_key(a.positional[0]);
+      return found != nullptr ? *found : a.positional.size() > 1 ? a.positional[1] : Value::none();
     });
   }
   return Value::undefined(name);
@@ -74,7 +77,7 @@ Value get_attribute(const Value& value, const std::string& name, RenderBudget& b
 }
 
 namespace {
-// Generators and dict views cannot be indexed or sliced: jinja2 then gives Undefined.
+// Generators and dict views cannot be indexed or sliced (an index gives Undefined, a slice an Error).
 bool subscriptable(const Value& v) {
   return !v.is_list() || !(v.is_generator() || v.list_form() == ListForm::kDictView);
 }
@@ -148,8 +151,9 @@ SliceRange slice_range(int64_t n, const Value& start, const Value& stop, const V
 }  // namespace
 
 Value slice(const Value& value, const Value& start, const Value& stop, const Value& step, RenderBudget& budget) {
-  if (!subscriptable(value)) return Value::undefined();
-  AERIE_CHECK(value.is_list() || value.is_string(), "'", value.type_name(), "' object is not subscriptable");
+  // Python raises for a slice of anything but a sequence, and jinja2 passes that on (unlike an index).
+  AERIE_CHECK((value.is_list() && subscriptable(value)) || value.is_string(), "'", value.type_name(),
+              "' object is not subscriptable");
   const bool is_string = value.is_string();
   if (is_string) budget.charge(value.as_string().size());
   const std::vector<size_t> offsets = is_string ? code_point_offsets(value.as_string()) : std::vector<size_t>();

@@ -322,7 +322,18 @@ class Interpreter {
   CallArgs eval_args(const Expr& e, const ScopePtr& scope, size_t first) {
     CallArgs args;
     for (size_t i = first; i < e.args.size(); ++i) args.positional.push_back(eval(*e.args[i], scope));
+    if (e.star_args) {
+      for (Value& item : iterate(eval(*e.star_args, scope), budget_)) args.positional.push_back(std::move(item));
+    }
     for (const auto& [key, value] : e.keywords) args.keyword.emplace_back(key, eval(*value, scope));
+    if (e.star_kwargs) {
+      const Value extra = eval(*e.star_kwargs, scope);
+      AERIE_CHECK(extra.is_dict(), "argument after ** must be a mapping, not ", extra.type_name());
+      for (const auto& [key, value] : extra.as_dict()) {
+        AERIE_CHECK(key.is_string(), "keywords must be strings");
+        args.keyword.emplace_back(key.as_string(), value);
+      }
+    }
     return args;
   }
 

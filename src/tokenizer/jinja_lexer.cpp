@@ -245,7 +245,9 @@ class Lexer {
       while (end < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[end])) || src_[end] == '_')) ++end;
     };
     digits();
-    if (end + 1 < src_.size() && src_[end] == '.' && std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
+    // As jinja2's lexer: no float right after a dot, so `matrix.0.1` is matrix[0][1].
+    const bool after_dot = pos_ > 0 && src_[pos_ - 1] == '.';
+    if (!after_dot && end + 1 < src_.size() && src_[end] == '.' && std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
       is_float = true;
       ++end;
       digits();

@@ -22,7 +22,7 @@ bool expr_names(const Expr* e, const std::string& name) {
   for (const auto& keyword : e->keywords) {
     if (expr_names(keyword.second.get(), name)) return true;
   }
-  return false;
+  return expr_names(e->star_args.get(), name) || expr_names(e->star_kwargs.get(), name);
 }
 
 bool body_names(const Body& body, const std::string& name) {
@@ -95,6 +95,9 @@ class Parser {
       if (arg) height = std::max(height, arg->height);
     }
     for (const auto& keyword : e->keywords) height = std::max(height, keyword.second->height);
+    for (const ExprPtr* star : {&e->star_args, &e->star_kwargs}) {
+      if (*star) height = std::max(height, (*star)->height);
+    }
     e->height = height + 1;
     if (e->height > max_depth_) fail_too_deep();
     return e;
@@ -255,12 +258,14 @@ class Parser {
   }
 
   void parse_set(Stmt& s) {
+    const bool bracketed = accept_op("(");  // {% set (a, b) = ... %}
     s.targets.push_back(expect_name());
-    if (accept_op(".")) {
+    if (!bracketed && accept_op(".")) {
       s.attribute = expect_name();
     } else {
-      while (accept_op(",")) s.targets.push_back(expect_name());
+      while (accept_op(",") && !at_op(")")) s.targets.push_back(expect_name());
     }
+    if (bracketed) expect_op(")");
     if ((peek().kind == TokenKind::kBlockEnd || at_op("|")) && s.attribute.empty() && s.targets.size() == 1) {
       if (at_op("|")) s.expr = parse_filters(nullptr, /*first_without_pipe=*/false);  // {% set x | trim %}
       expect_block_end();
@@ -560,9 +565,14 @@ class Parser {
   }
 
   void parse_call_args(Expr& call) {
-    // The "(" is consumed by the caller.
+    // The "(" is consumed by the caller. `*xs` and `**kw` unpack a sequence and a dict (one of each).
     while (!at_op(")")) {
-      if (peek().kind == TokenKind::kName && at_op("=", 1)) {
+      if (at_op("*") || at_op("**")) {
+        ExprPtr& target = at_op("*") ? call.star_args : call.star_kwargs;
+        if (target) fail(peek(), "only one *args and one **kwargs in a call");
+        next();
+        target = parse_expression();
+      } else if (peek().kind == TokenKind::kName && at_op("=", 1)) {
         std::string key = next().value;
         next();
         call.keywords.emplace_back(std::move(key), parse_expression());

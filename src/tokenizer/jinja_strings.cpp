@@ -657,19 +657,31 @@ Value string_method(const Value& self, const std::string& name, RenderBudget& bu
   if (it == methods.end()) return Value::undefined(name);
   RenderBudget* b = &budget;
   const Method* method = &it->second;
-  return Value::function([self, b, method](CallArgs& args) { return (*method)(self, args, *b); });
+  // Python 3.11's str methods take their arguments by position, but for these.
+  const bool takes_keywords = name == "split" || name == "rsplit" || name == "splitlines" || name == "format";
+  return Value::function([self, b, method, name, takes_keywords](CallArgs& args) {
+    AERIE_CHECK(takes_keywords || args.keyword.empty(), "str.", name, "() takes no keyword arguments");
+    return (*method)(self, args, *b);
+  });
 }
 
 std::string python_case(const std::string& s, bool upper) { return map_text_case(s, upper); }
 
 std::optional<Value> text_filter(const std::string& name, const Value& value, CallArgs& args, RenderBudget& budget) {
-  // Filters that are str methods of their operand's text.
+  // Filters that are str methods of their operand's text; their arguments may be given by keyword, and
+  // replace's old and new are made strings.
   static const std::map<std::string, std::string> as_method = {
       {"trim", "strip"}, {"upper", "upper"}, {"lower", "lower"}, {"capitalize", "capitalize"}, {"replace", "replace"}};
   if (const auto it = as_method.find(name); it != as_method.end()) {
     const Value text = value.is_string() ? value : Value(to_text(value, budget));
-    CallArgs none;
-    return string_method(text, it->second, budget).as_function()(name == "trim" || name == "replace" ? args : none);
+    CallArgs positional;
+    if (name == "trim") positional.positional = {argument(args, 0, "chars", Value::none())};
+    if (name == "replace") {
+      const Value count = argument(args, 2, "count", Value::none());
+      positional.positional = {Value(to_text(argument(args, 0, "old"), budget)), Value(to_text(argument(args, 1, "new"), budget)),
+                               count.is_none() ? Value(int64_t{-1}) : count};
+    }
+    return string_methods().at(it->second)(text, positional, budget);
   }
   if (name == "title") return Value(jinja_title(to_text(value, budget)));
   if (name == "wordcount") return Value(word_count(to_text(value, budget)));

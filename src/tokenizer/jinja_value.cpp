@@ -499,7 +499,7 @@ std::string Value::repr(size_t max_bytes) const {
 void Value::append_repr(std::string& out, int depth, size_t max_bytes) const {
   check_depth(depth);
   switch (kind_) {
-    case Kind::kUndefined: return;
+    case Kind::kUndefined: out += "Undefined"; return;  // inside a list; alone it prints as ""
     case Kind::kNone: out += "None"; return;
     case Kind::kBool: out += bool_ ? "True" : "False"; return;
     case Kind::kInt: out += std::to_string(int_); return;
