@@ -94,7 +94,9 @@ Value get_item(const Value& value, const Value& key, RenderBudget& budget) {
     if (!key.is_string()) return Value::undefined();
     return value.is_namespace() ? Value::undefined(key.as_string()) : dict_method(value, key.as_string(), budget);
   }
-  if (!subscriptable(value)) return key.is_string() ? get_attribute(value, key.as_string(), budget) : Value::undefined();
+  if (!subscriptable(value)) {
+    return key.is_string() ? get_attribute(value, key.as_string(), budget) : Value::undefined();
+  }
   if ((value.is_list() || value.is_string()) && key.is_number() && !key.is_float()) {
     if (value.is_list()) {
       const int64_t n = static_cast<int64_t>(value.as_list().size());
@@ -189,7 +191,9 @@ ValueList iterate(const Value& value, RenderBudget& budget) {
       // One value per character: a 4 MiB string would make a list of hundreds of MiB.
       budget.build(list_bytes(offsets.size() - 1), "list of characters");
       ValueList chars;
-      for (size_t i = 0; i + 1 < offsets.size(); ++i) chars.emplace_back(s.substr(offsets[i], offsets[i + 1] - offsets[i]));
+      for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+        chars.emplace_back(s.substr(offsets[i], offsets[i + 1] - offsets[i]));
+      }
       return chars;
     }
     default: throw_error("'", value.type_name(), "' object is not iterable");
@@ -327,7 +331,9 @@ Value binary_operation(const std::string& op, const Value& a, const Value& b, Re
   if (op == "+" && concatenable(a, b)) return concatenate(a, b, budget);
   if (op == "%" && a.is_string()) return percent_format(a, b, budget);
   if (op == "*") {
-    auto repeatable = [](const Value& v) { return v.is_string() || (v.is_list() && (v.list_form() == ListForm::kList || v.is_tuple())); };
+    auto repeatable = [](const Value& v) {
+      return v.is_string() || (v.is_list() && (v.list_form() == ListForm::kList || v.is_tuple()));
+    };
     if (repeatable(a) && is_integer(b)) return repeat(a, b.as_int(), budget);
     if (is_integer(a) && repeatable(b)) return repeat(b, a.as_int(), budget);
   }

@@ -286,13 +286,15 @@ class Interpreter {
     Value kwargs = Value::dict();
     for (size_t k = 0; k < args.keyword.size(); ++k) {
       if (used[k]) continue;
-      AERIE_CHECK(macro.catch_kwargs, "macro '", macro.text, "' takes no keyword argument '", args.keyword[k].first, "'");
+      AERIE_CHECK(macro.catch_kwargs, "macro '", macro.text, "' takes no keyword argument '", args.keyword[k].first,
+                  "'");
       kwargs.set(args.keyword[k].first, args.keyword[k].second);
     }
     if (macro.catch_kwargs) scope->vars["kwargs"] = kwargs;
     if (macro.catch_varargs) {
       const size_t first = std::min(n_params, args.positional.size());
-      scope->vars["varargs"] = Value::tuple(ValueList(args.positional.begin() + static_cast<long>(first), args.positional.end()));
+      scope->vars["varargs"] =
+          Value::tuple(ValueList(args.positional.begin() + static_cast<long>(first), args.positional.end()));
     }
   }
 

@@ -35,7 +35,9 @@ std::optional<int64_t> parse_python_int(std::string_view text) {
   if (digits.empty() || digits == "-") return std::nullopt;
   int64_t value = 0;
   const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (res.ec == std::errc::result_out_of_range) throw_integer_overflow("int('" + std::string(text.substr(0, 40)) + "')");
+  if (res.ec == std::errc::result_out_of_range) {
+    throw_integer_overflow("int('" + std::string(text.substr(0, 40)) + "')");
+  }
   return value;
 }
 
@@ -55,7 +57,8 @@ std::optional<double> parse_python_float(std::string_view text) {
       if (!between) return std::nullopt;
       continue;
     }
-    if (!std::isdigit(static_cast<unsigned char>(c)) && std::string_view("+-.eEinfatyINFATY").find(c) == std::string_view::npos) {
+    if (!std::isdigit(static_cast<unsigned char>(c)) &&
+        std::string_view("+-.eEinfatyINFATY").find(c) == std::string_view::npos) {
       return std::nullopt;
     }
     clean += c;
@@ -86,7 +89,9 @@ Value to_int(const Value& value, const CallArgs& args) {
     if (digits.size() > 2 && digits[0] == '0' && std::tolower(digits[1]) == prefix) digits.erase(0, 2);
     int64_t parsed = 0;
     const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), parsed, static_cast<int>(base));
-    if (res.ec == std::errc() && res.ptr == digits.data() + digits.size() && !digits.empty()) return Value(negative ? -parsed : parsed);
+    if (res.ec == std::errc() && res.ptr == digits.data() + digits.size() && !digits.empty()) {
+      return Value(negative ? -parsed : parsed);
+    }
   } else if (const std::optional<int64_t> i = parse_python_int(s)) {
     return Value(*i);
   }
@@ -126,7 +131,8 @@ Value round_number(const Value& value, const CallArgs& args) {
     std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(std::min<int64_t>(digits, 300)), x);
     return Value(std::strtod(buf, nullptr));
   }
-  return Value(std::nearbyint(x / std::pow(10.0, static_cast<double>(-digits))) * std::pow(10.0, static_cast<double>(-digits)));
+  return Value(std::nearbyint(x / std::pow(10.0, static_cast<double>(-digits))) *
+               std::pow(10.0, static_cast<double>(-digits)));
 }
 
 }  // namespace
@@ -190,7 +196,8 @@ std::optional<Value> string_filter(const std::string& name, const Value& value, 
   if (name == "forceescape") return Value::markup(html_escape(to_text(value, budget), budget));
   if (name == "format") {
     // jinja2: value % (args or kwargs), one or the other.
-    AERIE_CHECK(args.positional.empty() || args.keyword.empty(), "can't handle positional and keyword arguments at the same time");
+    AERIE_CHECK(args.positional.empty() || args.keyword.empty(),
+                "can't handle positional and keyword arguments at the same time");
     Value arguments = Value::tuple(args.positional);
     if (!args.keyword.empty()) {
       arguments = Value::dict();

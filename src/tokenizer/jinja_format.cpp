@@ -101,7 +101,9 @@ std::string format_integer(int64_t value, const Spec& spec, int64_t min_digits, 
   }
   std::string digits = digits_in_base(magnitude, base, spec.type == 'X');
   check_width(min_digits, budget);
-  if (static_cast<int64_t>(digits.size()) < min_digits) digits.insert(0, static_cast<size_t>(min_digits) - digits.size(), '0');
+  if (static_cast<int64_t>(digits.size()) < min_digits) {
+    digits.insert(0, static_cast<size_t>(min_digits) - digits.size(), '0');
+  }
   digits = group_digits(digits, spec.grouping, base == 10 ? 3 : 4);
   return pad(sign_of(negative, spec) + (spec.alternate ? prefix : ""), digits, spec, '>', budget);
 }
@@ -195,7 +197,8 @@ Spec parse_spec(const std::string& text) {
   if (i < text.size() && (text[i] == ',' || text[i] == '_')) spec.grouping = text[i++];
   if (i < text.size() && text[i] == '.') {
     ++i;
-    AERIE_CHECK(i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])), "Format specifier missing precision");
+    AERIE_CHECK(i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])),
+                "Format specifier missing precision");
     spec.precision = number();
   }
   if (i < text.size()) spec.type = text[i++];
@@ -209,7 +212,8 @@ std::string format_value(const Value& value, const std::string& spec_text, Rende
   if (spec_text.empty()) return to_text(value, budget);
   const Spec spec = parse_spec(spec_text);
   if (value.is_string()) {
-    AERIE_CHECK(spec.type == '\0' || spec.type == 's', "Unknown format code '", spec.type, "' for object of type 'str'");
+    AERIE_CHECK(spec.type == '\0' || spec.type == 's', "Unknown format code '", spec.type,
+                "' for object of type 'str'");
     AERIE_CHECK(spec.align != '=', "'=' alignment not allowed in string format specifier");
     std::string text = value.as_string();
     if (spec.precision >= 0) {
@@ -278,7 +282,8 @@ std::string percent_conversion(char type, const Value& value, Spec spec, RenderB
       return pad("", text, spec, '>', budget);
     }
     case 'd': case 'i': case 'u': {
-      AERIE_CHECK(value.is_number(), "%", std::string(1, type), " format: a real number is required, not ", value.type_name());
+      AERIE_CHECK(value.is_number(), "%", std::string(1, type), " format: a real number is required, not ",
+                  value.type_name());
       spec.type = 'd';
       const int64_t n = value.is_float() ? int_from_double(value.as_double()) : value.as_int();
       return format_integer(n, spec, spec.precision, budget);
@@ -310,7 +315,8 @@ std::string percent_conversion(char type, const Value& value, Spec spec, RenderB
 }  // namespace
 
 Value percent_format(const Value& format, const Value& args, RenderBudget& budget) {
-  AERIE_CHECK(format.is_string(), "unsupported operand type(s) for %: '", format.type_name(), "' and '", args.type_name(), "'");
+  AERIE_CHECK(format.is_string(), "unsupported operand type(s) for %: '", format.type_name(), "' and '",
+              args.type_name(), "'");
   const std::string& f = format.as_string();
   budget.charge(f.size());
   PercentArguments arguments(args);
@@ -387,7 +393,8 @@ Value field_value(const std::string& field, const CallArgs& args, size_t& next_a
   const std::string head = field.substr(0, i);
   Value value;
   if (head.empty()) {
-    AERIE_CHECK(next_auto < args.positional.size(), "Replacement index ", next_auto, " out of range for positional args tuple");
+    AERIE_CHECK(next_auto < args.positional.size(), "Replacement index ", next_auto,
+                " out of range for positional args tuple");
     value = args.positional[next_auto++];
   } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
     const size_t index = static_cast<size_t>(std::stoull(head.substr(0, 18)));
@@ -403,7 +410,8 @@ Value field_value(const std::string& field, const CallArgs& args, size_t& next_a
   while (i != std::string::npos && i < field.size()) {
     if (field[i] == '.') {
       const size_t end = field.find_first_of(".[", i + 1);
-      value = get_attribute(value, field.substr(i + 1, end == std::string::npos ? std::string::npos : end - i - 1), budget);
+      value =
+          get_attribute(value, field.substr(i + 1, end == std::string::npos ? std::string::npos : end - i - 1), budget);
       i = end;
     } else {
       const size_t close = field.find(']', i);
@@ -419,7 +427,8 @@ Value field_value(const std::string& field, const CallArgs& args, size_t& next_a
 
 // Formats `f`; `next_auto` numbers the {} fields, shared with the fields nested in a spec ("{:{}}"), which
 // Python allows one level deep.
-std::string format_fields(const std::string& f, const CallArgs& args, size_t& next_auto, int depth, RenderBudget& budget) {
+std::string format_fields(const std::string& f, const CallArgs& args, size_t& next_auto, int depth,
+                          RenderBudget& budget) {
   AERIE_CHECK(depth < 2, "Max string recursion exceeded");
   budget.charge(f.size());
   std::string out;

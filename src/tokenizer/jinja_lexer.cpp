@@ -247,7 +247,8 @@ class Lexer {
     digits();
     // As jinja2's lexer: no float right after a dot, so `matrix.0.1` is matrix[0][1].
     const bool after_dot = pos_ > 0 && src_[pos_ - 1] == '.';
-    if (!after_dot && end + 1 < src_.size() && src_[end] == '.' && std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
+    if (!after_dot && end + 1 < src_.size() && src_[end] == '.' &&
+        std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
       is_float = true;
       ++end;
       digits();
@@ -279,8 +280,11 @@ class Lexer {
       uint32_t code = 0;
       for (size_t k = 1; k <= digits; ++k) {
         const char h = src_[i + k];
-        if (!std::isxdigit(static_cast<unsigned char>(h))) fail(line, column, "truncated \\x, \\u or \\U escape in string");
-        code = code * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
+        if (!std::isxdigit(static_cast<unsigned char>(h))) {
+          fail(line, column, "truncated \\x, \\u or \\U escape in string");
+        }
+        code = code * 16 + static_cast<uint32_t>(
+                               std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
       }
       if (code > 0x10FFFF) fail(line, column, "illegal Unicode character in string escape");
       append_utf8(out, code);
@@ -307,7 +311,9 @@ class Lexer {
     if (e >= '0' && e <= '7') {  // up to three octal digits
       uint32_t code = 0;
       size_t k = i;
-      for (; k < src_.size() && k < i + 3 && src_[k] >= '0' && src_[k] <= '7'; ++k) code = code * 8 + static_cast<uint32_t>(src_[k] - '0');
+      for (; k < src_.size() && k < i + 3 && src_[k] >= '0' && src_[k] <= '7'; ++k) {
+        code = code * 8 + static_cast<uint32_t>(src_[k] - '0');
+      }
       append_utf8(out, code);
       return k;
     }

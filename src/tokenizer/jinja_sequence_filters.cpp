@@ -95,7 +95,8 @@ Value map_items(const Value& value, const CallArgs& args, RenderBudget& budget) 
     if (!attribute.is_undefined()) {
       out.push_back(attribute_path(item, attribute, budget, fallback));
     } else {
-      AERIE_CHECK(!args.positional.empty() && args.positional[0].is_string(), "map() needs a filter name or attribute=");
+      AERIE_CHECK(!args.positional.empty() && args.positional[0].is_string(),
+                  "map() needs a filter name or attribute=");
       CallArgs filter_args = rest_arguments(args, 1);
       filter_args.keyword = args.keyword;
       out.push_back(apply_filter(args.positional[0].as_string(), item, filter_args, budget));
@@ -195,7 +196,8 @@ Value min_max(const Value& value, const CallArgs& args, bool want_max, RenderBud
 // Python's hash equality for a set of keys: scalars and tuples of them; lists and dicts are unhashable.
 bool same_key(const Value& a, const Value& b, RenderBudget& budget) {
   auto check = [](const Value& v) {
-    AERIE_CHECK(!(v.is_list() && !v.is_tuple()) && !v.is_dict() && !v.is_function(), "unhashable type: '", v.type_name(), "'");
+    AERIE_CHECK(!(v.is_list() && !v.is_tuple()) && !v.is_dict() && !v.is_function(), "unhashable type: '",
+                v.type_name(), "'");
   };
   check(a);
   check(b);
@@ -252,7 +254,10 @@ Value batch_items(const Value& value, const CallArgs& args, RenderBudget& budget
   const Value fill_with = argument(args, 1, "fill_with", Value::none());
   ValueList batches, current;
   for (const Value& item : iterate(value, budget)) {
-    if (static_cast<int64_t>(current.size()) == linecount) batches.push_back(Value::list(std::move(current))), current.clear();
+    if (static_cast<int64_t>(current.size()) == linecount) {
+      batches.push_back(Value::list(std::move(current)));
+      current.clear();
+    }
     current.push_back(item);
   }
   if (!current.empty()) {
@@ -341,11 +346,14 @@ Value dictsort_items(const Value& value, const CallArgs& args, RenderBudget& bud
 
 }  // namespace
 
-std::optional<Value> sequence_filter(const std::string& name, const Value& value, CallArgs& args, RenderBudget& budget) {
+std::optional<Value> sequence_filter(const std::string& name, const Value& value, CallArgs& args,
+                                     RenderBudget& budget) {
   if (name == "length" || name == "count") return Value(length_of(value, budget));
   if (name == "join") return join_items(value, args, budget);
   if (name == "items") return value.is_undefined() ? Value::generator({}) : Value::generator(pairs_of(value, budget));
-  if (name == "selectattr" || name == "rejectattr") return select_items(value, args, true, name == "selectattr", budget);
+  if (name == "selectattr" || name == "rejectattr") {
+    return select_items(value, args, true, name == "selectattr", budget);
+  }
   if (name == "select" || name == "reject") return select_items(value, args, false, name == "select", budget);
   if (name == "map") return map_items(value, args, budget);
   if (name == "first" || name == "last") return first_or_last(value, name == "first", budget);

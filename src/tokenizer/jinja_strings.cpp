@@ -27,7 +27,9 @@ std::vector<uint32_t> decode(const std::string& s) {
     const int extra = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : b >= 0xC0 ? 1 : 0;
     uint32_t c = extra == 0 ? b : b & (0x3Fu >> extra);
     size_t k = 1;
-    for (; k <= static_cast<size_t>(extra) && i + k < s.size(); ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
+    for (; k <= static_cast<size_t>(extra) && i + k < s.size(); ++k) {
+      c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
+    }
     out.push_back(c);
     i += k;
   }
@@ -57,14 +59,18 @@ uint32_t map_case(uint32_t c, bool upper) {
   if (upper) {
     if (c >= 'a' && c <= 'z') return c - 32;
     if ((c >= 0xE0 && c <= 0xFE && c != 0xF7) || (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) ||
-        (c >= 0x430 && c <= 0x44F)) return c - 0x20;
+        (c >= 0x430 && c <= 0x44F)) {
+      return c - 0x20;
+    }
     if (c >= 0x450 && c <= 0x45F) return c - 0x50;
     if (c == 0xFF) return 0x178;
     return c;
   }
   if (c >= 'A' && c <= 'Z') return c + 32;
   if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) ||
-      (c >= 0x410 && c <= 0x42F)) return c + 0x20;
+      (c >= 0x410 && c <= 0x42F)) {
+    return c + 0x20;
+  }
   if (c >= 0x400 && c <= 0x40F) return c + 0x50;
   if (c == 0x178) return 0xFF;
   return c;
@@ -97,8 +103,11 @@ std::string map_text_case(const std::string& s, bool upper) {
   std::string out;
   out.reserve(s.size());
   for (uint32_t c : decode(s)) {
-    if (upper && c == 0xDF) out += "SS";  // ß has no single upper case
-    else append_utf8(out, map_case(c, upper));
+    if (upper && c == 0xDF) {
+      out += "SS";  // ß has no single upper case
+    } else {
+      append_utf8(out, map_case(c, upper));
+    }
   }
   return out;
 }
@@ -141,8 +150,12 @@ std::string strip_chars(const std::string& s, const Value& chars, bool left, boo
     return chars.is_string() ? std::find(set.begin(), set.end(), c) != set.end() : is_space(c);
   };
   size_t begin = 0, end = cps.size();
-  if (left) while (begin < end && strip_it(cps[begin])) ++begin;
-  if (right) while (end > begin && strip_it(cps[end - 1])) --end;
+  if (left) {
+    while (begin < end && strip_it(cps[begin])) ++begin;
+  }
+  if (right) {
+    while (end > begin && strip_it(cps[end - 1])) --end;
+  }
   return encode(cps, begin, end);
 }
 
@@ -153,7 +166,8 @@ void push_part(ValueList& parts, std::string part, RenderBudget& budget) {
 }
 
 // str.split / str.rsplit: on a separator, or on runs of whitespace (dropping empty parts).
-Value python_split(const std::string& s, const Value& separator, int64_t max_split, bool from_right, RenderBudget& budget) {
+Value python_split(const std::string& s, const Value& separator, int64_t max_split, bool from_right,
+                   RenderBudget& budget) {
   budget.charge(s.size());
   ValueList parts;
   const std::vector<uint32_t> cps = decode(s);
@@ -184,12 +198,14 @@ Value python_split(const std::string& s, const Value& separator, int64_t max_spl
   AERIE_CHECK(!sep.empty(), "empty separator");
   std::vector<size_t> cuts;  // byte offsets of the separators used
   if (!from_right) {
-    for (size_t at = s.find(sep); at != std::string::npos && (max_split < 0 || static_cast<int64_t>(cuts.size()) < max_split);
+    for (size_t at = s.find(sep);
+         at != std::string::npos && (max_split < 0 || static_cast<int64_t>(cuts.size()) < max_split);
          at = s.find(sep, at + sep.size())) {
       cuts.push_back(at);
     }
   } else {
-    for (size_t end = s.size(); end >= sep.size() && (max_split < 0 || static_cast<int64_t>(cuts.size()) < max_split);) {
+    for (size_t end = s.size();
+         end >= sep.size() && (max_split < 0 || static_cast<int64_t>(cuts.size()) < max_split);) {
       const size_t at = s.rfind(sep, end - sep.size());
       if (at == std::string::npos) break;
       cuts.insert(cuts.begin(), at);
@@ -315,143 +331,176 @@ using Method = std::function<Value(const Value& self, CallArgs& args, RenderBudg
 
 Value text_value(std::string s) { return Value(std::move(s)); }
 
+// strip / lstrip / rstrip, split / rsplit / splitlines, startswith / endswith.
+void add_split_strip_methods(std::map<std::string, Method>& m) {
+  auto strip = [](bool left, bool right) {
+    return [left, right](const Value& self, CallArgs& a, RenderBudget& b) {
+      b.charge(self.as_string().size());
+      return text_value(strip_chars(self.as_string(), argument(a, 0, "chars"), left, right));
+    };
+  };
+  m["strip"] = strip(true, true);
+  m["lstrip"] = strip(true, false);
+  m["rstrip"] = strip(false, true);
+  auto split = [](bool from_right) {
+    return [from_right](const Value& self, CallArgs& a, RenderBudget& b) {
+      return python_split(self.as_string(), argument(a, 0, "sep"),
+                          require_int(argument(a, 1, "maxsplit", Value(int64_t{-1})), "split()"), from_right, b);
+    };
+  };
+  m["split"] = split(false);
+  m["rsplit"] = split(true);
+  m["splitlines"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
+    return split_lines(self.as_string(), argument(a, 0, "keepends", Value(false)).truthy(), b);
+  };
+  m["startswith"] = [](const Value& self, CallArgs& a, RenderBudget&) {
+    return Value(affix_matches(self.as_string(), argument(a, 0, "prefix"), true));
+  };
+  m["endswith"] = [](const Value& self, CallArgs& a, RenderBudget&) {
+    return Value(affix_matches(self.as_string(), argument(a, 0, "suffix"), false));
+  };
+}
+
+// upper / lower / casefold / title / capitalize / swapcase.
+void add_case_methods(std::map<std::string, Method>& m) {
+  auto text = [](std::string (*f)(const std::string&)) {
+    return [f](const Value& self, CallArgs&, RenderBudget& b) {
+      b.charge(self.as_string().size());
+      return text_value(f(self.as_string()));
+    };
+  };
+  m["upper"] = text([](const std::string& s) { return map_text_case(s, true); });
+  m["lower"] = text([](const std::string& s) { return map_text_case(s, false); });
+  m["casefold"] = m["lower"];
+  m["title"] = text(title_words);
+  m["capitalize"] = text(capitalize);
+  m["swapcase"] = text([](const std::string& s) {
+    std::string out;
+    for (uint32_t c : decode(s)) append_utf8(out, map_case(c, is_lower(c)));
+    return out;
+  });
+}
+
+// replace, find / rfind / index / rindex, count, join, format.
+void add_search_methods(std::map<std::string, Method>& m) {
+  m["replace"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
+    return text_value(replace_all(self.as_string(), require_string(argument(a, 0, "old"), "replace()"),
+                                  require_string(argument(a, 1, "new"), "replace()"),
+                                  require_int(argument(a, 2, "count", Value(int64_t{-1})), "replace()"), b));
+  };
+  auto find = [](bool from_right, bool must_find) {
+    return [from_right, must_find](const Value& self, CallArgs& a, RenderBudget& b) {
+      b.charge(self.as_string().size());
+      const int64_t at = find_index(self.as_string(), require_string(argument(a, 0, "sub"), "find()"), from_right);
+      AERIE_CHECK(at >= 0 || !must_find, "substring not found");
+      return Value(at);
+    };
+  };
+  m["find"] = find(false, false);
+  m["rfind"] = find(true, false);
+  m["index"] = find(false, true);
+  m["rindex"] = find(true, true);
+  m["count"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
+    const std::string& s = self.as_string();
+    const std::string& needle = require_string(argument(a, 0, "sub"), "count()");
+    b.charge(s.size());
+    if (needle.empty()) return Value(static_cast<int64_t>(code_point_offsets(s).size()));
+    int64_t n = 0;
+    for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + needle.size())) ++n;
+    return Value(n);
+  };
+  m["join"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
+    return text_value(join_strings(self.as_string(), iterate(argument(a, 0, "iterable"), b), b));
+  };
+  m["format"] = [](const Value& self, CallArgs& a, RenderBudget& b) { return str_format(self.as_string(), a, b); };
+}
+
+// The character-class tests: isdigit, isalpha, isupper, ...
+void add_class_methods(std::map<std::string, Method>& m) {
+  auto is = [](bool (*test)(uint32_t)) {
+    return [test](const Value& self, CallArgs&, RenderBudget& b) {
+      b.charge(self.as_string().size());
+      return Value(all_of(self.as_string(), test));
+    };
+  };
+  m["isdigit"] = is(is_digit);
+  m["isdecimal"] = is([](uint32_t c) { return c >= '0' && c <= '9'; });
+  m["isnumeric"] = is([](uint32_t c) { return is_digit(c) || (c >= 0xBC && c <= 0xBE); });
+  m["isalpha"] = is(is_alpha);
+  m["isalnum"] = is(is_alnum);
+  m["isspace"] = is(is_space);
+  auto case_test = [](bool upper) {
+    return [upper](const Value& self, CallArgs&, RenderBudget& b) {
+      b.charge(self.as_string().size());
+      bool cased = false;
+      for (uint32_t c : decode(self.as_string())) {
+        if (upper ? is_lower(c) : is_upper(c)) return Value(false);
+        cased |= is_cased(c);
+      }
+      return Value(cased);
+    };
+  };
+  m["isupper"] = case_test(true);
+  m["islower"] = case_test(false);
+}
+
+// center / ljust / rjust / zfill, partition / rpartition, removeprefix / removesuffix.
+void add_layout_methods(std::map<std::string, Method>& m) {
+  m["center"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
+    return text_value(
+        justify(self.as_string(), require_int(argument(a, 0, "width"), "center()"), fill_char(a, 1), '^', b));
+  };
+  m["ljust"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
+    return text_value(
+        justify(self.as_string(), require_int(argument(a, 0, "width"), "ljust()"), fill_char(a, 1), '<', b));
+  };
+  m["rjust"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
+    return text_value(
+        justify(self.as_string(), require_int(argument(a, 0, "width"), "rjust()"), fill_char(a, 1), '>', b));
+  };
+  m["zfill"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
+    const std::string& s = self.as_string();
+    const bool sign = !s.empty() && (s[0] == '+' || s[0] == '-');
+    const int64_t width = require_int(argument(a, 0, "width"), "zfill()");
+    const std::string padded = justify(s.substr(sign ? 1 : 0), width - (sign ? 1 : 0), "0", '>', b);
+    return text_value((sign ? s.substr(0, 1) : "") + padded);
+  };
+  auto partition = [](bool from_right) {
+    return [from_right](const Value& self, CallArgs& a, RenderBudget& b) {
+      const std::string& s = self.as_string();
+      const std::string& sep = require_string(argument(a, 0, "sep"), "partition()");
+      AERIE_CHECK(!sep.empty(), "empty separator");
+      b.build(s.size(), "partition() result");
+      const size_t at = from_right ? s.rfind(sep) : s.find(sep);
+      if (at == std::string::npos) {
+        return from_right ? Value::tuple({Value(""), Value(""), self}) : Value::tuple({self, Value(""), Value("")});
+      }
+      return Value::tuple({Value(s.substr(0, at)), Value(sep), Value(s.substr(at + sep.size()))});
+    };
+  };
+  m["partition"] = partition(false);
+  m["rpartition"] = partition(true);
+  m["removeprefix"] = [](const Value& self, CallArgs& a, RenderBudget&) {
+    const std::string& affix = require_string(argument(a, 0, "prefix"), "removeprefix()");
+    const std::string& s = self.as_string();
+    return s.compare(0, affix.size(), affix) == 0 ? text_value(s.substr(affix.size())) : self;
+  };
+  m["removesuffix"] = [](const Value& self, CallArgs& a, RenderBudget&) {
+    const std::string& affix = require_string(argument(a, 0, "suffix"), "removesuffix()");
+    const std::string& s = self.as_string();
+    return !affix.empty() && affix_matches(s, Value(affix), false) ? text_value(s.substr(0, s.size() - affix.size()))
+                                                                   : self;
+  };
+}
+
 const std::map<std::string, Method>& string_methods() {
   static const std::map<std::string, Method> methods = [] {
     std::map<std::string, Method> m;
-    auto strip = [](bool left, bool right) {
-      return [left, right](const Value& self, CallArgs& a, RenderBudget& b) {
-        b.charge(self.as_string().size());
-        return text_value(strip_chars(self.as_string(), argument(a, 0, "chars"), left, right));
-      };
-    };
-    m["strip"] = strip(true, true);
-    m["lstrip"] = strip(true, false);
-    m["rstrip"] = strip(false, true);
-    auto split = [](bool from_right) {
-      return [from_right](const Value& self, CallArgs& a, RenderBudget& b) {
-        return python_split(self.as_string(), argument(a, 0, "sep"), require_int(argument(a, 1, "maxsplit", Value(int64_t{-1})), "split()"),
-                            from_right, b);
-      };
-    };
-    m["split"] = split(false);
-    m["rsplit"] = split(true);
-    m["splitlines"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
-      return split_lines(self.as_string(), argument(a, 0, "keepends", Value(false)).truthy(), b);
-    };
-    m["startswith"] = [](const Value& self, CallArgs& a, RenderBudget&) { return Value(affix_matches(self.as_string(), argument(a, 0, "prefix"), true)); };
-    m["endswith"] = [](const Value& self, CallArgs& a, RenderBudget&) { return Value(affix_matches(self.as_string(), argument(a, 0, "suffix"), false)); };
-    auto text = [](std::string (*f)(const std::string&)) {
-      return [f](const Value& self, CallArgs&, RenderBudget& b) {
-        b.charge(self.as_string().size());
-        return text_value(f(self.as_string()));
-      };
-    };
-    m["upper"] = text([](const std::string& s) { return map_text_case(s, true); });
-    m["lower"] = text([](const std::string& s) { return map_text_case(s, false); });
-    m["casefold"] = m["lower"];
-    m["title"] = text(title_words);
-    m["capitalize"] = text(capitalize);
-    m["swapcase"] = text([](const std::string& s) {
-      std::string out;
-      for (uint32_t c : decode(s)) append_utf8(out, map_case(c, is_lower(c)));
-      return out;
-    });
-    m["replace"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
-      return text_value(replace_all(self.as_string(), require_string(argument(a, 0, "old"), "replace()"),
-                                    require_string(argument(a, 1, "new"), "replace()"),
-                                    require_int(argument(a, 2, "count", Value(int64_t{-1})), "replace()"), b));
-    };
-    auto find = [](bool from_right, bool must_find) {
-      return [from_right, must_find](const Value& self, CallArgs& a, RenderBudget& b) {
-        b.charge(self.as_string().size());
-        const int64_t at = find_index(self.as_string(), require_string(argument(a, 0, "sub"), "find()"), from_right);
-        AERIE_CHECK(at >= 0 || !must_find, "substring not found");
-        return Value(at);
-      };
-    };
-    m["find"] = find(false, false);
-    m["rfind"] = find(true, false);
-    m["index"] = find(false, true);
-    m["rindex"] = find(true, true);
-    m["count"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
-      const std::string& s = self.as_string();
-      const std::string& needle = require_string(argument(a, 0, "sub"), "count()");
-      b.charge(s.size());
-      if (needle.empty()) return Value(static_cast<int64_t>(code_point_offsets(s).size()));
-      int64_t n = 0;
-      for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + needle.size())) ++n;
-      return Value(n);
-    };
-    m["join"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
-      return text_value(join_strings(self.as_string(), iterate(argument(a, 0, "iterable"), b), b));
-    };
-    m["format"] = [](const Value& self, CallArgs& a, RenderBudget& b) { return str_format(self.as_string(), a, b); };
-    auto is = [](bool (*test)(uint32_t)) {
-      return [test](const Value& self, CallArgs&, RenderBudget& b) {
-        b.charge(self.as_string().size());
-        return Value(all_of(self.as_string(), test));
-      };
-    };
-    m["isdigit"] = is(is_digit);
-    m["isdecimal"] = is([](uint32_t c) { return c >= '0' && c <= '9'; });
-    m["isnumeric"] = is([](uint32_t c) { return is_digit(c) || (c >= 0xBC && c <= 0xBE); });
-    m["isalpha"] = is(is_alpha);
-    m["isalnum"] = is(is_alnum);
-    m["isspace"] = is(is_space);
-    auto case_test = [](bool upper) {
-      return [upper](const Value& self, CallArgs&, RenderBudget& b) {
-        b.charge(self.as_string().size());
-        bool cased = false;
-        for (uint32_t c : decode(self.as_string())) {
-          if (upper ? is_lower(c) : is_upper(c)) return Value(false);
-          cased |= is_cased(c);
-        }
-        return Value(cased);
-      };
-    };
-    m["isupper"] = case_test(true);
-    m["islower"] = case_test(false);
-    m["center"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
-      return text_value(justify(self.as_string(), require_int(argument(a, 0, "width"), "center()"), fill_char(a, 1), '^', b));
-    };
-    m["ljust"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
-      return text_value(justify(self.as_string(), require_int(argument(a, 0, "width"), "ljust()"), fill_char(a, 1), '<', b));
-    };
-    m["rjust"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
-      return text_value(justify(self.as_string(), require_int(argument(a, 0, "width"), "rjust()"), fill_char(a, 1), '>', b));
-    };
-    m["zfill"] = [](const Value& self, CallArgs& a, RenderBudget& b) {
-      const std::string& s = self.as_string();
-      const bool sign = !s.empty() && (s[0] == '+' || s[0] == '-');
-      const int64_t width = require_int(argument(a, 0, "width"), "zfill()");
-      const std::string padded = justify(s.substr(sign ? 1 : 0), width - (sign ? 1 : 0), "0", '>', b);
-      return text_value((sign ? s.substr(0, 1) : "") + padded);
-    };
-    auto partition = [](bool from_right) {
-      return [from_right](const Value& self, CallArgs& a, RenderBudget& b) {
-        const std::string& s = self.as_string();
-        const std::string& sep = require_string(argument(a, 0, "sep"), "partition()");
-        AERIE_CHECK(!sep.empty(), "empty separator");
-        b.build(s.size(), "partition() result");
-        const size_t at = from_right ? s.rfind(sep) : s.find(sep);
-        if (at == std::string::npos) {
-          return from_right ? Value::tuple({Value(""), Value(""), self}) : Value::tuple({self, Value(""), Value("")});
-        }
-        return Value::tuple({Value(s.substr(0, at)), Value(sep), Value(s.substr(at + sep.size()))});
-      };
-    };
-    m["partition"] = partition(false);
-    m["rpartition"] = partition(true);
-    m["removeprefix"] = [](const Value& self, CallArgs& a, RenderBudget&) {
-      const std::string& affix = require_string(argument(a, 0, "prefix"), "removeprefix()");
-      const std::string& s = self.as_string();
-      return s.compare(0, affix.size(), affix) == 0 ? text_value(s.substr(affix.size())) : self;
-    };
-    m["removesuffix"] = [](const Value& self, CallArgs& a, RenderBudget&) {
-      const std::string& affix = require_string(argument(a, 0, "suffix"), "removesuffix()");
-      const std::string& s = self.as_string();
-      return !affix.empty() && affix_matches(s, Value(affix), false) ? text_value(s.substr(0, s.size() - affix.size())) : self;
-    };
+    add_split_strip_methods(m);
+    add_case_methods(m);
+    add_search_methods(m);
+    add_class_methods(m);
+    add_layout_methods(m);
     return m;
   }();
   return methods;
@@ -493,15 +542,18 @@ int64_t word_count(const std::string& s) {  // len(re.findall(r"\w+", s))
 // break becomes "\n" and a final newline is kept. Sized before it is built.
 Value indent_text(const Value& value, const CallArgs& args, RenderBudget& budget) {
   const Value width = argument(args, 0, "width", Value(int64_t{4}));
-  const size_t pad_bytes = width.is_string() ? width.as_string().size()
-                                             : static_cast<size_t>(std::max<int64_t>(require_int(width, "indent()"), 0));
+  const size_t pad_bytes = width.is_string()
+                               ? width.as_string().size()
+                               : static_cast<size_t>(std::max<int64_t>(require_int(width, "indent()"), 0));
   budget.check_value_bytes(pad_bytes, "indent width");
   const std::string pad = width.is_string() ? width.as_string() : std::string(pad_bytes, ' ');
   const bool first = argument(args, 1, "first", Value(false)).truthy();
   const bool blank = argument(args, 2, "blank", Value(false)).truthy();
   const ValueList lines = split_lines(to_text(value, budget) + "\n", false, budget).as_list();
   size_t total = pad.size();
-  for (const Value& line : lines) total = saturating_add(total, saturating_add(line.as_string().size(), pad.size() + 1));
+  for (const Value& line : lines) {
+    total = saturating_add(total, saturating_add(line.as_string().size(), pad.size() + 1));
+  }
   budget.build(total, "indent result");
   std::string out = first ? pad : "";
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -517,9 +569,9 @@ Value indent_text(const Value& value, const CallArgs& args, RenderBudget& budget
 
 std::string unescape_entities(const std::string& s) {
   static const std::map<std::string, uint32_t> named = {
-      {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}, {"nbsp", 0xA0},
-      {"raquo", 0xBB}, {"laquo", 0xAB}, {"copy", 0xA9}, {"reg", 0xAE}, {"hellip", 0x2026},
-      {"mdash", 0x2014}, {"ndash", 0x2013}};
+      {"amp", '&'},       {"lt", '<'},       {"gt", '>'},      {"quot", '"'},  {"apos", '\''},
+      {"nbsp", 0xA0},     {"raquo", 0xBB},   {"laquo", 0xAB},  {"copy", 0xA9}, {"reg", 0xAE},
+      {"hellip", 0x2026}, {"mdash", 0x2014}, {"ndash", 0x2013}};
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     const size_t semi = s[i] == '&' ? s.find(';', i) : std::string::npos;
@@ -530,8 +582,11 @@ std::string unescape_entities(const std::string& s) {
       if (entity.size() > 1 && entity[0] == '#') {
         const bool hex = entity[1] == 'x' || entity[1] == 'X';
         const std::string digits = entity.substr(hex ? 2 : 1);
-        ok = !digits.empty() && digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") == std::string::npos;
-        if (ok) code = static_cast<uint32_t>(std::min<unsigned long>(std::stoul(digits, nullptr, hex ? 16 : 10), 0x10FFFF));
+        ok = !digits.empty() &&
+             digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") == std::string::npos;
+        if (ok) {
+          code = static_cast<uint32_t>(std::min<unsigned long>(std::stoul(digits, nullptr, hex ? 16 : 10), 0x10FFFF));
+        }
       } else if (auto it = named.find(entity); it != named.end()) {
         code = it->second;
         ok = true;
@@ -590,7 +645,9 @@ std::string url_quote(const std::string& s, bool for_query) {
 }
 
 Value url_encode(const Value& value, RenderBudget& budget) {
-  if (value.is_string() || !(value.is_list() || value.is_dict())) return Value(url_quote(to_text(value, budget), false));
+  if (value.is_string() || !(value.is_list() || value.is_dict())) {
+    return Value(url_quote(to_text(value, budget), false));
+  }
   std::string out;
   const ValueList pairs = value.is_dict() ? [&] {
     ValueList p;
@@ -678,7 +735,8 @@ std::optional<Value> text_filter(const std::string& name, const Value& value, Ca
     if (name == "trim") positional.positional = {argument(args, 0, "chars", Value::none())};
     if (name == "replace") {
       const Value count = argument(args, 2, "count", Value::none());
-      positional.positional = {Value(to_text(argument(args, 0, "old"), budget)), Value(to_text(argument(args, 1, "new"), budget)),
+      positional.positional = {Value(to_text(argument(args, 0, "old"), budget)),
+                               Value(to_text(argument(args, 1, "new"), budget)),
                                count.is_none() ? Value(int64_t{-1}) : count};
     }
     return string_methods().at(it->second)(text, positional, budget);
@@ -687,7 +745,8 @@ std::optional<Value> text_filter(const std::string& name, const Value& value, Ca
   if (name == "wordcount") return Value(word_count(to_text(value, budget)));
   if (name == "indent") return indent_text(value, args, budget);
   if (name == "center") {
-    return Value(justify(to_text(value, budget), require_int(argument(args, 0, "width", Value(int64_t{80})), "center()"), " ", '^', budget));
+    return Value(justify(to_text(value, budget),
+                         require_int(argument(args, 0, "width", Value(int64_t{80})), "center()"), " ", '^', budget));
   }
   if (name == "striptags") return Value(strip_tags(to_text(value, budget)));
   if (name == "urlencode") return url_encode(value, budget);

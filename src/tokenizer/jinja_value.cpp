@@ -352,7 +352,9 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
     } else {
       const int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
       uint32_t code = c & (0x3Fu >> extra);
-      for (int k = 0; k < extra && i + 1 < s.size(); ++k) code = (code << 6) | (static_cast<unsigned char>(s[++i]) & 0x3Fu);
+      for (int k = 0; k < extra && i + 1 < s.size(); ++k) {
+        code = (code << 6) | (static_cast<unsigned char>(s[++i]) & 0x3Fu);
+      }
       if (code >= 0x10000) {
         escape(0xD800 + ((code - 0x10000) >> 10));
         escape(0xDC00 + ((code - 0x10000) & 0x3FF));
@@ -390,7 +392,8 @@ bool json_key_less(const Value& a, const Value& b) {
 
 class JsonWriter {
  public:
-  JsonWriter(std::string& out, const JsonOptions& options, size_t max_bytes) : out_(out), options_(options), max_bytes_(max_bytes) {
+  JsonWriter(std::string& out, const JsonOptions& options, size_t max_bytes)
+      : out_(out), options_(options), max_bytes_(max_bytes) {
     item_separator_ = options.separators ? options.separators->first : options.indent ? "," : ", ";
     key_separator_ = options.separators ? options.separators->second : ": ";
   }
@@ -424,7 +427,8 @@ class JsonWriter {
         std::vector<const std::pair<Value, Value>*> entries;
         for (const auto& e : v.as_dict()) entries.push_back(&e);
         if (options_.sort_keys) {
-          std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return json_key_less(a->first, b->first); });
+          std::stable_sort(entries.begin(), entries.end(),
+                           [](auto* a, auto* b) { return json_key_less(a->first, b->first); });
         }
         container(entries, '{', '}', depth, entry);
         return;
@@ -587,7 +591,8 @@ bool values_equal_at(const Value& a, const Value& b, RenderBudget& budget, int d
       // A generator equals nothing but itself (Python compares generators by identity); a list never
       // equals a tuple.
       if (a.is_generator() || b.is_generator()) return &a.as_list() == &b.as_list();
-      if (a.is_tuple() != b.is_tuple() || (a.list_form() == ListForm::kDictView) != (b.list_form() == ListForm::kDictView)) {
+      if (a.is_tuple() != b.is_tuple() ||
+          (a.list_form() == ListForm::kDictView) != (b.list_form() == ListForm::kDictView)) {
         return false;
       }
       return lists_equal(a.as_list(), b.as_list(), budget, depth);

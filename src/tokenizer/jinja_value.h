@@ -110,7 +110,9 @@ class Value {
   bool is_namespace() const { return kind_ == Kind::kDict && namespace_; }
   bool is_markup() const { return kind_ == Kind::kString && markup_; }
   ListForm list_form() const { return list_form_; }
-  bool is_tuple() const { return kind_ == Kind::kList && (list_form_ == ListForm::kTuple || list_form_ == ListForm::kGroup); }
+  bool is_tuple() const {
+    return kind_ == Kind::kList && (list_form_ == ListForm::kTuple || list_form_ == ListForm::kGroup);
+  }
   bool is_generator() const { return kind_ == Kind::kList && list_form_ == ListForm::kGenerator; }
 
   bool as_bool() const { return bool_; }
