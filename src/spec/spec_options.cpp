@@ -9,6 +9,10 @@ void validate(const SpecOptions& spec) {
               "num_speculative_tokens must be in [1, 32], got ", spec.num_speculative_tokens);
   AERIE_CHECK(spec.synthetic_acceptance <= 1.0, "synthetic acceptance must be in [0, 1], got ",
               spec.synthetic_acceptance);
+  if (spec.relaxed_thinking) {
+    validate(*spec.relaxed_thinking);
+    AERIE_CHECK(spec.think_end_token >= 0, "relaxed thinking acceptance needs the token that ends the thinking phase");
+  }
 }
 
 AcceptRule accept_rule(const SamplingParams& sampling, const SpecOptions& spec, bool has_draft) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "sample/sampling.h"
 #include "spec/verify.h"
@@ -19,6 +20,10 @@ struct SpecOptions {
   DraftProposal proposal = DraftProposal::kSampled;
   // In [0, 1]: synthetic acceptance for performance tests (output is not the target's). Negative: off.
   double synthetic_acceptance = -1.0;
+  // Relaxed acceptance inside the thinking phase (spec/verify.h; lossy, off when empty): between the
+  // tokens think_begin_token and think_end_token (a sequence starts inside when its request says so).
+  std::optional<RelaxedAcceptance> relaxed_thinking;
+  int64_t think_begin_token = -1, think_end_token = -1;
 };
 
 // Throws aerie::Error unless K is in [1, 32] and the synthetic acceptance is at most 1.

@@ -19,6 +19,7 @@ void SpecStats::add(const SpecStats& other) {
   rounds += other.rounds;
   draft_tokens += other.draft_tokens;
   accepted_tokens += other.accepted_tokens;
+  relaxed_accepted += other.relaxed_accepted;
   if (proposed_at.size() < other.proposed_at.size()) {
     proposed_at.resize(other.proposed_at.size(), 0);
     accepted_at.resize(other.accepted_at.size(), 0);

@@ -11,6 +11,7 @@ struct SpecStats {
   int64_t rounds = 0;           // verification forwards that carried at least one draft
   int64_t draft_tokens = 0;     // drafts proposed (and verified)
   int64_t accepted_tokens = 0;  // drafts accepted
+  int64_t relaxed_accepted = 0;  // of them, taken by relaxed thinking acceptance (lossy; 0 when off)
   std::vector<int64_t> proposed_at;  // [K] drafts verified at position i of a chain
   std::vector<int64_t> accepted_at;  // [K] drafts accepted at position i
   double draft_seconds = 0;     // time in the head (all draft steps)

@@ -1,6 +1,7 @@
 #include "spec/verify.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -57,7 +58,45 @@ VerifyResult verify_rejection(const float* logits, int64_t n_vocab, std::span<co
   return {k, sample_from_probs(s.p.data(), n_vocab, rng)};
 }
 
+// Whether `draft` passes the relaxed test on one row of logits (see verify.h).
+bool relaxed_accepts(const float* logits, int64_t n_vocab, int64_t draft, const RelaxedAcceptance& relaxed) {
+  const float x = logits[draft];
+  const float best = logits[ops::argmax(logits, n_vocab)];
+  // log p(draft) - log p(best) = x - best (the normaliser cancels).
+  if (!(double(best) - double(x) <= relaxed.delta)) return false;
+  int64_t above = 0;  // tokens strictly more likely than the draft
+  for (int64_t t = 0; t < n_vocab; ++t) above += logits[t] > x ? 1 : 0;
+  return above < relaxed.top_k;
+}
+
 }  // namespace
+
+void validate(const RelaxedAcceptance& relaxed) {
+  AERIE_CHECK(relaxed.top_k >= 1, "relaxed acceptance top_k must be >= 1, got ", relaxed.top_k);
+  AERIE_CHECK(std::isfinite(relaxed.delta) && relaxed.delta >= 0.0, "relaxed acceptance delta must be a finite number >= 0, got ",
+              relaxed.delta);
+}
+
+VerifyResult verify_drafts_relaxed(AcceptRule rule, const float* target_logits, int64_t n_vocab,
+                                   std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,
+                                   VerifyScratch& scratch, const DraftDistributions& q, double synthetic_rate,
+                                   const RelaxedAcceptance& relaxed, int64_t n_relaxed_rows) {
+  const int64_t k = int64_t(drafts.size());
+  int64_t i = 0;
+  while (i < k && i < n_relaxed_rows && relaxed_accepts(target_logits + i * n_vocab, n_vocab, drafts[size_t(i)], relaxed))
+    ++i;
+  // The rule verifies the rest from row i (the draft distributions shifted with them).
+  DraftDistributions rest = q;
+  if (q.probs != nullptr) {
+    rest.probs = q.probs + i * q.n_draft_vocab;
+    rest.draft_ids = q.draft_ids.subspan(size_t(std::min<int64_t>(i, int64_t(q.draft_ids.size()))));
+  }
+  VerifyResult out = verify_drafts(rule, target_logits + i * n_vocab, n_vocab, drafts.subspan(size_t(i)), params, rng,
+                                   scratch, rest, synthetic_rate);
+  out.n_accepted += i;
+  out.n_relaxed = i;
+  return out;
+}
 
 VerifyResult verify_drafts(AcceptRule rule, const float* target_logits, int64_t n_vocab,
                            std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,

@@ -11,6 +11,12 @@
 //                y that differs is the next token. Lossless (each token is a plain draw from p).
 //   kSynthetic   for performance tests only: accept each draft with a fixed probability whatever it is;
 //                the output is NOT the target's.
+//
+// Relaxed acceptance (TensorRT-LLM's and MAX's option for the thinking phase of reasoning models; lossy,
+// opt-in): on the first `n_relaxed_rows` rows a draft is also accepted when it is among the `top_k` most
+// likely tokens of the row's softmax (the row as verified: bias, penalties and mask applied; temperature 1)
+// and its log-probability is within `delta` of the most likely one's. A draft that fails it is verified by
+// the rule as usual, which also decides the rows after it.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +32,15 @@ enum class AcceptRule { kGreedy, kRejection, kTargetMatch, kSynthetic };
 struct VerifyResult {
   int64_t n_accepted = 0;  // drafts accepted, 0..K
   int64_t next_token = 0;  // target id appended after them
+  int64_t n_relaxed = 0;   // of the accepted, those the relaxed test took (the rule alone may have too)
 };
+
+struct RelaxedAcceptance {
+  int64_t top_k = 1;   // >= 1
+  double delta = 0.0;  // nats, >= 0
+};
+// Throws aerie::Error naming the field unless top_k >= 1 and delta is finite and >= 0.
+void validate(const RelaxedAcceptance& relaxed);
 
 // Buffers reused across calls so verification does not allocate in steady state.
 struct VerifyScratch {
@@ -48,5 +62,10 @@ struct DraftDistributions {
 VerifyResult verify_drafts(AcceptRule rule, const float* target_logits, int64_t n_vocab,
                            std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,
                            VerifyScratch& scratch, const DraftDistributions& q = {}, double synthetic_rate = 0.0);
+// The same with relaxed acceptance on rows [0, n_relaxed_rows).
+VerifyResult verify_drafts_relaxed(AcceptRule rule, const float* target_logits, int64_t n_vocab,
+                                   std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,
+                                   VerifyScratch& scratch, const DraftDistributions& q, double synthetic_rate,
+                                   const RelaxedAcceptance& relaxed, int64_t n_relaxed_rows);
 
 }  // namespace aerie
