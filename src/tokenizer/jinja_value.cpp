@@ -329,7 +329,7 @@ std::string python_string_repr(const std::string& s) {
 void append_json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
   auto escape = [&](uint32_t code) {
-    char buf[8];
+    char buf[16];
     std::snprintf(buf, sizeof(buf), "\\u%04x", code);
     out += buf;
   };
