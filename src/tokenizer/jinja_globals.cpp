@@ -118,8 +118,19 @@ void add_global_functions(ValueDict& globals, std::time_t now, RenderBudget& bud
     made->push_back(Value::namespace_object(std::move(attributes)));
     return made->back();
   }));
-  globals.emplace_back("dict", Value::function([](CallArgs& args) {
+  // dict(mapping_or_pairs=(), **keywords), as Python's.
+  globals.emplace_back("dict", Value::function([b](CallArgs& args) {
+    AERIE_CHECK(args.positional.size() <= 1, "dict expected at most 1 argument, got ", args.positional.size());
     Value d = Value::dict();
+    if (!args.positional.empty() && args.positional[0].is_dict()) {
+      for (const auto& [key, value] : args.positional[0].as_dict()) d.set_key(key, value);
+    } else if (!args.positional.empty()) {
+      for (const Value& pair : iterate(args.positional[0], *b)) {
+        const ValueList kv = iterate(pair, *b);
+        AERIE_CHECK(kv.size() == 2, "dictionary update sequence element has length ", kv.size(), "; 2 is required");
+        d.set_key(kv[0], kv[1]);
+      }
+    }
     for (auto& [key, value] : args.keyword) d.set(key, value);
     return d;
   }));
