@@ -24,6 +24,8 @@
 #include "kv/kv_cache.h"
 #include "models/model.h"
 #include "models/quantize.h"
+#include "spec/drafter.h"
+#include "spec/ngram_drafter.h"
 
 namespace aerie {
 
@@ -48,9 +50,9 @@ struct DraftOutput {
   int64_t n_embd = 0;
 };
 
-class DraftHead {
+class DraftHead : public Drafter {
  public:
-  virtual ~DraftHead() = default;
+  DraftHead* as_head() override { return this; }
   // Output pointers stay valid until the next forward.
   virtual DraftOutput forward(const DraftBatch& batch) = 0;
   // The head's own KV cache: up to `capacity` positions stored as `dtype`.
@@ -64,7 +66,6 @@ class DraftHead {
   virtual int64_t to_target(int64_t draft_id) const = 0;
   virtual bool reduced_vocab() const = 0;
   virtual uint64_t weight_bytes() const = 0;  // bytes one draft step reads
-  virtual std::string describe() const = 0;
 };
 
 // How spec/drafter_registry.h's load_drafter loads a drafter.
@@ -80,6 +81,7 @@ struct DraftLoadOptions {
   WeightFormat weights = WeightFormat::kAsStored;
   int64_t int8_group = 0;
   int64_t int4_group = 128;  // int4: models/int4_weights.h (EAGLE-1/3 heads; MLA heads refuse int4)
+  NgramOptions ngram;        // --draft ngram: the gram lengths it matches
 };
 
 }  // namespace aerie

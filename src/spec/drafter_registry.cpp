@@ -18,6 +18,7 @@
 #include "spec/head_names.h"
 #include "spec/mla_head.h"
 #include "spec/mtp_drafter.h"
+#include "spec/ngram_drafter.h"
 
 namespace aerie {
 namespace {
@@ -26,9 +27,10 @@ namespace {
 struct DrafterEntry {
   DrafterKind kind;
   const char* name;
-  std::vector<std::string> architectures;  // config.json architectures[0] that pick it (MTP: none)
+  std::vector<std::string> architectures;  // config.json architectures[0] that pick it (MTP, n-gram: none)
   std::vector<ModelFamily> targets;        // the target families it fits
   bool final_hidden_only;  // reads only the target's final-normed hidden state: no target layers to choose
+                           // (the n-gram drafter reads none: refused in load_ngram)
   bool int4;               // --weights int4 quantises its projections (else refused)
   const char* reads;       // why its hidden size must be the target's (heads in a folder)
 };
@@ -42,6 +44,8 @@ const std::vector<DrafterEntry>& entries() {
       {DrafterKind::kEagle3Mla, "EAGLE-3 MLA head", {"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"},
        {ModelFamily::kDeepseekV3}, false, false, "fc reads the target's hidden states"},
       {DrafterKind::kMtp, "MTP layer", {}, {ModelFamily::kDeepseekV3}, true, false, nullptr},
+      {DrafterKind::kNgram, "n-gram drafter", {}, {ModelFamily::kLlama, ModelFamily::kDeepseekV3}, false, false,
+       nullptr},
   };
   return table;
 }
@@ -72,7 +76,8 @@ std::string supported_architectures() {
     s.resize(s.size() - 2);
     s += str_cat(" (", e.name, "); ");
   }
-  return s + "or --draft " + kMtpDraftName + " (" + entry_of(DrafterKind::kMtp).name + ")";
+  return s + "--draft " + kMtpDraftName + " (" + entry_of(DrafterKind::kMtp).name + "); or --draft " + kNgramDraftName +
+         " (" + entry_of(DrafterKind::kNgram).name + ")";
 }
 
 // The entry config.json's architecture picks; an EAGLE-1 architecture over EAGLE-3 tensors is an EAGLE-3
@@ -87,7 +92,7 @@ const DrafterEntry& entry_for_architecture(const std::string& architecture, cons
 HeadFolder open_head_folder(const std::filesystem::path& dir, const ProgressFn& progress) {
   HeadFolder f;
   f.source = (dir / "config.json").string();
-  const nlohmann::json json = read_json_file(dir / "config.json", " (--draft takes a head folder or 'mtp')");
+  const nlohmann::json json = read_json_file(dir / "config.json", " (--draft takes a head folder, 'mtp' or 'ngram')");
   AERIE_CHECK(json.is_object() && json.contains("architectures") && json["architectures"].is_array() &&
                   !json["architectures"].empty() && json["architectures"][0].is_string(),
               f.source, ": missing key 'architectures'");
@@ -222,21 +227,40 @@ std::unique_ptr<DraftHead> load_mtp(const Model& target, ThreadPool& pool, const
   return std::make_unique<MtpDrafter>(ds, pool);
 }
 
+// Prompt lookup reads only token ids: it fits every target family and has no weights to format.
+std::unique_ptr<Drafter> load_ngram(const Model& target, const DraftLoadOptions& options) {
+  const std::string subject = str_cat("--draft ", kNgramDraftName, " (the ", entry_of(DrafterKind::kNgram).name, ")");
+  check_fits(entry_of(DrafterKind::kNgram), subject, "", std::nullopt, target, options);
+  AERIE_CHECK(options.target_layers.empty(), subject,
+              " reads no hidden state of the target; target layers cannot be chosen (asked for ",
+              layers_str(options.target_layers), ")");
+  return std::make_unique<NgramDrafter>(options.ngram);  // validates the gram lengths
+}
+
 }  // namespace
 
 const char* drafter_kind_name(DrafterKind kind) { return entry_of(kind).name; }
 
 DrafterKind identify_drafter(const std::string& draft) {
   if (draft == kMtpDraftName) return DrafterKind::kMtp;
+  if (draft == kNgramDraftName) return DrafterKind::kNgram;
   return open_head_folder(draft, nullptr).entry->kind;
 }
 
 std::unique_ptr<DraftHead> load_drafter(const std::string& draft, const Model& target, ThreadPool& pool,
                                         const DraftLoadOptions& options) {
   if (draft == kMtpDraftName) return load_mtp(target, pool, options);
+  AERIE_CHECK(draft != kNgramDraftName, "--draft ", kNgramDraftName, " is the ", entry_of(DrafterKind::kNgram).name,
+              ", not a draft head (load_any_drafter loads it)");
   HeadFolder f = open_head_folder(draft, options.progress);
   if (f.entry->kind == DrafterKind::kEagle3Mla) return load_mla(std::move(f), target, pool, options);
   return load_eagle(std::move(f), target, pool, options);
+}
+
+std::unique_ptr<Drafter> load_any_drafter(const std::string& draft, const Model& target, ThreadPool& pool,
+                                          const DraftLoadOptions& options) {
+  if (draft == kNgramDraftName) return load_ngram(target, options);
+  return load_drafter(draft, target, pool, options);
 }
 
 }  // namespace aerie

@@ -13,6 +13,8 @@
 //                                                                                     the target's latent width
 //   MTP layer         --draft mtp (no folder: the target's own        deepseek_v3 with num_nextn_predict_layers
 //                     model.layers.{num_hidden_layers}.*)             >= 1; final-normed hidden state
+//   n-gram drafter    --draft ngram (no folder: prompt lookup,        llama,          nothing (the tokens
+//                     spec/ngram_drafter.h)                           deepseek_v3     only); no layers to choose
 //
 // A head must also agree with the target on the hidden size it reads (EAGLE-1: hidden_size; EAGLE-3:
 // target_hidden_size, else hidden_size) and on vocab_size (it embeds and names tokens in the target's
@@ -35,23 +37,30 @@
 
 namespace aerie {
 
-enum class DrafterKind { kEagle1, kEagle3Mha, kEagle3Mla, kMtp };
+enum class DrafterKind { kEagle1, kEagle3Mha, kEagle3Mla, kMtp, kNgram };
 
-// The --draft value that names the target's own MTP layer.
+// The --draft values that name the target's own MTP layer and the n-gram drafter.
 inline constexpr const char* kMtpDraftName = "mtp";
+inline constexpr const char* kNgramDraftName = "ngram";
 
-// "EAGLE-1 head", "EAGLE-3 MHA head", "EAGLE-3 MLA head", "MTP layer".
+// "EAGLE-1 head", "EAGLE-3 MHA head", "EAGLE-3 MLA head", "MTP layer", "n-gram drafter".
 const char* drafter_kind_name(DrafterKind kind);
 
-// What `draft` (a head folder, or "mtp") holds, by the table above. An aerie::Error for a folder without a
-// readable config.json or 'architectures', a config its kind's parser refuses, or an architecture no
-// entry is picked by (the error lists those that are).
+// What `draft` (a head folder, "mtp" or "ngram") holds, by the table above. An aerie::Error for a folder
+// without a readable config.json or 'architectures', a config its kind's parser refuses, or an
+// architecture no entry is picked by (the error lists those that are).
 DrafterKind identify_drafter(const std::string& draft);
 
-// Loads `draft` (a head folder, or "mtp") as the drafter for `target`, which must outlive it: identifies
-// it, checks that it fits the target (family, hidden size, vocabulary, and what its entry needs), chooses
-// the target layers it fuses and binds its weights. Every refusal is an aerie::Error naming the mismatch.
+// Loads `draft` (a head folder, or "mtp") as the draft head for `target`, which must outlive it:
+// identifies it, checks that it fits the target (family, hidden size, vocabulary, and what its entry
+// needs), chooses the target layers it fuses and binds its weights. Every refusal is an aerie::Error
+// naming the mismatch; "ngram" is refused (it is no head: load_any_drafter loads it).
 std::unique_ptr<DraftHead> load_drafter(const std::string& draft, const Model& target, ThreadPool& pool,
                                         const DraftLoadOptions& options = {});
+
+// Any --draft value: a head as load_drafter loads it, or the n-gram drafter with options.ngram (refused
+// unless 1 <= min <= max <= NgramOptions::kMaxN, or with target layers chosen).
+std::unique_ptr<Drafter> load_any_drafter(const std::string& draft, const Model& target, ThreadPool& pool,
+                                          const DraftLoadOptions& options = {});
 
 }  // namespace aerie

@@ -1,0 +1,45 @@
+// Drafter: what the engine drafts with, chosen by spec/drafter_registry.h. Two kinds, one interface each:
+//   - DraftHead (spec/draft_head.h): a model over the target's hidden states with its own KV cache (EAGLE
+//     heads, the MTP layer); its drafts are drawn from its logits, so q is its distribution.
+//   - TokenDrafter (below): a function of the sequence's tokens alone (the n-gram drafter); no cache, no
+//     features, no forward. Its proposal is deterministic, so q is one-hot on each draft and the engine
+//     verifies it by target match (DraftProposal::kArgmax in spec/spec_options.h): lossless.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace aerie {
+
+class DraftHead;
+class TokenDrafter;
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string describe() const = 0;
+  // Exactly one of these is not null: the interface the engine drives this drafter through.
+  virtual DraftHead* as_head() { return nullptr; }
+  virtual TokenDrafter* as_token_drafter() { return nullptr; }
+};
+
+// A token drafter's state for one sequence (e.g. an index of its tokens), owned by the sequence.
+struct DraftState {
+  virtual ~DraftState() = default;
+};
+
+class TokenDrafter : public Drafter {
+ public:
+  TokenDrafter* as_token_drafter() override { return this; }
+  // A state for a sequence that will hold up to `capacity` tokens (sized so that proposing never
+  // allocates while the sequence stays within it).
+  virtual std::unique_ptr<DraftState> start(int64_t capacity) const = 0;
+  // Up to out.size() drafts to follow `tokens` (the sequence's prompt and output so far), written to
+  // out[0..n); returns n (0: nothing to propose). `state` came from start() and has only ever seen this
+  // sequence, whose tokens only grow between calls.
+  virtual int64_t propose(DraftState& state, std::span<const int64_t> tokens, std::span<int64_t> out) const = 0;
+};
+
+}  // namespace aerie
