@@ -95,6 +95,7 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   AERIE_CHECK(int64_t(prompt.size()) < plan_.max_length, "the prompt has ", prompt.size(),
               " tokens; the max length is ", plan_.max_length);
   AERIE_CHECK(options.max_tokens >= 0, "max_tokens must be >= 0");
+  AERIE_CHECK(options.prompt_logprobs >= -1, "prompt_logprobs must be -1 (off) or >= 0, got ", options.prompt_logprobs);
   validate(options.sampling);
   validate(options.penalties);
   auto seq = std::make_unique<Sequence>();
@@ -155,7 +156,7 @@ void Engine::drain_inbox() {
       ++metrics_.requests_submitted;
       metrics_.prompt_tokens += raw->n_prompt;
     }
-    if (raw->options.max_tokens == 0) {
+    if (raw->options.max_tokens == 0 && raw->options.prompt_logprobs < 0) {  // else it runs its prompt
       raw->cancelled = false;
       finish(*raw, FinishReason::kLength);
       continue;
@@ -173,9 +174,11 @@ void Engine::send_event(Sequence& seq, const StepResult* step, FinishReason reas
   event_.request_id = seq.id;
   event_.tokens.clear();
   event_.logprobs.clear();
+  event_.prompt_logprobs.clear();
   if (step) {
     event_.tokens.assign(step->tokens.begin(), step->tokens.end());
     event_.logprobs.assign(step->logprobs.begin(), step->logprobs.end());
+    event_.prompt_logprobs.assign(step->prompt_logprobs.begin(), step->prompt_logprobs.end());
   }
   event_.finished = reason != FinishReason::kNone;
   event_.finish_reason = reason;
@@ -330,7 +333,7 @@ void Engine::post_events(const std::vector<ScheduledRows>& plan) {
     }
     if (result.finish != FinishReason::kNone) {
       finish(seq, result.finish, result.error, &result);
-    } else if (!result.tokens.empty()) {
+    } else if (!result.tokens.empty() || !result.prompt_logprobs.empty()) {
       send_event(seq, &result, FinishReason::kNone, "");
     }
   }

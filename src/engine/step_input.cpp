@@ -16,6 +16,8 @@ void StepInput::build(std::span<const ScheduledRows> plan) {
     logit_begin.push_back(int64_t(logit_rows.size()));
     if (seq.prefilling()) {
       ids.insert(ids.end(), seq.tokens.begin() + seq.n_computed, seq.tokens.begin() + seq.n_computed + n);
+      const Sequence::RowSpan entries = seq.prompt_logprob_rows(n);  // below the last row: still ascending
+      for (int64_t r = entries.first; r < entries.first + entries.count; ++r) logit_rows.push_back(begin + r);
       if (seq.n_computed + n == int64_t(seq.tokens.size())) logit_rows.push_back(begin + n - 1);
     } else {
       ids.push_back(seq.tokens.back());

@@ -6,6 +6,8 @@
 //   rows        [{0, 3, A.kv}, {3, 3, B.kv}]
 //   logit_rows  [2 | 3 4 5]          (A: its last row only; B: every row, K + 1 = 3)
 //   row_begin   [0, 3]   logit_begin [0, 1]
+// Had A asked for prompt log-probabilities (3 prompt tokens), its rows 0 and 1 would be wanted too (the
+// entries of a1 and a2): logit_rows [0 1 2 | 3 4 5], logit_begin [0, 3].
 #pragma once
 
 #include <cstdint>
@@ -24,8 +26,9 @@ struct StepInput {
   std::vector<int64_t> row_begin;    // per planned sequence: its first row
   std::vector<int64_t> logit_begin;  // per planned sequence: its first logit row
 
-  // A prefilling sequence contributes its next n_rows prompt tokens (logits of the last row when the chunk
-  // reaches the end of its tokens); a decoding one its last token and its drafts (logits of every row).
+  // A prefilling sequence contributes its next n_rows prompt tokens (logits of the rows that give prompt
+  // log-probability entries, Sequence::prompt_logprob_rows, then of the last row when the chunk reaches
+  // the end of its tokens); a decoding one its last token and its drafts (logits of every row).
   void build(std::span<const ScheduledRows> plan);
   StepBatch batch(std::span<const int> capture_layers) const { return StepBatch{ids, rows, logit_rows, capture_layers}; }
 };

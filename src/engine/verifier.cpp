@@ -32,6 +32,22 @@ bool Verifier::emit(Sequence& seq, int64_t token, const float* row, StepResult& 
   return out.finish == FinishReason::kNone;
 }
 
+void Verifier::prompt_entries(const Sequence& seq, int64_t position, int64_t n, const float* logits, StepResult& out) {
+  check_finite_logits(logits, n, n_vocab_);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * n_vocab_;  // [n_vocab] raw, at position + i
+    const int64_t token = seq.tokens[size_t(position + i + 1)];
+    PromptTokenLogprob& entry = out.prompt_logprobs.emplace_back();
+    entry.token = token;
+    token_logprobs(row, n_vocab_, token, seq.options.prompt_logprobs, entry.logprobs, logprob_scratch_);
+    // Rank: 1 + the tokens before it in the order of `top` (more likely, or as likely with a lower id).
+    const float x = row[token];
+    int64_t before = 0;
+    for (int64_t t = 0; t < n_vocab_; ++t) before += row[t] > x || (row[t] == x && t < token);
+    entry.rank = 1 + before;
+  }
+}
+
 const float* Verifier::target_rows(const Sequence& seq, const float* logits, int64_t n_rows,
                                    std::span<const int64_t> drafts) {
   const float* rows = logits;
@@ -55,7 +71,14 @@ void Verifier::run(Sequence& seq, int64_t n_rows, const float* logits, StepResul
   out.clear();
   if (seq.prefilling()) {
     out.n_new_positions = n_rows;
+    const Sequence::RowSpan entries = seq.prompt_logprob_rows(n_rows);
+    if (entries.count > 0) prompt_entries(seq, seq.n_computed + entries.first, entries.count, logits, out);
     if (seq.n_computed + n_rows < int64_t(seq.tokens.size())) return;  // more prompt to come
+    logits += entries.count * n_vocab_;  // the last row's
+    if (seq.options.max_tokens == 0) {  // prompt log-probabilities only
+      out.finish = FinishReason::kLength;
+      return;
+    }
     check_finite_logits(logits, 1, n_vocab_);
     const float* row = target_rows(seq, logits, 1, {});
     const int64_t y = sample_token(row, n_vocab_, seq.options.sampling, seq.rng, probs_.data(), sampler_scratch_);

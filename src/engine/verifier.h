@@ -32,14 +32,19 @@ class Verifier {
  public:
   explicit Verifier(VerifierConfig config, int64_t n_vocab);
 
-  // logits: the sequence's logit rows, [1, n_vocab] for a prompt chunk that reaches the end of its tokens,
-  // [K + 1, n_vocab] for a round (K = seq.drafts.size()); unused for other prompt chunks.
+  // logits: the sequence's logit rows: for a prompt chunk, [n_entries + 1, n_vocab] where n_entries =
+  // seq.prompt_logprob_rows(n_rows).count and the last row (present only when the chunk reaches the end of
+  // its tokens) samples the first output token; [K + 1, n_vocab] for a round (K = seq.drafts.size()).
+  // A prompt chunk's entries go to out.prompt_logprobs; with max_tokens 0 the request ends after its prompt.
   void run(Sequence& seq, int64_t n_rows, const float* logits, StepResult& out);
 
  private:
   // Appends `token` to out (with its log-probability from `row`) and sets out.finish when it ends the
   // request. Returns false when it did.
   bool emit(Sequence& seq, int64_t token, const float* row, StepResult& out);
+  // The prompt_logprobs entries of tokens position + 1 .. position + n from logits [n, n_vocab] (raw: the
+  // model's own distribution, as for generated tokens).
+  void prompt_entries(const Sequence& seq, int64_t position, int64_t n, const float* logits, StepResult& out);
   // The rows [n_rows, n_vocab] the request samples from and verifies against: the target's logits with
   // the request's logit_bias added, its penalties applied (row j counting drafts[0..j) as output), then its
   // structured-output mask (row j after drafts[0..j)).

@@ -24,6 +24,12 @@ struct RequestOptions {
   // -1: no log-probabilities. n >= 0: each generated token's log-probability under the model's own
   // distribution (log-softmax of the raw logits, before temperature and filters) and the n most likely.
   int64_t logprobs = -1;
+  // -1: no prompt log-probabilities. k >= 0: the entry of every prompt token after the first (its
+  // log-probability given the tokens before it, under the model's own distribution as for `logprobs`, its
+  // rank and the k most likely), reported in TokenEvent::prompt_logprobs as the prompt is prefilled. Such a
+  // request computes every prompt position itself (no prefix cache) and in chunks of at most
+  // kPromptLogprobRowsPerStep rows (sched/scheduler.h). With max_tokens 0 it stops after the prompt.
+  int64_t prompt_logprobs = -1;
   // OpenAI's logit_bias, sorted by token: added to every row of the target's logits before sampling and
   // verification (so speculation stays lossless with respect to the biased target); log-probabilities
   // stay those of the model's own distribution. The draft head is not biased: it only proposes.
@@ -37,6 +43,15 @@ struct RequestOptions {
   std::shared_ptr<const TokenConstraint> constraint;
 };
 
+// One prompt token's entry (RequestOptions::prompt_logprobs): `logprobs` holds its log-probability given
+// the tokens before it and the k most likely; `rank` is its place in that distribution counted from 1, in
+// the order of logprobs.top (most likely first, ties to the lower id).
+struct PromptTokenLogprob {
+  int64_t token = 0;
+  int64_t rank = 0;
+  TokenLogprobs logprobs;
+};
+
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 const char* finish_reason_name(FinishReason reason);  // "", "stop", "length", "cancelled", "error"
 
@@ -46,6 +61,9 @@ struct TokenEvent {
   uint64_t request_id = 0;
   std::vector<int64_t> tokens;  // new tokens since the previous event
   std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
+  // With prompt_logprobs: the entries of prompt tokens 1, 2, ... in order, each reported once, across the
+  // events of the prefill (the last prompt chunk's come with the first token).
+  std::vector<PromptTokenLogprob> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;            // for kError

@@ -62,7 +62,7 @@ bool Scheduler::reserve(Sequence* seq, int64_t n_rows) {
   return true;
 }
 
-void Scheduler::admit_prefix(Sequence* seq) {
+int64_t Scheduler::match_prefix(Sequence* seq) {
   const std::span<const int64_t> tokens(seq->tokens);
   int64_t matched = seq->table.match_prefix(pool_, tokens);
   if (draft_pool_ && matched > 0) {
@@ -79,9 +79,22 @@ void Scheduler::admit_prefix(Sequence* seq) {
       }
     }
   }
+  return matched;
+}
+
+void Scheduler::admit_prefix(Sequence* seq) {
+  // A sequence that still owes prompt log-probabilities computes every prompt position itself: positions
+  // taken from the prefix cache would have no logits (vLLM skips the lookup for such requests too). Its
+  // own full blocks are still registered for others.
+  const int64_t matched = seq->wants_prompt_logprobs() ? 0 : match_prefix(seq);
   if (draft_pool_ && seq->draft_table.blocks.empty()) seq->draft_table.last_hash = draft_root(*seq);
   seq->n_computed = matched;
   if (seq->preemptions == 0) seq->n_cached_prompt = std::min(matched, seq->n_prompt);
+}
+
+int64_t Scheduler::prompt_chunk(const Sequence* seq, int64_t budget, int64_t prompt_logprob_rows) const {
+  const int64_t want = std::min<int64_t>(budget, int64_t(seq->tokens.size()) - seq->n_computed);
+  return seq->wants_prompt_logprobs() ? std::min(want, prompt_logprob_rows) : want;
 }
 
 const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preempted) {
@@ -112,13 +125,14 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
   // Prompt chunks share what is left, capped while sequences decode (their inter-token latency).
   if (!rows.empty() && config_.max_prefill_rows_while_decoding > 0)
     budget = std::min(budget, config_.max_prefill_rows_while_decoding);
+  int64_t prompt_logprob_rows = kPromptLogprobRowsPerStep;  // left this step
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    if (!seq->prefilling()) {
+    const int64_t want = seq->prefilling() ? prompt_chunk(seq, budget, prompt_logprob_rows) : 0;
+    if (want == 0) {  // decoding, or its prompt chunk waits for the next step's prompt-logprobs rows
       ++i;
       continue;
     }
-    const int64_t want = std::min<int64_t>(budget, int64_t(seq->tokens.size()) - seq->n_computed);
     if (!reserve(seq, want)) {
       // The newest sequence makes room unless this step already runs it (a decode planned above).
       Sequence* victim = running_.back();
@@ -129,13 +143,15 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
     }
     rows.push_back({seq, want});
     budget -= want;
+    if (seq->wants_prompt_logprobs()) prompt_logprob_rows -= want;
     ++i;
   }
   // Admission, first come first served.
   while (!waiting_.empty() && budget > 0 && int64_t(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
+    if (seq->wants_prompt_logprobs() && prompt_logprob_rows == 0) break;  // it stays first in line
     admit_prefix(seq);
-    const int64_t want = std::min<int64_t>(budget, int64_t(seq->tokens.size()) - seq->n_computed);
+    const int64_t want = prompt_chunk(seq, budget, prompt_logprob_rows);
     if (!reserve(seq, want)) {
       release(seq);  // gives back the matched prefix too; it stays first in line
       break;
@@ -145,6 +161,7 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
     running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, by_arrival), seq);
     rows.push_back({seq, want});
     budget -= want;
+    if (seq->wants_prompt_logprobs()) prompt_logprob_rows -= want;
   }
   return rows;
 }
@@ -159,6 +176,9 @@ void Scheduler::update(Sequence& seq, const StepResult& result) {
   // The head's blocks stay reserved: it rewrites these positions in this step's draft passes.
   if (seq.draft_kv && seq.draft_kv->length() > p) seq.draft_kv->truncate(p, /*keep_blocks=*/true);
   seq.drafts.clear();
+  seq.n_prompt_logprobs += int64_t(result.prompt_logprobs.size());
+  AERIE_CHECK(seq.n_prompt_logprobs < std::max<int64_t>(seq.n_prompt, 1), "scheduler: ", seq.n_prompt_logprobs,
+              " prompt log-probability entries for a prompt of ", seq.n_prompt);
   seq.table.register_full_blocks(pool_, seq.tokens);
 }
 

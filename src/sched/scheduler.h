@@ -5,6 +5,8 @@
 //     slots and blocks allow;
 //   - admission looks up the prompt in the prefix cache (target and draft head alike) and skips what it
 //     finds;
+//   - a request with prompt log-probabilities (RequestOptions::prompt_logprobs) skips the prefix cache and
+//     its prompt chunks share kPromptLogprobRowsPerStep rows a step;
 //   - when blocks run out for a running sequence, the newest running sequence is preempted: its blocks
 //     are freed and it waits again, to be recomputed (prompt + what it generated) when there is room.
 #pragma once
@@ -21,6 +23,11 @@ namespace aerie {
 
 // The head's prefix chain starts from token 0 (its row t carries token t+1).
 uint64_t draft_root(const Sequence& seq);
+
+// Prompt rows of prompt-logprobs sequences in one step. Each such row asks the target for a row of logits,
+// [n_vocab] f32 (512 KiB at a 128K vocabulary), which the forward's logits buffer holds for the whole
+// batch: 64 rows bound it at 32 MiB beyond what decoding needs, whatever max_batch_tokens is.
+inline constexpr int64_t kPromptLogprobRowsPerStep = 64;
 
 struct SchedulerConfig {
   int64_t max_batch_tokens = 512;  // rows per step
@@ -63,6 +70,9 @@ class Scheduler {
   bool reserve(Sequence* seq, int64_t n_rows);
   void preempt(Sequence* seq);
   void admit_prefix(Sequence* seq);
+  int64_t match_prefix(Sequence* seq);  // positions found in the prefix cache (target and head alike)
+  // The rows of seq's next prompt chunk within `budget` and the step's prompt-logprobs rows left.
+  int64_t prompt_chunk(const Sequence* seq, int64_t budget, int64_t prompt_logprob_rows) const;
   void release(Sequence* seq);
 
   SchedulerConfig config_;

@@ -6,6 +6,7 @@
 // tokens.size() - 1) it decodes: the last token, plus any drafts, is the next step's input.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -26,6 +27,7 @@ struct Sequence {
   int64_t n_prompt = 0;
   int64_t n_computed = 0;        // target positions in the cache
   int64_t n_cached_prompt = 0;   // of which came from the prefix cache at admission
+  int64_t n_prompt_logprobs = 0; // prompt_logprobs entries reported: those of tokens 1..n_prompt_logprobs
   BlockTable table, draft_table;
   std::optional<KvCache> kv, draft_kv;  // views over the tables
   Rng rng{0};
@@ -54,6 +56,23 @@ struct Sequence {
 
   int64_t n_generated() const { return int64_t(tokens.size()) - n_prompt; }
   bool prefilling() const { return n_computed + 1 < int64_t(tokens.size()); }
+
+  // Prompt log-probabilities: the logits of the row at position p give the entry of token p + 1, so the
+  // rows wanted are positions n_prompt_logprobs .. n_prompt - 2 (the last prompt row samples the first
+  // output token instead). Entries already reported are never wanted again, so a sequence recomputed after
+  // preemption reports none twice.
+  bool wants_prompt_logprobs() const { return options.prompt_logprobs >= 0 && n_prompt_logprobs + 1 < n_prompt; }
+  // Of a prompt chunk of n_rows rows from n_computed: the first row (offset in the chunk) whose logits give
+  // an entry, and how many consecutive rows do. Example: n_prompt 10, nothing reported, chunk of 6 from
+  // position 4 -> {0, 5} (positions 4..8, entries of tokens 5..9; position 9 is the last prompt row).
+  struct RowSpan {
+    int64_t first = 0, count = 0;
+  };
+  RowSpan prompt_logprob_rows(int64_t n_rows) const {
+    if (!wants_prompt_logprobs()) return {};
+    const int64_t begin = std::max(n_computed, n_prompt_logprobs), end = std::min(n_computed + n_rows, n_prompt - 1);
+    return end > begin ? RowSpan{begin - n_computed, end - begin} : RowSpan{};
+  }
 };
 
 }  // namespace aerie

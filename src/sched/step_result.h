@@ -22,6 +22,7 @@ struct StepResult {
                                         // number of tokens a round emitted
   std::vector<int64_t> tokens;          // emitted this step, in order
   std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
+  std::vector<PromptTokenLogprob> prompt_logprobs;  // a prompt chunk's entries (prompt_logprobs), in order
   int64_t n_drafts = 0, n_accepted = 0; // the round's drafts and how many were accepted
   FinishReason finish = FinishReason::kNone;  // kStop / kLength when this step ended the request
   std::string error;                    // set when the step failed for this request (finish = kError)
@@ -30,6 +31,7 @@ struct StepResult {
     n_new_positions = n_drafts = n_accepted = 0;
     tokens.clear();
     logprobs.clear();
+    prompt_logprobs.clear();
     finish = FinishReason::kNone;
     error.clear();
   }
