@@ -42,25 +42,6 @@ void ChoiceStream::prefix(const std::string& text, std::vector<ToolEvent>& out) 
   if (!text.empty()) out.push_back(ToolEvent::text(text));
 }
 
-TokenLogprob ChoiceStream::logprob_entry(int64_t token, const TokenLogprobs& source) const {
-  auto text_of = [&](int64_t id, std::string& text, std::string& bytes) {
-    const int32_t ids[1] = {int32_t(id)};
-    text = tokenizer_.decode(ids);
-    bytes = std::string(tokenizer_.token_bytes(int32_t(id)));
-    if (bytes == text) bytes.clear();
-  };
-  TokenLogprob entry;
-  text_of(token, entry.token, entry.bytes);
-  entry.logprob = source.logprob;
-  for (const auto& [id, logprob] : source.top) {
-    TokenLogprobAlternative alt;
-    text_of(id, alt.token, alt.bytes);
-    alt.logprob = logprob;
-    entry.top.push_back(std::move(alt));
-  }
-  return entry;
-}
-
 bool ChoiceStream::push(std::span<const int64_t> tokens, std::vector<ToolEvent>& out,
                         std::span<const TokenLogprobs> logprobs) {
   std::string piece;
@@ -69,7 +50,7 @@ bool ChoiceStream::push(std::span<const int64_t> tokens, std::vector<ToolEvent>&
     if (matcher_.stopped() || finished_) return matcher_.stopped();
     ++completion_tokens_;
     if (std::find(hidden_ids_.begin(), hidden_ids_.end(), token) != hidden_ids_.end()) continue;
-    if (i < logprobs.size()) logprobs_.push_back(logprob_entry(token, logprobs[i]));
+    if (i < logprobs.size()) logprobs_.push_back(token_logprob_entry(tokenizer_, token, logprobs[i]));
     piece.clear();
     decoder_.push(int32_t(token), piece);
     if (piece.empty()) continue;
@@ -104,6 +85,26 @@ FinishReason ChoiceStream::finish_reason(aerie::FinishReason engine_reason) cons
   if (has_tool_calls()) return FinishReason::kToolCalls;
   if (matcher_.stopped()) return FinishReason::kStop;
   return engine_reason == aerie::FinishReason::kLength ? FinishReason::kLength : FinishReason::kStop;
+}
+
+TokenLogprob token_logprob_entry(const Tokenizer& tokenizer, int64_t token, const TokenLogprobs& source, int64_t n_top) {
+  auto text_of = [&](int64_t id, std::string& text, std::string& bytes) {
+    const int32_t ids[1] = {int32_t(id)};
+    text = tokenizer.decode(ids);
+    bytes = std::string(tokenizer.token_bytes(int32_t(id)));
+    if (bytes == text) bytes.clear();
+  };
+  TokenLogprob entry;
+  text_of(token, entry.token, entry.bytes);
+  entry.logprob = source.logprob;
+  const size_t n = n_top < 0 ? source.top.size() : std::min(source.top.size(), size_t(n_top));
+  for (size_t i = 0; i < n; ++i) {
+    TokenLogprobAlternative alt;
+    text_of(source.top[i].first, alt.token, alt.bytes);
+    alt.logprob = source.top[i].second;
+    entry.top.push_back(std::move(alt));
+  }
+  return entry;
 }
 
 std::string content_of(const std::vector<ToolEvent>& events) {

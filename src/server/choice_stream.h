@@ -57,7 +57,6 @@ class ChoiceStream {
  private:
   void emit_text(std::string text, std::vector<ToolEvent>& out);
   void emit_content(std::string text, std::vector<ToolEvent>& out);
-  TokenLogprob logprob_entry(int64_t token, const TokenLogprobs& source) const;
 
   const Tokenizer& tokenizer_;
   IncrementalDecoder decoder_;
@@ -73,5 +72,10 @@ class ChoiceStream {
 
 // Concatenates the content events (what a client shows as the text).
 std::string content_of(const std::vector<ToolEvent>& events);
+
+// A token's log-probability entry with the texts of the token and its alternatives (each id decoded
+// alone), keeping the first `n_top` alternatives (all when negative).
+TokenLogprob token_logprob_entry(const Tokenizer& tokenizer, int64_t token, const TokenLogprobs& source,
+                                 int64_t n_top = -1);
 
 }  // namespace aerie::server

@@ -151,6 +151,7 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
   plan.n = request.n;
   plan.options = request_options(backend, request, json);
   plan.options.max_tokens = resolve_max_tokens(backend, int64_t(prompt.ids.size()), request.max_tokens, "messages");
+  plan.prompt_logprobs = plan.options.prompt_logprobs = request.prompt_logprobs.value_or(-1);
   if (!output.schema.is_null()) plan.options.constraint = make_output_constraint(*context.backend, output, context.schema_limits);
   plan.forced_tools = output.forced;
   plan.forced_function = output.function;
@@ -171,15 +172,14 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
   const Json json = fields::parse_body(body, context.json_limits);
   const CompletionRequest request = completion_request_from_json(json, context.request_limits);
   check_model(context, request.model);
-  if (request.echo && request.logprobs) {
-    throw ApiError::invalid_request("'echo' with 'logprobs' would need the prompt's log-probabilities, which this "
-                                    "server does not compute; ask for one or the other.", "echo",
-                                    "unsupported_parameter");
-  }
-
   GenerationPlan plan;
   plan.chat = false;
   plan.options = request_options(backend, request, json);
+  // Echo with logprobs reports the echoed prompt's tokens too (OpenAI's legacy shape); the engine computes
+  // the larger k of that and vLLM's prompt_logprobs once.
+  plan.prompt_logprobs = request.prompt_logprobs.value_or(-1);
+  plan.echo_logprobs = request.echo && request.logprobs ? request.top_logprobs : -1;
+  plan.options.prompt_logprobs = std::max(plan.prompt_logprobs, plan.echo_logprobs);
   int64_t longest = 0;
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const CompletionPrompt& source = request.prompts[p];
@@ -195,6 +195,7 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
     if (request.echo) {
       const std::vector<int32_t> ids(prompt.ids.begin(), prompt.ids.end());
       prompt.echo = source.is_tokens ? backend.model.tokenizer->decode(ids) : source.text;
+      prompt.echo_is_text = !source.is_tokens;
     }
     longest = std::max(longest, int64_t(prompt.ids.size()));
     resolve_max_tokens(backend, int64_t(prompt.ids.size()), request.max_tokens, param);

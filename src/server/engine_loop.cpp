@@ -52,6 +52,7 @@ std::vector<uint64_t> EngineLoop::submit(std::vector<SubmitJob> jobs, std::share
         out.choice = choice;
         out.tokens = e.tokens;
         out.logprobs = e.logprobs;
+        out.prompt_logprobs = e.prompt_logprobs;
         out.finished = e.finished;
         out.finish_reason = e.finish_reason;
         out.error = e.error;

@@ -31,6 +31,7 @@ struct ChoiceEvent {
   int choice = 0;
   std::vector<int64_t> tokens;
   std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
+  std::vector<PromptTokenLogprob> prompt_logprobs;  // prompt entries, in order across events (TokenEvent)
   bool finished = false;
   aerie::FinishReason finish_reason = aerie::FinishReason::kNone;
   std::string error;

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "server/forced_tool_calls.h"
+#include "server/prompt_logprobs.h"
 
 namespace aerie::server {
 namespace {
@@ -34,7 +35,7 @@ Generation::Generation(std::shared_ptr<Backend> backend, GenerationPlan plan, Lo
     if (plan_.chat && plan_.reasoning) reasoning.emplace(plan_.starts_in_reasoning);
     choice.stream = std::make_unique<ChoiceStream>(*backend_->model.tokenizer, plan_.stop, backend_->model.eos_ids,
                                                    std::move(parser), std::move(reasoning));
-    choice.stream->prefix(plan_.prompts[choice.prompt].echo, choice.events);
+    if (!wants_prompt_logprobs()) choice.stream->prefix(plan_.prompts[choice.prompt].echo, choice.events);
     choice.text_offset = int64_t(plan_.prompts[choice.prompt].echo.size());
   }
   last_write_ = start_;
@@ -113,6 +114,10 @@ void Generation::on_event(ChoiceEvent& event, std::string* sse) {
     first_token_ = Clock::now();
   }
   if (choice.reported) return;
+  if (wants_prompt_logprobs() && !choice.opened) {
+    choice.prompt_entries.insert(choice.prompt_entries.end(), event.prompt_logprobs.begin(), event.prompt_logprobs.end());
+    if (choice.prompt_entries.size() + 1 >= plan_.prompts[choice.prompt].ids.size()) open_with_prompt_logprobs(choice, sse);
+  }
   std::vector<ToolEvent> events;
   const bool stopped = choice.stream->push(event.tokens, events, event.logprobs);
   if (stopped && !event.finished && !choice.stop_cancelled && submitted_) {
@@ -193,6 +198,40 @@ void Generation::append_events(Choice& choice, std::vector<ToolEvent>& events, s
                                      release_logprobs(), usage_field));
 }
 
+void Generation::open_with_prompt_logprobs(Choice& choice, std::string* sse) {
+  choice.opened = true;
+  const GenerationPrompt& prompt = plan_.prompts[choice.prompt];
+  std::vector<TokenLogprob> echo_entries;
+  if (plan_.echo_logprobs >= 0)
+    echo_entries = echo_logprob_entries(*backend_->model.tokenizer, prompt.ids, prompt.echo_is_text, choice.prompt_entries,
+                                        plan_.echo_logprobs, int64_t(prompt.echo.size()));
+  if (sse == nullptr) {  // ahead of every generated token's text and entry
+    choice.stream->prefix(prompt.echo, choice.events);
+    for (TokenLogprob& entry : echo_entries) choice.logprobs.push_back(std::move(entry));
+    return;
+  }
+  if (plan_.chat) {
+    ChatDelta role;
+    role.role = true;
+    OrderedJson chunk = chat_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, role, std::nullopt, nullptr,
+                                        plan_.include_usage);
+    chunk["prompt_logprobs"] = prompt_logprobs_json(choice);
+    *sse += sse_data(chunk);
+    return;
+  }
+  // The echo's entries carry their own offsets: choice.text_offset already starts after the echo.
+  const OrderedJson logprobs = echo_entries.empty() ? OrderedJson(nullptr) : completion_logprobs_json(echo_entries, 0);
+  OrderedJson chunk = text_completion_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, prompt.echo,
+                                                 std::nullopt, logprobs, plan_.include_usage);
+  if (plan_.prompt_logprobs >= 0) chunk["choices"][0]["prompt_logprobs"] = prompt_logprobs_json(choice);
+  *sse += sse_data(chunk);
+}
+
+OrderedJson Generation::prompt_logprobs_json(const Choice& choice) const {
+  if (plan_.prompt_logprobs < 0) return nullptr;
+  return vllm_prompt_logprobs_json(*backend_->model.tokenizer, choice.prompt_entries, plan_.prompt_logprobs);
+}
+
 OrderedJson Generation::logprobs_json(Choice& choice, const std::vector<TokenLogprob>& entries) const {
   if (!wants_logprobs()) return nullptr;
   if (plan_.chat) return chat_logprobs_json(entries);
@@ -229,7 +268,8 @@ std::optional<OrderedJson> Generation::run_to_completion(const std::function<boo
       if (wants_logprobs()) c.logprobs = chat_logprobs_json(choice.logprobs);
       out.push_back(std::move(c));
     }
-    return chat_completion_json(plan_.id, plan_.created, plan_.model, out, usage());
+    // vLLM writes one prompt_logprobs for the prompt the choices share.
+    return chat_completion_json(plan_.id, plan_.created, plan_.model, out, usage(), prompt_logprobs_json(choices_[0]));
   }
   std::vector<CompletionChoice> out;
   for (const Choice& choice : choices_) {
@@ -239,6 +279,7 @@ std::optional<OrderedJson> Generation::run_to_completion(const std::function<boo
     c.finish_reason = choice.reason;
     if (wants_logprobs())
       c.logprobs = completion_logprobs_json(choice.logprobs, int64_t(plan_.prompts[choice.prompt].echo.size()));
+    c.prompt_logprobs = prompt_logprobs_json(choice);
     out.push_back(std::move(c));
   }
   return text_completion_json(plan_.id, plan_.created, plan_.model, out, usage());
@@ -250,6 +291,7 @@ Generation::Pump Generation::pump(const std::function<bool(std::string_view)>& w
   if (!opened_) {
     opened_ = true;
     for (Choice& choice : choices_) {
+      if (wants_prompt_logprobs()) continue;  // its first chunk waits for them (open_with_prompt_logprobs)
       if (plan_.chat) {
         ChatDelta role;
         role.role = true;

@@ -26,6 +26,7 @@ namespace aerie::server {
 struct GenerationPrompt {
   std::vector<int64_t> ids;
   std::string echo;  // text released before the generated text (completions with echo)
+  bool echo_is_text = false;  // the echo is the request's text, without the special tokens encoding added
 };
 
 // tool_choice "required" (a list of calls) or a named function (its arguments), read back from JSON the
@@ -40,6 +41,10 @@ struct GenerationPlan {
   std::vector<GenerationPrompt> prompts;  // chat: one
   int64_t n = 1;
   RequestOptions options;                 // max_tokens, sampling (seed of choice 0), stop ids, logprobs
+  // Prompt log-probabilities (options.prompt_logprobs is the larger k): vLLM's prompt_logprobs field (its
+  // k), and the echoed prompt's entries of completions with echo and logprobs (theirs); -1: not asked.
+  int64_t prompt_logprobs = -1;
+  int64_t echo_logprobs = -1;
   std::vector<std::uint64_t> seeds;       // per choice (index = prompt * n + j)
   std::vector<std::string> stop;
   std::optional<ToolParserKind> tool_parser;  // chat with tools (tool_choice auto): the family's format
@@ -87,6 +92,8 @@ class Generation {
     std::unique_ptr<ChoiceStream> stream;
     std::vector<ToolEvent> events;  // non-streamed: everything; streamed: this round's
     std::vector<TokenLogprob> logprobs;  // non-streamed: every entry (when asked for)
+    std::vector<PromptTokenLogprob> prompt_entries;  // the engine's prompt log-probabilities so far
+    bool opened = false;  // with prompt log-probabilities: its first chunk (or whole-response echo) is out
     int64_t text_offset = 0;             // completions streamed: echo + text of the entries sent so far
     bool started = false;           // role chunk sent (chat stream)
     bool stop_cancelled = false;    // cancelled by us after a stop string
@@ -100,6 +107,11 @@ class Generation {
   };
 
   void on_event(ChoiceEvent& event, std::string* sse);
+  // A choice with prompt log-probabilities opens once they are all in (the last prompt chunk's come with
+  // the first token): its echo and their entries go first in the whole response; streamed, its first chunk
+  // (the role chunk of chat, the echo of completions) carries them, as prompt_logprobs.
+  void open_with_prompt_logprobs(Choice& choice, std::string* sse);
+  OrderedJson prompt_logprobs_json(const Choice& choice) const;
   void finish_choice(Choice& choice, std::string* sse);
   // sse null: keep the events for the whole response; otherwise append the SSE chunks they make.
   void append_events(Choice& choice, std::vector<ToolEvent>& events, std::optional<FinishReason> finish,
@@ -107,6 +119,7 @@ class Generation {
   // The logprobs object of a chunk releasing `entries` (null when the request did not ask for them).
   OrderedJson logprobs_json(Choice& choice, const std::vector<TokenLogprob>& entries) const;
   bool wants_logprobs() const { return plan_.options.logprobs >= 0; }
+  bool wants_prompt_logprobs() const { return plan_.options.prompt_logprobs >= 0; }
   bool all_finished() const;
   bool all_reported() const;
   Usage usage() const;

@@ -57,7 +57,7 @@ namespace aerie::server::fields {
 Json parse_body(std::string_view body, const JsonLimits& limits = {});
 
 // model, temperature, top_p, top_k, min_p, penalties, seed, stop, n, stream, stream_options, user,
-// logit_bias: the fields whose meaning is the same in both endpoints.
+// logit_bias, prompt_logprobs: the fields whose meaning is the same in both endpoints.
 void read_sampling_fields(const Json& body, const RequestLimits& limits, SamplingRequest& out);
 
 // The request's logit_bias for a model of n_vocab tokens: 400 naming the first id outside the vocabulary.

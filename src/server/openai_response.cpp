@@ -77,12 +77,21 @@ OrderedJson completion_logprobs_json(const std::vector<TokenLogprob>& tokens, in
   int64_t offset = text_offset_start;
   for (const TokenLogprob& token : tokens) {
     text_tokens.push_back(token.token);
-    token_logprobs.push_back(token.logprob);
-    OrderedJson top = OrderedJson::object();
-    for (const TokenLogprobAlternative& alt : token.top) top[alt.token] = alt.logprob;
-    top_logprobs.push_back(std::move(top));
-    text_offset.push_back(offset);
-    offset += static_cast<int64_t>(token.token.size());
+    if (token.has_logprob) {
+      token_logprobs.push_back(token.logprob);
+      OrderedJson top = OrderedJson::object();
+      for (const TokenLogprobAlternative& alt : token.top) top[alt.token] = alt.logprob;
+      top_logprobs.push_back(std::move(top));
+    } else {
+      token_logprobs.push_back(nullptr);
+      top_logprobs.push_back(nullptr);
+    }
+    if (token.text_offset) {
+      text_offset.push_back(*token.text_offset);
+    } else {
+      text_offset.push_back(offset);
+      offset += static_cast<int64_t>(token.token.size());
+    }
   }
   return {{"tokens", std::move(text_tokens)},
           {"token_logprobs", std::move(token_logprobs)},
@@ -91,7 +100,8 @@ OrderedJson completion_logprobs_json(const std::vector<TokenLogprob>& tokens, in
 }
 
 OrderedJson chat_completion_json(std::string_view id, int64_t created, std::string_view model,
-                                 const std::vector<ChatChoice>& choices, const Usage& usage) {
+                                 const std::vector<ChatChoice>& choices, const Usage& usage,
+                                 const OrderedJson& prompt_logprobs) {
   OrderedJson body = envelope(id, "chat.completion", created, model);
   OrderedJson out_choices = OrderedJson::array();
   for (const ChatChoice& choice : choices) {
@@ -117,6 +127,7 @@ OrderedJson chat_completion_json(std::string_view id, int64_t created, std::stri
   }
   body["choices"] = std::move(out_choices);
   body["usage"] = usage_json(usage);
+  if (!prompt_logprobs.is_null()) body["prompt_logprobs"] = prompt_logprobs;
   return body;
 }
 
@@ -174,6 +185,7 @@ OrderedJson text_completion_json(std::string_view id, int64_t created, std::stri
                            {"text", choice.text},
                            {"logprobs", choice.logprobs},
                            {"finish_reason", finish_reason_name(choice.finish_reason)}});
+    if (!choice.prompt_logprobs.is_null()) out_choices.back()["prompt_logprobs"] = choice.prompt_logprobs;
   }
   body["choices"] = std::move(out_choices);
   body["usage"] = usage_json(usage);

@@ -53,11 +53,14 @@ struct TokenLogprob {
   std::string bytes;  // "" : same as token
   double logprob = 0.0;
   std::vector<TokenLogprobAlternative> top;
+  bool has_logprob = true;             // false: an echoed prompt's first token (logprob and top are null)
+  std::optional<int64_t> text_offset;  // an echoed prompt token's place in the echoed text (completions)
 };
 // Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}
 OrderedJson chat_logprobs_json(const std::vector<TokenLogprob>& tokens);
-// Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}; the offsets
-// count bytes from `text_offset_start` (the echoed prompt's length, or 0).
+// Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}; an entry's
+// offset is its own text_offset when set (echoed prompt tokens), else the bytes of the entries without one
+// before it counted from `text_offset_start` (the echoed prompt's length, or 0).
 OrderedJson completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int64_t text_offset_start);
 
 // --- chat.completion ---
@@ -70,8 +73,10 @@ struct ChatChoice {
   OrderedJson logprobs = nullptr;
 };
 // message.content is null when the choice has tool calls and no text; tool_calls appears only when present.
+// `prompt_logprobs` (vLLM's extension, one list for the prompt all choices share) is written when not null.
 OrderedJson chat_completion_json(std::string_view id, int64_t created, std::string_view model,
-                                 const std::vector<ChatChoice>& choices, const Usage& usage);
+                                 const std::vector<ChatChoice>& choices, const Usage& usage,
+                                 const OrderedJson& prompt_logprobs = nullptr);
 
 // --- chat.completion.chunk ---
 struct ChatDelta {
@@ -96,6 +101,7 @@ struct CompletionChoice {
   std::string text;
   FinishReason finish_reason = FinishReason::kStop;
   OrderedJson logprobs = nullptr;
+  OrderedJson prompt_logprobs = nullptr;  // vLLM's extension (server/prompt_logprobs.h); written when set
 };
 OrderedJson text_completion_json(std::string_view id, int64_t created, std::string_view model,
                                  const std::vector<CompletionChoice>& choices, const Usage& usage);

@@ -191,6 +191,7 @@ void read_sampling_fields(const Json& body, const RequestLimits& limits, Samplin
   out.stream = get_bool(body, "stream", "stream").value_or(false);
   if (auto user = get_string(body, "user", "user")) out.user = *user;
 
+  out.prompt_logprobs = get_integer(body, "prompt_logprobs", "prompt_logprobs", 0, 20);
   out.stop = read_stop(body, limits);
   out.logit_bias = read_logit_bias(body, limits);
 

@@ -58,7 +58,7 @@ class ApiError : public std::runtime_error {
 };
 
 // Fields both endpoints share. Ranges follow OpenAI and vLLM: temperature [0, 2], top_p (0, 1], top_k -1
-// (or 0: off) or >= 1, min_p [0, 1], presence/frequency penalty [-2, 2], repetition_penalty (0, 10], n [1, 128], top_logprobs [0, 20],
+// (or 0: off) or >= 1, min_p [0, 1], presence/frequency penalty [-2, 2], repetition_penalty (0, 10], n [1, 128], top_logprobs and prompt_logprobs [0, 20],
 // logit_bias values [-100, 100]. Counts and sizes within RequestLimits.
 struct SamplingRequest {
   std::string model;                  // "" when absent (the server picks its model)
@@ -78,6 +78,9 @@ struct SamplingRequest {
   bool include_speculation = false;  // aerie's extension: usage.speculation (per-request acceptance)
   bool logprobs = false;
   int64_t top_logprobs = 0;    // chat: top_logprobs; completions: the integer `logprobs`
+  // vLLM's extension, [0, 20]: the prompt's log-probabilities (every token after the first, with its rank
+  // and the k most likely), reported as vLLM's `prompt_logprobs`.
+  std::optional<int64_t> prompt_logprobs;
   std::string user;
   // {"token id": bias}, sorted by token, one entry per token. Ids are checked against the model's
   // vocabulary when the request meets the model (fields::checked_logit_bias).
