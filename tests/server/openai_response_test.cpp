@@ -61,20 +61,27 @@ TEST(OpenAIResponse, TextCompletionAndChunks) {
 }
 
 TEST(OpenAIResponse, LogprobsModelsAndSse) {
-  const std::vector<TokenLogprob> tokens = {{"Hi", "", -0.5, {{"Hi", "", -0.5}, {"Yo", "", -1.0}}},
-                                            {"!", "", -0.25, {}}};
+  const std::vector<TokenLogprob> tokens = {{"Hi", "", -0.5, {{"Hi", "", -0.5}, {"Yo", "", -1.0}}, true, {}},
+                                            {"!", "", -0.25, {}, true, {}}};
   EXPECT_EQ(dump_json(chat_logprobs_json(tokens)),
             R"({"content":[{"token":"Hi","logprob":-0.5,"bytes":[72,105],"top_logprobs":[)"
             R"({"token":"Hi","logprob":-0.5,"bytes":[72,105]},{"token":"Yo","logprob":-1.0,"bytes":[89,111]}]},)"
             R"({"token":"!","logprob":-0.25,"bytes":[33],"top_logprobs":[]}]})");
   // A token holding part of a UTF-8 character: its text shows U+FFFD, its bytes are the raw ones.
-  const std::vector<TokenLogprob> partial = {{"\xEF\xBF\xBD", "\xE2\x82", -1.0, {{"\xEF\xBF\xBD", "\xE2", -2.0}}}};
+  const std::vector<TokenLogprob> partial = {{"\xEF\xBF\xBD", "\xE2\x82", -1.0, {{"\xEF\xBF\xBD", "\xE2", -2.0}}, true, {}}};
   EXPECT_EQ(dump_json(chat_logprobs_json(partial)),
             "{\"content\":[{\"token\":\"\xEF\xBF\xBD\",\"logprob\":-1.0,\"bytes\":[226,130],\"top_logprobs\":["
             "{\"token\":\"\xEF\xBF\xBD\",\"logprob\":-2.0,\"bytes\":[226]}]}]}");
   EXPECT_EQ(dump_json(completion_logprobs_json(tokens, 4)),
             R"({"tokens":["Hi","!"],"token_logprobs":[-0.5,-0.25],"top_logprobs":[{"Hi":-0.5,"Yo":-1.0},{}],)"
             R"("text_offset":[4,6]})");
+  // An echoed prompt ahead of them: the first token has no figures, each gives its place in the echo (a
+  // special token the echo leaves out starts where the next one does); the generated ones count on.
+  std::vector<TokenLogprob> echoed = {{"<s>", "", 0.0, {}, false, 0}, {"ab", "", -3.0, {{"cd", "", -0.1}}, true, 0}};
+  echoed.insert(echoed.end(), tokens.begin(), tokens.end());
+  EXPECT_EQ(dump_json(completion_logprobs_json(echoed, 2)),
+            R"({"tokens":["<s>","ab","Hi","!"],"token_logprobs":[null,-3.0,-0.5,-0.25],)"
+            R"("top_logprobs":[null,{"cd":-0.1},{"Hi":-0.5,"Yo":-1.0},{}],"text_offset":[0,0,2,4]})");
   EXPECT_EQ(dump_json(model_list_json({"a"}, 5, "aerie")),
             R"({"object":"list","data":[{"id":"a","object":"model","created":5,"owned_by":"aerie"}]})");
   EXPECT_EQ(sse_data({{"a", 1}}), "data: {\"a\":1}\n\n");

@@ -126,10 +126,20 @@ TEST_F(ServeErrors, OversizeBody) {
 }
 
 TEST_F(ServeErrors, UnsupportedFieldsAreRefusedClearly) {
-  // Prompt log-probabilities are not computed, so echo + logprobs is refused (either alone is served).
-  Json e = expect_error("/v1/completions", R"({"prompt": "x", "logprobs": 2, "echo": true})", 400);
-  EXPECT_EQ(e["param"], "echo");
-  EXPECT_NE(e["message"].get<std::string>().find("prompt's log-probabilities"), std::string::npos);
+  Json e = expect_error("/v1/completions", R"({"prompt": "x", "suffix": "y"})", 400);
+  EXPECT_EQ(e["param"], "suffix");
+  EXPECT_EQ(e["code"], "unsupported_parameter");
+  // Prompt log-probabilities are served (tests/server/server_prompt_logprobs_test.cpp): echo with logprobs,
+  // and vLLM's prompt_logprobs within [0, 20] as top_logprobs; anything else is a 400 naming the field.
+  auto client = server_->client();
+  EXPECT_EQ(post(*client, "/v1/completions", R"({"prompt": "x", "max_tokens": 1, "logprobs": 2, "echo": true})", auth()).status,
+            200);
+  for (const std::string value : {"21", "-1", "\"2\"", "1.5", "true"}) {
+    e = expect_error("/v1/completions", R"({"prompt": "x", "prompt_logprobs": )" + value + "}", 400);
+    EXPECT_EQ(e["param"], "prompt_logprobs") << value;
+    e = expect_error("/v1/chat/completions", chat("hi", Json::parse(R"({"prompt_logprobs": )" + value + "}")), 400);
+    EXPECT_EQ(e["param"], "prompt_logprobs") << value;
+  }
 }
 
 // Penalties are served (sample/penalties.h; tests/engine/penalties_test.cpp proves them through the engine):
