@@ -13,10 +13,9 @@ DraftRunner::DraftRunner(DraftHead& head, Scheduler& scheduler, std::vector<int6
     : head_(head), scheduler_(scheduler), draft_to_target_(std::move(draft_to_target)), spec_(spec),
       max_length_(max_length) {}
 
-int64_t DraftRunner::next_k(const Sequence& seq, int64_t k_step) const {
-  // The round after this one verifies 1 + K rows: it must not run past max_tokens or the max length.
+int64_t drafts_allowed(const Sequence& seq, int64_t k_step, int64_t max_length) {
   const int64_t remaining = seq.options.max_tokens - seq.n_generated();
-  const int64_t room = max_length_ - seq.n_computed - 1;
+  const int64_t room = max_length - seq.n_computed - 1;
   return std::max<int64_t>(0, std::min({k_step, remaining - 1, room}));
 }
 
@@ -103,7 +102,7 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
                   size_t(new_positions[i] * width) * sizeof(float));
     }
     rows_.push_back(SequenceRows{hb, rows, &*seq.draft_kv});
-    const int64_t k = seq.prefilling() ? 0 : next_k(seq, k_step);
+    const int64_t k = seq.prefilling() ? 0 : drafts_allowed(seq, k_step, max_length_);
     if (k > 0) {
       logit_rows_.push_back(hb + rows - 1);
       drafting_.push_back(&seq);

@@ -28,6 +28,10 @@
 
 namespace aerie {
 
+// Drafts a decoding sequence may make this step at `k_step`: the round after it verifies 1 + K rows, which
+// must not run past max_tokens or `max_length`.
+int64_t drafts_allowed(const Sequence& seq, int64_t k_step, int64_t max_length);
+
 class DraftRunner {
  public:
   static constexpr int64_t kMaxDeferredRows = 256;
@@ -43,7 +47,6 @@ class DraftRunner {
                std::span<const int64_t> new_positions, const ForwardOutput& target_out, int64_t k_step);
 
  private:
-  int64_t next_k(const Sequence& seq, int64_t k_step) const;
   // K = 0: keeps the new rows' target features with each sequence instead of running the head.
   void defer(std::span<const ScheduledRows> plan, std::span<const int64_t> row_begin,
              std::span<const int64_t> new_positions, const ForwardOutput& target_out);

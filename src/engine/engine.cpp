@@ -23,9 +23,13 @@ Geometry geometry_of(const KvCache& probe) {
 
 }  // namespace
 
-Engine::Engine(Model& target, DraftHead* draft, const EngineConfig& config, ThreadPool& pool)
-    : target_(target), draft_(draft), config_(config) {
+Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, ThreadPool& pool)
+    : target_(target), draft_(drafter ? drafter->as_head() : nullptr), config_(config) {
   (void)pool;  // the models were loaded onto it; the engine itself runs on the calling thread
+  DraftHead* const draft = draft_;
+  TokenDrafter* const token_drafter = drafter ? drafter->as_token_drafter() : nullptr;
+  // A token drafter's proposal is deterministic: q is one-hot, verified by target match.
+  if (token_drafter) config_.spec.proposal = DraftProposal::kArgmax;
   const KvDType dtype = config.kv_cache_dtype;
   const Geometry tg = geometry_of(target.make_kv_cache(1, dtype));
   Geometry dg{0, 0, 0, false, 0};
@@ -46,14 +50,16 @@ Engine::Engine(Model& target, DraftHead* draft, const EngineConfig& config, Thre
   pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
   int64_t max_k = 0;
   std::vector<int64_t> draft_to_target;
-  if (draft) {
-    draft_store_ = std::make_unique<KvStore>(dg.n_layer, dg.row_width, plan_.n_blocks, config.block_size, dg.values,
-                                             dtype, dg.scale_width);
-    draft_pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
+  if (drafter) {
     validate(config.spec);
     max_k = config.spec.num_speculative_tokens;
     for (const auto& r : config.k_by_batch_size.ranges) max_k = std::max(max_k, r.k);
     AERIE_CHECK(max_k <= 32, "draft tokens by batch size: K must be at most 32, got ", max_k);
+  }
+  if (draft) {
+    draft_store_ = std::make_unique<KvStore>(dg.n_layer, dg.row_width, plan_.n_blocks, config.block_size, dg.values,
+                                             dtype, dg.scale_width);
+    draft_pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
     if (draft->reduced_vocab()) {
       draft_to_target.resize(size_t(draft->n_vocab()));
       for (int64_t d = 0; d < draft->n_vocab(); ++d) {
@@ -76,13 +82,14 @@ Engine::Engine(Model& target, DraftHead* draft, const EngineConfig& config, Thre
   VerifierConfig vc;
   vc.eos = target.eos_token_ids();
   vc.max_length = plan_.max_length;
-  vc.n_draft_vocab = draft ? draft->n_vocab() : 0;
+  vc.n_draft_vocab = draft ? draft->n_vocab() : token_drafter ? target.n_vocab() : 0;
   vc.draft_to_target = draft_to_target;
-  vc.spec = config.spec;
-  vc.has_draft = draft != nullptr;
+  vc.spec = config_.spec;
+  vc.has_draft = drafter != nullptr;
   verifier_ = std::make_unique<Verifier>(std::move(vc), target.n_vocab());
   if (draft)
     drafter_ = std::make_unique<DraftRunner>(*draft, *scheduler_, std::move(draft_to_target), config.spec, plan_.max_length);
+  if (token_drafter) token_drafter_ = std::make_unique<TokenDraftRunner>(*token_drafter, plan_.max_length, max_k);
   metrics_.kv_blocks_total = plan_.n_blocks;
 }
 
@@ -272,6 +279,7 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   }
   const auto t1 = Clock::now();
   if (drafter_) run_draft(plan, first);
+  if (token_drafter_) run_token_draft(plan, first);
   const auto t2 = Clock::now();
   // Step time, charged to each sequence's speculation figures (the time its tokens waited on).
   const double verify_s = std::chrono::duration<double>(t1 - t0).count();
@@ -282,10 +290,27 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   }
 }
 
-void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
+int64_t Engine::draft_k_step() const {
   int64_t decoding = 0;
   for (Sequence* s : scheduler_->running()) decoding += s->prefilling() ? 0 : 1;
-  const int64_t k_step = config_.k_by_batch_size.k_for(decoding, config_.spec.num_speculative_tokens);
+  return config_.k_by_batch_size.k_for(decoding, config_.spec.num_speculative_tokens);
+}
+
+void Engine::run_token_draft(std::span<const ScheduledRows> plan, size_t first) {
+  const int64_t k_step = draft_k_step();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const StepResult& r = results_[first + i];
+    if (r.finish != FinishReason::kNone || r.n_new_positions == 0) continue;
+    try {
+      token_drafter_->propose(*plan[i].seq, k_step);
+    } catch (const std::exception& e) {
+      fail(first + i, "drafter: ", e);
+    }
+  }
+}
+
+void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
+  const int64_t k_step = draft_k_step();
   new_positions_.resize(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
     const StepResult& r = results_[first + i];

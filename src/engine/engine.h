@@ -13,6 +13,8 @@
 //                             back to the pool), full blocks registered for prefix caching
 //   DraftRunner::propose()    the head over every sequence's new rows, then K - 1 own-feature passes:
 //                             the next drafts                                          (draft_runner.h)
+//     or TokenDraftRunner     a token drafter's (n-gram) drafts from each sequence's own tokens, up to K
+//                             each, none where it finds no match                 (token_draft_runner.h)
 //   events                    each request's callback, from inside step()
 //
 // A failure inside one request's work (its sampling, mask, or a forward it was batched into) finishes
@@ -36,11 +38,13 @@
 #include "engine/memory_plan.h"
 #include "engine/metrics.h"
 #include "engine/step_input.h"
+#include "engine/token_draft_runner.h"
 #include "engine/verifier.h"
 #include "models/model.h"
 #include "sched/request.h"
 #include "sched/scheduler.h"
 #include "spec/draft_head.h"
+#include "spec/drafter.h"
 #include "spec/spec_options.h"
 
 namespace aerie {
@@ -58,15 +62,16 @@ struct EngineConfig {
   int64_t max_prefill_rows_while_decoding = 256;
   int64_t max_num_seqs = 16;
   bool prefix_caching = true;
-  SpecOptions spec;              // used when there is a draft head
+  SpecOptions spec;              // used when there is a drafter
   DraftTokensByBatchSize k_by_batch_size;
   int64_t max_queue = 1024;      // submit() refuses beyond this many waiting requests
 };
 
 class Engine {
  public:
-  // `draft` may be null (plain decoding). Both must outlive the engine. The models run on `pool`.
-  Engine(Model& target, DraftHead* draft, const EngineConfig& config, ThreadPool& pool);
+  // `draft` may be null (plain decoding). Both must outlive the engine. The models run on `pool`. A token
+  // drafter's proposals are verified as argmax proposals whatever config.spec.proposal says (q is one-hot).
+  Engine(Model& target, Drafter* draft, const EngineConfig& config, ThreadPool& pool);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -105,6 +110,8 @@ class Engine {
   // is retried one sequence at a time, so that only the sequence it fails on fails.
   void run(std::span<const ScheduledRows> plan, size_t first);
   void run_draft(std::span<const ScheduledRows> plan, size_t first);
+  void run_token_draft(std::span<const ScheduledRows> plan, size_t first);
+  int64_t draft_k_step() const;  // K this step, by the number of decoding sequences
   void fail(size_t i, const std::string& what, const std::exception& e);
   void post_events(const std::vector<ScheduledRows>& plan);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
@@ -114,7 +121,7 @@ class Engine {
   void send_event(Sequence& seq, const StepResult* step, FinishReason reason, const std::string& error);
 
   Model& target_;
-  DraftHead* draft_;
+  DraftHead* draft_;  // null without a draft head (plain decoding, or a token drafter)
   EngineConfig config_;
   MemoryPlan plan_;
   int64_t max_draft_tokens_ = 0;  // the largest K any batch size gets
@@ -123,6 +130,7 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Verifier> verifier_;
   std::unique_ptr<DraftRunner> drafter_;  // null without a draft head
+  std::unique_ptr<TokenDraftRunner> token_drafter_;  // null without a token drafter
 
   mutable std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;

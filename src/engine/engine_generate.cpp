@@ -8,7 +8,7 @@
 
 namespace aerie {
 
-GenerateResult generate_with_engine(Model& target, DraftHead* draft, ThreadPool& pool, std::span<const int64_t> prompt,
+GenerateResult generate_with_engine(Model& target, Drafter* draft, ThreadPool& pool, std::span<const int64_t> prompt,
                                     const GenerateOptions& options, const SpecOptions& spec,
                                     const TokenCallback& on_token, SpecStats* stats) {
   AERIE_CHECK(!prompt.empty(), "generate: the prompt is empty");
@@ -19,8 +19,9 @@ GenerateResult generate_with_engine(Model& target, DraftHead* draft, ThreadPool&
   AERIE_CHECK(int64_t(prompt.size()) < config.max_length, "generate: prompt of ", prompt.size(),
               " tokens does not fit max length ", config.max_length);
   config.kv_cache_dtype = options.kv_cache_dtype;
+  const DraftHead* head = draft ? draft->as_head() : nullptr;
   const uint64_t per_position = target.make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() +
-                                (draft ? draft->make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() : 0);
+                                (head ? head->make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() : 0);
   config.kv_cache_memory = per_position * uint64_t(config.max_length + 2 * config.block_size + k);
   config.max_batch_tokens = std::max<int64_t>(512, 1 + k);
   config.max_num_seqs = 1;

@@ -6,7 +6,7 @@
 
 #include "engine/generator.h"
 #include "models/model.h"
-#include "spec/draft_head.h"
+#include "spec/drafter.h"
 #include "spec/spec_options.h"
 #include "spec/spec_stats.h"
 
@@ -15,7 +15,7 @@ namespace aerie {
 // The KV cache is sized for exactly this request (prompt + max_tokens + drafts). `draft` may be null.
 // Stop ids are options.stop_token_ids only (the caller adds the model's EOS ids unless told not to).
 // Throws aerie::Error when the request fails (FinishReason::kError: a failing forward, non-finite logits).
-GenerateResult generate_with_engine(Model& target, DraftHead* draft, ThreadPool& pool, std::span<const int64_t> prompt,
+GenerateResult generate_with_engine(Model& target, Drafter* draft, ThreadPool& pool, std::span<const int64_t> prompt,
                                     const GenerateOptions& options, const SpecOptions& spec,
                                     const TokenCallback& on_token = nullptr, SpecStats* stats = nullptr);
 

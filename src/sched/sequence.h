@@ -15,6 +15,7 @@
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
 #include "sched/request.h"
+#include "spec/drafter.h"
 
 namespace aerie {
 
@@ -41,6 +42,7 @@ struct Sequence {
   std::vector<int64_t> drafts;       // target ids proposed for the next step
   std::vector<int64_t> draft_ids;    // the same as draft-vocabulary ids
   std::vector<float> q;              // [K, n_draft_vocab] draft distributions (rejection sampling)
+  std::unique_ptr<DraftState> draft_state;  // a token drafter's state (its index of `tokens`)
   // Steps at K = 0 run no head pass: the target features of their new rows wait here, [rows, n_parts *
   // n_embd] (the head's cache ends `deferred_rows` positions before the target's), and go into the head's
   // next pass. Past the engine's limit the sequence stops speculating instead (speculation_off).

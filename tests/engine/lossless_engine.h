@@ -50,8 +50,10 @@ struct LosslessTally {
 // is verified within the 3 recorded tokens. The 4th token is generated but not recorded. Worked example,
 // first round accepting one draft: events [t1] (prefill), [d1, y] (a = 1: d2 was verified and rejected,
 // y is the correction), [t4] (K = 0 = remaining - 1); recorded: t1 d1 y. `before_run` may re-salt an oracle.
+// A drafter that may propose fewer than K (the n-gram drafter: none without a match) passes
+// `short_rounds`: its runs count whatever their first round's K, the second-draft tallies only K = 2 ones.
 inline std::vector<LosslessTally> run_lossless(Engine& engine, const std::vector<LosslessRequest>& block, int runs,
-                                               const std::function<void(int)>& before_run) {
+                                               const std::function<void(int)>& before_run, bool short_rounds = false) {
   struct Record {
     std::vector<int64_t> tokens;
     std::vector<size_t> event_sizes;  // tokens per event: [1 (prefill), a + 1 (first round), ...]
@@ -85,7 +87,7 @@ inline std::vector<LosslessTally> run_lossless(Engine& engine, const std::vector
       const Record& r = records[i];
       LosslessTally& tally = tallies[i];
       const bool k2 = r.spec.proposed_at.size() >= 2 && r.spec.proposed_at[1] == 1;
-      if (r.tokens.size() != 4 || r.event_sizes.size() < 2 || r.event_sizes[0] != 1 || !k2) {
+      if (r.tokens.size() != 4 || r.event_sizes.size() < 2 || r.event_sizes[0] != 1 || !(k2 || short_rounds)) {
         if (tally.bad_runs++ == 0)
           tally.first_bad = str_cat("run ", run, ": ", r.tokens.size(), " tokens in ", r.event_sizes.size(),
                                     " events, K = 2 rounds: ", k2 ? 1 : 0);
@@ -93,6 +95,7 @@ inline std::vector<LosslessTally> run_lossless(Engine& engine, const std::vector
       }
       ++tally.counts[std::vector<int64_t>(r.tokens.begin(), r.tokens.begin() + 3)];
       tally.spec.add(r.spec);
+      if (!k2) continue;
       const size_t accepted_first_round = r.event_sizes[1] - 1;
       tally.second_verified += accepted_first_round >= 1 ? 1 : 0;
       tally.second_accepted += accepted_first_round >= 2 ? 1 : 0;
@@ -178,6 +181,10 @@ struct LosslessSetup {
   int runs = 8000;
   LosslessChecks checks;
   std::function<void(int)> before_run;  // e.g. re-salts an oracle head
+  bool short_rounds = false;  // the drafter may propose fewer than K drafts (run_lossless)
+  // checks.first_position / second_position over the whole block instead of per case (a drafter whose
+  // drafts the prompt fixes may never reach a path in a peaked case).
+  bool paths_per_block = false;
   const std::vector<SamplingCase>* cases = nullptr;  // null: sampling_cases()
 };
 
@@ -195,7 +202,7 @@ inline LosslessSetup lossless_setup(std::string label, int64_t first_token, Draf
 }
 
 // One engine with `head`, the block of sampling_cases() served setup.runs times, every case checked.
-inline void expect_engine_lossless(Model& target, DraftHead& head, ThreadPool& pool, const LosslessSetup& setup) {
+inline void expect_engine_lossless(Model& target, Drafter& head, ThreadPool& pool, const LosslessSetup& setup) {
   EngineConfig config;
   config.kv_cache_memory = uint64_t(1) << 20;
   config.max_length = 64;
@@ -225,11 +232,29 @@ inline void expect_engine_lossless(Model& target, DraftHead& head, ThreadPool& p
     exact.push_back(exact_joint(target, r.prompt, r.sampling, 3, r.constraint.get(), r.penalties));
     block.push_back(std::move(r));
   }
-  const std::vector<LosslessTally> tallies = run_lossless(engine, block, setup.runs, setup.before_run);
+  const std::vector<LosslessTally> tallies = run_lossless(engine, block, setup.runs, setup.before_run, setup.short_rounds);
+  LosslessChecks checks = setup.checks;
+  if (setup.paths_per_block) checks.first_position = checks.second_position = false;
+  LosslessTally all;  // the block's rounds, for paths_per_block
   for (size_t i = 0; i < block.size(); ++i) {
     const std::string label =
         setup.label + " " + cases[i].name + (block[i].constraint ? " constrained" : "");
-    expect_lossless(label, exact[i], tallies[i], setup.runs, setup.checks);
+    expect_lossless(label, exact[i], tallies[i], setup.runs, checks);
+    all.spec.add(tallies[i].spec);
+    all.second_verified += tallies[i].second_verified;
+    all.second_accepted += tallies[i].second_accepted;
+  }
+  if (setup.paths_per_block) {
+    const int64_t proposed0 = all.spec.proposed_at.empty() ? 0 : all.spec.proposed_at[0];
+    const int64_t accepted0 = all.spec.accepted_at.empty() ? 0 : all.spec.accepted_at[0];
+    if (setup.checks.first_position) {
+      EXPECT_GT(accepted0, 0) << setup.label << ": no draft accepted at position 0";
+      EXPECT_LT(accepted0, proposed0) << setup.label << ": no draft rejected at position 0";
+    }
+    if (setup.checks.second_position) {
+      EXPECT_GT(all.second_accepted, 0) << setup.label << ": no second draft accepted";
+      EXPECT_LT(all.second_accepted, all.second_verified) << setup.label << ": no second draft rejected";
+    }
   }
   EXPECT_EQ(engine.metrics().kv_blocks_in_use, 0) << setup.label;
 }
