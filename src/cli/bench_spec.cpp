@@ -1,6 +1,6 @@
 // aerie bench --draft: what speculative decoding costs and gains on this machine, measured in one run:
-//   - one draft step (the head's one-row forward) and one verification (a target forward over K+1 rows
-//     with features captured) relative to one plain decode step;
+//   - one draft step (the head's one-row forward, or a token drafter's K drafts) and one verification (a
+//     target forward over K+1 rows with the head's features captured) relative to one plain decode step;
 //   - tokens/s of speculative generation at synthetic acceptance rates against plain decode, so the
 //     speedup at a realistic acceptance is visible even with a random head.
 #include <algorithm>
@@ -29,33 +29,72 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Median seconds of one head step at the prompt's context: its one-row forward on its own feature, its
+// cache first filled from the target's features of the prompt (`prefill`: the prompt's forward).
+double head_step_seconds(DraftHead& head, std::span<const int64_t> prompt, const ForwardOutput& prefill,
+                         const SpecBenchConfig& cfg) {
+  const int64_t n = int64_t(prompt.size());
+  KvCache head_kv = head.make_kv_cache(n + cfg.k + 2, cfg.kv_cache_dtype);
+  std::vector<const float*> parts;
+  for (const CapturedHidden& h : prefill.hidden) parts.push_back(h.data);
+  const SequenceRows head_pre{0, n - 1, &head_kv};
+  const int64_t head_last = n - 2;
+  head.forward(DraftBatch{prompt.subspan(1), FeatureSource::kTarget, parts, std::span(&head_pre, 1),
+                          std::span(&head_last, 1)});
+  std::vector<float> feature(size_t(head.n_embd()), 0.0f);
+  const float* self_part = feature.data();
+  const int64_t row = 0;
+  std::vector<double> seconds;
+  for (int64_t r = 0; r < cfg.repeats; ++r) {
+    const int64_t head_base = head_kv.length();
+    const SequenceRows s{0, 1, &head_kv};
+    const auto t = Clock::now();
+    head.forward(DraftBatch{prompt.first(1), FeatureSource::kSelf, std::span(&self_part, 1), std::span(&s, 1),
+                            std::span(&row, 1)});
+    seconds.push_back(seconds_since(t));
+    head_kv.truncate(head_base);
+  }
+  return median(seconds);
+}
+
+// Median seconds of a token drafter's K drafts after the prompt (its index of the prompt built first).
+double token_step_seconds(TokenDrafter& drafter, std::span<const int64_t> prompt, const SpecBenchConfig& cfg) {
+  std::unique_ptr<DraftState> state = drafter.start(int64_t(prompt.size()));
+  std::vector<int64_t> drafts(size_t(cfg.k));
+  drafter.propose(*state, prompt, drafts);
+  std::vector<double> seconds;
+  for (int64_t r = 0; r < cfg.repeats; ++r) {
+    const auto t = Clock::now();
+    drafter.propose(*state, prompt, drafts);
+    seconds.push_back(seconds_since(t));
+  }
+  return median(seconds);
+}
+
 }  // namespace
 
-nlohmann::json bench_speculative(Model& target, DraftHead& head, ThreadPool& pool, const SpecBenchConfig& cfg) {
+nlohmann::json bench_speculative(Model& target, Drafter& drafter, ThreadPool& pool, const SpecBenchConfig& cfg) {
   Rng rng(4321);
   std::vector<int64_t> prompt(size_t(cfg.prompt_tokens));
   for (int64_t& id : prompt) id = 1 + int64_t(rng.next_u64() % uint64_t(target.n_vocab() - 1));
+  // A token drafter drafts only where the text repeats: its prompt is one random block of 32 tokens repeated.
+  if (drafter.as_token_drafter())
+    for (size_t i = 32; i < prompt.size(); ++i) prompt[i] = prompt[i - 32];
   const int64_t k = cfg.k;
+  DraftHead* head = drafter.as_head();
 
   // Step costs at the prompt's context length: median of repeats, each rolled back afterwards.
   KvCache kv = target.make_kv_cache(cfg.prompt_tokens + k + 2, cfg.kv_cache_dtype);
-  KvCache head_kv = head.make_kv_cache(cfg.prompt_tokens + k + 2, cfg.kv_cache_dtype);
-  std::vector<int> layers = head.target_layers();
+  const std::vector<int> layers = head ? head->target_layers() : std::vector<int>{};
   const SequenceRows pre{0, cfg.prompt_tokens, &kv};
   const int64_t last = cfg.prompt_tokens - 1;
   const ForwardOutput prefill = target.forward(StepBatch{prompt, std::span(&pre, 1), std::span(&last, 1), layers});
-  std::vector<const float*> parts;
-  for (const CapturedHidden& h : prefill.hidden) parts.push_back(h.data);
-  const SequenceRows head_pre{0, cfg.prompt_tokens - 1, &head_kv};
-  const int64_t head_last = cfg.prompt_tokens - 2;
-  head.forward(DraftBatch{std::span(prompt).subspan(1), FeatureSource::kTarget, parts, std::span(&head_pre, 1),
-                          std::span(&head_last, 1)});
+  const double draft_step = head ? head_step_seconds(*head, prompt, prefill, cfg)
+                                 : token_step_seconds(*drafter.as_token_drafter(), prompt, cfg);
 
   std::vector<int64_t> rows(size_t(k + 1));
   for (int64_t i = 0; i <= k; ++i) rows[size_t(i)] = i;
-  std::vector<double> decode_s, verify_s, draft_s;
-  std::vector<float> feature(size_t(head.n_embd()), 0.0f);
-  const float* self_part = feature.data();
+  std::vector<double> decode_s, verify_s;
   for (int64_t r = 0; r < cfg.repeats; ++r) {
     const int64_t base = kv.length();
     {
@@ -72,17 +111,8 @@ nlohmann::json bench_speculative(Model& target, DraftHead& head, ThreadPool& poo
       verify_s.push_back(seconds_since(t));
       kv.truncate(base);
     }
-    {
-      const int64_t head_base = head_kv.length();
-      const SequenceRows s{0, 1, &head_kv};
-      const auto t = Clock::now();
-      head.forward(DraftBatch{std::span(prompt).first(1), FeatureSource::kSelf, std::span(&self_part, 1),
-                              std::span(&s, 1), std::span(rows).first(1)});
-      draft_s.push_back(seconds_since(t));
-      head_kv.truncate(head_base);
-    }
   }
-  const double decode_step = median(decode_s), verify_step = median(verify_s), draft_step = median(draft_s);
+  const double decode_step = median(decode_s), verify_step = median(verify_s);
 
   // End to end: plain decode, then speculative at each synthetic rate, same prompt and length.
   GenerateOptions options;
@@ -98,7 +128,7 @@ nlohmann::json bench_speculative(Model& target, DraftHead& head, ThreadPool& poo
       {"verify_over_decode", verify_step / decode_step},
       {"draft_over_decode", draft_step / decode_step},
       {"plain_decode_tokens_per_second", plain.decode_tokens_per_second()},
-      {"draft", head.describe()},
+      {"draft", drafter.describe()},
   };
   nlohmann::json synthetic = nlohmann::json::array();
   for (double rate : cfg.synthetic_rates) {
@@ -106,7 +136,7 @@ nlohmann::json bench_speculative(Model& target, DraftHead& head, ThreadPool& poo
     spec.num_speculative_tokens = k;
     spec.synthetic_acceptance = rate;
     SpecStats stats;
-    const GenerateResult r = generate_with_engine(target, &head, pool, prompt, options, spec, nullptr, &stats);
+    const GenerateResult r = generate_with_engine(target, &drafter, pool, prompt, options, spec, nullptr, &stats);
     synthetic.push_back({{"acceptance", rate},
                          {"mean_acceptance_length", stats.mean_acceptance_length()},
                          {"tokens_per_second", r.decode_tokens_per_second()},
@@ -148,7 +178,7 @@ int run_bench_spec(const std::vector<std::string>& argv) {
     std::fputs(usage("bench-spec", specs).c_str(), stdout);
     return 0;
   }
-  AERIE_CHECK(args.has("--draft"), "bench-spec needs --draft DIR");
+  AERIE_CHECK(args.has("--draft"), "bench-spec needs --draft DIR, mtp or ngram");
   SpecBenchConfig cfg;
   cfg.k = args.integer("--num-speculative-tokens", 3);
   cfg.prompt_tokens = args.integer("--prompt-tokens", 128);
@@ -174,8 +204,8 @@ int run_bench_spec(const std::vector<std::string>& argv) {
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> target = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"),
                                                      weight_choice(args));
-  std::unique_ptr<DraftHead> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
-  AERIE_CHECK(head != nullptr, "bench-spec needs a draft head (--draft none given)");
+  std::unique_ptr<Drafter> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
+  AERIE_CHECK(head != nullptr, "bench-spec needs a drafter (--draft none given)");
   nlohmann::json r = bench_speculative(*target, *head, pool, cfg);
   r["threads"] = pool.n_threads();
   if (json) {

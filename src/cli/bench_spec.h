@@ -24,7 +24,8 @@ struct SpecBenchConfig {
 // verify_over_decode, draft_over_decode, plain_decode_tokens_per_second, draft, synthetic[{acceptance,
 // mean_acceptance_length, tokens_per_second, speedup}].
 // The end-to-end runs (plain and speculative) both go through the engine, as `generate` and `serve` do.
-nlohmann::json bench_speculative(Model& target, DraftHead& head, ThreadPool& pool, const SpecBenchConfig& cfg);
+// A token drafter's prompt repeats a random block of 32 tokens (it drafts only where text repeats).
+nlohmann::json bench_speculative(Model& target, Drafter& drafter, ThreadPool& pool, const SpecBenchConfig& cfg);
 void print_speculative(const nlohmann::json& result);
 
 }  // namespace aerie::cli

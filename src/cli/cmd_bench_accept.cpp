@@ -9,7 +9,8 @@
 // number of tokens. Reported per (head, K, T): mean acceptance length (1 + accepted / verification rounds:
 // tokens per target forward), acceptance per chain position, decode tokens/s plain and speculative
 // (prefill excluded), speedup, and the mean acceptance length per prompt source when the prompt file names
-// sources.
+// sources. A token drafter (--draft ngram) proposes nothing where it finds no match: its tau and
+// acceptance count the rounds that carried drafts, its speedup every step.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -91,7 +92,7 @@ struct RunTotals {
   std::map<std::string, SpecStats> per_source;
 };
 
-RunTotals run_one(Model& target, DraftHead& head, ThreadPool& pool, const std::vector<BenchPrompt>& prompts, int64_t k,
+RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::vector<BenchPrompt>& prompts, int64_t k,
                   double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype) {
   RunTotals t;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -104,7 +105,7 @@ RunTotals run_one(Model& target, DraftHead& head, ThreadPool& pool, const std::v
     SpecOptions spec;
     spec.num_speculative_tokens = k;
     SpecStats stats;
-    const GenerateResult fast = generate_with_engine(target, &head, pool, prompts[i].ids, options, spec, nullptr, &stats);
+    const GenerateResult fast = generate_with_engine(target, &drafter, pool, prompts[i].ids, options, spec, nullptr, &stats);
     t.plain_seconds += plain.decode_seconds;
     t.spec_seconds += fast.decode_seconds;
     t.plain_tokens += int64_t(plain.tokens.size()) - 1;
@@ -119,8 +120,10 @@ RunTotals run_one(Model& target, DraftHead& head, ThreadPool& pool, const std::v
 std::vector<OptionSpec> bench_accept_options() {
   std::vector<OptionSpec> specs = model_options();
   specs.push_back({"--tokenizer", true, "tokenizer.json folder (default: the model's)"});
-  specs.push_back({"--draft", true, "draft head folders, comma-separated (default: the shipped EAGLE-3 head with "
-                                    "the shipped model)"});
+  specs.push_back({"--draft", true, "draft head folders, 'mtp' or 'ngram', comma-separated (default: the shipped "
+                                    "EAGLE-3 head with the shipped model)"});
+  specs.push_back({"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)"});
+  specs.push_back({"--ngram-max", true, "with --draft ngram: the longest n-gram matched (default 5, or --ngram-min)"});
   specs.push_back({"--prompts", true, "JSON list of prompts: strings or {\"text\", \"source\"} objects (default: "
                                       "the held-out set tests/data/trained/prompts.json)"});
   specs.push_back({"--max-prompts", true, "use the first N prompts only (default: all)"});
@@ -186,9 +189,12 @@ int run_bench_accept(const std::vector<std::string>& argv) {
                 "decode tokens/s, each prompt run both ways back to back\n",
                 prompts.size(), prompt_file.string().c_str(), (long long)max_tokens, pool.n_threads());
   for (const std::string& draft_dir : drafts) {
-    Args draft_args(std::vector<std::string>{"--draft", draft_dir}, draft_options());
-    const std::unique_ptr<DraftHead> head = load_draft_verbose(draft_args, *target, pool, quiet);
-    AERIE_CHECK(head != nullptr, "bench-accept: '", draft_dir, "' is not a draft head folder");
+    std::vector<std::string> draft_argv = {"--draft", draft_dir};
+    for (const char* name : {"--ngram-min", "--ngram-max"})
+      if (args.has(name) && draft_dir == "ngram") draft_argv.insert(draft_argv.end(), {name, args.str(name)});
+    const Args draft_args(draft_argv, draft_options());
+    const std::unique_ptr<Drafter> head = load_draft_verbose(draft_args, *target, pool, quiet);
+    AERIE_CHECK(head != nullptr, "bench-accept: '", draft_dir, "' is not a drafter");
     if (!json)
       std::printf("\n%s (%s)\n  %-4s %-3s %6s %8s  %-24s %10s %10s %8s%s\n", draft_dir.c_str(), head->describe().c_str(),
                   "T", "K", "tau", "accept", "per position (%)", "plain t/s", "spec t/s", "speedup", "  tau by source");

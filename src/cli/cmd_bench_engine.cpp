@@ -40,7 +40,7 @@ struct LoadResult {
   double acceptance_length = 0;
 };
 
-LoadResult run_load(Model& target, DraftHead* draft, const EngineConfig& config, ThreadPool& pool, int64_t concurrency,
+LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, ThreadPool& pool, int64_t concurrency,
                     int64_t n_requests, int64_t prompt_tokens, int64_t max_tokens) {
   Engine engine(target, draft, config, pool);
   Rng rng(99);
@@ -125,7 +125,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> target = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"),
                                                      weight_choice(args));
-  std::unique_ptr<DraftHead> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
+  std::unique_ptr<Drafter> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
   const std::vector<int64_t> levels = args.has("--concurrency") ? args.integers("--concurrency")
                                                                  : std::vector<int64_t>{1, 4, 16, 64};
   const int64_t prompt_tokens = args.integer("--prompt-tokens", 128), max_tokens = args.integer("--max-tokens", 64);
@@ -148,9 +148,9 @@ int run_bench_engine(const std::vector<std::string>& argv) {
     AERIE_CHECK(c >= 1, "--concurrency levels must be >= 1");
     config.max_num_seqs = c;
     const int64_t n = args.has("--requests") ? args.integer("--requests", 4) : std::max<int64_t>(4, 2 * c);
-    std::vector<DraftHead*> drafts = {nullptr};
+    std::vector<Drafter*> drafts = {nullptr};
     if (head) drafts.push_back(head.get());
-    for (DraftHead* draft : drafts) {
+    for (Drafter* draft : drafts) {
       const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens);
       nlohmann::json row = {{"concurrency", c},
                             {"requests", n},

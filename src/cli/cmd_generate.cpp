@@ -36,7 +36,8 @@ std::vector<OptionSpec> generate_options() {
                                      "this, > 0 (1 = off; vLLM's and llama.cpp's repetition penalty)"},
       {"--ignore-eos", false, "do not stop at the model's end-of-sequence ids"},
       {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3)"},
-      {"--draft-proposal", true, "with --draft at T > 0: sampled (default; rejection sampling) or argmax"},
+      {"--draft-proposal", true, "with a draft head at T > 0: sampled (default; rejection sampling) or argmax "
+                                 "(--draft ngram: always argmax)"},
       {"--synthetic-acceptance", true, "with --draft: accept each draft with this probability, for speed "
                                        "tests only (the output is NOT the model's)"},
       {"--json", false, "print one JSON object at the end instead of streaming"},
@@ -113,16 +114,13 @@ int run_generate(const std::vector<std::string>& argv) {
       return true;
     };
   }
-  const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet") || json,
-                                                                choice.default_draft);
+  const std::unique_ptr<Drafter> head = load_draft_verbose(args, *model, pool, args.has("--quiet") || json,
+                                                              choice.default_draft);
   const bool default_draft = head && !args.has("--draft");
   SpecOptions spec;
   if (head) {
     spec.num_speculative_tokens = args.integer("--num-speculative-tokens", default_draft ? kDefaultDraftK : 3);
-    const std::string proposal = args.str("--draft-proposal", "sampled");
-    AERIE_CHECK(proposal == "sampled" || proposal == "argmax", "--draft-proposal must be sampled or argmax, got '",
-                proposal, "'");
-    spec.proposal = proposal == "sampled" ? DraftProposal::kSampled : DraftProposal::kArgmax;
+    spec.proposal = draft_proposal(args, *head);
     spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
     AERIE_CHECK(!args.has("--synthetic-acceptance") || spec.synthetic_acceptance >= 0.0,
                 "--synthetic-acceptance must be in [0, 1]");

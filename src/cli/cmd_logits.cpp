@@ -78,9 +78,10 @@ int run_logits(const std::vector<std::string>& argv) {
   std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"), weight_choice(args));
   if (args.has("--draft")) {
     AERIE_CHECK(!args.has("--hidden-layers"), "--hidden-layers applies to the target; use it without --draft");
-    const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, args.has("--quiet"));
-    AERIE_CHECK(head != nullptr, "--draft none: no head to write logits of");
-    return write_draft_logits(*model, *head, ids, kv_dtype, out_path);
+    const std::unique_ptr<Drafter> drafter = load_draft_verbose(args, *model, pool, args.has("--quiet"));
+    AERIE_CHECK(drafter != nullptr, "--draft none: no head to write logits of");
+    AERIE_CHECK(drafter->as_head() != nullptr, "logits: ", drafter->describe(), " has no logits to write");
+    return write_draft_logits(*model, *drafter->as_head(), ids, kv_dtype, out_path);
   }
 
   std::vector<int> layers;

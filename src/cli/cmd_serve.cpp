@@ -37,7 +37,8 @@ std::vector<OptionSpec> serve_options() {
       {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3)"},
       {"--synthetic-acceptance", true, "with --draft: accept each draft with this probability, for load tests at a "
                                        "chosen acceptance rate (the responses are NOT the model's output)"},
-      {"--draft-proposal", true, "with --draft at T > 0: sampled (default; rejection sampling) or argmax"},
+      {"--draft-proposal", true, "with a draft head at T > 0: sampled (default; rejection sampling) or argmax "
+                                 "(--draft ngram: always argmax)"},
       {"--num-speculative-tokens-per-batch-size", true,
        "with --draft: K by the number of decoding sequences, e.g. 1-4:3,5-16:2,17-:0 (0 = plain decoding)"},
       {"--host", true, "address to listen on (default 127.0.0.1)"},
@@ -194,7 +195,7 @@ int run_serve(const std::vector<std::string>& argv) {
   const KvDType kv_dtype = kv_cache_dtype(args);  // a bad value fails before the weights load
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet, weight_choice(args, WeightMemory::kAuto));
-  const std::unique_ptr<DraftHead> head = load_draft_verbose(args, *model, pool, quiet);
+  const std::unique_ptr<Drafter> head = load_draft_verbose(args, *model, pool, quiet);
 
   EngineConfig config;
   config.max_num_seqs = args.integer("--max-num-seqs", 16);
@@ -206,9 +207,7 @@ int run_serve(const std::vector<std::string>& argv) {
   config.max_queue = options.max_in_flight + 1;  // the server's bound answers first (429)
   if (head) {
     config.spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
-    const std::string proposal = args.str("--draft-proposal", "sampled");
-    AERIE_CHECK(proposal == "sampled" || proposal == "argmax", "--draft-proposal must be sampled or argmax");
-    config.spec.proposal = proposal == "sampled" ? DraftProposal::kSampled : DraftProposal::kArgmax;
+    config.spec.proposal = draft_proposal(args, *head);
     if (args.has("--num-speculative-tokens-per-batch-size"))
       config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
     if (args.has("--synthetic-acceptance")) {

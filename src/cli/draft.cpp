@@ -5,21 +5,52 @@
 #include <chrono>
 #include <cstdio>
 
+#include "core/error.h"
 #include "spec/drafter_registry.h"
 
 namespace aerie::cli {
+namespace {
+
+// --ngram-min / --ngram-max as vLLM reads prompt_lookup_min / _max: one given sets the other.
+NgramOptions ngram_options(const Args& args, const std::string& draft) {
+  NgramOptions o;
+  const bool has_min = args.has("--ngram-min"), has_max = args.has("--ngram-max");
+  AERIE_CHECK(draft == kNgramDraftName || !(has_min || has_max), has_min ? "--ngram-min" : "--ngram-max",
+              " needs --draft ", kNgramDraftName);
+  if (has_min) o.min_n = o.max_n = args.integer("--ngram-min", o.min_n);
+  if (has_max) {
+    o.max_n = args.integer("--ngram-max", o.max_n);
+    if (!has_min) o.min_n = o.max_n;
+  }
+  return o;
+}
+
+std::string layers_text(const DraftHead& head) {
+  std::string layers;
+  for (int l : head.target_layers()) {
+    if (!layers.empty()) layers += ',';
+    layers += l == kFinalNormLayer ? std::string("final_norm") : std::to_string(l);
+  }
+  return layers;
+}
+
+}  // namespace
 
 std::vector<OptionSpec> draft_options() {
   return {
-      {"--draft", true, "EAGLE-1 or EAGLE-3 draft head folder, 'mtp' (a DeepSeek-V3 target's own MTP layer), or 'none'"},
+      {"--draft", true, "EAGLE-1 or EAGLE-3 draft head folder, 'mtp' (a DeepSeek-V3 target's own MTP layer), "
+                        "'ngram' (prompt lookup, any target) or 'none'"},
+      {"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)"},
+      {"--ngram-max", true, "with --draft ngram: the longest n-gram matched, tried first (default 5, or --ngram-min)"},
       {"--draft-layers", true, "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (default: its config)"},
       {"--draft-layer-ids-are-outputs", false, "the head's eagle_aux_hidden_state_layer_ids count layer outputs (SGLang): add 1"},
   };
 }
 
-std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& target, ThreadPool& pool, bool quiet,
-                                              const std::filesystem::path& fallback) {
+std::unique_ptr<Drafter> load_draft_verbose(const Args& args, const Model& target, ThreadPool& pool, bool quiet,
+                                            const std::filesystem::path& fallback) {
   const std::string draft = args.has("--draft") ? args.str("--draft") : fallback.string();
+  const NgramOptions ngram = ngram_options(args, draft);
   if (draft.empty() || draft == "none") return nullptr;
   DraftLoadOptions options;
   if (args.has("--draft-layers"))
@@ -29,19 +60,26 @@ std::unique_ptr<DraftHead> load_draft_verbose(const Args& args, const Model& tar
   options.weights = weights.format;
   options.int8_group = weights.int8_group;
   options.int4_group = weights.int4_group;
+  options.ngram = ngram;
   const auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<DraftHead> head = load_drafter(draft, target, pool, options);  // a folder, or "mtp"
+  std::unique_ptr<Drafter> drafter = load_any_drafter(draft, target, pool, options);  // a folder, "mtp" or "ngram"
   if (!quiet) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string layers;
-    for (int l : head->target_layers()) {
-      if (!layers.empty()) layers += ',';
-      layers += l == kFinalNormLayer ? std::string("final_norm") : std::to_string(l);
-    }
-    std::fprintf(stderr, "loaded draft %s in %.2f s (%s; fuses target layers %s)\n", draft.c_str(),
-                 seconds, head->describe().c_str(), layers.c_str());
+    const DraftHead* head = drafter->as_head();
+    std::fprintf(stderr, "loaded draft %s in %.2f s (%s%s)\n", draft.c_str(), seconds, drafter->describe().c_str(),
+                 head ? ("; fuses target layers " + layers_text(*head)).c_str() : "");
   }
-  return head;
+  return drafter;
+}
+
+DraftProposal draft_proposal(const Args& args, Drafter& drafter) {
+  const std::string proposal = args.str("--draft-proposal", "sampled");
+  AERIE_CHECK(proposal == "sampled" || proposal == "argmax", "--draft-proposal must be sampled or argmax, got '",
+              proposal, "'");
+  AERIE_CHECK(!(drafter.as_token_drafter() && args.has("--draft-proposal") && proposal == "sampled"),
+              "--draft-proposal sampled does not apply to ", drafter.describe(),
+              ": its drafts are deterministic, verified as argmax proposals");
+  return proposal == "sampled" ? DraftProposal::kSampled : DraftProposal::kArgmax;
 }
 
 }  // namespace aerie::cli
