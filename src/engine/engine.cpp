@@ -110,6 +110,7 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   if (options.constraint) seq->constraint = options.constraint->clone();
   seq->on_event = std::move(on_event);
   seq->n_prompt = int64_t(prompt.size());
+  seq->thinking = options.starts_in_thinking;
   seq->tokens = std::move(prompt);
   seq->submitted = Clock::now();
   std::lock_guard<std::mutex> lock(inbox_mutex_);
@@ -268,8 +269,10 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     generated += int64_t(result.tokens.size());
     if (result.n_drafts > 0) {
       seq.spec.record(result.n_drafts, result.n_accepted);
+      seq.spec.relaxed_accepted += result.n_relaxed;
       std::lock_guard<std::mutex> lock(metrics_mutex_);
       metrics_.spec.record(result.n_drafts, result.n_accepted);
+      metrics_.spec.relaxed_accepted += result.n_relaxed;
     }
   }
   {

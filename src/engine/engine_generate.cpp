@@ -40,19 +40,23 @@ GenerateResult generate_with_engine(Model& target, Drafter* draft, ThreadPool& p
   RequestOptions request;
   request.sampling = options.sampling;
   request.penalties = options.penalties;
+  request.starts_in_thinking = options.starts_in_thinking;
+  if (options.token_logprobs) request.logprobs = 0;
   request.max_tokens = options.max_tokens;
   request.stop_token_ids = options.stop_token_ids;
   request.ignore_eos = true;  // the caller's stop ids already hold the EOS ids it wants
   Engine engine(target, draft, config, pool);
   engine_ptr = &engine;
   id = engine.submit(std::vector<int64_t>(prompt.begin(), prompt.end()), request, [&](const TokenEvent& e) {
-    for (int64_t token : e.tokens) {
+    for (size_t j = 0; j < e.tokens.size(); ++j) {
+      const int64_t token = e.tokens[j];
       if (result.tokens.empty()) {
         first_token_at = std::chrono::steady_clock::now();
         result.prefill_seconds = std::chrono::duration<double>(first_token_at - start).count();
       }
       if (stopped_by_callback) break;
       result.tokens.push_back(token);
+      if (options.token_logprobs && j < e.logprobs.size()) result.token_logprobs.push_back(e.logprobs[j].logprob);
       if (on_token && !on_token(token)) {
         stopped_by_callback = true;
         engine_ptr->cancel(id);

@@ -19,6 +19,10 @@ struct GenerateOptions {
   int64_t max_tokens = 128;
   SamplingParams sampling;
   Penalties penalties;  // engine_generate only (generate() below refuses them)
+  // engine_generate only: the request starts inside the thinking phase (RequestOptions), and records each
+  // token's log-probability under the model's own distribution in GenerateResult::token_logprobs.
+  bool starts_in_thinking = false;
+  bool token_logprobs = false;
   std::vector<int64_t> stop_token_ids;  // generation ends after emitting one of these
   int64_t max_length = 0;               // KV capacity (prompt + output); 0: prompt + max_tokens
   KvDType kv_cache_dtype = KvDType::kBF16;
@@ -26,6 +30,7 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::vector<int64_t> tokens;  // generated ids (including the stop token, if one ended it)
+  std::vector<float> token_logprobs;  // with GenerateOptions::token_logprobs: one per token
   std::string finish_reason;    // "stop" or "length"
   int64_t n_prompt = 0;
   double prefill_seconds = 0;   // the prompt's forward (and the first token)

@@ -12,6 +12,8 @@ Verifier::Verifier(VerifierConfig config, int64_t n_vocab)
 
 bool Verifier::emit(Sequence& seq, int64_t token, const float* row, StepResult& out) {
   out.tokens.push_back(token);
+  if (token == config_.spec.think_end_token) seq.thinking = false;
+  else if (token == config_.spec.think_begin_token) seq.thinking = true;
   if (seq.options.logprobs >= 0) {
     out.logprobs.emplace_back();
     token_logprobs(row, n_vocab_, token, seq.options.logprobs, out.logprobs.back(), logprob_scratch_);
@@ -91,10 +93,21 @@ void Verifier::run(Sequence& seq, int64_t n_rows, const float* logits, StepResul
   const DraftDistributions q{seq.q.empty() ? nullptr : seq.q.data(), config_.n_draft_vocab, seq.draft_ids,
                              config_.draft_to_target};
   const AcceptRule rule = accept_rule(seq.options.sampling, config_.spec, config_.has_draft);
-  const VerifyResult verdict = verify_drafts(rule, rows, n_vocab_, seq.drafts, seq.options.sampling, seq.rng,
-                                             verify_scratch_, q, config_.spec.synthetic_acceptance);
+  VerifyResult verdict;
+  if (config_.spec.relaxed_thinking && seq.thinking) {
+    // Row j is inside the thinking phase unless one of drafts[0..j) ends it.
+    const auto end = std::find(seq.drafts.begin(), seq.drafts.end(), config_.spec.think_end_token);
+    const int64_t n_relaxed_rows = int64_t(end - seq.drafts.begin()) + 1;
+    verdict = verify_drafts_relaxed(rule, rows, n_vocab_, seq.drafts, seq.options.sampling, seq.rng, verify_scratch_,
+                                    q, config_.spec.synthetic_acceptance, *config_.spec.relaxed_thinking,
+                                    n_relaxed_rows);
+  } else {
+    verdict = verify_drafts(rule, rows, n_vocab_, seq.drafts, seq.options.sampling, seq.rng, verify_scratch_, q,
+                            config_.spec.synthetic_acceptance);
+  }
   out.n_drafts = k;
   out.n_accepted = verdict.n_accepted;
+  out.n_relaxed = verdict.n_relaxed;
   // Token j of the round comes from row j: the accepted drafts, then the target's token. A stop among the
   // accepted drafts ends the round there.
   bool going = true;

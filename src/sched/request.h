@@ -38,6 +38,9 @@ struct RequestOptions {
   // row from the tokens before it (prompt, output so far and the round's earlier drafts): lossless with
   // respect to the penalised target, as logit_bias. Log-probabilities stay the model's own.
   Penalties penalties;
+  // The rendered prompt ended inside the thinking phase (its last <think> open): relaxed thinking
+  // acceptance, when the engine has it (SpecOptions::relaxed_thinking), starts at once.
+  bool starts_in_thinking = false;
   // Structured output: which tokens may come next (JSON schema, tool calls). A prototype in its initial
   // state, never changed: each request works on its own clone. Null: unconstrained.
   std::shared_ptr<const TokenConstraint> constraint;

@@ -49,6 +49,7 @@ struct Sequence {
   std::vector<float> deferred_features;
   int64_t deferred_rows = 0;
   bool speculation_off = false;
+  bool thinking = false;  // inside the thinking phase (relaxed acceptance): options, then the tokens emitted
   SpecStats spec;
 
   // Timing.

@@ -24,11 +24,12 @@ struct StepResult {
   std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
   std::vector<PromptTokenLogprob> prompt_logprobs;  // a prompt chunk's entries (prompt_logprobs), in order
   int64_t n_drafts = 0, n_accepted = 0; // the round's drafts and how many were accepted
+  int64_t n_relaxed = 0;                // of the accepted, taken by relaxed thinking acceptance
   FinishReason finish = FinishReason::kNone;  // kStop / kLength when this step ended the request
   std::string error;                    // set when the step failed for this request (finish = kError)
 
   void clear() {
-    n_new_positions = n_drafts = n_accepted = 0;
+    n_new_positions = n_drafts = n_accepted = n_relaxed = 0;
     tokens.clear();
     logprobs.clear();
     prompt_logprobs.clear();
