@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -88,12 +89,18 @@ struct RunTotals {
   double plain_seconds = 0, spec_seconds = 0;
   int64_t plain_tokens = 0, spec_tokens = 0;  // decoded tokens (the first one comes with the prefill)
   int64_t mismatches = 0;
+  // With relaxed thinking acceptance (lossy): the mean over output tokens of -log p(token) under the
+  // target's own distribution (the KL of the one-hot output to the target's, per token), plain and
+  // speculative, and the tokens the speculative output shares with plain before they first differ.
+  double plain_nll = 0, spec_nll = 0;
+  int64_t nll_tokens_plain = 0, nll_tokens_spec = 0, common_prefix = 0;
   SpecStats stats;
   std::map<std::string, SpecStats> per_source;
 };
 
 RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::vector<BenchPrompt>& prompts, int64_t k,
-                  double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype) {
+                  double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype,
+                  const std::optional<RelaxedAcceptance>& relaxed) {
   RunTotals t;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateOptions options;
@@ -101,16 +108,32 @@ RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::
     options.kv_cache_dtype = kv_dtype;
     options.sampling.temperature = float(temperature);
     options.sampling.seed = seed + i;
+    // Relaxed: every output token counts as thinking (the end-of-thinking id is one no model emits).
+    options.starts_in_thinking = relaxed.has_value();
+    options.token_logprobs = relaxed.has_value();
     const GenerateResult plain = generate_with_engine(target, nullptr, pool, prompts[i].ids, options, SpecOptions{});
     SpecOptions spec;
     spec.num_speculative_tokens = k;
+    if (relaxed) {
+      spec.relaxed_thinking = relaxed;
+      spec.think_end_token = int64_t(1) << 40;
+    }
     SpecStats stats;
     const GenerateResult fast = generate_with_engine(target, &drafter, pool, prompts[i].ids, options, spec, nullptr, &stats);
     t.plain_seconds += plain.decode_seconds;
     t.spec_seconds += fast.decode_seconds;
     t.plain_tokens += int64_t(plain.tokens.size()) - 1;
     t.spec_tokens += int64_t(fast.tokens.size()) - 1;
-    if (temperature == 0.0 && fast.tokens != plain.tokens) ++t.mismatches;
+    if (relaxed) {
+      for (float lp : plain.token_logprobs) t.plain_nll -= lp;
+      for (float lp : fast.token_logprobs) t.spec_nll -= lp;
+      t.nll_tokens_plain += int64_t(plain.token_logprobs.size());
+      t.nll_tokens_spec += int64_t(fast.token_logprobs.size());
+      const auto diverge = std::mismatch(plain.tokens.begin(), plain.tokens.end(), fast.tokens.begin(), fast.tokens.end());
+      t.common_prefix += int64_t(diverge.first - plain.tokens.begin());
+    } else if (temperature == 0.0 && fast.tokens != plain.tokens) {
+      ++t.mismatches;
+    }
     t.stats.add(stats);
     if (!prompts[i].source.empty()) t.per_source[prompts[i].source].add(stats);
   }
@@ -131,6 +154,11 @@ std::vector<OptionSpec> bench_accept_options() {
   specs.push_back({"--temperatures", true, "temperatures (default 0,1; T > 0 is lossless rejection sampling)"});
   specs.push_back({"--max-tokens", true, "tokens generated per prompt (default 128)"});
   specs.push_back({"--seed", true, "seed of prompt 0; prompt i uses seed + i (default 0)"});
+  specs.push_back({"--thinking-acceptance", true, "strict (default) or relaxed: measure relaxed acceptance (lossy) as if "
+                                                "every output token were in the thinking phase; reports the KL of the "
+                                                "outputs to the target's distribution instead of requiring equality"});
+  specs.push_back({"--relaxed-top-k", true, "with relaxed: a draft must be among the target's top N (default 10)"});
+  specs.push_back({"--relaxed-delta", true, "with relaxed: and within this many nats of the best (default 0.6)"});
   specs.push_back({"--json", false, "print one JSON object instead of the table"});
   specs.push_back({"--help", false, "this text"});
   return specs;
@@ -174,6 +202,13 @@ int run_bench_accept(const std::vector<std::string>& argv) {
   const int64_t max_tokens = args.integer("--max-tokens", 128);
   AERIE_CHECK(max_tokens >= 2, "--max-tokens must be at least 2");
   const uint64_t seed = uint64_t(args.integer("--seed", 0));
+  const std::string thinking = args.str("--thinking-acceptance", "strict");
+  AERIE_CHECK(thinking == "strict" || thinking == "relaxed", "--thinking-acceptance must be strict or relaxed");
+  std::optional<RelaxedAcceptance> relaxed;
+  if (thinking == "relaxed") {
+    relaxed = RelaxedAcceptance{args.integer("--relaxed-top-k", 10), args.number("--relaxed-delta", 0.6)};
+    validate(*relaxed);
+  }
 
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, choice.model, /*required=*/true);
   const std::vector<BenchPrompt> prompts = load_prompts(prompt_file, *tokenizer, args.integer("--max-prompts", 0));
@@ -200,7 +235,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
                   "T", "K", "tau", "accept", "per position (%)", "plain t/s", "spec t/s", "speedup", "  tau by source");
     for (double temperature : temperatures) {
       for (int64_t k : ks) {
-        const RunTotals t = run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed, kv_dtype);
+        const RunTotals t = run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed, kv_dtype, relaxed);
         const double plain_tps = t.plain_tokens / t.plain_seconds, spec_tps = t.spec_tokens / t.spec_seconds;
         total_mismatches += t.mismatches;
         nlohmann::json by_source = nlohmann::json::object();
@@ -224,13 +259,28 @@ int run_bench_accept(const std::vector<std::string>& argv) {
             {"verify_seconds", t.stats.verify_seconds},
             {"mean_acceptance_length_by_source", by_source},
         };
-        if (temperature == 0.0) r["mismatches"] = t.mismatches;
+        if (temperature == 0.0 && !relaxed) r["mismatches"] = t.mismatches;
+        std::string lossy;
+        if (relaxed) {
+          const double plain_nll = t.plain_nll / double(std::max<int64_t>(t.nll_tokens_plain, 1));
+          const double spec_nll = t.spec_nll / double(std::max<int64_t>(t.nll_tokens_spec, 1));
+          const double relaxed_share = double(t.stats.relaxed_accepted) / double(std::max<int64_t>(t.stats.accepted_tokens, 1));
+          r["relaxed"] = {{"top_k", relaxed->top_k},
+                          {"delta", relaxed->delta},
+                          {"relaxed_accepted", t.stats.relaxed_accepted},
+                          {"plain_mean_nll", plain_nll},
+                          {"speculative_mean_nll", spec_nll},
+                          {"tokens_before_divergence_per_prompt", double(t.common_prefix) / double(prompts.size())}};
+          lossy = str_cat("  relaxed: ", int(100 * relaxed_share + 0.5), "% of accepted; -log p per token plain ",
+                          fixed2(plain_nll), " spec ", fixed2(spec_nll), "; same as plain for the first ",
+                          fixed2(double(t.common_prefix) / double(prompts.size())), " tokens");
+        }
         results.push_back(r);
         if (!json) {
           std::printf("  %-4g %-3lld %6.2f %7.1f%%  %-24s %10.0f %10.0f %7.2fx %s%s\n", temperature, (long long)k,
                       t.stats.mean_acceptance_length(), 100.0 * t.stats.acceptance_rate(),
                       percent_list(t.stats.acceptance_per_position()).c_str(), plain_tps, spec_tps, spec_tps / plain_tps,
-                      sources.c_str(), t.mismatches > 0 ? str_cat("  MISMATCHES ", t.mismatches).c_str() : "");
+                      sources.c_str(), t.mismatches > 0 ? str_cat("  MISMATCHES ", t.mismatches).c_str() : lossy.c_str());
           std::fflush(stdout);
         }
       }
