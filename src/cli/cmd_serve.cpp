@@ -53,6 +53,11 @@ std::vector<OptionSpec> serve_options() {
       {"--max-length", true, "context per sequence, prompt + output (default: the model's)"},
       {"--max-queue", true, "engine requests queued or running before 429 (default 256)"},
       {"--tool-parser", true, "deepseek_v3 | deepseek_v31 | llama3_json (default: detected from the checkpoint)"},
+      {"--thinking-acceptance", true, "with --draft: strict (default) or relaxed: inside <think> blocks also accept a "
+                                      "draft among the target's --relaxed-top-k within --relaxed-delta nats of its best "
+                                      "(lossy; every chat response says so)"},
+      {"--relaxed-top-k", true, "with --thinking-acceptance relaxed: default 10"},
+      {"--relaxed-delta", true, "with --thinking-acceptance relaxed: default 0.6"},
       {"--reasoning-parser", true, "auto | none | deepseek_r1 | deepseek_v3 | qwen3: chat <think> blocks become "
                                    "reasoning_content (default auto: when the chat template writes </think>)"},
       {"--tokenizer", true, "folder with tokenizer.json (default: the model folder)"},
@@ -222,6 +227,22 @@ int run_serve(const std::vector<std::string>& argv) {
                              "--synthetic-acceptance"})
       AERIE_CHECK(!args.has(name), name, " needs --draft");
   }
+  // Relaxed thinking acceptance needs the tokens that open and close a <think> block as single tokens.
+  const std::string thinking = args.str("--thinking-acceptance", "strict");
+  AERIE_CHECK(thinking == "strict" || thinking == "relaxed", "--thinking-acceptance must be strict or relaxed");
+  AERIE_CHECK(thinking == "strict" || head, "--thinking-acceptance relaxed needs --draft");
+  if (thinking == "relaxed") {
+    config.spec.relaxed_thinking = RelaxedAcceptance{args.integer("--relaxed-top-k", 10), args.number("--relaxed-delta", 0.6)};
+    for (const auto& [marker, id] : {std::pair<const char*, int64_t*>{"<think>", &config.spec.think_begin_token},
+                                     {"</think>", &config.spec.think_end_token}}) {
+      const std::vector<int32_t> ids = tokenizer->encode(marker, false);
+      AERIE_CHECK(ids.size() == 1, "--thinking-acceptance relaxed: '", marker, "' is not one token of this tokenizer");
+      *id = ids[0];
+    }
+    std::fprintf(stderr, "aerie serve: relaxed thinking acceptance (top %lld, %.2f nats): output inside <think> is "
+                         "not exactly the model's\n", (long long)config.spec.relaxed_thinking->top_k,
+                 config.spec.relaxed_thinking->delta);
+  }
   Engine engine(*model, head.get(), config, pool);
 
   server::ServedModel served;
@@ -234,6 +255,7 @@ int run_serve(const std::vector<std::string>& argv) {
                                                      : tokenizer->config().chat_template;
   served.n_vocab = model->n_vocab();
   served.reasoning_parser = reasoning_parser_for(args, served.chat_template);
+  served.relaxed_thinking = config.spec.relaxed_thinking;
   http.attach(served);
   waiter->ready.store(true);
   std::fprintf(stderr,

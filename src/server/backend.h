@@ -32,6 +32,9 @@ struct ServedModel {
   int64_t n_vocab = 0;                        // the model's (token-id prompts are checked against it)
   double synthetic_acceptance = -1.0;         // the engine's (serve --synthetic-acceptance); < 0: none
   std::optional<ReasoningParserKind> reasoning_parser;  // chat: <think> blocks -> reasoning_content
+  // The engine's relaxed thinking acceptance (lossy; serve --thinking-acceptance relaxed): chat requests
+  // whose prompt opens a <think> block start inside it, and every chat response says the server runs it.
+  std::optional<RelaxedAcceptance> relaxed_thinking;
 };
 
 struct Backend {

@@ -162,6 +162,7 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
   plan.stream = request.stream;
   plan.include_usage = request.include_usage;
   plan.include_speculation = request.include_speculation;
+  plan.options.starts_in_thinking = backend.model.relaxed_thinking.has_value() && prompt_opens_reasoning(rendered);
   stream = request.stream;
   return std::make_shared<Generation>(context.backend, std::move(plan), context.log);
 }

@@ -269,7 +269,12 @@ std::optional<OrderedJson> Generation::run_to_completion(const std::function<boo
       out.push_back(std::move(c));
     }
     // vLLM writes one prompt_logprobs for the prompt the choices share.
-    return chat_completion_json(plan_.id, plan_.created, plan_.model, out, usage(), prompt_logprobs_json(choices_[0]));
+    OrderedJson body = chat_completion_json(plan_.id, plan_.created, plan_.model, out, usage(),
+                                            prompt_logprobs_json(choices_[0]));
+    // Relaxed thinking acceptance is lossy: every chat response of such a server says so.
+    if (const auto& relaxed = backend_->model.relaxed_thinking)
+      body["relaxed_thinking_acceptance"] = {{"top_k", relaxed->top_k}, {"delta", relaxed->delta}};
+    return body;
   }
   std::vector<CompletionChoice> out;
   for (const Choice& choice : choices_) {

@@ -22,7 +22,8 @@ OrderedJson usage_json(const Usage& usage) {
                         {"accepted_tokens", s.accepted_tokens},
                         {"acceptance_rate", s.acceptance_rate()},
                         {"mean_acceptance_length", s.rounds > 0 ? s.mean_acceptance_length() : 0.0},
-                        {"accepted_per_position", s.accepted_at}};
+                        {"accepted_per_position", s.accepted_at},
+                        {"relaxed_accepted", s.relaxed_accepted}};
     if (usage.synthetic_acceptance >= 0.0) spec["synthetic_acceptance"] = usage.synthetic_acceptance;
     out["speculation"] = std::move(spec);
   }

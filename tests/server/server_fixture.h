@@ -148,6 +148,7 @@ class TestServer {
     served.chat_template = kTemplate;
     served.n_vocab = model_->n_vocab();
     served.synthetic_acceptance = config_.engine.spec.synthetic_acceptance;
+    served.relaxed_thinking = config_.engine.spec.relaxed_thinking;
     server_->attach(served);
   }
 

@@ -286,6 +286,26 @@ TEST(ServeSpeculative, UsageCarriesTheRequestsAcceptanceWhenAsked) {
   }
 }
 
+// A server with relaxed thinking acceptance (lossy) says so in every chat response, and the speculation
+// usage counts the drafts the relaxed test took (none here: this template never opens a <think> block).
+TEST(ServeSpeculative, RelaxedThinkingAcceptanceIsFlagged) {
+  TestServerConfig config;
+  config.draft = true;
+  config.engine.spec.relaxed_thinking = RelaxedAcceptance{3, 1.0};
+  config.engine.spec.think_end_token = 5;
+  TestServer server(config);
+  auto client = server.client();
+  Json body = chat_body("think", 12);
+  body["include_speculation"] = true;
+  const Json reply = post(*client, "/v1/chat/completions", body.dump()).json();
+  EXPECT_EQ(reply["relaxed_thinking_acceptance"], Json({{"top_k", 3}, {"delta", 1.0}})) << reply.dump();
+  EXPECT_EQ(reply["usage"]["speculation"]["relaxed_accepted"], 0);
+  TestServer strict{TestServerConfig{}};
+  auto strict_client = strict.client();
+  EXPECT_FALSE(post(*strict_client, "/v1/chat/completions", chat_body("think", 4).dump()).json().contains(
+      "relaxed_thinking_acceptance"));
+}
+
 // Samples of a Prometheus text page: "name{labels}" -> value (comments skipped).
 std::map<std::string, double> prometheus_samples(const std::string& page) {
   std::map<std::string, double> out;
