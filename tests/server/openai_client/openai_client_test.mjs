@@ -167,6 +167,22 @@ await check('completions.create with echo, and streamed', async () => {
   assert.equal(text, result.choices[0].text);
 });
 
+await check('penalties change a greedy reply; echo with logprobs scores the prompt', async () => {
+  const base = { model, messages, max_tokens: 24, temperature: 0, ignore_eos: true };
+  const plain = await client.chat.completions.create(base);
+  const penalised = await client.chat.completions.create({ ...base, frequency_penalty: 2, presence_penalty: 1,
+                                                           repetition_penalty: 3 });
+  assert.notEqual(penalised.choices[0].message.content, plain.choices[0].message.content);
+  await assert.rejects(client.chat.completions.create({ ...base, presence_penalty: 3 }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.param === 'presence_penalty');
+  const scored = await client.completions.create({ model, prompt: 'hello world', max_tokens: 2, temperature: 0,
+                                                   echo: true, logprobs: 2 });
+  const lp = scored.choices[0].logprobs;
+  assert.equal(lp.token_logprobs[0], null);
+  assert.ok(lp.token_logprobs.length >= 3 && lp.token_logprobs.slice(1).every((x) => typeof x === 'number' && x <= 0));
+  assert.ok(lp.tokens.join('').endsWith(scored.choices[0].text));  // the first token may be the BOS, not echoed
+});
+
 await check('n = 2 with a seed reproduces', async () => {
   const request = { model, messages, max_tokens: 8, n: 2, seed: 3, temperature: 1, ignore_eos: true };
   const a = await client.chat.completions.create(request);
