@@ -145,11 +145,29 @@ void BM_Rope(benchmark::State& state) {
   std::vector<int64_t> positions(static_cast<size_t>(n_rows));
   for (size_t i = 0; i < positions.size(); ++i) positions[i] = int64_t(i);
   for (auto _ : state) {
-    ops::rope(v.data(), n_rows, n_head, head_dim, positions.data(), inv_freq.data(), pool());
+    ops::rope(v.data(), ops::rope_whole_heads(n_rows, n_head, head_dim, ops::RopeLayout::kHalfSplit), positions.data(),
+              inv_freq.data(), 1.0f, pool());
     benchmark::DoNotOptimize(v.data());
   }
 }
 BENCHMARK(BM_Rope)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond);
+
+// DeepSeek-V3's query rope: the last 64 of each 192-wide head of 128 heads, interleaved pairs.
+void BM_RopeMlaQuery(benchmark::State& state) {
+  const int64_t n_rows = state.range(0), n_head = 128, head = 192, dim = 64;
+  std::vector<float> v = random_floats(size_t(n_rows * n_head * head), 1);
+  std::vector<float> inv_freq(size_t(dim / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -float(2 * i) / float(dim));
+  std::vector<int64_t> positions(static_cast<size_t>(n_rows));
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = int64_t(i);
+  const ops::RopeSlice q_pe{.n_rows = n_rows, .row_stride = n_head * head, .n_head = n_head, .head_stride = head,
+                            .offset = head - dim, .dim = dim, .layout = ops::RopeLayout::kInterleaved};
+  for (auto _ : state) {
+    ops::rope(v.data(), q_pe, positions.data(), inv_freq.data(), 1.0f, pool());
+    benchmark::DoNotOptimize(v.data());
+  }
+}
+BENCHMARK(BM_RopeMlaQuery)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond);
 
 void BM_SiluMul(benchmark::State& state) {
   const int64_t n = state.range(0) * 8192;

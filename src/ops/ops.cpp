@@ -118,34 +118,6 @@ void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, f
   });
 }
 
-void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int64_t* positions, const float* inv_freq,
-          ThreadPool& pool) {
-  const int64_t half = head_dim / 2;
-  // Per-thread cos/sin rows, sized by the caller before the job (TaskScratch).
-  thread_local TaskScratch caller_scratch;
-  TaskScratch& scratch = caller_scratch;
-  scratch.reserve(pool.n_threads(), 2 * sizeof(float) * size_t(half));
-  pool.parallel_for(n_rows, 1, [&](int64_t b, int64_t e) {
-    float* cos_v = reinterpret_cast<float*>(scratch.get());
-    float* sin_v = cos_v + half;
-    for (int64_t r = b; r < e; ++r) {
-      for (int64_t i = 0; i < half; ++i) {
-        const float angle = float(positions[r]) * inv_freq[i];  // f32, as torch computes it
-        cos_v[size_t(i)] = std::cos(angle);
-        sin_v[size_t(i)] = std::sin(angle);
-      }
-      for (int64_t h = 0; h < n_head; ++h) {
-        float* p = v + (r * n_head + h) * head_dim;
-        for (int64_t i = 0; i < half; ++i) {
-          const float x1 = p[i], x2 = p[i + half];
-          p[i] = x1 * cos_v[size_t(i)] - x2 * sin_v[size_t(i)];
-          p[i + half] = x2 * cos_v[size_t(i)] + x1 * sin_v[size_t(i)];
-        }
-      }
-    }
-  });
-}
-
 void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool) {
   const bool avx512 = cpu_features().has_avx512_tier();
   pool.parallel_for(n, 4096, [&](int64_t b, int64_t e) {

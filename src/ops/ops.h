@@ -28,14 +28,40 @@ void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias,
 void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, float eps, float* out,
               ThreadPool& pool);
 
-// Rotary embedding in the Hugging Face (non-interleaved, "rotate_half") layout, in place:
-//   for each row r, head h, i < head_dim/2, with angle = positions[r] * inv_freq[i]:
-//     x1 = v[i], x2 = v[i + head_dim/2]
-//     v[i] = x1 cos - x2 sin;   v[i + head_dim/2] = x2 cos + x1 sin
-//   v: [n_rows, n_head, head_dim] f32;  positions: [n_rows];  inv_freq: [head_dim/2]
-// cos/sin are computed in f32 from a f32 angle, as HF does.
-void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int64_t* positions,
-          const float* inv_freq, ThreadPool& pool);
+// Rotary embedding (RoPE), in place, on a dim-wide slice of each head. For row r, head h and pair i < dim/2,
+// with (a, b) the pair's two elements (RopeLayout) and f = attention_factor:
+//   angle = float(positions[r]) * inv_freq[i]          (f32, as torch computes it; cos/sin in f32 too)
+//   c = cos(angle) * f,  s = sin(angle) * f
+//   x1 = p[a], x2 = p[b];  p[a] = x1 c - x2 s;  p[b] = x2 c + x1 s      (p: the head's slice, RopeSlice)
+// inv_freq: [dim/2], the model's (llama3- or YaRN-scaled) table, models/rope_freqs.h. attention_factor is
+// YaRN's mscale on MLA (1 elsewhere). Every tier gives the reference's bits: cos/sin come from the same libm
+// calls and the rotation rounds each product and each sum once (no FMA), so the tier changes no logit.
+enum class RopeLayout {
+  kInterleaved,  // pairs (x0, x1), (x2, x3), ...: DeepSeek's complex form (MLA with rope_interleave)
+  kHalfSplit,    // pairs (x_i, x_{i + dim/2}): HF's rotate_half (Llama; MLA without rope_interleave)
+};
+inline constexpr int64_t kRopeMaxDim = 1024;  // bound on dim: one row's cos/sin tables live on the stack
+
+// Which values rope rotates: for r < n_rows, h < n_head, the dim floats at
+// v + r * row_stride + h * head_stride + offset.
+struct RopeSlice {
+  int64_t n_rows = 0;
+  int64_t row_stride = 0;   // floats from one row to the next
+  int64_t n_head = 1;
+  int64_t head_stride = 0;  // floats from one head to the next
+  int64_t offset = 0;       // first rotated float within a head
+  int64_t dim = 0;          // rotated floats per head: even, in (0, kRopeMaxDim]
+  RopeLayout layout = RopeLayout::kHalfSplit;
+};
+// Whole contiguous heads: v is [n_rows, n_head, head_dim] and every value rotates.
+inline RopeSlice rope_whole_heads(int64_t n_rows, int64_t n_head, int64_t head_dim, RopeLayout layout) {
+  return RopeSlice{n_rows, n_head * head_dim, n_head, head_dim, 0, head_dim, layout};
+}
+//   positions: [n_rows];  inv_freq: [dim / 2];  threads split the rows.
+void rope(float* v, const RopeSlice& slice, const int64_t* positions, const float* inv_freq, float attention_factor,
+          ThreadPool& pool);
+// Which kernel rope uses ("avx512", "avx2", "scalar"), for tests and logs.
+const char* rope_isa();
 
 // out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)).   out may alias gate.
 void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool);

@@ -136,23 +136,6 @@ TEST(Ops, RmsNormMatchesReference) {
   }
 }
 
-TEST(Ops, RopeMatchesReferenceAndRotatesByHand) {
-  ThreadPool pool(2);
-  const int64_t n_rows = 5, n_head = 3, head_dim = 8;
-  const std::vector<float> inv_freq = {1.0f, 0.1f, 0.01f, 0.001f};
-  const int64_t positions[] = {0, 1, 7, 100, 5000};
-  std::vector<float> v = random_floats(size_t(n_rows * n_head * head_dim), 8), expected = v;
-  rope(v.data(), n_rows, n_head, head_dim, positions, inv_freq.data(), pool);
-  ref::rope(expected.data(), n_rows, n_head, head_dim, positions, inv_freq.data());
-  for (size_t i = 0; i < v.size(); ++i) ASSERT_NEAR(v[i], expected[i], 1e-5f);
-  // Position 1, frequency 1: the pair (1, 0) turns by one radian into (cos 1, sin 1).
-  float u[8] = {1, 0, 0, 0, 0, 0, 0, 0};
-  const int64_t pos1[] = {1};
-  ref::rope(u, 1, 1, 8, pos1, inv_freq.data());
-  EXPECT_NEAR(u[0], std::cos(1.0f), 1e-6f);
-  EXPECT_NEAR(u[4], std::sin(1.0f), 1e-6f);
-}
-
 TEST(Ops, AttentionMatchesReferenceWithCausalOffsets) {
   ThreadPool pool(2);
   const int64_t n_head = 4, n_head_kv = 2, head_dim = 20, n_kv = 23;

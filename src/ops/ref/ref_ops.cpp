@@ -46,17 +46,19 @@ void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, f
   }
 }
 
-void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int64_t* positions, const float* inv_freq) {
-  const int64_t half = head_dim / 2;
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t h = 0; h < n_head; ++h) {
-      float* p = v + (r * n_head + h) * head_dim;
+void rope(float* v, const RopeSlice& slice, const int64_t* positions, const float* inv_freq, float attention_factor) {
+  const int64_t half = slice.dim / 2;
+  const bool interleaved = slice.layout == RopeLayout::kInterleaved;
+  for (int64_t r = 0; r < slice.n_rows; ++r)
+    for (int64_t h = 0; h < slice.n_head; ++h) {
+      float* p = v + r * slice.row_stride + h * slice.head_stride + slice.offset;
       for (int64_t i = 0; i < half; ++i) {
         const float angle = float(positions[r]) * inv_freq[i];
-        const float c = std::cos(angle), s = std::sin(angle);
-        const float x1 = p[i], x2 = p[i + half];
-        p[i] = x1 * c - x2 * s;
-        p[i + half] = x2 * c + x1 * s;
+        const float c = std::cos(angle) * attention_factor, s = std::sin(angle) * attention_factor;
+        const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+        const float x1 = p[a], x2 = p[b];
+        p[a] = x1 * c - x2 * s;
+        p[b] = x2 * c + x1 * s;
       }
     }
 }

@@ -6,6 +6,7 @@
 
 #include "core/paged_rows.h"
 #include "core/tensor.h"
+#include "ops/ops.h"
 
 namespace aerie::ops::ref {
 
@@ -14,7 +15,8 @@ float load_float(const Tensor& t, int64_t i);
 
 void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias, float* y);
 void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, float eps, float* out);
-void rope(float* v, int64_t n_rows, int64_t n_head, int64_t head_dim, const int64_t* positions, const float* inv_freq);
+// Textbook form of ops.h's formula: cos/sin per value, x1 c - x2 s and x2 c + x1 s.
+void rope(float* v, const RopeSlice& slice, const int64_t* positions, const float* inv_freq, float attention_factor);
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out);
