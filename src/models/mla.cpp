@@ -126,30 +126,6 @@ void expanded_attention(const float* q, const SequenceRows& seq, int64_t pos0, i
 
 }  // namespace
 
-void rope_slice(float* v, int64_t n_rows, int64_t row_stride, int64_t n_head, int64_t head_stride, int64_t offset,
-                int64_t dim, const int64_t* positions, const float* inv_freq, float factor, bool interleaved,
-                float* cos_sin) {
-  const int64_t half = dim / 2;
-  float* cos_v = cos_sin;         // [dim / 2]
-  float* sin_v = cos_sin + half;  // [dim / 2]
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (int64_t i = 0; i < half; ++i) {
-      const float angle = float(positions[r]) * inv_freq[i];  // f32, as torch computes it
-      cos_v[i] = std::cos(angle) * factor;
-      sin_v[i] = std::sin(angle) * factor;
-    }
-    for (int64_t h = 0; h < n_head; ++h) {
-      float* p = v + r * row_stride + h * head_stride + offset;
-      for (int64_t i = 0; i < half; ++i) {
-        const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
-        const float x1 = p[a], x2 = p[b];
-        p[a] = x1 * cos_v[i] - x2 * sin_v[i];
-        p[b] = x2 * cos_v[i] + x1 * sin_v[i];
-      }
-    }
-  }
-}
-
 void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
                    const int64_t* positions, int64_t layer, const MlaWeights& w, const MlaShape& s,
                    const float* inv_freq, MlaPath path, MlaScratch& scratch, float* out, ThreadPool& pool) {
@@ -169,10 +145,13 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   }
   linear(x, n_tokens, w.kv_a, kv_a, pool);
   for (int64_t r = 0; r < n_tokens; ++r) ops::rms_norm(kv_a + r * width, 1, c, *w.kv_a_norm, s.eps, kv_a + r * width, pool);
-  float* cos_sin = scratch.rope.reserve(dr);  // [dr]
-  rope_slice(q, n_tokens, h_n * q_head, h_n, q_head, dn, dr, positions, inv_freq, s.rope_factor, s.rope_interleave,
-             cos_sin);
-  rope_slice(kv_a, n_tokens, width, 1, 0, c, dr, positions, inv_freq, s.rope_factor, s.rope_interleave, cos_sin);
+  // The rope parts: the last dr of each query head, and the shared rope key after the latent.
+  const ops::RopeLayout layout = s.rope_interleave ? ops::RopeLayout::kInterleaved : ops::RopeLayout::kHalfSplit;
+  const ops::RopeSlice q_pe{.n_rows = n_tokens, .row_stride = h_n * q_head, .n_head = h_n, .head_stride = q_head,
+                            .offset = dn, .dim = dr, .layout = layout};
+  const ops::RopeSlice k_pe{.n_rows = n_tokens, .row_stride = width, .offset = c, .dim = dr, .layout = layout};
+  ops::rope(q, q_pe, positions, inv_freq, s.rope_factor, pool);
+  ops::rope(kv_a, k_pe, positions, inv_freq, s.rope_factor, pool);
 
   // Cache rows first: every form reads the sequence's positions [0, pos0 + n_rows) from the cache.
   // The row lists live in the scratch: clear() keeps their capacity, so a step allocates nothing.

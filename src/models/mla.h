@@ -63,7 +63,6 @@ inline constexpr int64_t kMlaAbsorbedMaxRows = 16;
 struct MlaScratch {
   ScratchBuffer q, q_a, kv_a, q_lat, o_lat, attn;              // every row
   ScratchBuffer latent, kv_full, q_full, k_full, v_full, o_full;  // one expanded sequence
-  ScratchBuffer rope;                   // [qk_rope_head_dim]: one row's cos | sin (rope_slice)
   std::vector<int64_t> absorbed_rows;   // rows of the sequences that take the absorbed form, ascending
   std::vector<uint8_t> seq_absorbed;    // [n_seqs] 1 when that sequence takes the absorbed form
 };
@@ -73,12 +72,5 @@ struct MlaScratch {
 void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
                    const int64_t* positions, int64_t layer, const MlaWeights& w, const MlaShape& shape,
                    const float* inv_freq, MlaPath path, MlaScratch& scratch, float* out, ThreadPool& pool);
-
-// RoPE on a dim-wide slice of each head, in place: v[r * row_stride + h * head_stride + offset + ...],
-// angle = positions[r] * inv_freq[i] (f32), cos and sin times `factor`; pairs (2i, 2i+1) when interleaved
-// (DeepSeek's complex form), (i, i + dim/2) otherwise (rotate_half). cos_sin: [dim] caller's workspace.
-void rope_slice(float* v, int64_t n_rows, int64_t row_stride, int64_t n_head, int64_t head_stride, int64_t offset,
-                int64_t dim, const int64_t* positions, const float* inv_freq, float factor, bool interleaved,
-                float* cos_sin);
 
 }  // namespace aerie
