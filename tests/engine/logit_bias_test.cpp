@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <random>
 #include <set>
 
+#include "batch_run.h"
 #include "engine/engine.h"
 #include "models/registry.h"
 #include "oracle_head.h"
@@ -23,39 +23,12 @@ class LogitBiasEngineTest : public ::testing::Test {
   std::unique_ptr<Model> target = load_model(kData / "llama/bf16_gqa_rope_scaled_tied", pool);
   std::unique_ptr<Model> copy = load_model(kData / "llama/bf16_gqa_rope_scaled_tied", pool);
 
-  EngineConfig config() const {
-    EngineConfig c;
-    c.kv_cache_memory = uint64_t(1) << 21;
-    c.block_size = 8;
-    c.max_length = 256;
-    c.max_num_seqs = 6;
-    c.spec.num_speculative_tokens = 3;
-    return c;
-  }
-
-  // Prompts starting with token 1 (the oracle head's x_0).
-  std::vector<std::vector<int64_t>> prompts(int n) const {
-    std::mt19937_64 rng(21);
-    std::vector<std::vector<int64_t>> out(size_t(n), std::vector<int64_t>{1});
-    for (auto& p : out)
-      for (int t = 0; t < 6; ++t) p.push_back(3 + int64_t(rng() % uint64_t(target->n_vocab() - 3)));
-    return out;
-  }
+  std::vector<std::vector<int64_t>> prompts(int n) const { return testing::oracle_prompts(n, target->n_vocab(), 21); }
 
   // Each prompt's output, all submitted together (one batch); `head` null: plain decoding.
   std::vector<std::vector<int64_t>> run(DraftHead* head, const std::vector<std::vector<int64_t>>& batch,
                                         RequestOptions options) {
-    Engine engine(*target, head, config(), pool);
-    std::vector<std::vector<int64_t>> out(batch.size());
-    for (size_t i = 0; i < batch.size(); ++i) {
-      options.sampling.seed = 1000 + i;
-      engine.submit(batch[i], options, [&out, i](const TokenEvent& e) {
-        out[i].insert(out[i].end(), e.tokens.begin(), e.tokens.end());
-      });
-    }
-    engine.run_until_idle();
-    if (head) accepted_ = engine.metrics().spec.accepted_tokens;
-    return out;
+    return testing::run_batch(*target, head, pool, batch, options, head ? &accepted_ : nullptr);
   }
 
   static RequestOptions options(float temperature, std::vector<LogitBias> bias) {

@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <random>
 
+#include "batch_run.h"
 #include "engine/engine.h"
 #include "lossless_engine.h"
 #include "models/registry.h"
@@ -32,41 +32,21 @@ class PenaltiesEngineTest : public ::testing::Test {
   std::unique_ptr<Model> copy = load_model(kData / "llama/bf16_gqa_rope_scaled_tied", pool);
   static constexpr int64_t kTokens = 24;
 
-  std::vector<std::vector<int64_t>> prompts(int n) const {
-    std::mt19937_64 rng(33);
-    std::vector<std::vector<int64_t>> out(size_t(n), std::vector<int64_t>{1});
-    for (auto& p : out)
-      for (int t = 0; t < 6; ++t) p.push_back(3 + int64_t(rng() % uint64_t(target->n_vocab() - 3)));
-    return out;
-  }
+  std::vector<std::vector<int64_t>> prompts(int n) const { return testing::oracle_prompts(n, target->n_vocab(), 33); }
 
   std::vector<std::vector<int64_t>> run(DraftHead* head, const std::vector<std::vector<int64_t>>& batch,
                                         const Penalties& penalties) {
-    EngineConfig c;
-    c.kv_cache_memory = uint64_t(1) << 21;
-    c.block_size = 8;
-    c.max_length = 256;
-    c.max_num_seqs = 6;
-    c.spec.num_speculative_tokens = 3;
-    Engine engine(*target, head, c, pool);
-    std::vector<std::vector<int64_t>> out(batch.size());
     RequestOptions o;
     o.max_tokens = kTokens;
     o.ignore_eos = true;
     o.penalties = penalties;
-    for (size_t i = 0; i < batch.size(); ++i)
-      engine.submit(batch[i], o, [&out, i](const TokenEvent& e) {
-        out[i].insert(out[i].end(), e.tokens.begin(), e.tokens.end());
-      });
-    engine.run_until_idle();
-    if (head) accepted_ = engine.metrics().spec.accepted_tokens;
-    return out;
+    return testing::run_batch(*target, head, pool, batch, o, head ? &accepted_ : nullptr);
   }
 
   // One prompt through the model alone: prefill, then a token at a time, penalties from their definition.
   std::vector<int64_t> reference(const std::vector<int64_t>& prompt, const Penalties& p) {
     KvCache kv = target->make_kv_cache(int64_t(prompt.size()) + kTokens, testing::kReferenceKvDType);
-    std::vector<int64_t> seq = prompt, out;
+    std::vector<int64_t> out;
     std::vector<int64_t> feed = prompt;
     const int64_t v = target->n_vocab();
     while (int64_t(out.size()) < kTokens) {
