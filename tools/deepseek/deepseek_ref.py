@@ -74,6 +74,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ds_io  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from aerie_trace import NO_LAYER, Tracer  # noqa: E402
 
 FINAL_NORM = "final_norm"
 F64 = torch.float64
@@ -204,6 +206,15 @@ def apply_rope(x, cos, sin, interleave):
     return torch.cat([ra, rb], dim=-1)
 
 
+def trace(m, pre, name, value):
+    """Hands a named intermediate of layer `pre` ("model.layers.<i>.", or "" for none) to m.trace (an
+    aerie_trace.Tracer, when set) under aerie's AERIE_TRACE_DIR names."""
+    tracer = getattr(m, "trace", None)
+    if tracer:
+        layer = int(pre.split(".")[2]) if pre.startswith("model.layers.") else NO_LAYER
+        tracer("target", layer, name, value)
+
+
 def rms_norm(x, weight, eps):
     return weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
@@ -214,6 +225,7 @@ def mla_projections(m, pre, h, positions):
     n = h.shape[0]
     if m.q_lora:
         qa = rms_norm(h @ m.t(pre + "self_attn.q_a_proj.weight").T, m.t(pre + "self_attn.q_a_layernorm.weight"), m.eps)
+        trace(m, pre, "q_latent", qa)
         q = qa @ m.t(pre + "self_attn.q_b_proj.weight").T
     else:
         q = h @ m.t(pre + "self_attn.q_proj.weight").T
@@ -223,6 +235,9 @@ def mla_projections(m, pre, h, positions):
     cos, sin = rope_cos_sin(m, positions)
     q_pe = apply_rope(q[..., m.nope:], cos, sin, m.interleave)
     k_pe = apply_rope(kv_a[:, m.kv_lora:], cos, sin, m.interleave)
+    trace(m, pre, "kv_latent", c)
+    trace(m, pre, "k_rope", k_pe)
+    trace(m, pre, "q_rope", q_pe.transpose(0, 1).reshape(n, -1))  # [n, heads * rope]
     return q[..., :m.nope], q_pe, c, k_pe
 
 
@@ -235,7 +250,9 @@ def attention(m, pre, h, positions):
     scores = (q_nope @ k_nope.transpose(1, 2) + q_pe @ k_pe.T[None]) * m.softmax_scale
     scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
     out = (torch.softmax(scores, dim=-1) @ v).transpose(0, 1).reshape(n, m.n_head * m.v_dim)
-    return out @ m.t(pre + "self_attn.o_proj.weight").T
+    out = out @ m.t(pre + "self_attn.o_proj.weight").T
+    trace(m, pre, "attn_out", out)
+    return out
 
 
 def attention_absorbed(m, pre, h, positions):
@@ -250,7 +267,9 @@ def attention_absorbed(m, pre, h, positions):
     scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
     ctx = torch.softmax(scores, dim=-1) @ c[None]  # [heads, n, kv_lora]
     out = (ctx @ w_v.transpose(1, 2)).transpose(0, 1).reshape(n, m.n_head * m.v_dim)
-    return out @ m.t(pre + "self_attn.o_proj.weight").T
+    out = out @ m.t(pre + "self_attn.o_proj.weight").T
+    trace(m, pre, "attn_out", out)
+    return out
 
 
 def swiglu(m, pre, h):
@@ -302,31 +321,47 @@ def moe(m, pre, h, routes=None):
     scores = torch.sigmoid(logits)
     bias = m.t(pre + "mlp.gate.e_score_correction_bias")
     out = torch.zeros_like(h)
+    chosen, chosen_weights = [], []
     for t in range(h.shape[0]):
         experts, weights, _ = route(scores[t].tolist(), bias.tolist(), c["n_group"], c["topk_group"],
                                     c["num_experts_per_tok"], c["norm_topk_prob"], c["routed_scaling_factor"],
                                     gaps=getattr(m, "route_gaps", None))
         if routes is not None:
             routes.append(experts)
+        chosen.append(experts)
+        chosen_weights.append(weights)
         for e, wgt in zip(experts, weights):
             out[t] += wgt * swiglu(m, f"{pre}mlp.experts.{e}.", h[t:t + 1])[0]
+    trace(m, pre, "router_logits", logits)
+    trace(m, pre, "experts", np.array(chosen, dtype=np.float32))  # [n, top_k], ascending per token
+    trace(m, pre, "expert_weights", np.array(chosen_weights, dtype=np.float32))
+    trace(m, pre, "routed_out", out)
     if (c.get("n_shared_experts") or 0) > 0:
-        out = out + swiglu(m, pre + "mlp.shared_experts.", h)
+        shared = swiglu(m, pre + "mlp.shared_experts.", h)
+        trace(m, pre, "shared_out", shared)
+        out = out + shared
     return out
 
 
 def decoder_layer(m, i, x, positions, absorbed=False, routes=None):
     pre = f"model.layers.{i}."
     attn = attention_absorbed if absorbed else attention
-    x = x + attn(m, pre, rms_norm(x, m.t(pre + "input_layernorm.weight"), m.eps), positions)
+    h = rms_norm(x, m.t(pre + "input_layernorm.weight"), m.eps)
+    trace(m, pre, "attn_norm", h)
+    x = x + attn(m, pre, h, positions)
     h = rms_norm(x, m.t(pre + "post_attention_layernorm.weight"), m.eps)
-    return x + (moe(m, pre, h, routes) if m.is_moe(i) else swiglu(m, pre + "mlp.", h))
+    trace(m, pre, "ffn_norm", h)
+    f = moe(m, pre, h, routes) if m.is_moe(i) else swiglu(m, pre + "mlp.", h)
+    trace(m, pre, "ffn_out", f)
+    trace(m, pre, "out", x + f)
+    return x + f
 
 
 def forward(m, ids, absorbed=False, routes=None):
     """logits [n, vocab] float64 and hidden {0..L, "final_norm": [n, H] float64}."""
     with torch.no_grad():
         x = m.t("model.embed_tokens.weight")[torch.tensor(ids, dtype=torch.int64)]
+        trace(m, "", "embed", x)
         positions = list(range(len(ids)))
         hidden = {}
         for i in range(m.n_layer):
@@ -335,7 +370,10 @@ def forward(m, ids, absorbed=False, routes=None):
         hidden[m.n_layer] = x
         x = rms_norm(x, m.t("model.norm.weight"), m.eps)
         hidden[FINAL_NORM] = x
-        return x @ m.t("lm_head.weight").T, hidden
+        trace(m, "", "final_norm", x)
+        logits = x @ m.t("lm_head.weight").T
+        trace(m, "", "logits", logits)
+        return logits, hidden
 
 
 def mtp_forward(m, tokens, target_hidden):
@@ -394,10 +432,13 @@ def main(argv):
     p.add_argument("--greedy", type=int, default=0, help="also generate N greedy tokens")
     p.add_argument("--out-mtp", help="float32 [n, n_vocab] MTP logits; the token after the prompt is the "
                                      "greedy one")
+    p.add_argument("--trace-dir", help="write the named intermediates of aerie's AERIE_TRACE_DIR here")
     a = p.parse_args(argv)
     m = DeepseekRef(a.model)
+    m.trace = Tracer(a.trace_dir)
     ids = [int(x) for x in a.ids.split(",")]
     logits, hidden = forward(m, ids)
+    m.trace = None  # the MTP and greedy passes below are not part of the traced forward
     if a.out_logits:
         np.save(a.out_logits, logits.float().numpy())
     for layer in parse_layers(a.hidden_layers, m.n_layer):

@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
 from head_io import load_head  # noqa: E402
+from aerie_trace import NO_LAYER, Tracer  # noqa: E402
 from llama_ref import FINAL_NORM, LlamaRef, forward, rope_inv_freq  # noqa: E402
 
 FINAL_NORM_LAYER = -1  # aerie's kFinalNormLayer
@@ -64,6 +65,7 @@ class HeadRef:
         self.n_layer = c.get("num_hidden_layers", 1)
         self.norm_before_residual = bool(c.get("norm_before_residual", False))
         self.dtype = dtype
+        self.trace = Tracer(None)  # aerie's AERIE_TRACE_DIR names, scope "head"
 
     def p(self, layer, name):
         prefix = self.prefix if self.eagle3 else f"layers.{layer}."
@@ -83,12 +85,16 @@ class HeadRef:
         scores = (q @ k.transpose(1, 2)) * d ** -0.5
         scores = scores.masked_fill(torch.ones(m, m, dtype=torch.bool).triu(1), float("-inf"))
         out = (torch.softmax(scores, dim=-1) @ v).transpose(0, 1).reshape(m, self.n_head * d)
-        return out @ self.p(layer, "self_attn.o_proj").T
+        out = out @ self.p(layer, "self_attn.o_proj").T
+        self.trace("head", layer, "attn_out", out)
+        return out
 
     def mlp(self, layer, x):
         h = rms(x, self.p(layer, "post_attention_layernorm"), self.eps)
         gate, up = h @ self.p(layer, "mlp.gate_proj").T, h @ self.p(layer, "mlp.up_proj").T
-        return (torch.nn.functional.silu(gate) * up) @ self.p(layer, "mlp.down_proj").T
+        out = (torch.nn.functional.silu(gate) * up) @ self.p(layer, "mlp.down_proj").T
+        self.trace("head", layer, "ffn_out", out)
+        return out
 
     def forward(self, features, emb, target_lm_head):
         """features [m, width], emb [m, H] -> (logits [m, vocab], head features [m, H])."""
@@ -100,20 +106,29 @@ class HeadRef:
                 h = x if i == 0 else rms(x, self.p(i, "input_layernorm"), self.eps)
                 x = x + self.attention(i, h)
                 x = x + self.mlp(i, x)
-            return x @ target_lm_head.T, x
+                self.trace("head", i, "out", x)
+            logits = x @ target_lm_head.T
+            self.trace("head", NO_LAYER, "logits", logits)
+            return logits, x
         g = features @ self.w["fc.weight"].T
+        self.trace("head", NO_LAYER, "fc", g)
         normed = rms(g, self.p(0, "hidden_norm"), self.eps)
         a = torch.cat([rms(emb, self.p(0, "input_layernorm"), self.eps), normed], dim=-1)
         x = (normed if self.norm_before_residual else g) + self.attention(0, a)
         x = x + self.mlp(0, x)
-        return rms(x, self.w["norm.weight"], self.eps) @ self.w["lm_head.weight"].T, x
+        self.trace("head", 0, "out", x)
+        logits = rms(x, self.w["norm.weight"], self.eps) @ self.w["lm_head.weight"].T
+        self.trace("head", NO_LAYER, "logits", logits)
+        return logits, x
 
 
-def teacher_forced(target_dir, head_dir, ids, layers, compute="f64"):
-    """(logits [n-1, vocab] f32, head features [n-1, H] f32, target features used) for one prompt."""
+def teacher_forced(target_dir, head_dir, ids, layers, compute="f64", trace_dir=None):
+    """(logits [n-1, vocab] f32, head features [n-1, H] f32, target features used) for one prompt; the
+    target's and the head's named intermediates into trace_dir when given (aerie_trace.py)."""
     target = LlamaRef(target_dir, compute)
     head = HeadRef(head_dir, target.config, target.dtype)
-    _, hidden = forward(target, ids)
+    head.trace = Tracer(trace_dir)
+    _, hidden = forward(target, ids, head.trace)
     parts = [hidden[FINAL_NORM if layer == FINAL_NORM_LAYER else layer][:-1] for layer in layers]  # rows 0..n-2
     features = torch.cat(parts, dim=-1).to(target.dtype)
     table = target.w["model.embed_tokens.weight"]
@@ -135,9 +150,10 @@ def main(argv):
     p.add_argument("--out-logits")
     p.add_argument("--out-features")
     p.add_argument("--compute", choices=["f32", "f64"], default="f64")
+    p.add_argument("--trace-dir", help="write the named intermediates of aerie's AERIE_TRACE_DIR here")
     a = p.parse_args(argv)
     logits, feats, _ = teacher_forced(a.target, a.head, [int(x) for x in a.ids.split(",")],
-                                      [int(x) for x in a.layers.split(",")], a.compute)
+                                      [int(x) for x in a.layers.split(",")], a.compute, a.trace_dir)
     if a.out_logits:
         np.save(a.out_logits, logits)
     if a.out_features:

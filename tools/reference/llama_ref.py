@@ -20,7 +20,7 @@ with the casts transformers makes (norm and softmax in float32, cast back before
 RoPE angles are always float32 (position * inv_freq in float32, cos/sin in float32) as in transformers.
 
   llama_ref.py --model DIR --ids 1,2,3 --out-logits L.npy [--hidden-layers 0,2,final_norm --hidden-prefix P]
-               [--greedy N --out-greedy G.json] [--compute f32|f64|stored]
+               [--greedy N --out-greedy G.json] [--compute f32|f64|stored] [--trace-dir T]
 """
 import argparse
 import json
@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from aerie_trace import NO_LAYER, Tracer  # noqa: E402
 from checkpoint_io import load_state_dict  # noqa: E402
 
 FINAL_NORM = "final_norm"
@@ -121,7 +122,7 @@ def rms_norm(x, weight, eps):
     return weight * normed.to(x.dtype)
 
 
-def attention(m, i, h, cos, sin):
+def attention(m, i, h, cos, sin, trace=Tracer(None)):
     """Causal grouped-query self-attention of layer i on h [n, n_embd] -> [n, n_embd]."""
     n, d = h.shape[0], m.head_dim
     q = (h @ m.layer(i, "self_attn.q_proj").T).view(n, m.n_head, d).transpose(0, 1)  # [n_head, n, d]
@@ -129,6 +130,9 @@ def attention(m, i, h, cos, sin):
     v = (h @ m.layer(i, "self_attn.v_proj").T).view(n, m.n_head_kv, d).transpose(0, 1)
     q = q * cos + rotate_half(q) * sin
     k = k * cos + rotate_half(k) * sin
+    if trace:
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            trace("target", i, name, t.transpose(0, 1).reshape(n, -1))  # [n, heads * head_dim]
     group = m.n_head // m.n_head_kv  # query heads per kv head: kv head g serves heads g*group..
     k = k.repeat_interleave(group, dim=0)  # [n_head, n, d]
     v = v.repeat_interleave(group, dim=0)
@@ -138,7 +142,9 @@ def attention(m, i, h, cos, sin):
     softmax_dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
     probs = torch.softmax(scores.to(softmax_dtype), dim=-1).to(q.dtype)
     out = (probs @ v).transpose(0, 1).reshape(n, m.n_head * d)  # [n, n_head * head_dim]
-    return out @ m.layer(i, "self_attn.o_proj").T
+    out = out @ m.layer(i, "self_attn.o_proj").T
+    trace("target", i, "attn_out", out)
+    return out
 
 
 def mlp(m, i, h):
@@ -147,20 +153,31 @@ def mlp(m, i, h):
     return (torch.nn.functional.silu(gate) * up) @ m.layer(i, "mlp.down_proj").T
 
 
-def forward(m, ids):
-    """logits [n, n_vocab] float32 and hidden states {0..n_layer, "final_norm": [n, n_embd] float32}."""
+def forward(m, ids, trace=Tracer(None)):
+    """logits [n, n_vocab] float32 and hidden states {0..n_layer, "final_norm": [n, n_embd] float32}.
+    `trace` receives the named intermediates of aerie's tracing hook (aerie_trace.py)."""
     with torch.no_grad():
         x = m.w["model.embed_tokens.weight"][torch.tensor(ids, dtype=torch.int64)]
         cos, sin = rope_cos_sin(m.inv_freq, len(ids), m.dtype)
         hidden = {}
+        trace("target", NO_LAYER, "embed", x)
         for i in range(m.n_layer):
             hidden[i] = x
-            x = x + attention(m, i, rms_norm(x, m.layer(i, "input_layernorm"), m.eps), cos, sin)
-            x = x + mlp(m, i, rms_norm(x, m.layer(i, "post_attention_layernorm"), m.eps))
+            h = rms_norm(x, m.layer(i, "input_layernorm"), m.eps)
+            trace("target", i, "attn_norm", h)
+            x = x + attention(m, i, h, cos, sin, trace)
+            h = rms_norm(x, m.layer(i, "post_attention_layernorm"), m.eps)
+            trace("target", i, "ffn_norm", h)
+            f = mlp(m, i, h)
+            trace("target", i, "ffn_out", f)
+            x = x + f
+            trace("target", i, "out", x)
         hidden[m.n_layer] = x
         x = rms_norm(x, m.w["model.norm.weight"], m.eps)
         hidden[FINAL_NORM] = x
+        trace("target", NO_LAYER, "final_norm", x)
         logits = x @ m.w["lm_head.weight"].T
+        trace("target", NO_LAYER, "logits", logits)
     return logits.float(), {k: v.float() for k, v in hidden.items()}
 
 
@@ -195,10 +212,11 @@ def main(argv):
     p.add_argument("--greedy", type=int, default=0, help="also generate N greedy tokens")
     p.add_argument("--out-greedy", help="JSON {ids, greedy, greedy_margins} (default: printed)")
     p.add_argument("--compute", choices=["f32", "f64", "stored"], default="f32")
+    p.add_argument("--trace-dir", help="write the named intermediates of aerie's AERIE_TRACE_DIR here")
     a = p.parse_args(argv)
     m = LlamaRef(a.model, a.compute)
     ids = [int(x) for x in a.ids.split(",")]
-    logits, hidden = forward(m, ids)
+    logits, hidden = forward(m, ids, Tracer(a.trace_dir))
     if a.out_logits:
         np.save(a.out_logits, logits.numpy())
     for layer in parse_layers(a.hidden_layers, m.n_layer):
