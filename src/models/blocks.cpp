@@ -1,6 +1,5 @@
 #include "models/blocks.h"
 
-
 #include "ops/ops.h"
 
 namespace aerie {
@@ -34,17 +33,6 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
                    attn + seq.row_begin * q_width, pool);
   }
   linear(attn, n_tokens, w.o, out, pool, w.o_bias);
-}
-
-void swiglu_mlp(const float* x, int64_t n_tokens, const MlpWeights& w, MlpScratch& scratch, float* out,
-                ThreadPool& pool) {
-  const int64_t n_ff = w.gate.n_out();
-  float* gate = scratch.gate.reserve(n_tokens * n_ff);  // [n_tokens, n_ff]
-  float* up = scratch.up.reserve(n_tokens * n_ff);      // [n_tokens, n_ff]
-  linear(x, n_tokens, w.gate, gate, pool);
-  linear(x, n_tokens, w.up, up, pool);
-  ops::silu_mul(gate, up, n_tokens * n_ff, gate, pool);
-  linear(gate, n_tokens, w.down, out, pool);
 }
 
 }  // namespace aerie

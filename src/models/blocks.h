@@ -1,6 +1,6 @@
-// Blocks shared by targets and draft heads: grouped-query attention over per-sequence KV caches and the
-// SiLU-gated MLP. Each takes the already-normalised input and returns the block's output (the caller adds
-// the residual), so an architecture file reads as the recipe: norm -> block -> residual.
+// Blocks shared by targets and draft heads: grouped-query attention over per-sequence KV caches (here) and
+// the SwiGLU FFN (models/ffn.h). Each takes the already-normalised input and returns the block's output
+// (the caller adds the residual), so an architecture file reads as the recipe: norm -> block -> residual.
 #pragma once
 
 #include <cstdint>
@@ -46,19 +46,5 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
                    const int64_t* positions, int64_t layer, const AttentionWeights& w,
                    const AttentionShape& shape, const float* inv_freq, AttentionScratch& scratch, float* out,
                    ThreadPool& pool);
-
-struct MlpWeights {
-  LinearWeight gate;  // [n_ff, n_in]
-  LinearWeight up;    // [n_ff, n_in]
-  LinearWeight down;  // [n_out, n_ff]
-};
-
-struct MlpScratch {
-  ScratchBuffer gate, up;
-};
-
-// out = down(silu(gate(x)) * up(x));  x: [n_tokens, n_in], out: [n_tokens, n_out]
-void swiglu_mlp(const float* x, int64_t n_tokens, const MlpWeights& w, MlpScratch& scratch, float* out,
-                ThreadPool& pool);
 
 }  // namespace aerie

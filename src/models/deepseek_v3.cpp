@@ -21,12 +21,6 @@ const Tensor* float_tensor(const WeightStore& store, const std::string& name, co
   return t;
 }
 
-FfnWeights bind_ffn(const WeightStore& store, const std::string& prefix, int64_t n_ff, int64_t n_embd, bool fp8) {
-  return FfnWeights{bind_linear(store, prefix + "gate_proj", n_ff, n_embd, fp8),
-                    bind_linear(store, prefix + "up_proj", n_ff, n_embd, fp8),
-                    bind_linear(store, prefix + "down_proj", n_embd, n_ff, fp8)};
-}
-
 MlaWeights bind_mla(const WeightStore& store, const std::string& p, const DeepseekV3Config& c) {
   const bool fp8 = c.quantization.enabled;
   const int64_t q_width = c.n_head * c.qk_head_dim();
@@ -48,7 +42,7 @@ MlaWeights bind_mla(const WeightStore& store, const std::string& p, const Deepse
 MoeWeights bind_moe(const WeightStore& store, const std::string& p, const DeepseekV3Config& c) {
   const bool fp8 = c.quantization.enabled;
   MoeWeights w;
-  w.router = float_tensor(store, p + "gate.weight", {c.n_expert, c.n_embd});
+  w.router = float_linear(float_tensor(store, p + "gate.weight", {c.n_expert, c.n_embd}));
   // noaux_tc routing is defined with the correction bias; a checkpoint without it routes on the scores.
   if (store.contains(p + "gate.e_score_correction_bias"))
     w.router_bias = float_tensor(store, p + "gate.e_score_correction_bias", {c.n_expert});
@@ -151,7 +145,7 @@ uint64_t DeepseekV3Model::decode_weight_bytes() const {
       bytes += l.dense.nbytes();
       continue;
     }
-    bytes += l.moe.router->nbytes() + (l.moe.router_bias != nullptr ? l.moe.router_bias->nbytes() : 0);
+    bytes += l.moe.router.nbytes() + (l.moe.router_bias != nullptr ? l.moe.router_bias->nbytes() : 0);
     bytes += uint64_t(config_.n_expert_used) * l.moe.experts[0].nbytes();
     if (l.moe.has_shared) bytes += l.moe.shared.nbytes();
   }

@@ -38,9 +38,7 @@ LlamaWeights bind_llama_weights(const WeightStore& store, const LlamaConfig& c) 
     }
     AERIE_CHECK(!c.mlp_bias, store.source(), ": mlp_bias = true is not supported");
     layer.ffn_norm = get(p + "post_attention_layernorm.weight", {c.n_embd});
-    layer.mlp.gate = linear(p + "mlp.gate_proj", c.n_ff, c.n_embd);
-    layer.mlp.up = linear(p + "mlp.up_proj", c.n_ff, c.n_embd);
-    layer.mlp.down = linear(p + "mlp.down_proj", c.n_embd, c.n_ff);
+    layer.mlp = bind_ffn(store, p + "mlp.", c.n_ff, c.n_embd, false);
     w.layers.push_back(layer);
   }
   w.norm = get("model.norm.weight", {c.n_embd});
@@ -65,9 +63,8 @@ KvCache LlamaModel::make_kv_cache(int64_t capacity, KvDType dtype) const {
 uint64_t LlamaModel::decode_weight_bytes() const {
   uint64_t bytes = weights_.output.nbytes() + weights_.norm->nbytes();
   for (const LlamaLayerWeights& l : weights_.layers) {
-    bytes += l.attn_norm->nbytes() + l.ffn_norm->nbytes();
-    for (const LinearWeight* t : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.mlp.gate, &l.mlp.up, &l.mlp.down})
-      bytes += t->nbytes();
+    bytes += l.attn_norm->nbytes() + l.ffn_norm->nbytes() + l.mlp.nbytes();
+    for (const LinearWeight* t : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o}) bytes += t->nbytes();
   }
   return bytes;
 }
@@ -125,7 +122,7 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
                   inv_freq_.data(), attn_scratch_, block_out, pool_);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.ffn_norm, eps, cur, pool_);
-    swiglu_mlp(cur, n_tokens, layer.mlp, mlp_scratch_, block_out, pool_);
+    swiglu_ffn(cur, n_tokens, layer.mlp, ffn_scratch_, block_out, pool_);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
   }
   capture_.capture(batch, int(c.n_layer), x, n_tokens, c.n_embd);

@@ -10,6 +10,7 @@
 #include "io/llama_config.h"
 #include "io/weight_store.h"
 #include "models/blocks.h"
+#include "models/ffn.h"
 #include "models/forward_helpers.h"
 #include "models/model.h"
 
@@ -19,7 +20,7 @@ struct LlamaLayerWeights {
   const Tensor* attn_norm;  // input_layernorm            [n_embd]
   AttentionWeights attn;    // self_attn.{q,k,v,o}_proj
   const Tensor* ffn_norm;   // post_attention_layernorm   [n_embd]
-  MlpWeights mlp;           // mlp.{gate,up,down}_proj
+  FfnWeights mlp;           // mlp.{gate,up,down}_proj
 };
 
 struct LlamaWeights {
@@ -71,7 +72,7 @@ class LlamaModel final : public Model {
   HiddenCapture capture_;  // ForwardOutput::hidden points into it
   std::vector<int64_t> positions_;
   AttentionScratch attn_scratch_;
-  MlpScratch mlp_scratch_;
+  FfnScratch ffn_scratch_;
 };
 
 }  // namespace aerie

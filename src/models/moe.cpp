@@ -10,17 +10,6 @@
 
 namespace aerie {
 
-void swiglu_ffn(const float* x, int64_t n_tokens, const FfnWeights& w, FfnScratch& scratch, float* out,
-                ThreadPool& pool) {
-  const int64_t n_ff = w.gate.n_out();
-  float* gate = scratch.gate.reserve(n_tokens * n_ff);  // [n_tokens, n_ff]
-  float* up = scratch.up.reserve(n_tokens * n_ff);      // [n_tokens, n_ff]
-  linear(x, n_tokens, w.gate, gate, pool);
-  linear(x, n_tokens, w.up, up, pool);
-  ops::silu_mul(gate, up, n_tokens * n_ff, gate, pool);
-  linear(gate, n_tokens, w.down, out, pool);
-}
-
 void route_token(const float* scores, const float* bias, const RouterShape& s, int32_t* experts, float* weights) {
   const int64_t n_per_group = s.n_expert / s.n_group;
   // Selection scores: sigmoid + correction bias; -inf marks experts of groups not kept.
@@ -70,10 +59,10 @@ void route_token(const float* scores, const float* bias, const RouterShape& s, i
 
 void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& s, MoeScratch& scratch,
              float* out, ThreadPool& pool) {
-  const int64_t n_embd = w.router->dim(1), k = s.n_expert_used;
+  const int64_t n_embd = w.router.n_in(), k = s.n_expert_used;
   // 1. Router: logits [n_tokens, n_expert] -> sigmoid scores -> chosen experts and weights per token.
   float* logits = scratch.logits.reserve(n_tokens * s.n_expert);
-  ops::matmul(x, n_tokens, *w.router, nullptr, logits, pool);
+  linear(x, n_tokens, w.router, logits, pool);
   scratch.bias.resize(size_t(s.n_expert));
   for (int64_t e = 0; e < s.n_expert; ++e)
     scratch.bias[size_t(e)] = w.router_bias != nullptr ? ops::ref::load_float(*w.router_bias, e) : 0.0f;

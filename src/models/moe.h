@@ -1,5 +1,5 @@
-// DeepSeek-V3's feed-forward blocks: the SwiGLU FFN over LinearWeight (dense layers, each routed expert,
-// the shared experts) and the routed mixture of experts with its noaux_tc router.
+// DeepSeek-V3's routed mixture of experts with its noaux_tc router; every expert, routed or shared, is the
+// one SwiGLU FFN of models/ffn.h.
 //
 // Router (per token; scores = sigmoid(gate logits), biased = scores + e_score_correction_bias):
 //   1. the n_expert experts form n_group equal groups; a group's score is the sum of its two largest biased
@@ -17,25 +17,10 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "models/linear.h"
+#include "models/ffn.h"
 #include "models/scratch.h"
 
 namespace aerie {
-
-struct FfnWeights {
-  LinearWeight gate;  // gate_proj [n_ff, n_embd]
-  LinearWeight up;    // up_proj   [n_ff, n_embd]
-  LinearWeight down;  // down_proj [n_embd, n_ff]
-  uint64_t nbytes() const { return gate.nbytes() + up.nbytes() + down.nbytes(); }
-};
-
-struct FfnScratch {
-  ScratchBuffer gate, up;
-};
-
-// out = down(silu(gate(x)) * up(x));  x: [n_tokens, n_embd] f32, out: [n_tokens, n_embd] f32
-void swiglu_ffn(const float* x, int64_t n_tokens, const FfnWeights& w, FfnScratch& scratch, float* out,
-                ThreadPool& pool);
 
 struct RouterShape {
   int64_t n_expert = 0;       // n_routed_experts
@@ -51,7 +36,7 @@ struct RouterShape {
 void route_token(const float* scores, const float* bias, const RouterShape& shape, int32_t* experts, float* weights);
 
 struct MoeWeights {
-  const Tensor* router = nullptr;       // mlp.gate.weight [n_expert, n_embd] (BF16/F32)
+  LinearWeight router;                  // mlp.gate.weight [n_expert, n_embd] (a float matrix)
   const Tensor* router_bias = nullptr;  // mlp.gate.e_score_correction_bias [n_expert] (F32), or null
   std::vector<FfnWeights> experts;      // mlp.experts.{e}.*  [n_expert]
   bool has_shared = false;

@@ -47,12 +47,12 @@ int64_t EagleHead::to_target(int64_t draft_id) const {
 uint64_t EagleHead::weight_bytes() const {
   const EagleWeights& w = weights_;
   uint64_t bytes = w.output.nbytes() + (w.norm ? w.norm->nbytes() : 0);
-  if (w.kind == EagleKind::kEagle1) bytes += w.fc->nbytes() + (w.fc_bias ? w.fc_bias->nbytes() : 0);
+  if (w.kind == EagleKind::kEagle1) bytes += w.fc.nbytes() + (w.fc_bias ? w.fc_bias->nbytes() : 0);
   for (const EagleLayerWeights& l : w.layers) {
     for (const Tensor* t : {l.attn_norm, l.hidden_norm, l.ffn_norm})
       if (t != nullptr) bytes += t->nbytes();
-    for (const LinearWeight* t : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.mlp.gate, &l.mlp.up, &l.mlp.down})
-      bytes += t->nbytes();
+    for (const LinearWeight* t : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o}) bytes += t->nbytes();
+    bytes += l.mlp.nbytes();
   }
   return bytes;
 }
@@ -80,7 +80,7 @@ std::string EagleHead::describe() const {
                  ", heads ", c.n_head, "/", c.n_head_kv, " x ", c.head_dim, ", rope_theta ", c.rope_theta,
                  ", target layers {", layers, "}, vocab ", n_vocab(), reduced_vocab() ? " (reduced, d2t)" : "",
                  w.kind == EagleKind::kEagle3 ? ", names " + w.layer_prefix + "*" : std::string(),
-                 w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc->dtype), projection_format(w.layers[0].attn.q));
+                 w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc.weight->dtype), projection_format(w.layers[0].attn.q));
 }
 
 void EagleHead::check_batch(const DraftBatch& batch) const {
@@ -104,7 +104,7 @@ void EagleHead::eagle1_layers(float* x, int64_t n, const DraftBatch& batch) {
                   inv_freq_.data(), attn_scratch_, block_out, pool_);
     ops::add_inplace(x, block_out, n * n_embd);
     ops::rms_norm(x, n, n_embd, *layer.ffn_norm, eps, cur, pool_);
-    swiglu_mlp(cur, n, layer.mlp, mlp_scratch_, block_out, pool_);
+    swiglu_ffn(cur, n, layer.mlp, ffn_scratch_, block_out, pool_);
     ops::add_inplace(x, block_out, n * n_embd);
   }
 }
@@ -128,7 +128,7 @@ void EagleHead::eagle3_layer(float* x, const float* emb, int64_t n, const DraftB
                 attn_scratch_, block_out, pool_);
   ops::add_inplace(x, block_out, n * n_embd);
   ops::rms_norm(x, n, n_embd, *layer.ffn_norm, eps, cur, pool_);
-  swiglu_mlp(cur, n, layer.mlp, mlp_scratch_, block_out, pool_);
+  swiglu_ffn(cur, n, layer.mlp, ffn_scratch_, block_out, pool_);
   ops::add_inplace(x, block_out, n * n_embd);
 }
 
@@ -148,7 +148,7 @@ DraftOutput EagleHead::forward(const DraftBatch& batch) {
       std::memcpy(fused + r * 2 * n_embd, emb + r * n_embd, size_t(n_embd) * sizeof(float));
       std::memcpy(fused + r * 2 * n_embd + n_embd, batch.feature_parts[0] + r * n_embd, size_t(n_embd) * sizeof(float));
     }
-    ops::matmul(fused, n, *w.fc, w.fc_bias, x, pool_);
+    linear(fused, n, w.fc, x, pool_, w.fc_bias);
     eagle1_layers(x, n, batch);
   } else {
     if (batch.source == FeatureSource::kTarget) {
@@ -168,7 +168,7 @@ DraftOutput EagleHead::forward(const DraftBatch& batch) {
           }
         in = fused;
       }
-      ops::matmul(in, n, *w.fc, nullptr, x, pool_);
+      linear(in, n, w.fc, x, pool_);
     } else {
       std::memcpy(x, batch.feature_parts[0], size_t(n * n_embd) * sizeof(float));
     }

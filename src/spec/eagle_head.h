@@ -31,6 +31,7 @@
 #include "io/deepseek_config.h"
 #include "io/eagle_config.h"
 #include "models/blocks.h"
+#include "models/ffn.h"
 #include "spec/draft_batch_check.h"
 #include "spec/draft_head.h"
 
@@ -43,13 +44,13 @@ struct EagleLayerWeights {
   const Tensor* hidden_norm = nullptr;  // hidden_norm [n_embd] (EAGLE-3)
   AttentionWeights attn;                // self_attn.{q,k,v,o}_proj; q/k/v read 2*n_embd in EAGLE-3
   const Tensor* ffn_norm = nullptr;     // post_attention_layernorm [n_embd]
-  MlpWeights mlp;                       // mlp.{gate,up,down}_proj
+  FfnWeights mlp;                       // mlp.{gate,up,down}_proj
 };
 
 struct EagleWeights {
   EagleKind kind = EagleKind::kEagle3;
   std::string layer_prefix;          // "midlayer." or "layers.0." (EAGLE-3); "layers." (EAGLE-1)
-  const Tensor* fc = nullptr;        // fc.weight [n_embd, 2*n_embd] (EAGLE-1) | [n_embd, k*target_n_embd]
+  LinearWeight fc;                   // fc.weight [n_embd, 2*n_embd] (EAGLE-1) | [n_embd, k*target_n_embd]
   const Tensor* fc_bias = nullptr;   // fc.bias [n_embd] (older EAGLE-1 heads)
   std::vector<const Tensor*> fc_norm;  // fc_norm.{i}.weight [target_n_embd] per fused part (EAGLE-3), or empty
   std::vector<EagleLayerWeights> layers;
@@ -112,7 +113,7 @@ class EagleHead final : public DraftHead {
   ScratchBuffer fused_, x_, emb_, cur_, attn_in_, block_out_, logits_in_, logits_;
   std::vector<int64_t> positions_;
   AttentionScratch attn_scratch_;
-  MlpScratch mlp_scratch_;
+  FfnScratch ffn_scratch_;
 };
 
 }  // namespace aerie

@@ -27,9 +27,7 @@ void bind_layer(const WeightStore& store, const LlamaConfig& c, const std::strin
   }
   AERIE_CHECK(!c.mlp_bias, store.source(), ": mlp_bias = true is not supported");
   layer.ffn_norm = get("post_attention_layernorm.weight", {c.n_embd});
-  layer.mlp.gate = linear("mlp.gate_proj", c.n_ff, c.n_embd);
-  layer.mlp.up = linear("mlp.up_proj", c.n_ff, c.n_embd);
-  layer.mlp.down = linear("mlp.down_proj", c.n_embd, c.n_ff);
+  layer.mlp = bind_ffn(store, p + "mlp.", c.n_ff, c.n_embd, false);
 }
 
 }  // namespace
@@ -82,7 +80,7 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
     AERIE_CHECK(fc.shape == (Shape{n_embd, 2 * n_embd}), src, ": fc.weight has shape ", fc.shape.str(),
                 ", expected [", n_embd, ", ", 2 * n_embd, "] (EAGLE-1 fuses one embedding and one feature of size ",
                 n_embd, ")");
-    w.fc = &fc;
+    w.fc = float_linear(&fc);
     w.fc_bias = store.find("fc.bias") ? &store.get("fc.bias", {n_embd}) : nullptr;
     AERIE_CHECK(!config.fc_bias || *config.fc_bias == (w.fc_bias != nullptr), src, ": config says bias = ",
                 *config.fc_bias ? "true" : "false", " but fc.bias is ", w.fc_bias ? "present" : "absent");
@@ -104,7 +102,7 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
               ", expected [", n_embd, ", ", n_fused * t_embd, "]: fusing ", n_fused,
               " target layers of hidden size ", t_embd, (fc.shape.ndim() == 2 && fc.dim(1) % t_embd == 0
                   ? str_cat(" (the head was trained on ", fc.dim(1) / t_embd, " layers)") : std::string()));
-  w.fc = &fc;
+  w.fc = float_linear(&fc);
   w.layer_prefix = eagle3_layer_prefix(store);
   EagleLayerWeights layer;
   bind_layer(store, c, w.layer_prefix, 2 * n_embd, layer);

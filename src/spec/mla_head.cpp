@@ -33,7 +33,7 @@ MlaHeadWeights bind_weights(const WeightStore& store, const MlaHeadConfig& confi
   const Tensor& fc = store.get(top_name(store, "fc.weight"));
   AERIE_CHECK(fc.shape == (Shape{H, n_fused * t_embd}), src, ": fc.weight has shape ", fc.shape.str(), ", expected [",
               H, ", ", n_fused * t_embd, "]: fusing ", n_fused, " target layers of hidden size ", t_embd);
-  w.fc = &fc;
+  w.fc = float_linear(&fc);
   if (config.fc_norm || store.contains(top_name(store, "fc_norm.0.weight")))
     for (int64_t i = 0; i < n_fused; ++i)
       w.fc_norm.push_back(norm_tensor(store, top_name(store, "fc_norm." + std::to_string(i) + ".weight"), t_embd));
@@ -43,9 +43,7 @@ MlaHeadWeights bind_weights(const WeightStore& store, const MlaHeadConfig& confi
   w.ffn_norm = norm_tensor(store, p + "post_attention_layernorm.weight", H);
   AERIE_CHECK(!store.contains(p + "mlp.gate.weight"), src, ": ", p,
               "mlp is a mixture of experts; EAGLE-3 MLA heads have a dense MLP (as vLLM builds them)");
-  w.mlp = FfnWeights{bind_linear(store, p + "mlp.gate_proj", c.n_ff, H, false),
-                     bind_linear(store, p + "mlp.up_proj", c.n_ff, H, false),
-                     bind_linear(store, p + "mlp.down_proj", H, c.n_ff, false)};
+  w.mlp = bind_ffn(store, p + "mlp.", c.n_ff, H, false);
   w.norm = norm_tensor(store, top_name(store, "norm.weight"), H);
   const Tensor& head = store.get("lm_head.weight");
   AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, H}), src, ": lm_head.weight has shape ", head.shape.str(),
@@ -129,7 +127,7 @@ std::string MlaEagleHead::describe() const {
                  c.kv_lora_rank, " nope/rope/v ", c.qk_nope_head_dim, "/", c.qk_rope_head_dim, "/", c.v_head_dim,
                  c.rope_scaling.enabled ? ", YaRN" : "", ", target layers {", layers, "}, vocab ", n_vocab(),
                  reduced_vocab() ? " (reduced, d2t)" : "", weights_.fc_norm.empty() ? "" : ", fc_norm",
-                 ", names ", weights_.layer_prefix, "*, ", dtype_name(weights_.fc->dtype));
+                 ", names ", weights_.layer_prefix, "*, ", dtype_name(weights_.fc.weight->dtype));
 }
 
 void MlaEagleHead::check_batch(const DraftBatch& batch) const {
@@ -157,7 +155,7 @@ DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
         else
           ops::rms_norm(src, 1, t, *w.fc_norm[size_t(p)], eps, dst, pool_);
       }
-    ops::matmul(fused, n, *w.fc, nullptr, x, pool_);
+    linear(fused, n, w.fc, x, pool_);
   } else {
     std::memcpy(x, batch.feature_parts[0], size_t(n * H) * sizeof(float));
   }

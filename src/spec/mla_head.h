@@ -29,7 +29,7 @@
 
 #include "io/mla_head_config.h"
 #include "models/mla.h"
-#include "models/moe.h"
+#include "models/ffn.h"
 #include "spec/draft_batch_check.h"
 #include "spec/draft_head.h"
 
@@ -39,7 +39,7 @@ class DeepseekV3Model;
 
 struct MlaHeadWeights {
   std::string layer_prefix;               // "layers.0.", "midlayer.", "model.layers.0." ...
-  const Tensor* fc = nullptr;             // [H, k * H_t]
+  LinearWeight fc;                        // fc.weight [H, k * H_t]
   std::vector<const Tensor*> fc_norm;     // k x [H_t], or empty
   const Tensor* attn_norm = nullptr;      // input_layernorm [H]
   const Tensor* hidden_norm = nullptr;    // hidden_norm [H]
