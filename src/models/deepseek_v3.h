@@ -17,6 +17,8 @@
 #include "io/deepseek_config.h"
 #include "io/weight_store.h"
 #include "models/mla.h"
+#include "models/batch_check.h"
+#include "models/forward_end.h"
 #include "models/forward_helpers.h"
 #include "models/model.h"
 #include "models/moe.h"
@@ -104,18 +106,18 @@ class DeepseekV3Model final : public Model {
   void set_mla_path(MlaPath path) { context_.path = path; }
 
  private:
-  void check_batch(const StepBatch& batch) const;
-
   DeepseekV3Config config_;
   WeightStore store_;
   DeepseekV3Weights weights_;
   ThreadPool& pool_;
   std::vector<float> inv_freq_;  // [qk_rope_head_dim / 2]
   DeepseekLayerContext context_;
+  CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)
 
   // Activations, reused across forwards.
-  ScratchBuffer x_, final_norm_, logits_in_, logits_;
+  ScratchBuffer x_;
   HiddenCapture capture_;  // ForwardOutput::hidden points into it
+  ForwardEnd end_;         // final norm, output head, logit rows
   std::vector<int64_t> positions_;
   DeepseekLayerScratch layer_scratch_;
 };

@@ -20,11 +20,10 @@ inline void fill_positions(std::span<const SequenceRows> sequences, int64_t n_ro
 
 class HiddenCapture {
  public:
-  // Points out.hidden at this capture's views, one per requested layer (no allocation once grown).
-  void begin(const StepBatch& batch, ForwardOutput& out) {
+  // One view per requested layer, filled by capture() (no allocation once grown).
+  void begin(const StepBatch& batch) {
     views_.resize(batch.capture_layers.size());
     if (buffers_.size() < views_.size()) buffers_.resize(views_.size());
-    out.hidden = views_;
   }
   // Copies x [n_rows, width] into every slot that asked for `layer`.
   void capture(const StepBatch& batch, int layer, const float* x, int64_t n_rows, int64_t width) {
@@ -35,6 +34,8 @@ class HiddenCapture {
       views_[i] = CapturedHidden{layer, dst};
     }
   }
+  // In the order of capture_layers (what ForwardOutput::hidden points at).
+  std::span<CapturedHidden> views() { return views_; }
 
  private:
   std::vector<ScratchBuffer> buffers_;

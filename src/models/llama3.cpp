@@ -1,11 +1,9 @@
 #include "models/llama3.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
 #include "models/rope_freqs.h"
-#include "models/forward_helpers.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -54,6 +52,7 @@ LlamaModel::LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool)
   inv_freq_ = llama3_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
   attn_shape_ = AttentionShape{config_.n_head, config_.n_head_kv, config_.head_dim,
                                float(1.0 / std::sqrt(double(config_.head_dim)))};
+  cache_fit_ = CacheFit{config_.n_layer, config_.n_head_kv * config_.head_dim, true, "this model"};
 }
 
 KvCache LlamaModel::make_kv_cache(int64_t capacity, KvDType dtype) const {
@@ -77,36 +76,12 @@ std::string LlamaModel::describe() const {
                  c.rope_scaling.enabled ? ", llama3 rope scaling" : "");
 }
 
-void LlamaModel::check_batch(const StepBatch& batch) const {
-  const int64_t n_tokens = int64_t(batch.token_ids.size());
-  int64_t next_row = 0;
-  for (const SequenceRows& seq : batch.sequences) {
-    AERIE_CHECK(seq.row_begin == next_row && seq.n_rows > 0 && seq.kv != nullptr,
-                "batch: sequences must cover the rows in order");
-    AERIE_CHECK(seq.kv->n_layer() == config_.n_layer && seq.kv->row_width() == config_.n_head_kv * config_.head_dim,
-                "batch: KV cache does not fit this model");
-    seq.kv->check_room(seq.n_rows);
-    next_row += seq.n_rows;
-  }
-  AERIE_CHECK(next_row == n_tokens, "batch: sequences cover ", next_row, " rows of ", n_tokens);
-  for (int64_t id : batch.token_ids)
-    AERIE_CHECK(id >= 0 && id < config_.n_vocab, "token id ", id, " is outside the vocabulary [0, ",
-                config_.n_vocab, ")");
-  for (int64_t r : batch.logit_rows) AERIE_CHECK(r >= 0 && r < n_tokens, "logit row ", r, " out of range");
-  for (int layer : batch.capture_layers)
-    AERIE_CHECK(layer == kFinalNormLayer || (layer >= 0 && layer <= config_.n_layer), "hidden layer ", layer,
-                " out of range [0, ", config_.n_layer, "]");
-}
-
 ForwardOutput LlamaModel::forward(const StepBatch& batch) {
-  check_batch(batch);
   const LlamaConfig& c = config_;
+  check_step_batch(batch, cache_fit_, c.n_vocab);
   const int64_t n_tokens = int64_t(batch.token_ids.size());
   const float eps = float(c.rms_norm_eps);
-  ForwardOutput out;
-  out.n_vocab = c.n_vocab;
-  out.n_embd = c.n_embd;
-  capture_.begin(batch, out);
+  capture_.begin(batch);
   fill_positions(batch.sequences, n_tokens, positions_);
 
   float* x = x_.reserve(n_tokens * c.n_embd);                  // [n_tokens, n_embd] residual stream
@@ -125,32 +100,9 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
     swiglu_ffn(cur, n_tokens, layer.mlp, ffn_scratch_, block_out, pool_);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
   }
-  capture_.capture(batch, int(c.n_layer), x, n_tokens, c.n_embd);
-  for (const SequenceRows& seq : batch.sequences) seq.kv->advance(seq.n_rows);
-
-  // The final norm runs on every row only when its output is captured; otherwise on the logit rows.
-  const int64_t n_logit_rows = int64_t(batch.logit_rows.size());
-  bool want_final_norm = false;
-  for (int layer : batch.capture_layers) want_final_norm |= layer == kFinalNormLayer;
-  float* logits_in = logits_in_.reserve(std::max<int64_t>(n_logit_rows, 1) * c.n_embd);  // [n_logit_rows, n_embd]
-  if (want_final_norm) {
-    ops::rms_norm(x, n_tokens, c.n_embd, *weights_.norm, eps, cur, pool_);
-    capture_.capture(batch, kFinalNormLayer, cur, n_tokens, c.n_embd);
-    for (int64_t i = 0; i < n_logit_rows; ++i)
-      std::memcpy(logits_in + i * c.n_embd, cur + batch.logit_rows[size_t(i)] * c.n_embd,
-                  size_t(c.n_embd) * sizeof(float));
-  } else {
-    for (int64_t i = 0; i < n_logit_rows; ++i)
-      ops::rms_norm(x + batch.logit_rows[size_t(i)] * c.n_embd, 1, c.n_embd, *weights_.norm, eps,
-                    logits_in + i * c.n_embd, pool_);
-  }
-  if (n_logit_rows > 0) {
-    float* logits = logits_.reserve(n_logit_rows * c.n_vocab);  // [n_logit_rows, n_vocab]
-    linear(logits_in, n_logit_rows, weights_.output, logits, pool_);
-    out.logits = logits;
-  }
-  out.n_logit_rows = n_logit_rows;
-  return out;
+  // The last layer's output (and its final norm) captured as asked, caches advanced, logits of the wanted rows.
+  return end_.finish_target(batch, x, c.n_embd, c.n_layer, OutputHead{weights_.norm, eps, weights_.output}, capture_,
+                            pool_);
 }
 
 }  // namespace aerie

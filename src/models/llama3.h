@@ -11,6 +11,8 @@
 #include "io/weight_store.h"
 #include "models/blocks.h"
 #include "models/ffn.h"
+#include "models/batch_check.h"
+#include "models/forward_end.h"
 #include "models/forward_helpers.h"
 #include "models/model.h"
 
@@ -58,18 +60,18 @@ class LlamaModel final : public Model {
   const WeightStore& store() const { return store_; }
 
  private:
-  void check_batch(const StepBatch& batch) const;
-
   LlamaConfig config_;
   WeightStore store_;
   LlamaWeights weights_;
   ThreadPool& pool_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   AttentionShape attn_shape_;
+  CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)
 
   // Activations, reused across forwards.
-  ScratchBuffer x_, cur_, block_out_, logits_in_, logits_;
+  ScratchBuffer x_, cur_, block_out_;
   HiddenCapture capture_;  // ForwardOutput::hidden points into it
+  ForwardEnd end_;         // final norm, output head, logit rows
   std::vector<int64_t> positions_;
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;
