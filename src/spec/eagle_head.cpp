@@ -22,7 +22,7 @@ EagleHead::EagleHead(EagleConfig config, WeightStore store, EagleKind kind, std:
   const LlamaConfig& c = config_.llama;
   inv_freq_ = llama3_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
   attn_shape_ = AttentionShape{c.n_head, c.n_head_kv, c.head_dim, float(1.0 / std::sqrt(double(c.head_dim)))};
-  cache_shape_ = {int64_t(weights_.layers.size()), c.n_head_kv * c.head_dim, true, "this head"};
+  cache_fit_ = {int64_t(weights_.layers.size()), c.n_head_kv * c.head_dim, true, "this head"};
   if (config_.yarn.enabled) set_yarn_rope(config_.yarn);
 }
 
@@ -83,10 +83,6 @@ std::string EagleHead::describe() const {
                  w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc.weight->dtype), projection_format(w.layers[0].attn.q));
 }
 
-void EagleHead::check_batch(const DraftBatch& batch) const {
-  check_draft_batch(batch, cache_shape_, config_.llama.n_vocab, target_layers_.size());
-}
-
 void EagleHead::eagle1_layers(float* x, int64_t n, const DraftBatch& batch) {
   const int64_t n_embd = config_.llama.n_embd;
   const float eps = float(config_.llama.rms_norm_eps);
@@ -133,7 +129,7 @@ void EagleHead::eagle3_layer(float* x, const float* emb, int64_t n, const DraftB
 }
 
 DraftOutput EagleHead::forward(const DraftBatch& batch) {
-  check_batch(batch);
+  check_draft_batch(batch, cache_fit_, config_.llama.n_vocab, target_layers_.size());
   const EagleWeights& w = weights_;
   const int64_t n = int64_t(batch.token_ids.size()), n_embd = config_.llama.n_embd;
   fill_positions(batch.sequences, n, positions_);
@@ -174,29 +170,11 @@ DraftOutput EagleHead::forward(const DraftBatch& batch) {
     }
     eagle3_layer(x, emb, n, batch);
   }
-  for (const SequenceRows& seq : batch.sequences) seq.kv->advance(seq.n_rows);
-
-  // Logits on the wanted rows: EAGLE-3 through its norm and own lm_head, EAGLE-1 straight through the
-  // target's lm_head.
-  DraftOutput out;
-  out.n_vocab = n_vocab();
-  out.n_embd = n_embd;
-  out.features = x;
-  out.n_logit_rows = int64_t(batch.logit_rows.size());
-  if (out.n_logit_rows > 0) {
-    float* logits_in = logits_in_.reserve(out.n_logit_rows * n_embd);  // [n_logit_rows, n_embd]
-    for (int64_t i = 0; i < out.n_logit_rows; ++i) {
-      const float* row = x + batch.logit_rows[size_t(i)] * n_embd;
-      if (w.norm != nullptr)
-        ops::rms_norm(row, 1, n_embd, *w.norm, float(config_.llama.rms_norm_eps), logits_in + i * n_embd, pool_);
-      else
-        std::memcpy(logits_in + i * n_embd, row, size_t(n_embd) * sizeof(float));
-    }
-    float* logits = logits_.reserve(out.n_logit_rows * out.n_vocab);  // [n_logit_rows, n_vocab]
-    linear(logits_in, out.n_logit_rows, w.output, logits, pool_);
-    out.logits = logits;
-  }
-  return out;
+  // Caches advanced; logits of the wanted rows: EAGLE-3 through its norm and own lm_head (over the draft
+  // vocabulary), EAGLE-1 straight through the target's lm_head (w.norm is null).
+  const LogitRows rows = end_.finish(batch.sequences, x, n_embd, batch.logit_rows,
+                                     OutputHead{w.norm, float(config_.llama.rms_norm_eps), w.output}, pool_);
+  return DraftOutput{rows.logits, rows.n_rows, rows.n_vocab, x, n_embd};
 }
 
 }  // namespace aerie

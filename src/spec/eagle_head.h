@@ -32,6 +32,7 @@
 #include "io/eagle_config.h"
 #include "models/blocks.h"
 #include "models/ffn.h"
+#include "models/forward_end.h"
 #include "spec/draft_batch_check.h"
 #include "spec/draft_head.h"
 
@@ -94,7 +95,6 @@ class EagleHead final : public DraftHead {
  private:
   // The rope of a head whose config has a YaRN rope_scaling (EagleConfig::yarn; see the header comment).
   void set_yarn_rope(const YarnRopeScaling& scaling);
-  void check_batch(const DraftBatch& batch) const;
   // x [n, n_embd] (the fc output or the fed-back feature) -> x after the decoder layer(s), in place.
   void eagle1_layers(float* x, int64_t n, const DraftBatch& batch);
   void eagle3_layer(float* x, const float* emb, int64_t n, const DraftBatch& batch);
@@ -107,10 +107,11 @@ class EagleHead final : public DraftHead {
   ThreadPool& pool_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   AttentionShape attn_shape_;
-  DraftCacheShape cache_shape_;  // what check_batch expects of a cache (built once: no string per forward)
+  CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)
 
   // Activations, reused across forwards (grown only when a batch is larger than any before).
-  ScratchBuffer fused_, x_, emb_, cur_, attn_in_, block_out_, logits_in_, logits_;
+  ScratchBuffer fused_, x_, emb_, cur_, attn_in_, block_out_;
+  ForwardEnd end_;  // caches advanced, norm, output head, logit rows
   std::vector<int64_t> positions_;
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;

@@ -93,7 +93,7 @@ MlaEagleHead::MlaEagleHead(MlaHeadConfig config, WeightStore store, std::vector<
   const DeepseekV3Config& c = config_.attn;
   inv_freq_ = yarn_inv_freq(c.qk_rope_head_dim, c.rope_theta, c.rope_scaling);
   mla_shape_ = deepseek_mla_shape(c);
-  cache_shape_ = {1, c.kv_cache_width(), false, "this MLA head (needs KvCache::latent with one layer)"};
+  cache_fit_ = {1, c.kv_cache_width(), false, "this MLA head (needs KvCache::latent with one layer)"};
 }
 
 KvCache MlaEagleHead::make_kv_cache(int64_t capacity, KvDType dtype) const {
@@ -130,12 +130,8 @@ std::string MlaEagleHead::describe() const {
                  ", names ", weights_.layer_prefix, "*, ", dtype_name(weights_.fc.weight->dtype));
 }
 
-void MlaEagleHead::check_batch(const DraftBatch& batch) const {
-  check_draft_batch(batch, cache_shape_, config_.attn.n_vocab, target_layers_.size());
-}
-
 DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
-  check_batch(batch);
+  check_draft_batch(batch, cache_fit_, config_.attn.n_vocab, target_layers_.size());
   const MlaHeadWeights& w = weights_;
   const int64_t n = int64_t(batch.token_ids.size()), H = config_.attn.n_embd;
   const float eps = float(config_.attn.rms_norm_eps);
@@ -175,30 +171,11 @@ DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
   ops::rms_norm(x, n, H, *w.ffn_norm, eps, cur, pool_);
   swiglu_ffn(cur, n, w.mlp, ffn_scratch_, block_out, pool_);
   ops::add_inplace(x, block_out, n * H);
-  for (const SequenceRows& seq : batch.sequences) seq.kv->advance(seq.n_rows);
-
-  DraftOutput out;
-  out.n_vocab = n_vocab();
-  out.n_embd = H;
-  if (config_.norm_output) {
-    ops::rms_norm(x, n, H, *w.norm, eps, x, pool_);  // the fed-back feature is the normed state
-  }
-  out.features = x;
-  out.n_logit_rows = int64_t(batch.logit_rows.size());
-  if (out.n_logit_rows > 0) {
-    float* logits_in = logits_in_.reserve(out.n_logit_rows * H);  // [n_logit_rows, H]
-    for (int64_t i = 0; i < out.n_logit_rows; ++i) {
-      const float* row = x + batch.logit_rows[size_t(i)] * H;
-      if (config_.norm_output)
-        std::memcpy(logits_in + i * H, row, size_t(H) * sizeof(float));
-      else
-        ops::rms_norm(row, 1, H, *w.norm, eps, logits_in + i * H, pool_);
-    }
-    float* logits = logits_.reserve(out.n_logit_rows * out.n_vocab);  // [n_logit_rows, draft vocab]
-    linear(logits_in, out.n_logit_rows, w.output, logits, pool_);
-    out.logits = logits;
-  }
-  return out;
+  // With norm_output the fed-back feature is the normed state, and the rows enter lm_head as they are.
+  if (config_.norm_output) ops::rms_norm(x, n, H, *w.norm, eps, x, pool_);
+  const LogitRows rows = end_.finish(batch.sequences, x, H, batch.logit_rows,
+                                     OutputHead{config_.norm_output ? nullptr : w.norm, eps, w.output}, pool_);
+  return DraftOutput{rows.logits, rows.n_rows, rows.n_vocab, x, H};  // logits over the draft vocabulary
 }
 
 }  // namespace aerie

@@ -30,6 +30,7 @@
 #include "io/mla_head_config.h"
 #include "models/mla.h"
 #include "models/ffn.h"
+#include "models/forward_end.h"
 #include "spec/draft_batch_check.h"
 #include "spec/draft_head.h"
 
@@ -79,8 +80,6 @@ class MlaEagleHead final : public DraftHead {
   void set_mla_path(MlaPath path) { path_ = path; }
 
  private:
-  void check_batch(const DraftBatch& batch) const;
-
   MlaHeadConfig config_;
   WeightStore store_;
   MlaHeadWeights weights_;
@@ -90,9 +89,10 @@ class MlaEagleHead final : public DraftHead {
   std::vector<float> inv_freq_;  // [qk_rope_head_dim / 2]
   MlaShape mla_shape_;
   MlaPath path_ = MlaPath::kAuto;
-  DraftCacheShape cache_shape_;  // what check_batch expects of a cache (built once: no string per forward)
+  CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)
 
-  ScratchBuffer fused_, x_, emb_, cur_, attn_in_, block_out_, logits_in_, logits_;
+  ScratchBuffer fused_, x_, emb_, cur_, attn_in_, block_out_;
+  ForwardEnd end_;  // caches advanced, norm, lm_head, logit rows
   std::vector<int64_t> positions_;
   MlaScratch mla_scratch_;
   FfnScratch ffn_scratch_;

@@ -42,7 +42,7 @@ MtpWeights bind_mtp_weights(const DeepseekV3Model& target) {
 MtpDrafter::MtpDrafter(const DeepseekV3Model& target, ThreadPool& pool)
     : config_(target.config()), weights_(bind_mtp_weights(target)), pool_(pool), inv_freq_(target.rope_inv_freq()) {
   context_ = deepseek_layer_context(config_, inv_freq_);
-  cache_shape_ = {1, config_.kv_cache_width(), false, "the MTP layer (needs KvCache::latent with one layer)"};
+  cache_fit_ = {1, config_.kv_cache_width(), false, "the MTP layer (needs KvCache::latent with one layer)"};
 }
 
 KvCache MtpDrafter::make_kv_cache(int64_t capacity, KvDType dtype) const {
@@ -73,12 +73,8 @@ std::string MtpDrafter::describe() const {
                  "), fed back: the layer output before shared_head.norm");
 }
 
-void MtpDrafter::check_batch(const DraftBatch& batch) const {
-  check_draft_batch(batch, cache_shape_, config_.n_vocab, 1);
-}
-
 DraftOutput MtpDrafter::forward(const DraftBatch& batch) {
-  check_batch(batch);
+  check_draft_batch(batch, cache_fit_, config_.n_vocab, 1);
   const MtpWeights& w = weights_;
   const int64_t n = int64_t(batch.token_ids.size()), H = config_.n_embd;
   const float eps = float(config_.rms_norm_eps);
@@ -96,22 +92,10 @@ DraftOutput MtpDrafter::forward(const DraftBatch& batch) {
   for (int64_t r = 0; r < n; ++r) std::memcpy(fused + r * 2 * H + H, cur + r * H, size_t(H) * sizeof(float));
   linear(fused, n, w.eh_proj, x, pool_);
   deepseek_decoder_layer(x, n, batch.sequences, positions_.data(), 0, w.block, context_, layer_scratch_, pool_);
-  for (const SequenceRows& seq : batch.sequences) seq.kv->advance(seq.n_rows);
-
-  DraftOutput out;
-  out.n_vocab = config_.n_vocab;
-  out.n_embd = H;
-  out.features = x;
-  out.n_logit_rows = int64_t(batch.logit_rows.size());
-  if (out.n_logit_rows > 0) {
-    float* logits_in = logits_in_.reserve(out.n_logit_rows * H);  // [n_logit_rows, H]
-    for (int64_t i = 0; i < out.n_logit_rows; ++i)
-      ops::rms_norm(x + batch.logit_rows[size_t(i)] * H, 1, H, *w.head_norm, eps, logits_in + i * H, pool_);
-    float* logits = logits_.reserve(out.n_logit_rows * out.n_vocab);  // [n_logit_rows, n_vocab]
-    linear(logits_in, out.n_logit_rows, w.head, logits, pool_);
-    out.logits = logits;
-  }
-  return out;
+  // Caches advanced; logits of the wanted rows = shared_head.head(shared_head.norm(u)).
+  const LogitRows rows =
+      end_.finish(batch.sequences, x, H, batch.logit_rows, OutputHead{w.head_norm, eps, w.head}, pool_);
+  return DraftOutput{rows.logits, rows.n_rows, rows.n_vocab, x, H};
 }
 
 }  // namespace aerie

@@ -63,17 +63,16 @@ class MtpDrafter final : public DraftHead {
   void set_mla_path(MlaPath path) { context_.path = path; }
 
  private:
-  void check_batch(const DraftBatch& batch) const;
-
   const DeepseekV3Config& config_;
   MtpWeights weights_;
   ThreadPool& pool_;
   std::vector<int> target_layers_{kFinalNormLayer};
   std::vector<float> inv_freq_;
   DeepseekLayerContext context_;
-  DraftCacheShape cache_shape_;  // what check_batch expects of a cache (built once: no string per forward)
+  CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)
 
-  ScratchBuffer x_, emb_, cur_, fused_, logits_in_, logits_;
+  ScratchBuffer x_, emb_, cur_, fused_;
+  ForwardEnd end_;  // caches advanced, shared_head, logit rows
   std::vector<int64_t> positions_;
   DeepseekLayerScratch layer_scratch_;
 };
