@@ -1,6 +1,7 @@
 #include "spec/eagle_head.h"
 #include "models/forward_helpers.h"
 #include "spec/draft_batch_check.h"
+#include "spec/head_inputs.h"
 
 #include <cmath>
 #include <cstring>
@@ -112,12 +113,7 @@ void EagleHead::eagle3_layer(float* x, const float* emb, int64_t n, const DraftB
   float* cur = cur_.reserve(n * n_embd);                   // [n, n_embd]
   float* attn_in = attn_in_.reserve(n * 2 * n_embd);       // [n, 2 * n_embd]: [normed embedding | normed feature]
   float* block_out = block_out_.reserve(n * n_embd);       // [n, n_embd]
-  ops::rms_norm(emb, n, n_embd, *layer.attn_norm, eps, cur, pool_);
-  for (int64_t r = 0; r < n; ++r)
-    std::memcpy(attn_in + r * 2 * n_embd, cur + r * n_embd, size_t(n_embd) * sizeof(float));
-  ops::rms_norm(x, n, n_embd, *layer.hidden_norm, eps, cur, pool_);
-  for (int64_t r = 0; r < n; ++r)
-    std::memcpy(attn_in + r * 2 * n_embd + n_embd, cur + r * n_embd, size_t(n_embd) * sizeof(float));
+  concat_normed_pair(emb, layer.attn_norm, x, layer.hidden_norm, n, n_embd, eps, cur, attn_in, pool_);
   // The residual is the un-normalised feature (or, in the norm_before_residual variant, the normed one).
   if (config_.norm_before_residual) std::memcpy(x, cur, size_t(n * n_embd) * sizeof(float));
   gqa_attention(attn_in, n, batch.sequences, positions_.data(), 0, layer.attn, attn_shape_, inv_freq_.data(),
@@ -140,34 +136,12 @@ DraftOutput EagleHead::forward(const DraftBatch& batch) {
   if (w.kind == EagleKind::kEagle1) {
     // fc over [embedding | feature]: [n, 2 * n_embd] -> [n, n_embd].
     float* fused = fused_.reserve(n * 2 * n_embd);
-    for (int64_t r = 0; r < n; ++r) {
-      std::memcpy(fused + r * 2 * n_embd, emb + r * n_embd, size_t(n_embd) * sizeof(float));
-      std::memcpy(fused + r * 2 * n_embd + n_embd, batch.feature_parts[0] + r * n_embd, size_t(n_embd) * sizeof(float));
-    }
+    concat_normed_pair(emb, nullptr, batch.feature_parts[0], nullptr, n, n_embd, 0.0f, nullptr, fused, pool_);
     linear(fused, n, w.fc, x, pool_, w.fc_bias);
     eagle1_layers(x, n, batch);
   } else {
-    if (batch.source == FeatureSource::kTarget) {
-      // fc over the target's layers side by side: [n, k * target_n_embd] -> [n, n_embd].
-      const int64_t k = int64_t(batch.feature_parts.size()), width = k * target_n_embd_;
-      const float* in = batch.feature_parts[0];
-      if (k > 1 || !w.fc_norm.empty()) {
-        float* fused = fused_.reserve(n * width);
-        for (int64_t r = 0; r < n; ++r)
-          for (int64_t p = 0; p < k; ++p) {
-            const float* src = batch.feature_parts[size_t(p)] + r * target_n_embd_;
-            float* dst = fused + r * width + p * target_n_embd_;
-            if (w.fc_norm.empty())
-              std::memcpy(dst, src, size_t(target_n_embd_) * sizeof(float));
-            else
-              ops::rms_norm(src, 1, target_n_embd_, *w.fc_norm[size_t(p)], float(config_.llama.rms_norm_eps), dst, pool_);
-          }
-        in = fused;
-      }
-      linear(in, n, w.fc, x, pool_);
-    } else {
-      std::memcpy(x, batch.feature_parts[0], size_t(n * n_embd) * sizeof(float));
-    }
+    // g = fc(target layers side by side) [n, n_embd], or the fed-back feature.
+    fuse_target_features(batch, target_n_embd_, w.fc, w.fc_norm, float(config_.llama.rms_norm_eps), fused_, x, pool_);
     eagle3_layer(x, emb, n, batch);
   }
   // Caches advanced; logits of the wanted rows: EAGLE-3 through its norm and own lm_head (over the draft

@@ -1,6 +1,7 @@
 #include "spec/mla_head.h"
 #include "models/forward_helpers.h"
 #include "spec/draft_batch_check.h"
+#include "spec/head_inputs.h"
 
 #include <cmath>
 #include <cstring>
@@ -138,32 +139,15 @@ DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
   fill_positions(batch.sequences, n, positions_);
 
   float* x = x_.reserve(n * H);  // [n, H] residual stream; ends as the head's feature
-  if (batch.source == FeatureSource::kTarget) {
-    // fc over the (optionally normalised) target parts side by side: [n, k * H_t] -> [n, H].
-    const int64_t k = int64_t(batch.feature_parts.size()), t = target_n_embd_, width = k * t;
-    float* fused = fused_.reserve(n * width);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t p = 0; p < k; ++p) {
-        const float* src = batch.feature_parts[size_t(p)] + r * t;
-        float* dst = fused + r * width + p * t;
-        if (w.fc_norm.empty())
-          std::memcpy(dst, src, size_t(t) * sizeof(float));
-        else
-          ops::rms_norm(src, 1, t, *w.fc_norm[size_t(p)], eps, dst, pool_);
-      }
-    linear(fused, n, w.fc, x, pool_);
-  } else {
-    std::memcpy(x, batch.feature_parts[0], size_t(n * H) * sizeof(float));
-  }
+  // g = fc over the (optionally normalised) target parts side by side [n, k * H_t] -> [n, H], or the
+  // fed-back feature.
+  fuse_target_features(batch, target_n_embd_, w.fc, w.fc_norm, eps, fused_, x, pool_);
   float* emb = emb_.reserve(n * H);            // [n, H]
   float* cur = cur_.reserve(n * H);            // [n, H]
   float* attn_in = attn_in_.reserve(n * 2 * H);  // [n, 2H]: [normed embedding | normed feature]
   float* block_out = block_out_.reserve(n * H);  // [n, H]
   ops::embedding(*w.embed, batch.token_ids.data(), n, emb);
-  ops::rms_norm(emb, n, H, *w.attn_norm, eps, cur, pool_);
-  for (int64_t r = 0; r < n; ++r) std::memcpy(attn_in + r * 2 * H, cur + r * H, size_t(H) * sizeof(float));
-  ops::rms_norm(x, n, H, *w.hidden_norm, eps, cur, pool_);
-  for (int64_t r = 0; r < n; ++r) std::memcpy(attn_in + r * 2 * H + H, cur + r * H, size_t(H) * sizeof(float));
+  concat_normed_pair(emb, w.attn_norm, x, w.hidden_norm, n, H, eps, cur, attn_in, pool_);
   if (config_.norm_before_residual) std::memcpy(x, cur, size_t(n * H) * sizeof(float));
   mla_attention(attn_in, n, batch.sequences, positions_.data(), 0, w.attn, mla_shape_, inv_freq_.data(), path_,
                 mla_scratch_, block_out, pool_);

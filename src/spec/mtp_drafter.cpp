@@ -1,8 +1,7 @@
 #include "spec/mtp_drafter.h"
 #include "models/forward_helpers.h"
 #include "spec/draft_batch_check.h"
-
-#include <cstring>
+#include "spec/head_inputs.h"
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -86,10 +85,7 @@ DraftOutput MtpDrafter::forward(const DraftBatch& batch) {
   float* fused = fused_.reserve(n * 2 * H);  // [n, 2H]: [enorm(embedding) | hnorm(feature)]
   float* x = x_.reserve(n * H);              // [n, H] the layer's residual stream; ends as the feature
   ops::embedding(*w.embed, batch.token_ids.data(), n, emb);
-  ops::rms_norm(emb, n, H, *w.enorm, eps, cur, pool_);
-  for (int64_t r = 0; r < n; ++r) std::memcpy(fused + r * 2 * H, cur + r * H, size_t(H) * sizeof(float));
-  ops::rms_norm(batch.feature_parts[0], n, H, *w.hnorm, eps, cur, pool_);
-  for (int64_t r = 0; r < n; ++r) std::memcpy(fused + r * 2 * H + H, cur + r * H, size_t(H) * sizeof(float));
+  concat_normed_pair(emb, w.enorm, batch.feature_parts[0], w.hnorm, n, H, eps, cur, fused, pool_);
   linear(fused, n, w.eh_proj, x, pool_);
   deepseek_decoder_layer(x, n, batch.sequences, positions_.data(), 0, w.block, context_, layer_scratch_, pool_);
   // Caches advanced; logits of the wanted rows = shared_head.head(shared_head.norm(u)).
