@@ -15,9 +15,9 @@ namespace aerie {
 // What a model or head expects of every sequence's cache.
 struct CacheFit {
   int64_t n_layer = 1;
-  int64_t row_width = 0;   // values per position per layer (n_head_kv * head_dim, or the latent width)
-  bool values = true;      // false: the latent (MLA) layout, keys only
-  std::string what;        // in "KV cache does not fit <what>"
+  int64_t row_width = 0;  // values per position per layer (n_head_kv * head_dim, or the latent width)
+  bool values = true;     // false: the latent (MLA) layout, keys only
+  std::string what;       // in "KV cache does not fit <what>"
 };
 
 // token_ids [n_tokens]; sequences cover rows 0..n_tokens in order; logit_rows ascending.

@@ -15,10 +15,8 @@ LogitRows ForwardEnd::finish(std::span<const SequenceRows> sequences, const floa
   float* head_in = head_in_.reserve(out.n_rows * n_embd);  // [n_rows, n_embd]
   for (int64_t i = 0; i < out.n_rows; ++i) {
     const float* row = x + logit_rows[size_t(i)] * n_embd;
-    if (head.norm != nullptr)
-      ops::rms_norm(row, 1, n_embd, *head.norm, head.eps, head_in + i * n_embd, pool);
-    else
-      std::memcpy(head_in + i * n_embd, row, size_t(n_embd) * sizeof(float));
+    if (head.norm != nullptr) ops::rms_norm(row, 1, n_embd, *head.norm, head.eps, head_in + i * n_embd, pool);
+    else std::memcpy(head_in + i * n_embd, row, size_t(n_embd) * sizeof(float));
   }
   float* logits = logits_.reserve(out.n_rows * out.n_vocab);  // [n_rows, n_vocab]
   linear(head_in, out.n_rows, head.output, logits, pool);
@@ -42,8 +40,8 @@ ForwardOutput ForwardEnd::finish_target(const StepBatch& batch, const float* x, 
     rows_in = normed;
     rows_norm = nullptr;
   }
-  const LogitRows rows =
-      finish(batch.sequences, rows_in, n_embd, batch.logit_rows, OutputHead{rows_norm, head.eps, head.output}, pool);
+  const LogitRows rows = finish(batch.sequences, rows_in, n_embd, batch.logit_rows,
+                                OutputHead{rows_norm, head.eps, head.output}, pool);
   ForwardOutput out;
   out.logits = rows.logits;
   out.n_logit_rows = rows.n_rows;

@@ -81,7 +81,8 @@ std::string EagleHead::describe() const {
                  ", heads ", c.n_head, "/", c.n_head_kv, " x ", c.head_dim, ", rope_theta ", c.rope_theta,
                  ", target layers {", layers, "}, vocab ", n_vocab(), reduced_vocab() ? " (reduced, d2t)" : "",
                  w.kind == EagleKind::kEagle3 ? ", names " + w.layer_prefix + "*" : std::string(),
-                 w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc.weight->dtype), projection_format(w.layers[0].attn.q));
+                 w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc.weight->dtype),
+                 projection_format(w.layers[0].attn.q));
 }
 
 void EagleHead::eagle1_layers(float* x, int64_t n, const DraftBatch& batch) {

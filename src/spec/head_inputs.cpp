@@ -23,10 +23,8 @@ void fuse_target_features(const DraftBatch& batch, int64_t target_n_embd, const 
       for (int64_t p = 0; p < k; ++p) {
         const float* src = batch.feature_parts[size_t(p)] + r * target_n_embd;
         float* dst = concat + r * width + p * target_n_embd;
-        if (fc_norm.empty())
-          std::memcpy(dst, src, size_t(target_n_embd) * sizeof(float));
-        else
-          ops::rms_norm(src, 1, target_n_embd, *fc_norm[size_t(p)], eps, dst, pool);
+        if (fc_norm.empty()) std::memcpy(dst, src, size_t(target_n_embd) * sizeof(float));
+        else ops::rms_norm(src, 1, target_n_embd, *fc_norm[size_t(p)], eps, dst, pool);
       }
     in = concat;
   }

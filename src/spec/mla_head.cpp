@@ -127,8 +127,8 @@ std::string MlaEagleHead::describe() const {
                  ", ", c.q_lora_rank > 0 ? str_cat("q_lora ", c.q_lora_rank) : std::string("q_proj"), ", kv_lora ",
                  c.kv_lora_rank, " nope/rope/v ", c.qk_nope_head_dim, "/", c.qk_rope_head_dim, "/", c.v_head_dim,
                  c.rope_scaling.enabled ? ", YaRN" : "", ", target layers {", layers, "}, vocab ", n_vocab(),
-                 reduced_vocab() ? " (reduced, d2t)" : "", weights_.fc_norm.empty() ? "" : ", fc_norm",
-                 ", names ", weights_.layer_prefix, "*, ", dtype_name(weights_.fc.weight->dtype));
+                 reduced_vocab() ? " (reduced, d2t)" : "", weights_.fc_norm.empty() ? "" : ", fc_norm", ", names ",
+                 weights_.layer_prefix, "*, ", dtype_name(weights_.fc.weight->dtype));
 }
 
 DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {

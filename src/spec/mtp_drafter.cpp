@@ -89,8 +89,8 @@ DraftOutput MtpDrafter::forward(const DraftBatch& batch) {
   linear(fused, n, w.eh_proj, x, pool_);
   deepseek_decoder_layer(x, n, batch.sequences, positions_.data(), 0, w.block, context_, layer_scratch_, pool_);
   // Caches advanced; logits of the wanted rows = shared_head.head(shared_head.norm(u)).
-  const LogitRows rows =
-      end_.finish(batch.sequences, x, H, batch.logit_rows, OutputHead{w.head_norm, eps, w.head}, pool_);
+  const LogitRows rows = end_.finish(batch.sequences, x, H, batch.logit_rows, OutputHead{w.head_norm, eps, w.head},
+                                     pool_);
   return DraftOutput{rows.logits, rows.n_rows, rows.n_vocab, x, H};
 }
 

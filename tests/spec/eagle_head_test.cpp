@@ -103,7 +103,8 @@ TEST_P(EagleGolden, TeacherForcedLogitsAndFeaturesMatchReference) {
   ASSERT_NE(eagle, nullptr);
   // Measured: ~5e-6 when target and head are float32, ~4e-5 over a bf16 target (the target's own
   // float32-vs-float64 error, which its golden test bounds by 2e-4).
-  const bool all_f32 = eagle->weights().fc.weight->dtype == DType::kF32 && c.target->token_embedding().dtype == DType::kF32;
+  const bool all_f32 = eagle->weights().fc.weight->dtype == DType::kF32 &&
+                       c.target->token_embedding().dtype == DType::kF32;
   const double tolerance = all_f32 ? 2e-5 : 2e-4;
   EXPECT_LT(relative_max_error(out.logits, ref_logits), tolerance);
   EXPECT_LT(relative_max_error(out.features, ref_features), tolerance);
