@@ -28,8 +28,8 @@
 
 namespace aerie {
 
-// Drafts a decoding sequence may make this step at `k_step`: the round after it verifies 1 + K rows, which
-// must not run past max_tokens or `max_length`.
+// Drafts a decoding sequence may make this step at `k_step` (or at its own adaptive K when lower): the
+// round after it verifies 1 + K rows, which must not run past max_tokens or `max_length`.
 int64_t drafts_allowed(const Sequence& seq, int64_t k_step, int64_t max_length);
 
 class DraftRunner {

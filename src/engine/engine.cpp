@@ -55,6 +55,10 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
     max_k = config.spec.num_speculative_tokens;
     for (const auto& r : config.k_by_batch_size.ranges) max_k = std::max(max_k, r.k);
     AERIE_CHECK(max_k <= 32, "draft tokens by batch size: K must be at most 32, got ", max_k);
+    AERIE_CHECK(!config.spec.adaptive_k || config.k_by_batch_size.ranges.empty(),
+                "adaptive K (auto) and K by batch size exclude each other");
+    if (config.spec.adaptive_k)
+      adaptive_k_ = std::make_unique<AdaptiveK>(max_k, config.max_batch_tokens, plan_.max_length);
   }
   if (draft) {
     draft_store_ = std::make_unique<KvStore>(dg.n_layer, dg.row_width, plan_.n_blocks, config.block_size, dg.values,
@@ -252,11 +256,14 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     for (size_t i = 0; i < plan.size(); ++i) run(plan.subspan(i, 1), first + i);
     return;
   }
-  int64_t prefilled = 0, generated = 0;
+  int64_t prefilled = 0, generated = 0, rows = 0;
+  bool decode_only = true;  // a step whose forward times verification (or plain decoding) by its rows
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& seq = *plan[i].seq;
     StepResult& result = results_[first + i];
     const bool prefilling = seq.prefilling();
+    decode_only = decode_only && !prefilling;
+    rows += plan[i].n_rows;
     try {
       verifier_->run(seq, plan[i].n_rows, out_.logits + input_.logit_begin[i] * out_.n_vocab, result);
       scheduler_->update(seq, result);
@@ -267,6 +274,13 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     }
     if (prefilling) prefilled += plan[i].n_rows;
     generated += int64_t(result.tokens.size());
+    if (!prefilling && (draft_ || token_drafter_)) {
+      if (result.n_drafts == 0) ++seq.spec.plain_rounds;
+      std::lock_guard<std::mutex> lock(metrics_mutex_);
+      metrics_.draft_tokens_per_step.observe(double(result.n_drafts));
+      if (result.n_drafts == 0) ++metrics_.spec.plain_rounds;
+    }
+    if (adaptive_k_ && result.n_drafts > 0) adaptive_k_->observe_round(seq, result.n_drafts, result.n_accepted);
     if (result.n_drafts > 0) {
       seq.spec.record(result.n_drafts, result.n_accepted);
       seq.spec.relaxed_accepted += result.n_relaxed;
@@ -287,6 +301,12 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   // Step time, charged to each sequence's speculation figures (the time its tokens waited on).
   const double verify_s = std::chrono::duration<double>(t1 - t0).count();
   const double draft_s = std::chrono::duration<double>(t2 - t1).count();
+  if (adaptive_k_) {
+    if (decode_only) adaptive_k_->observe_forward(rows, verify_s);
+    size_t passes = 0;  // the drafter's passes: as many as the deepest chain
+    for (const ScheduledRows& r : plan) passes = std::max(passes, r.seq->drafts.size());
+    adaptive_k_->observe_draft(int64_t(passes), draft_s);
+  }
   for (const ScheduledRows& r : plan) {
     r.seq->spec.verify_seconds += verify_s;
     r.seq->spec.draft_seconds += draft_s;
@@ -299,8 +319,13 @@ int64_t Engine::draft_k_step() const {
   return config_.k_by_batch_size.k_for(decoding, config_.spec.num_speculative_tokens);
 }
 
+int64_t Engine::choose_k_step(std::span<const ScheduledRows> plan, size_t first) {
+  if (!adaptive_k_) return draft_k_step();
+  return adaptive_k_->choose(plan, std::span<const StepResult>(results_).subspan(first, plan.size()));
+}
+
 void Engine::run_token_draft(std::span<const ScheduledRows> plan, size_t first) {
-  const int64_t k_step = draft_k_step();
+  const int64_t k_step = choose_k_step(plan, first);
   for (size_t i = 0; i < plan.size(); ++i) {
     const StepResult& r = results_[first + i];
     if (r.finish != FinishReason::kNone || r.n_new_positions == 0) continue;
@@ -313,7 +338,7 @@ void Engine::run_token_draft(std::span<const ScheduledRows> plan, size_t first) 
 }
 
 void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
-  const int64_t k_step = draft_k_step();
+  const int64_t k_step = choose_k_step(plan, first);
   new_positions_.resize(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
     const StepResult& r = results_[first + i];

@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/adaptive_k.h"
 #include "engine/draft_runner.h"
 #include "engine/draft_tokens.h"
 #include "engine/memory_plan.h"
@@ -112,6 +113,9 @@ class Engine {
   void run_draft(std::span<const ScheduledRows> plan, size_t first);
   void run_token_draft(std::span<const ScheduledRows> plan, size_t first);
   int64_t draft_k_step() const;  // K this step, by the number of decoding sequences
+  // K this step for plan's sequences after results_[first..]: adaptive (each sequence's own K set, the
+  // largest returned) or draft_k_step().
+  int64_t choose_k_step(std::span<const ScheduledRows> plan, size_t first);
   void fail(size_t i, const std::string& what, const std::exception& e);
   void post_events(const std::vector<ScheduledRows>& plan);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
@@ -131,6 +135,7 @@ class Engine {
   std::unique_ptr<Verifier> verifier_;
   std::unique_ptr<DraftRunner> drafter_;  // null without a draft head
   std::unique_ptr<TokenDraftRunner> token_drafter_;  // null without a token drafter
+  std::unique_ptr<AdaptiveK> adaptive_k_;  // null unless config.spec.adaptive_k (with a drafter)
 
   mutable std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;

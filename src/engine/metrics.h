@@ -49,6 +49,9 @@ struct EngineMetrics {
   Histogram e2e_request_latency, time_per_output_token;
   Histogram request_prompt_tokens{Histogram::one_two_five_bounds(1 << 20)};
   Histogram request_generation_tokens{Histogram::one_two_five_bounds(1 << 20)};
+  // With a drafter: drafts verified per decoding sequence and step (K; 0 for a plain step), which
+  // --num-speculative-tokens auto chooses per sequence.
+  Histogram draft_tokens_per_step{{0, 1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}};
   double prefix_hit_rate() const {
     return prefix_block_lookups > 0 ? double(prefix_block_hits) / double(prefix_block_lookups) : 0.0;
   }

@@ -15,6 +15,7 @@
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
 #include "sched/request.h"
+#include "spec/adaptive_k.h"
 #include "spec/drafter.h"
 
 namespace aerie {
@@ -49,6 +50,7 @@ struct Sequence {
   std::vector<float> deferred_features;
   int64_t deferred_rows = 0;
   bool speculation_off = false;
+  AdaptiveKState adaptive;  // --num-speculative-tokens auto: its acceptance and chosen K (spec/adaptive_k.h)
   bool thinking = false;  // inside the thinking phase (relaxed acceptance): options, then the tokens emitted
   SpecStats spec;
 

@@ -16,7 +16,10 @@ enum class DraftProposal {
 };
 
 struct SpecOptions {
-  int64_t num_speculative_tokens = 3;  // K
+  int64_t num_speculative_tokens = 3;  // K; with adaptive_k the most a sequence drafts
+  // --num-speculative-tokens auto: K chosen per sequence and round in 0..num_speculative_tokens from the
+  // measured acceptance and step costs (spec/adaptive_k.h, engine/adaptive_k.h).
+  bool adaptive_k = false;
   DraftProposal proposal = DraftProposal::kSampled;
   // In [0, 1]: synthetic acceptance for performance tests (output is not the target's). Negative: off.
   double synthetic_acceptance = -1.0;

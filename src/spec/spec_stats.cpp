@@ -20,6 +20,7 @@ void SpecStats::add(const SpecStats& other) {
   draft_tokens += other.draft_tokens;
   accepted_tokens += other.accepted_tokens;
   relaxed_accepted += other.relaxed_accepted;
+  plain_rounds += other.plain_rounds;
   if (proposed_at.size() < other.proposed_at.size()) {
     proposed_at.resize(other.proposed_at.size(), 0);
     accepted_at.resize(other.accepted_at.size(), 0);
@@ -45,6 +46,11 @@ std::vector<double> SpecStats::acceptance_per_position() const {
   for (size_t i = 0; i < out.size(); ++i)
     out[i] = proposed_at[i] > 0 ? double(accepted_at[i]) / double(proposed_at[i]) : 0.0;
   return out;
+}
+
+double SpecStats::mean_draft_tokens() const {
+  const int64_t steps = rounds + plain_rounds;
+  return steps > 0 ? double(draft_tokens) / double(steps) : 0.0;
 }
 
 }  // namespace aerie

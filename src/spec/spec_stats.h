@@ -12,6 +12,7 @@ struct SpecStats {
   int64_t draft_tokens = 0;     // drafts proposed (and verified)
   int64_t accepted_tokens = 0;  // drafts accepted
   int64_t relaxed_accepted = 0;  // of them, taken by relaxed thinking acceptance (lossy; 0 when off)
+  int64_t plain_rounds = 0;     // decode steps that carried no draft (K = 0, or a token drafter's miss)
   std::vector<int64_t> proposed_at;  // [K] drafts verified at position i of a chain
   std::vector<int64_t> accepted_at;  // [K] drafts accepted at position i
   double draft_seconds = 0;     // time in the head (all draft steps)
@@ -23,6 +24,7 @@ struct SpecStats {
   // 1 + accepted / rounds: tokens produced per target forward.
   double mean_acceptance_length() const;
   double acceptance_rate() const;                       // accepted / drafted
+  double mean_draft_tokens() const;                     // drafted / all decode steps (rounds + plain_rounds)
   std::vector<double> acceptance_per_position() const;  // accepted_at[i] / proposed_at[i]
 };
 

@@ -1,0 +1,60 @@
+#include "engine/adaptive_k.h"
+
+#include <algorithm>
+
+#include "engine/draft_runner.h"
+
+namespace aerie {
+
+namespace {
+constexpr double kEngineWideDecay = 0.98;  // per round of any sequence: ~50 rounds of memory
+}  // namespace
+
+AdaptiveK::AdaptiveK(int64_t k_max, int64_t max_rows, int64_t max_length)
+    : k_max_(std::min(k_max, kMaxAdaptiveK)), max_length_(max_length), costs_(max_rows) {}
+
+void AdaptiveK::observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepted) {
+  seq.adaptive.acceptance.observe(n_drafts, n_accepted);
+  engine_wide_.observe(n_drafts, n_accepted, kEngineWideDecay);
+}
+
+void AdaptiveK::observe_draft(int64_t passes, double seconds) {
+  if (passes > 0) costs_.observe_draft_pass(seconds / double(passes));
+}
+
+int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results) {
+  seqs_.clear();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& seq = *plan[i].seq;
+    seq.adaptive.k = -1;  // drafts_allowed() below without this step's choice
+    const StepResult& r = results[i];
+    if (r.finish == FinishReason::kNone && r.n_new_positions > 0 && !seq.prefilling() && !seq.speculation_off)
+      seqs_.push_back(&seq);
+  }
+  const size_t n = seqs_.size();
+  rates_.resize(n * size_t(k_max_));
+  spans_.resize(n);
+  k_.resize(n);
+  double prior0 = AcceptanceEstimate::kPriorAcceptance;
+  engine_wide_.rates(prior0, std::span(&prior0, 1));
+  for (size_t s = 0; s < n; ++s) {
+    const int64_t allowed = drafts_allowed(*seqs_[s], k_max_, max_length_);
+    const std::span<double> out(rates_.data() + s * size_t(k_max_), size_t(allowed));
+    seqs_[s]->adaptive.acceptance.rates(prior0, out);
+    spans_[s] = out;
+  }
+  // Uncalibrated: plain until a step is timed, then probes (one draft) until a verification and a drafter
+  // pass are timed too.
+  const bool calibrated = costs_.n_measured() >= 2 && costs_.draft_pass() > 0;
+  if (calibrated) choose_draft_tokens(spans_, costs_, k_, gains_);
+  else std::fill(k_.begin(), k_.end(), 0);
+  int64_t k_step = 0;
+  for (size_t s = 0; s < n; ++s) {
+    AdaptiveKState& state = seqs_[s]->adaptive;
+    state.k = costs_.n_measured() > 0 ? apply_probe(state, k_[s], int64_t(spans_[s].size())) : 0;
+    k_step = std::max(k_step, state.k);
+  }
+  return k_step;
+}
+
+}  // namespace aerie

@@ -1,0 +1,53 @@
+// The engine's side of --num-speculative-tokens auto (spec/adaptive_k.h has the model and the choice):
+// what it measures and when it chooses.
+//
+// Measured, by the engine with a steady clock:
+//   - each decode-only step's target forward (and verification) by its total rows: verification of K
+//     drafts and plain decoding are the same forward at different row counts;
+//   - each step's drafter time over its passes (as many as the deepest chain; none at K = 0);
+//   - each round's drafts and accepted drafts, per sequence and engine-wide (the engine-wide estimate of
+//     the first position is the prior of a new sequence's).
+// Chosen, after verification and before the drafter runs: the K of every sequence that goes on decoding,
+// jointly over the step (choose_draft_tokens), then one probe in probe_interval rounds where it is 0.
+// The K lands in Sequence::adaptive.k, which drafts_allowed() obeys; the step's K handed to the drafter is
+// the largest (0: no drafter pass at all, the head's rows deferred).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sched/scheduler.h"
+#include "sched/step_result.h"
+#include "spec/adaptive_k.h"
+
+namespace aerie {
+
+class AdaptiveK {
+ public:
+  // k_max: the most drafts a sequence may get; max_rows: the largest step (max_batch_tokens).
+  AdaptiveK(int64_t k_max, int64_t max_rows, int64_t max_length);
+
+  // A sequence's verified round (n_drafts > 0).
+  void observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepted);
+  void observe_forward(int64_t rows, double seconds) { costs_.observe_forward(rows, seconds); }
+  void observe_draft(int64_t passes, double seconds);
+
+  // Sets adaptive.k of every sequence of `plan` that goes on decoding after `results`; returns the largest.
+  int64_t choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results);
+
+  const StepCosts& costs() const { return costs_; }
+
+ private:
+  int64_t k_max_, max_length_;
+  StepCosts costs_;
+  AcceptanceEstimate engine_wide_;
+  // Per-step buffers, reused.
+  std::vector<Sequence*> seqs_;
+  std::vector<double> rates_;  // [n seqs, k_max]
+  std::vector<std::span<const double>> spans_;
+  std::vector<int64_t> k_;
+  std::vector<DraftGain> gains_;
+};
+
+}  // namespace aerie

@@ -1,0 +1,123 @@
+// K that adapts (--num-speculative-tokens auto): how many tokens each sequence drafts in its next round,
+// chosen to maximise expected tokens per second from what the engine has measured so far.
+//
+// The model. A round with K drafts costs one target forward over 1 + K rows per sequence (verification)
+// plus K passes of the drafter, and yields
+//   E[tokens | K] = 1 + sum_{i=1..K} prod_{j<=i} a_j
+// where a_j = P(draft j accepted | drafts 1..j-1 accepted), the chain's conditional acceptance. For one
+// sequence the best K maximises E[tokens | K] / (verify(K + 1 rows) + K * draft_pass); K = 0 is a plain
+// decode step (no drafter pass at all: the engine defers the head's rows, engine/draft_runner.h).
+//
+// Acceptance (AcceptanceEstimate): per sequence and position, decayed counts of drafts tried and accepted
+// (a round with n drafts of which m accepted tried positions 1..min(m + 1, n) and accepted 1..m), shrunk
+// toward a prior with kPriorStrength pseudo-counts: position 1's prior is the engine-wide estimate of
+// position 1 (itself shrunk toward kPriorAcceptance), position j's prior is the sequence's own estimate at
+// j - 1, so that a position rarely reached borrows from the one before it (conditional acceptance is about
+// flat along a chain in practice) instead of sitting at a fixed guess.
+//
+// Cost (StepCosts): seconds of a target forward by its total rows, and seconds of one drafter pass, each
+// measured by the engine with a steady clock on decode-only steps and smoothed (an observation below the
+// estimate pulls harder than one above: timing noise on a shared machine only ever adds time). Row counts
+// never measured are linearly interpolated between measured ones and extrapolated with the slope of the
+// nearest measured segment (with a single measured count, as flat: the optimistic guess that a probe
+// then corrects).
+//
+// Batching: a step verifies every decoding sequence in one forward, so the cost is that of the step's
+// total rows, and the drafter's passes run batched, as many as the deepest chain. choose_draft_tokens()
+// maximises the step's expected tokens per second: every extra draft (sequence s, position i) adds
+// prod_{j<=i} a_{s,j} expected tokens and one row; taking them in decreasing order of that gain (which
+// keeps each sequence's positions in order, as the products only shrink) and keeping the best prefix
+// gives each sequence its K. For one sequence this is exactly the formula above.
+//
+// Probing (AdaptiveKState): a sequence at K = 0 verifies nothing, so its acceptance would never be seen to
+// rise. After `probe_interval` rounds at 0 it drafts one token (one extra row and one drafter pass); each
+// probe that does not turn speculation back on doubles the interval up to kMaxProbeInterval (bounded
+// overhead: at most one 2-row round per 64 once settled; the interval also keeps the head's deferred rows
+// far below DraftRunner::kMaxDeferredRows).
+//
+// Start (an engine with nothing timed): plain steps until one is timed, then one-draft probes, until two
+// row counts and a drafter pass are measured; from then on the choice. So the first costs come from a
+// plain step and a 2-row verification, never from a full-K guess.
+//
+// Losslessness: K only sets how many drafts are proposed; it is chosen before the round from the past
+// (measured acceptance and time), never from the round's own draws, so verification stays lossless and
+// greedy output equals plain greedy output. The chooser reads no RNG. Seeded sampled output depends on
+// the K chosen (the rejection sampler draws per draft), so with `auto` it is reproducible in distribution,
+// not token for token across runs (K depends on measured time).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace aerie {
+
+inline constexpr int64_t kMaxAdaptiveK = 32;  // as validate(SpecOptions) bounds K
+
+// Conditional acceptance per chain position, decayed counts ([kMaxAdaptiveK] each; position 0 is draft 1).
+struct AcceptanceEstimate {
+  static constexpr double kPriorAcceptance = 0.5;  // before anything is measured
+  static constexpr double kPriorStrength = 2.0;    // pseudo-counts of the prior
+  static constexpr double kDecay = 0.9;            // per round observed: ~10 rounds of memory
+
+  std::array<double, kMaxAdaptiveK> tried{}, accepted{};
+
+  // A round that verified n_drafts drafts and accepted the first n_accepted.
+  void observe(int64_t n_drafts, int64_t n_accepted, double decay = kDecay);
+  // rates[j] for j < rates.size(): position 0 shrunk toward prior0, position j toward rates[j - 1].
+  void rates(double prior0, std::span<double> out) const;
+};
+
+// E[tokens | K] = 1 + sum_{i<=K} prod_{j<=i} rates[j - 1].
+double expected_tokens(std::span<const double> rates, int64_t k);
+
+// Measured costs in seconds: the target forward by total rows, and one drafter pass.
+class StepCosts {
+ public:
+  static constexpr double kDown = 0.5, kUp = 0.1;  // smoothing toward a faster / slower observation
+
+  explicit StepCosts(int64_t max_rows = 512);
+  void observe_forward(int64_t rows, double seconds);
+  void observe_draft_pass(double seconds);
+  bool measured(int64_t rows) const { return rows < int64_t(seen_.size()) && seen_[size_t(rows)]; }
+  int64_t n_measured() const { return n_measured_; }  // row counts with a forward measured
+  // Estimated seconds of a target forward over `rows` rows (0 before anything is measured).
+  double forward(int64_t rows) const;
+  double draft_pass() const { return draft_pass_; }  // 0 before measured
+
+ private:
+  void rebuild();
+  std::vector<double> measured_;  // [max_rows + 1] smoothed seconds where seen_
+  std::vector<char> seen_;
+  std::vector<double> estimate_;  // [max_rows + 1] interpolated, extrapolated
+  double slope_hi_ = 0;           // seconds per row past the last entry
+  int64_t n_measured_ = 0;
+  double draft_pass_ = 0;
+};
+
+// A sequence's adaptive-K state (held in Sequence).
+struct AdaptiveKState {
+  static constexpr int64_t kFirstProbeInterval = 1, kMaxProbeInterval = 64;
+
+  AcceptanceEstimate acceptance;
+  int64_t k = -1;              // K chosen for the next round; -1: not chosen (fixed K)
+  int64_t rounds_off = 0;      // consecutive rounds chosen at K = 0
+  int64_t probe_interval = kFirstProbeInterval;
+};
+
+// One step's choice. rates[s] are sequence s's conditional acceptance rates, of length its most drafts
+// allowed (max_tokens, max length, K_max); writes k[s]. Uses `costs` for the forward over
+// sum(1 + k[s]) rows and max(k[s]) drafter passes. `gains` is scratch.
+struct DraftGain {
+  double gain;
+  int32_t seq, position;
+};
+void choose_draft_tokens(std::span<const std::span<const double>> rates, const StepCosts& costs,
+                         std::span<int64_t> k, std::vector<DraftGain>& gains);
+
+// After the choice: counts rounds at 0 and turns one in `probe_interval` into a one-draft probe (when the
+// sequence may draft at all). `chosen` is what choose_draft_tokens gave; returns the K to use.
+int64_t apply_probe(AdaptiveKState& state, int64_t chosen, int64_t allowed);
+
+}  // namespace aerie
