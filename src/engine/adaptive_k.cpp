@@ -18,8 +18,20 @@ void AdaptiveK::observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepte
   engine_wide_.observe(n_drafts, n_accepted, kEngineWideDecay);
 }
 
-void AdaptiveK::observe_draft(int64_t passes, double seconds) {
-  if (passes > 0) costs_.observe_draft_pass(seconds / double(passes));
+namespace {
+bool any_probe(std::span<const ScheduledRows> plan) {
+  for (const ScheduledRows& r : plan)
+    if (r.seq->adaptive.probe) return true;
+  return false;
+}
+}  // namespace
+
+void AdaptiveK::observe_forward(std::span<const ScheduledRows> plan, int64_t rows, double seconds) {
+  if (!costs_.measured(rows) || !any_probe(plan)) costs_.observe_forward(rows, seconds);
+}
+
+void AdaptiveK::observe_draft(int64_t passes, double seconds, bool caught_up) {
+  if (passes > 0 && !caught_up) costs_.observe_draft_pass(seconds / double(passes));
 }
 
 int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results) {
@@ -43,9 +55,8 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
     seqs_[s]->adaptive.acceptance.rates(prior0, out);
     spans_[s] = out;
   }
-  // Uncalibrated: plain until a step is timed, then probes (one draft) until a verification and a drafter
-  // pass are timed too.
-  const bool calibrated = costs_.n_measured() >= 2 && costs_.draft_pass() > 0;
+  // Uncalibrated: plain until a step is timed, then probes (one draft) until a verification is timed too.
+  const bool calibrated = costs_.n_measured() >= 2;
   if (calibrated) choose_draft_tokens(spans_, costs_, k_, gains_);
   else std::fill(k_.begin(), k_.end(), 0);
   int64_t k_step = 0;

@@ -4,7 +4,10 @@
 // Measured, by the engine with a steady clock:
 //   - each decode-only step's target forward (and verification) by its total rows: verification of K
 //     drafts and plain decoding are the same forward at different row counts;
-//   - each step's drafter time over its passes (as many as the deepest chain; none at K = 0);
+//   - each step's drafter time over its passes (as many as the deepest chain; none at K = 0), unless its
+//     first pass also caught up a sequence's deferred head rows (after plain steps; after the prompt);
+//   A probe's verification is not timed once its row count has a figure: after plain steps head and
+//   caches are cold, which would make speculation look dearer the longer it was off;
 //   - each round's drafts and accepted drafts, per sequence and engine-wide (the engine-wide estimate of
 //     the first position is the prior of a new sequence's).
 // Chosen, after verification and before the drafter runs: the K of every sequence that goes on decoding,
@@ -30,8 +33,10 @@ class AdaptiveK {
 
   // A sequence's verified round (n_drafts > 0).
   void observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepted);
-  void observe_forward(int64_t rows, double seconds) { costs_.observe_forward(rows, seconds); }
-  void observe_draft(int64_t passes, double seconds);
+  // A step of `plan`: its forward over `rows` rows (not timed for a probe once the count has a figure),
+  // then its drafter passes (not timed when caught_up: deferred head rows ran in the first).
+  void observe_forward(std::span<const ScheduledRows> plan, int64_t rows, double seconds);
+  void observe_draft(int64_t passes, double seconds, bool caught_up);
 
   // Sets adaptive.k of every sequence of `plan` that goes on decoding after `results`; returns the largest.
   int64_t choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results);

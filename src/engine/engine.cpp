@@ -295,17 +295,21 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     metrics_.generated_tokens += generated;
   }
   const auto t1 = Clock::now();
+  const double forward_s = std::chrono::duration<double>(t1 - t0).count();
+  if (adaptive_k_ && decode_only) adaptive_k_->observe_forward(plan, rows, forward_s);
+  // The head's first pass this step also runs prompt rows or rows deferred at K = 0 (not a steady pass).
+  bool caught_up = !decode_only;
+  for (const ScheduledRows& r : plan) caught_up = caught_up || r.seq->deferred_rows > 0;
   if (drafter_) run_draft(plan, first);
   if (token_drafter_) run_token_draft(plan, first);
   const auto t2 = Clock::now();
   // Step time, charged to each sequence's speculation figures (the time its tokens waited on).
-  const double verify_s = std::chrono::duration<double>(t1 - t0).count();
+  const double verify_s = forward_s;
   const double draft_s = std::chrono::duration<double>(t2 - t1).count();
   if (adaptive_k_) {
-    if (decode_only) adaptive_k_->observe_forward(rows, verify_s);
     size_t passes = 0;  // the drafter's passes: as many as the deepest chain
     for (const ScheduledRows& r : plan) passes = std::max(passes, r.seq->drafts.size());
-    adaptive_k_->observe_draft(int64_t(passes), draft_s);
+    adaptive_k_->observe_draft(int64_t(passes), draft_s, caught_up);
   }
   for (const ScheduledRows& r : plan) {
     r.seq->spec.verify_seconds += verify_s;

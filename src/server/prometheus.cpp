@@ -172,6 +172,10 @@ std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, in
     out += "aerie_spec_decode_accepted_at_position_total{position=\"" + std::to_string(i) + "\"} " +
            std::to_string(s.accepted_at[i]) + "\n";
 
+  histogram(out, "aerie_spec_decode_draft_tokens_per_step", "Drafts verified per decoding sequence and step "
+            "(K; 0: a plain step). --num-speculative-tokens auto chooses it per sequence.", m.draft_tokens_per_step);
+  metric(out, "aerie_spec_decode_plain_steps_total", "counter", "Decode steps of a sequence that carried no draft.",
+         double(s.plain_rounds));
   histogram(out, "aerie_time_to_first_token_seconds", "Time from submission to the first token.", m.time_to_first_token);
   histogram(out, "aerie_inter_token_latency_seconds", "Time between consecutive tokens of a request.",
             m.inter_token_latency);

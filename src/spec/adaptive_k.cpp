@@ -28,7 +28,9 @@ double expected_tokens(std::span<const double> rates, int64_t k) {
 }
 
 StepCosts::StepCosts(int64_t max_rows)
-    : measured_(size_t(max_rows + 1), 0.0), seen_(size_t(max_rows + 1), 0), estimate_(size_t(max_rows + 1), 0.0) {}
+    : measured_(size_t(max_rows + 1), 0.0), seen_(size_t(max_rows + 1), 0), estimate_(size_t(max_rows + 1), 0.0) {
+  hull_.reserve(size_t(max_rows + 1));
+}
 
 void StepCosts::observe_forward(int64_t rows, double seconds) {
   if (rows < 1 || rows >= int64_t(seen_.size()) || !(seconds > 0)) return;
@@ -47,24 +49,33 @@ void StepCosts::observe_draft_pass(double seconds) {
 }
 
 void StepCosts::rebuild() {
-  // Piecewise linear through the measured row counts; flat below the first; past the last, the last
-  // segment's slope (flat with one point).
+  // The lower convex hull of the measured points (monotone chain), then the estimate along it.
   const int64_t n = int64_t(seen_.size());
-  int64_t prev = -1, prev2 = -1;
+  auto y = [&](int64_t r) { return measured_[size_t(r)]; };
+  hull_.clear();
   for (int64_t r = 1; r < n; ++r) {
     if (!seen_[size_t(r)]) continue;
-    if (prev < 0) {
-      for (int64_t q = 0; q <= r; ++q) estimate_[size_t(q)] = measured_[size_t(r)];
-    } else {
-      const double a = measured_[size_t(prev)], b = measured_[size_t(r)];
-      for (int64_t q = prev + 1; q <= r; ++q) estimate_[size_t(q)] = a + (b - a) * double(q - prev) / double(r - prev);
+    // Drop the last hull point while it lies on or above the segment from the one before it to r.
+    while (hull_.size() >= 2) {
+      const int64_t a = hull_[hull_.size() - 2], b = hull_.back();
+      if ((y(b) - y(a)) * double(r - a) < (y(r) - y(a)) * double(b - a)) break;
+      hull_.pop_back();
     }
-    prev2 = prev, prev = r;
+    hull_.push_back(r);
   }
   slope_hi_ = 0;
-  if (prev2 >= 0)
-    slope_hi_ = std::max(0.0, (measured_[size_t(prev)] - measured_[size_t(prev2)]) / double(prev - prev2));
-  for (int64_t q = prev + 1; q < n; ++q) estimate_[size_t(q)] = measured_[size_t(prev)] + slope_hi_ * double(q - prev);
+  if (hull_.empty()) return;
+  for (int64_t q = 0; q <= hull_.front(); ++q) estimate_[size_t(q)] = y(hull_.front());
+  for (size_t h = 1; h < hull_.size(); ++h) {
+    const int64_t a = hull_[h - 1], b = hull_[h];
+    for (int64_t q = a + 1; q <= b; ++q) estimate_[size_t(q)] = y(a) + (y(b) - y(a)) * double(q - a) / double(b - a);
+  }
+  const int64_t last = hull_.back();
+  if (hull_.size() >= 2) {
+    const int64_t a = hull_[hull_.size() - 2];
+    slope_hi_ = std::max(0.0, (y(last) - y(a)) / double(last - a));
+  }
+  for (int64_t q = last + 1; q < n; ++q) estimate_[size_t(q)] = y(last) + slope_hi_ * double(q - last);
 }
 
 double StepCosts::forward(int64_t rows) const {
@@ -109,15 +120,19 @@ void choose_draft_tokens(std::span<const std::span<const double>> rates, const S
 int64_t apply_probe(AdaptiveKState& state, int64_t chosen, int64_t allowed) {
   // After speculation was on, a probe comes soon again when it turns off (acceptance may just have dipped).
   constexpr int64_t kIntervalAfterOn = 4;
+  state.probe = false;
   if (allowed == 0) return 0;
   if (chosen > 0) {
     state.rounds_off = 0;
     state.probe_interval = std::min(state.probe_interval, kIntervalAfterOn);
-    return chosen;
+    if (++state.rounds_on % AdaptiveKState::kExploreInterval != 0) return chosen;
+    const bool up = (state.rounds_on / AdaptiveKState::kExploreInterval) % 2 == 0;
+    return up ? std::min(chosen + 1, allowed) : chosen - 1;
   }
   if (++state.rounds_off < state.probe_interval) return 0;
   state.rounds_off = 0;
   state.probe_interval = std::min(2 * state.probe_interval, AdaptiveKState::kMaxProbeInterval);
+  state.probe = true;
   return 1;
 }
 

@@ -16,11 +16,14 @@
 // flat along a chain in practice) instead of sitting at a fixed guess.
 //
 // Cost (StepCosts): seconds of a target forward by its total rows, and seconds of one drafter pass, each
-// measured by the engine with a steady clock on decode-only steps and smoothed (an observation below the
-// estimate pulls harder than one above: timing noise on a shared machine only ever adds time). Row counts
-// never measured are linearly interpolated between measured ones and extrapolated with the slope of the
-// nearest measured segment (with a single measured count, as flat: the optimistic guess that a probe
-// then corrects).
+// measured by the engine with a steady clock on decode-only steps and smoothed: a faster observation
+// replaces the estimate, a slower one pulls it by kUp (timing noise on a shared machine only ever adds
+// time, and a first run is cold). Until a drafter pass is measured it is taken as kPriorDraftRatio of a
+// one-row forward (an EAGLE head is one layer of a deeper target). The forward's estimate at any row
+// count is the lower convex hull of the measured (rows, seconds) points, extended flat below the first and
+// with the last segment's slope past the last (flat with one point: the optimistic guess a probe then
+// corrects): a count measured rarely and slowly (a noisy step) lies above the hull and does not bend it,
+// and costs grow about linearly in rows on a CPU, so the hull is the line they lie on.
 //
 // Batching: a step verifies every decoding sequence in one forward, so the cost is that of the step's
 // total rows, and the drafter's passes run batched, as many as the deepest chain. choose_draft_tokens()
@@ -35,9 +38,14 @@
 // overhead: at most one 2-row round per 64 once settled; the interval also keeps the head's deferred rows
 // far below DraftRunner::kMaxDeferredRows).
 //
-// Start (an engine with nothing timed): plain steps until one is timed, then one-draft probes, until two
-// row counts and a drafter pass are measured; from then on the choice. So the first costs come from a
-// plain step and a 2-row verification, never from a full-K guess.
+// Exploring (AdaptiveKState): a row count the choice never visits keeps its first (maybe noisy, maybe cold)
+// figure, and plain decoding is never re-timed while speculation is on; so one in kExploreInterval rounds
+// at K > 0 runs K - 1 or K + 1 instead (alternately; K - 1 = 0 is a plain step). Near the optimum the
+// rate is flat in K, so this costs little.
+//
+// Start (an engine with nothing timed): plain steps until one is timed, then one-draft probes until two
+// row counts are measured; from then on the choice. So the first costs come from a plain step and a 2-row
+// verification, never from a full-K guess.
 //
 // Losslessness: K only sets how many drafts are proposed; it is chosen before the round from the past
 // (measured acceptance and time), never from the round's own draws, so verification stays lossless and
@@ -75,7 +83,8 @@ double expected_tokens(std::span<const double> rates, int64_t k);
 // Measured costs in seconds: the target forward by total rows, and one drafter pass.
 class StepCosts {
  public:
-  static constexpr double kDown = 0.5, kUp = 0.1;  // smoothing toward a faster / slower observation
+  static constexpr double kDown = 1.0, kUp = 0.1;  // smoothing toward a faster / slower observation
+  static constexpr double kPriorDraftRatio = 0.25;  // a drafter pass / a one-row forward, before measured
 
   explicit StepCosts(int64_t max_rows = 512);
   void observe_forward(int64_t rows, double seconds);
@@ -84,13 +93,15 @@ class StepCosts {
   int64_t n_measured() const { return n_measured_; }  // row counts with a forward measured
   // Estimated seconds of a target forward over `rows` rows (0 before anything is measured).
   double forward(int64_t rows) const;
-  double draft_pass() const { return draft_pass_; }  // 0 before measured
+  double draft_pass() const { return draft_pass_ > 0 ? draft_pass_ : kPriorDraftRatio * forward(1); }
+  bool draft_pass_measured() const { return draft_pass_ > 0; }
 
  private:
   void rebuild();
   std::vector<double> measured_;  // [max_rows + 1] smoothed seconds where seen_
   std::vector<char> seen_;
-  std::vector<double> estimate_;  // [max_rows + 1] interpolated, extrapolated
+  std::vector<double> estimate_;  // [max_rows + 1] on the lower hull of the measured points
+  std::vector<int64_t> hull_;     // row counts on the hull, ascending (scratch of rebuild)
   double slope_hi_ = 0;           // seconds per row past the last entry
   int64_t n_measured_ = 0;
   double draft_pass_ = 0;
@@ -98,12 +109,14 @@ class StepCosts {
 
 // A sequence's adaptive-K state (held in Sequence).
 struct AdaptiveKState {
-  static constexpr int64_t kFirstProbeInterval = 1, kMaxProbeInterval = 64;
+  static constexpr int64_t kFirstProbeInterval = 1, kMaxProbeInterval = 64, kExploreInterval = 8;
 
   AcceptanceEstimate acceptance;
   int64_t k = -1;              // K chosen for the next round; -1: not chosen (fixed K)
   int64_t rounds_off = 0;      // consecutive rounds chosen at K = 0
+  int64_t rounds_on = 0;       // rounds chosen at K > 0 (every kExploreInterval-th explores)
   int64_t probe_interval = kFirstProbeInterval;
+  bool probe = false;          // k is a probe: its round (catch-up pass, cold head) times nothing steady
 };
 
 // One step's choice. rates[s] are sequence s's conditional acceptance rates, of length its most drafts
@@ -116,8 +129,9 @@ struct DraftGain {
 void choose_draft_tokens(std::span<const std::span<const double>> rates, const StepCosts& costs,
                          std::span<int64_t> k, std::vector<DraftGain>& gains);
 
-// After the choice: counts rounds at 0 and turns one in `probe_interval` into a one-draft probe (when the
-// sequence may draft at all). `chosen` is what choose_draft_tokens gave; returns the K to use.
+// After the choice: counts rounds at 0 and turns one in `probe_interval` into a one-draft probe, and one
+// in kExploreInterval at K > 0 into K -/+ 1 (when the sequence may draft at all: allowed > 0). `chosen`
+// is what choose_draft_tokens gave; returns the K to use.
 int64_t apply_probe(AdaptiveKState& state, int64_t chosen, int64_t allowed);
 
 }  // namespace aerie
