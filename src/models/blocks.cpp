@@ -1,5 +1,6 @@
 #include "models/blocks.h"
 
+#include "io/trace.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -33,6 +34,15 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
                    attn + seq.row_begin * q_width, pool);
   }
   linear(attn, n_tokens, w.o, out, pool, w.o_bias);
+}
+
+void trace_attention(AttentionScratch& scratch, const AttentionShape& shape, int64_t n_tokens, const float* out,
+                     int64_t n_out) {
+  const int64_t q_width = shape.n_head * shape.head_dim, kv_width = shape.n_head_kv * shape.head_dim;
+  trace::write("q", scratch.q.data(), n_tokens, q_width);
+  trace::write("k", scratch.k.data(), n_tokens, kv_width);
+  trace::write("v", scratch.v.data(), n_tokens, kv_width);
+  trace::write("attn_out", out, n_tokens, n_out);
 }
 
 }  // namespace aerie

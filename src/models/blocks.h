@@ -47,4 +47,9 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
                    const AttentionShape& shape, const float* inv_freq, AttentionScratch& scratch, float* out,
                    ThreadPool& pool);
 
+// Traces (io/trace.h, under the caller's trace::Where) what gqa_attention left in `scratch` and `out`: q and
+// k after RoPE, v ([n_tokens, heads * head_dim] each), attn_out (after o_proj, [n_tokens, n_out]).
+void trace_attention(AttentionScratch& scratch, const AttentionShape& shape, int64_t n_tokens, const float* out,
+                     int64_t n_out);
+
 }  // namespace aerie

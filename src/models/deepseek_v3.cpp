@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "io/trace.h"
 #include "models/rope_freqs.h"
 #include "ops/ops.h"
 
@@ -107,17 +108,24 @@ void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const Sequence
   const int64_t n_embd = w.attn_norm->dim(0);
   float* cur = scratch.cur.reserve(n_tokens * n_embd);              // [n_tokens, n_embd] normalised input
   float* block_out = scratch.block_out.reserve(n_tokens * n_embd);  // [n_tokens, n_embd] block output
+  const trace::Where layer_trace(ctx.trace_scope, int(cache_layer));
   ops::rms_norm(x, n_tokens, n_embd, *w.attn_norm, ctx.eps, cur, pool);
+  AERIE_TRACE("attn_norm", cur, n_tokens, n_embd);
   mla_attention(cur, n_tokens, sequences, positions, cache_layer, w.attn, ctx.mla, ctx.inv_freq, ctx.path, scratch.mla,
                 block_out, pool);
+  if (trace::enabled()) trace_mla(w.attn, ctx.mla, scratch.mla, n_tokens);
+  AERIE_TRACE("attn_out", block_out, n_tokens, n_embd);
   ops::add_inplace(x, block_out, n_tokens * n_embd);
   ops::rms_norm(x, n_tokens, n_embd, *w.ffn_norm, ctx.eps, cur, pool);
+  AERIE_TRACE("ffn_norm", cur, n_tokens, n_embd);
   if (w.is_moe) {
     moe_ffn(cur, n_tokens, w.moe, ctx.router, scratch.moe, block_out, pool);
   } else {
     swiglu_ffn(cur, n_tokens, w.dense, scratch.ffn, block_out, pool);
   }
+  AERIE_TRACE("ffn_out", block_out, n_tokens, n_embd);
   ops::add_inplace(x, block_out, n_tokens * n_embd);
+  AERIE_TRACE("out", x, n_tokens, n_embd);
 }
 
 DeepseekV3Model::DeepseekV3Model(DeepseekV3Config config, WeightStore store, ThreadPool& pool)
@@ -173,6 +181,8 @@ ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {
 
   float* x = x_.reserve(n_tokens * c.n_embd);  // [n_tokens, n_embd] residual stream
   ops::embedding(*weights_.embed, batch.token_ids.data(), n_tokens, x);
+  const trace::Where model_trace("target", trace::kNoLayer);
+  AERIE_TRACE("embed", x, n_tokens, c.n_embd);
   for (int64_t il = 0; il < c.n_layer; ++il) {
     capture_.capture(batch, int(il), x, n_tokens, c.n_embd);
     deepseek_decoder_layer(x, n_tokens, batch.sequences, positions_.data(), il, weights_.layers[size_t(il)], context_,

@@ -52,6 +52,7 @@ struct DeepseekLayerContext {
   const float* inv_freq = nullptr;  // [qk_rope_head_dim / 2]
   float eps = 1e-6f;
   MlaPath path = MlaPath::kAuto;
+  const char* trace_scope = "target";  // AERIE_TRACE_DIR names (io/trace.h): "head" for the MTP layer
 };
 DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& config, const std::vector<float>& inv_freq);
 

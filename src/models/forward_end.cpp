@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "io/trace.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -21,6 +22,9 @@ LogitRows ForwardEnd::finish(std::span<const SequenceRows> sequences, const floa
   float* logits = logits_.reserve(out.n_rows * out.n_vocab);  // [n_rows, n_vocab]
   linear(head_in, out.n_rows, head.output, logits, pool);
   out.logits = logits;
+  const trace::Where end_trace(head.trace_scope, trace::kNoLayer);
+  if (head.norm != nullptr) AERIE_TRACE("final_norm", head_in, out.n_rows, n_embd);
+  AERIE_TRACE("logits", logits, out.n_rows, out.n_vocab);
   return out;
 }
 
@@ -37,11 +41,13 @@ ForwardOutput ForwardEnd::finish_target(const StepBatch& batch, const float* x, 
     float* normed = final_norm_.reserve(n_tokens * n_embd);  // [n_tokens, n_embd]
     ops::rms_norm(x, n_tokens, n_embd, *head.norm, head.eps, normed, pool);
     capture.capture(batch, kFinalNormLayer, normed, n_tokens, n_embd);
+    const trace::Where end_trace("target", trace::kNoLayer);
+    AERIE_TRACE("final_norm", normed, n_tokens, n_embd);
     rows_in = normed;
     rows_norm = nullptr;
   }
   const LogitRows rows = finish(batch.sequences, rows_in, n_embd, batch.logit_rows,
-                                OutputHead{rows_norm, head.eps, head.output}, pool);
+                                OutputHead{rows_norm, head.eps, head.output, "target"}, pool);
   ForwardOutput out;
   out.logits = rows.logits;
   out.n_logit_rows = rows.n_rows;

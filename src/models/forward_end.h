@@ -24,6 +24,7 @@ struct OutputHead {
   const Tensor* norm = nullptr;  // RMSNorm weight [n_embd]; null: rows enter the projection as they are
   float eps = 0.0f;              // the norm's epsilon
   const LinearWeight& output;    // [n_vocab, n_embd]
+  const char* trace_scope = "head";  // AERIE_TRACE_DIR names of the normed rows and logits (io/trace.h)
 };
 
 struct LogitRows {

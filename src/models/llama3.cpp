@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "io/trace.h"
 #include "models/rope_freqs.h"
 #include "ops/ops.h"
 
@@ -88,17 +89,25 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
   float* cur = cur_.reserve(n_tokens * c.n_embd);              // [n_tokens, n_embd] normalised input
   float* block_out = block_out_.reserve(n_tokens * c.n_embd);  // [n_tokens, n_embd] block output
   ops::embedding(*weights_.embed, batch.token_ids.data(), n_tokens, x);
+  const trace::Where model_trace("target", trace::kNoLayer);
+  AERIE_TRACE("embed", x, n_tokens, c.n_embd);
 
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayerWeights& layer = weights_.layers[size_t(il)];
     capture_.capture(batch, int(il), x, n_tokens, c.n_embd);
+    const trace::Where layer_trace("target", int(il));
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.attn_norm, eps, cur, pool_);
+    AERIE_TRACE("attn_norm", cur, n_tokens, c.n_embd);
     gqa_attention(cur, n_tokens, batch.sequences, positions_.data(), il, layer.attn, attn_shape_,
                   inv_freq_.data(), attn_scratch_, block_out, pool_);
+    if (trace::enabled()) trace_attention(attn_scratch_, attn_shape_, n_tokens, block_out, c.n_embd);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.ffn_norm, eps, cur, pool_);
+    AERIE_TRACE("ffn_norm", cur, n_tokens, c.n_embd);
     swiglu_ffn(cur, n_tokens, layer.mlp, ffn_scratch_, block_out, pool_);
+    AERIE_TRACE("ffn_out", block_out, n_tokens, c.n_embd);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
+    AERIE_TRACE("out", x, n_tokens, c.n_embd);
   }
   // The last layer's output (and its final norm) captured as asked, caches advanced, logits of the wanted rows.
   return end_.finish_target(batch, x, c.n_embd, c.n_layer, OutputHead{weights_.norm, eps, weights_.output}, capture_,

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/thread_scratch.h"
+#include "io/trace.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -188,6 +189,20 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   for (size_t i = 0; i < sequences.size(); ++i)
     if (!seq_absorbed[i]) expanded_attention(q, sequences[i], positions[sequences[i].row_begin], layer, w, s, scratch, attn, pool);
   linear(attn, n_tokens, w.o, out, pool);
+}
+
+void trace_mla(const MlaWeights& w, const MlaShape& s, MlaScratch& scratch, int64_t n_tokens) {
+  const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, c = s.kv_lora_rank, width = s.cache_width();
+  if (w.has_q_lora()) trace::write("q_latent", scratch.q_a.data(), n_tokens, w.q_a.n_out());
+  trace::write("kv_latent", scratch.kv_a.data(), n_tokens, c, width);
+  trace::write("k_rope", scratch.kv_a.data() + c, n_tokens, dr, width);
+  // q_rope: each head's last dr values of q [n_tokens, n_head, dn + dr], gathered to [n_tokens, n_head * dr].
+  std::vector<float> q_rope(size_t(n_tokens * s.n_head * dr));
+  const float* q = scratch.q.data();
+  for (int64_t r = 0; r < n_tokens; ++r)
+    for (int64_t h = 0; h < s.n_head; ++h)
+      std::memcpy(q_rope.data() + (r * s.n_head + h) * dr, q + (r * s.n_head + h) * (dn + dr) + dn, size_t(dr) * sizeof(float));
+  trace::write("q_rope", q_rope.data(), n_tokens, s.n_head * dr);
 }
 
 }  // namespace aerie

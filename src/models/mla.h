@@ -73,4 +73,8 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
                    const int64_t* positions, int64_t layer, const MlaWeights& w, const MlaShape& shape,
                    const float* inv_freq, MlaPath path, MlaScratch& scratch, float* out, ThreadPool& pool);
 
+// Traces (io/trace.h, under the caller's trace::Where) what mla_attention left in `scratch`: q_latent
+// (normed q_a, with q_lora), kv_latent (normed), k_rope and q_rope (after RoPE).
+void trace_mla(const MlaWeights& w, const MlaShape& s, MlaScratch& scratch, int64_t n_tokens);
+
 }  // namespace aerie

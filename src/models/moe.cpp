@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <vector>
 
+#include "io/trace.h"
 #include "ops/ops.h"
 #include "ops/ref/ref_ops.h"
 
@@ -57,12 +59,35 @@ void route_token(const float* scores, const float* bias, const RouterShape& s, i
   for (int64_t i = 0; i < s.n_expert_used; ++i) weights[i] = weights[i] * norm * s.routed_scaling_factor;
 }
 
+namespace {
+
+// Traces each token's chosen experts and weights ([n_tokens, k] each), ascending by expert id as the
+// reference lists them (routing keeps them in the order chosen).
+void trace_routes(const int32_t* chosen, const float* chosen_weight, int64_t n_tokens, int64_t k) {
+  std::vector<int32_t> experts(chosen, chosen + n_tokens * k);
+  std::vector<float> weights(chosen_weight, chosen_weight + n_tokens * k);
+  std::vector<int64_t> order(static_cast<size_t>(k));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return chosen[t * k + a] < chosen[t * k + b]; });
+    for (int64_t i = 0; i < k; ++i) {
+      experts[size_t(t * k + i)] = chosen[t * k + order[size_t(i)]];
+      weights[size_t(t * k + i)] = chosen_weight[t * k + order[size_t(i)]];
+    }
+  }
+  trace::write_ints("experts", experts.data(), n_tokens, k);
+  trace::write("expert_weights", weights.data(), n_tokens, k);
+}
+
+}  // namespace
+
 void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& s, MoeScratch& scratch,
              float* out, ThreadPool& pool) {
   const int64_t n_embd = w.router.n_in(), k = s.n_expert_used;
   // 1. Router: logits [n_tokens, n_expert] -> sigmoid scores -> chosen experts and weights per token.
   float* logits = scratch.logits.reserve(n_tokens * s.n_expert);
   linear(x, n_tokens, w.router, logits, pool);
+  AERIE_TRACE("router_logits", logits, n_tokens, s.n_expert);  // before the sigmoid overwrites them
   scratch.bias.resize(size_t(s.n_expert));
   for (int64_t e = 0; e < s.n_expert; ++e)
     scratch.bias[size_t(e)] = w.router_bias != nullptr ? ops::ref::load_float(*w.router_bias, e) : 0.0f;
@@ -73,6 +98,8 @@ void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const Router
     for (int64_t e = 0; e < s.n_expert; ++e) scores[e] = 1.0f / (1.0f + std::exp(-scores[e]));
     route_token(scores, scratch.bias.data(), s, scratch.chosen.data() + t * k, scratch.chosen_weight.data() + t * k);
   }
+
+  if (trace::enabled()) trace_routes(scratch.chosen.data(), scratch.chosen_weight.data(), n_tokens, k);
 
   // 2. Group (token, slot) pairs by expert, tokens ascending within an expert (a counting sort):
   //    chosen = [t0: 5 2 | t1: 2 7]  ->  expert 2: (t0,1) (t1,0);  expert 5: (t0,0);  expert 7: (t1,1)
@@ -102,9 +129,11 @@ void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const Router
       for (int64_t i = 0; i < n_embd; ++i) dst[i] += weight * src[i];
     }
   }
+  AERIE_TRACE("routed_out", out, n_tokens, n_embd);
   if (w.has_shared) {
     float* shared = scratch.shared_out.reserve(n_tokens * n_embd);
     swiglu_ffn(x, n_tokens, w.shared, scratch.ffn, shared, pool);
+    AERIE_TRACE("shared_out", shared, n_tokens, n_embd);
     ops::add_inplace(out, shared, n_tokens * n_embd);
   }
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "io/trace.h"
 #include "models/rope_freqs.h"
 #include "ops/ops.h"
 
@@ -92,6 +93,7 @@ void EagleHead::eagle1_layers(float* x, int64_t n, const DraftBatch& batch) {
   float* block_out = block_out_.reserve(n * n_embd);  // [n, n_embd]
   for (size_t il = 0; il < weights_.layers.size(); ++il) {
     const EagleLayerWeights& layer = weights_.layers[il];
+    const trace::Where layer_trace("head", int(il));
     // Layer 0 attends over the fc output itself (EAGLE-1 has no input_layernorm there).
     const float* attn_in = x;
     if (layer.attn_norm != nullptr) {
@@ -100,10 +102,13 @@ void EagleHead::eagle1_layers(float* x, int64_t n, const DraftBatch& batch) {
     }
     gqa_attention(attn_in, n, batch.sequences, positions_.data(), int64_t(il), layer.attn, attn_shape_,
                   inv_freq_.data(), attn_scratch_, block_out, pool_);
+    if (trace::enabled()) trace_attention(attn_scratch_, attn_shape_, n, block_out, n_embd);
     ops::add_inplace(x, block_out, n * n_embd);
     ops::rms_norm(x, n, n_embd, *layer.ffn_norm, eps, cur, pool_);
     swiglu_ffn(cur, n, layer.mlp, ffn_scratch_, block_out, pool_);
+    AERIE_TRACE("ffn_out", block_out, n, n_embd);
     ops::add_inplace(x, block_out, n * n_embd);
+    AERIE_TRACE("out", x, n, n_embd);
   }
 }
 
@@ -117,12 +122,16 @@ void EagleHead::eagle3_layer(float* x, const float* emb, int64_t n, const DraftB
   concat_normed_pair(emb, layer.attn_norm, x, layer.hidden_norm, n, n_embd, eps, cur, attn_in, pool_);
   // The residual is the un-normalised feature (or, in the norm_before_residual variant, the normed one).
   if (config_.norm_before_residual) std::memcpy(x, cur, size_t(n * n_embd) * sizeof(float));
+  const trace::Where layer_trace("head", 0);
   gqa_attention(attn_in, n, batch.sequences, positions_.data(), 0, layer.attn, attn_shape_, inv_freq_.data(),
                 attn_scratch_, block_out, pool_);
+  if (trace::enabled()) trace_attention(attn_scratch_, attn_shape_, n, block_out, n_embd);
   ops::add_inplace(x, block_out, n * n_embd);
   ops::rms_norm(x, n, n_embd, *layer.ffn_norm, eps, cur, pool_);
   swiglu_ffn(cur, n, layer.mlp, ffn_scratch_, block_out, pool_);
+  AERIE_TRACE("ffn_out", block_out, n, n_embd);
   ops::add_inplace(x, block_out, n * n_embd);
+  AERIE_TRACE("out", x, n, n_embd);
 }
 
 DraftOutput EagleHead::forward(const DraftBatch& batch) {
@@ -134,15 +143,18 @@ DraftOutput EagleHead::forward(const DraftBatch& batch) {
   float* x = x_.reserve(n * n_embd);      // [n, n_embd] residual stream; ends as the head's feature
   float* emb = emb_.reserve(n * n_embd);  // [n, n_embd] token embeddings
   ops::embedding(*w.embed, batch.token_ids.data(), n, emb);
+  const trace::Where head_trace("head", trace::kNoLayer);
   if (w.kind == EagleKind::kEagle1) {
     // fc over [embedding | feature]: [n, 2 * n_embd] -> [n, n_embd].
     float* fused = fused_.reserve(n * 2 * n_embd);
     concat_normed_pair(emb, nullptr, batch.feature_parts[0], nullptr, n, n_embd, 0.0f, nullptr, fused, pool_);
     linear(fused, n, w.fc, x, pool_, w.fc_bias);
+    AERIE_TRACE("fc", x, n, n_embd);
     eagle1_layers(x, n, batch);
   } else {
     // g = fc(target layers side by side) [n, n_embd], or the fed-back feature.
     fuse_target_features(batch, target_n_embd_, w.fc, w.fc_norm, float(config_.llama.rms_norm_eps), fused_, x, pool_);
+    AERIE_TRACE("fc", x, n, n_embd);
     eagle3_layer(x, emb, n, batch);
   }
   // Caches advanced; logits of the wanted rows: EAGLE-3 through its norm and own lm_head (over the draft

@@ -41,6 +41,7 @@ MtpWeights bind_mtp_weights(const DeepseekV3Model& target) {
 MtpDrafter::MtpDrafter(const DeepseekV3Model& target, ThreadPool& pool)
     : config_(target.config()), weights_(bind_mtp_weights(target)), pool_(pool), inv_freq_(target.rope_inv_freq()) {
   context_ = deepseek_layer_context(config_, inv_freq_);
+  context_.trace_scope = "head";
   cache_fit_ = {1, config_.kv_cache_width(), false, "the MTP layer (needs KvCache::latent with one layer)"};
 }
 

@@ -102,6 +102,7 @@ class HeadRef:
             x = torch.cat([emb, features], dim=-1) @ self.w["fc.weight"].T
             if "fc.bias" in self.w:
                 x = x + self.w["fc.bias"]
+            self.trace("head", NO_LAYER, "fc", x)
             for i in range(self.n_layer):
                 h = x if i == 0 else rms(x, self.p(i, "input_layernorm"), self.eps)
                 x = x + self.attention(i, h)
