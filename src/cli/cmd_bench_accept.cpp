@@ -10,7 +10,9 @@
 // tokens per target forward), acceptance per chain position, decode tokens/s plain and speculative
 // (prefill excluded), speedup, and the mean acceptance length per prompt source when the prompt file names
 // sources. A token drafter (--draft ngram) proposes nothing where it finds no match: its tau and
-// acceptance count the rounds that carried drafts, its speedup every step.
+// acceptance count the rounds that carried drafts, its speedup every step. --k auto (or auto:N) lets the
+// engine choose K per step (spec/adaptive_k.h); "mean" is the drafts per decode step it chose, 0 for plain
+// steps (a fixed K shows slightly less than K near the end of a generation).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -23,6 +25,7 @@
 #include "cli/default_model.h"
 #include "cli/draft.h"
 #include "cli/prompt.h"
+#include "cli/speculative_tokens.h"
 #include "core/error.h"
 #include "engine/generator.h"
 #include "engine/engine_generate.h"
@@ -98,7 +101,8 @@ struct RunTotals {
   std::map<std::string, SpecStats> per_source;
 };
 
-RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::vector<BenchPrompt>& prompts, int64_t k,
+RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::vector<BenchPrompt>& prompts,
+                  const SpecOptions& k,
                   double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype,
                   const std::optional<RelaxedAcceptance>& relaxed) {
   RunTotals t;
@@ -113,7 +117,8 @@ RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::
     options.token_logprobs = relaxed.has_value();
     const GenerateResult plain = generate_with_engine(target, nullptr, pool, prompts[i].ids, options, SpecOptions{});
     SpecOptions spec;
-    spec.num_speculative_tokens = k;
+    spec.num_speculative_tokens = k.num_speculative_tokens;
+    spec.adaptive_k = k.adaptive_k;
     if (relaxed) {
       spec.relaxed_thinking = relaxed;
       spec.think_end_token = int64_t(1) << 40;
@@ -150,7 +155,8 @@ std::vector<OptionSpec> bench_accept_options() {
   specs.push_back({"--prompts", true, "JSON list of prompts: strings or {\"text\", \"source\"} objects (default: "
                                       "the held-out set tests/data/trained/prompts.json)"});
   specs.push_back({"--max-prompts", true, "use the first N prompts only (default: all)"});
-  specs.push_back({"--k", true, "numbers of speculative tokens to measure (default 1,2,3,4,5,6)"});
+  specs.push_back({"--k", true, "numbers of speculative tokens to measure (default 1,2,3,4,5,6); auto or auto:N: "
+                                "chosen per step in 0..8 (0..N) from measured acceptance and cost"});
   specs.push_back({"--temperatures", true, "temperatures (default 0,1; T > 0 is lossless rejection sampling)"});
   specs.push_back({"--max-tokens", true, "tokens generated per prompt (default 128)"});
   specs.push_back({"--seed", true, "seed of prompt 0; prompt i uses seed + i (default 0)"});
@@ -195,8 +201,13 @@ int run_bench_accept(const std::vector<std::string>& argv) {
     AERIE_CHECK(std::filesystem::exists(prompt_file), "no --prompts given and the default set ", prompt_file.string(),
                 " is absent");
   }
-  const std::vector<int64_t> ks = args.has("--k") ? args.integers("--k") : std::vector<int64_t>{1, 2, 3, 4, 5, 6};
-  for (int64_t k : ks) AERIE_CHECK(k >= 1 && k <= 16, "--k values must be in 1..16, got ", k);
+  std::vector<SpecOptions> ks;
+  for (const std::string& text : split(args.str("--k", "1,2,3,4,5,6"), ',')) {
+    SpecOptions k;
+    parse_num_speculative_tokens(text, k);
+    AERIE_CHECK(k.num_speculative_tokens <= 16, "--k values must be in 1..16, got ", text);
+    ks.push_back(k);
+  }
   const std::vector<double> temperatures = args.numbers("--temperatures", "0,1");
   for (double t : temperatures) AERIE_CHECK(t >= 0.0, "--temperatures must be >= 0");
   const int64_t max_tokens = args.integer("--max-tokens", 128);
@@ -231,10 +242,11 @@ int run_bench_accept(const std::vector<std::string>& argv) {
     const std::unique_ptr<Drafter> head = load_draft_verbose(draft_args, *target, pool, quiet);
     AERIE_CHECK(head != nullptr, "bench-accept: '", draft_dir, "' is not a drafter");
     if (!json)
-      std::printf("\n%s (%s)\n  %-4s %-3s %6s %8s  %-24s %10s %10s %8s%s\n", draft_dir.c_str(), head->describe().c_str(),
-                  "T", "K", "tau", "accept", "per position (%)", "plain t/s", "spec t/s", "speedup", "  tau by source");
+      std::printf("\n%s (%s)\n  %-4s %-6s %5s %6s %8s  %-24s %10s %10s %8s%s\n", draft_dir.c_str(),
+                  head->describe().c_str(), "T", "K", "mean", "tau", "accept", "per position (%)", "plain t/s", "spec t/s",
+                  "speedup", "  tau by source");
     for (double temperature : temperatures) {
-      for (int64_t k : ks) {
+      for (const SpecOptions& k : ks) {
         const RunTotals t = run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed, kv_dtype, relaxed);
         const double plain_tps = t.plain_tokens / t.plain_seconds, spec_tps = t.spec_tokens / t.spec_seconds;
         total_mismatches += t.mismatches;
@@ -247,7 +259,8 @@ int run_bench_accept(const std::vector<std::string>& argv) {
         nlohmann::json r = {
             {"draft", draft_dir},
             {"temperature", temperature},
-            {"num_speculative_tokens", k},
+            {"num_speculative_tokens", num_speculative_tokens_text(k)},
+            {"mean_draft_tokens", t.stats.mean_draft_tokens()},
             {"mean_acceptance_length", t.stats.mean_acceptance_length()},
             {"acceptance_rate", t.stats.acceptance_rate()},
             {"acceptance_per_position", t.stats.acceptance_per_position()},
@@ -277,8 +290,9 @@ int run_bench_accept(const std::vector<std::string>& argv) {
         }
         results.push_back(r);
         if (!json) {
-          std::printf("  %-4g %-3lld %6.2f %7.1f%%  %-24s %10.0f %10.0f %7.2fx %s%s\n", temperature, (long long)k,
-                      t.stats.mean_acceptance_length(), 100.0 * t.stats.acceptance_rate(),
+          std::printf("  %-4g %-6s %5.2f %6.2f %7.1f%%  %-24s %10.0f %10.0f %7.2fx %s%s\n", temperature,
+                      (k.adaptive_k ? std::string("auto") : std::to_string(k.num_speculative_tokens)).c_str(),
+                      t.stats.mean_draft_tokens(), t.stats.mean_acceptance_length(), 100.0 * t.stats.acceptance_rate(),
                       percent_list(t.stats.acceptance_per_position()).c_str(), plain_tps, spec_tps, spec_tps / plain_tps,
                       sources.c_str(), t.mismatches > 0 ? str_cat("  MISMATCHES ", t.mismatches).c_str() : lossy.c_str());
           std::fflush(stdout);

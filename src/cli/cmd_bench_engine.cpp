@@ -5,7 +5,8 @@
 // tokens/s over the steps that prefilled nothing (llama-batched-bench's S_TG; with --requests equal to
 // --concurrency the run is its npp/ntg/npl experiment) and prompt tokens/s over the steps that prefilled.
 // With --draft, the same runs are made without it too, so the speculative gain at each batch size is
-// visible.
+// visible; --num-speculative-tokens takes a list (e.g. 1,2,4,auto), each run in turn after plain, so that
+// fixed and adaptive K compare within one run. Adaptive runs report the mean K per decode step.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "cli/common.h"
 #include "cli/draft.h"
+#include "cli/speculative_tokens.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "sample/sampling.h"
@@ -38,6 +40,7 @@ struct LoadResult {
   int64_t decode_tokens = 0, prefill_tokens = 0;
   std::vector<double> ttft, itl;
   double acceptance_length = 0;
+  double mean_draft_tokens = 0;  // drafts per decoding sequence and step (K, 0 for plain steps)
 };
 
 LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, ThreadPool& pool, int64_t concurrency,
@@ -95,6 +98,7 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.acceptance_length = engine.metrics().spec.mean_acceptance_length();
+  r.mean_draft_tokens = engine.metrics().spec.mean_draft_tokens();
   return r;
 }
 
@@ -103,7 +107,8 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
 int run_bench_engine(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = model_options();
   for (const OptionSpec& o : draft_options()) specs.push_back(o);
-  specs.push_back({"--num-speculative-tokens", true, "K with --draft (default 3)"});
+  specs.push_back({"--num-speculative-tokens", true, "K with --draft (default 3); a list runs each: 1,2,4,auto "
+                                                    "(auto: chosen per step in 0..8; auto:N in 0..N)"});
   specs.push_back({"--num-speculative-tokens-per-batch-size", true, "K by decoding batch size, e.g. 1-4:3,5-16:2,17-:0"});
   specs.push_back({"--synthetic-acceptance", true, "with --draft: accept each draft with this probability (speed test)"});
   specs.push_back({"--concurrency", true, "comma-separated concurrent requests (default 1,4,16,64)"});
@@ -136,25 +141,46 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
   config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 256);
   config.max_length = prompt_tokens + max_tokens + 64;
-  config.spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
+  std::vector<SpecOptions> spec_runs;  // one per --num-speculative-tokens entry
+  {
+    std::string list = args.str("--num-speculative-tokens", "3");
+    for (size_t start = 0;;) {
+      const size_t end = list.find(',', start);
+      SpecOptions spec;
+      parse_num_speculative_tokens(list.substr(start, end == std::string::npos ? end : end - start), spec);
+      spec_runs.push_back(spec);
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
   config.spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
   if (args.has("--num-speculative-tokens-per-batch-size"))
     config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
   // Warm-up: the GEMM library compiles a kernel the first time it meets a shape.
   config.max_num_seqs = 4;
-  run_load(*target, head.get(), config, pool, 4, 8, prompt_tokens, std::min<int64_t>(max_tokens, 8));
+  for (const SpecOptions& spec : spec_runs) {
+    config.spec.num_speculative_tokens = spec.num_speculative_tokens;
+    config.spec.adaptive_k = false;  // every row count up to K_max once
+    run_load(*target, head.get(), config, pool, 4, 8, prompt_tokens, std::min<int64_t>(max_tokens, 8));
+  }
   nlohmann::json results = nlohmann::json::array();
   for (int64_t c : levels) {
     AERIE_CHECK(c >= 1, "--concurrency levels must be >= 1");
     config.max_num_seqs = c;
     const int64_t n = args.has("--requests") ? args.integer("--requests", 4) : std::max<int64_t>(4, 2 * c);
-    std::vector<Drafter*> drafts = {nullptr};
-    if (head) drafts.push_back(head.get());
-    for (Drafter* draft : drafts) {
+    std::vector<const SpecOptions*> runs = {nullptr};  // plain, then each K
+    if (head)
+      for (const SpecOptions& spec : spec_runs) runs.push_back(&spec);
+    for (const SpecOptions* spec : runs) {
+      Drafter* const draft = spec ? head.get() : nullptr;
+      if (spec) config.spec.num_speculative_tokens = spec->num_speculative_tokens, config.spec.adaptive_k = spec->adaptive_k;
       const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens);
+      const std::string label = spec ? str_cat("K=", spec->adaptive_k ? "auto" : std::to_string(spec->num_speculative_tokens)) : "plain";
       nlohmann::json row = {{"concurrency", c},
                             {"requests", n},
                             {"speculative", draft != nullptr},
+                            {"num_speculative_tokens", spec ? num_speculative_tokens_text(*spec) : "0"},
+                            {"mean_draft_tokens", r.mean_draft_tokens},
                             {"seconds", r.seconds},
                             {"generated_tokens_per_second", double(r.tokens) / r.seconds},
                             {"requests_per_second", double(n) / r.seconds},
@@ -166,14 +192,14 @@ int run_bench_engine(const std::vector<std::string>& argv) {
                             {"itl_p99_ms", 1e3 * percentile(r.itl, 0.99)},
                             {"mean_acceptance_length", r.acceptance_length}};
       if (!json) {
-        std::printf("concurrency %3lld %-5s: %7.1f tokens/s, %5.2f req/s | decode-only steps %7.1f tokens/s, "
+        std::printf("concurrency %3lld %-6s: %7.1f tokens/s, %5.2f req/s | decode-only steps %7.1f tokens/s, "
                     "prefill steps %6.1f prompt tokens/s | TTFT p50 %7.1f ms p99 %7.1f ms | "
                     "ITL p50 %6.1f ms p99 %6.1f ms",
-                    (long long)c, draft ? "spec" : "plain", row["generated_tokens_per_second"].get<double>(),
+                    (long long)c, label.c_str(), row["generated_tokens_per_second"].get<double>(),
                     row["requests_per_second"].get<double>(), row["decode_tokens_per_second"].get<double>(),
                     row["prefill_tokens_per_second"].get<double>(), row["ttft_p50_ms"].get<double>(),
                     row["ttft_p99_ms"].get<double>(), row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>());
-        if (draft) std::printf(" | acceptance length %.2f", r.acceptance_length);
+        if (draft) std::printf(" | acceptance length %.2f, mean K %.2f", r.acceptance_length, r.mean_draft_tokens);
         std::printf("\n");
         std::fflush(stdout);
       }

@@ -8,6 +8,7 @@
 #include "cli/default_model.h"
 #include "cli/draft.h"
 #include "cli/prompt.h"
+#include "cli/speculative_tokens.h"
 #include "core/error.h"
 #include "engine/generator.h"
 #include "engine/engine_generate.h"
@@ -35,7 +36,8 @@ std::vector<OptionSpec> generate_options() {
       {"--repetition-penalty", true, "divide positive (multiply negative) logits of tokens in the prompt or output by "
                                      "this, > 0 (1 = off; vLLM's and llama.cpp's repetition penalty)"},
       {"--ignore-eos", false, "do not stop at the model's end-of-sequence ids"},
-      {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3)"},
+      {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3); auto: "
+                                         "chosen per step in 0..8 from measured acceptance and cost (auto:N: 0..N)"},
       {"--draft-proposal", true, "with a draft head at T > 0: sampled (default; rejection sampling) or argmax "
                                  "(--draft ngram: always argmax)"},
       {"--synthetic-acceptance", true, "with --draft: accept each draft with this probability, for speed "
@@ -119,7 +121,7 @@ int run_generate(const std::vector<std::string>& argv) {
   const bool default_draft = head && !args.has("--draft");
   SpecOptions spec;
   if (head) {
-    spec.num_speculative_tokens = args.integer("--num-speculative-tokens", default_draft ? kDefaultDraftK : 3);
+    apply_num_speculative_tokens(args, default_draft ? kDefaultDraftK : 3, spec);
     spec.proposal = draft_proposal(args, *head);
     spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
     AERIE_CHECK(!args.has("--synthetic-acceptance") || spec.synthetic_acceptance >= 0.0,
@@ -149,6 +151,8 @@ int run_generate(const std::vector<std::string>& argv) {
     if (head) {
       out["speculative"] = {
           {"num_speculative_tokens", spec.num_speculative_tokens},
+          {"adaptive_k", spec.adaptive_k},
+          {"mean_draft_tokens", stats.mean_draft_tokens()},
           {"synthetic_acceptance", spec.synthetic_acceptance >= 0.0 ? nlohmann::json(spec.synthetic_acceptance) : nlohmann::json()},
           {"rounds", stats.rounds},
           {"draft_tokens", stats.draft_tokens},
@@ -175,9 +179,10 @@ int run_generate(const std::vector<std::string>& argv) {
     if (head) {
       std::string per;
       for (double a : stats.acceptance_per_position()) per += str_cat(per.empty() ? "" : " ", int(a * 100 + 0.5), "%");
-      std::fprintf(stderr, "speculative: K=%lld, mean acceptance length %.2f, acceptance %.1f%% (per position: %s), "
-                   "%lld target forwards | draft %.2f s, verify %.2f s\n",
-                   (long long)spec.num_speculative_tokens, stats.mean_acceptance_length(), 100.0 * stats.acceptance_rate(),
+      std::fprintf(stderr, "speculative: K=%s (mean %.2f), mean acceptance length %.2f, acceptance %.1f%% (per position: "
+                   "%s), %lld target forwards | draft %.2f s, verify %.2f s\n",
+                   num_speculative_tokens_text(spec).c_str(), stats.mean_draft_tokens(), stats.mean_acceptance_length(),
+                   100.0 * stats.acceptance_rate(),
                    per.c_str(), (long long)stats.rounds, stats.draft_seconds, stats.verify_seconds);
     }
   }

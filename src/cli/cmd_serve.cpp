@@ -19,6 +19,7 @@
 #include "cli/common.h"
 #include "cli/draft.h"
 #include "cli/prompt.h"
+#include "cli/speculative_tokens.h"
 #include "core/error.h"
 #include "core/limits.h"
 #include "engine/engine.h"
@@ -34,7 +35,9 @@ std::vector<OptionSpec> serve_options() {
   const std::vector<OptionSpec> draft = draft_options();
   specs.insert(specs.end(), draft.begin(), draft.end());
   const std::vector<OptionSpec> own = {
-      {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3)"},
+      {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3); auto: "
+                                         "chosen per sequence and step in 0..8 from measured acceptance and cost "
+                                         "(auto:N: 0..N; the K histogram is in /metrics)"},
       {"--synthetic-acceptance", true, "with --draft: accept each draft with this probability, for load tests at a "
                                        "chosen acceptance rate (the responses are NOT the model's output)"},
       {"--draft-proposal", true, "with a draft head at T > 0: sampled (default; rejection sampling) or argmax "
@@ -211,7 +214,7 @@ int run_serve(const std::vector<std::string>& argv) {
   config.max_length = args.integer("--max-length", 0);
   config.max_queue = options.max_in_flight + 1;  // the server's bound answers first (429)
   if (head) {
-    config.spec.num_speculative_tokens = args.integer("--num-speculative-tokens", 3);
+    apply_num_speculative_tokens(args, 3, config.spec);
     config.spec.proposal = draft_proposal(args, *head);
     if (args.has("--num-speculative-tokens-per-batch-size"))
       config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
