@@ -10,6 +10,8 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libpcre2-dev
   # aerie serve's HTTP server (header + shared library; pulls libssl-dev, zlib1g-dev, libbrotli-dev)
   libcpp-httplib-dev
+  # multi-process runs (src/dist): the MPI library and mpirun, which the tests under tests/dist launch
+  libopenmpi-dev openmpi-bin
   python3 python3-numpy
   # the independent JSON Schema validator the structured-output tests check their outputs with
   python3-jsonschema

@@ -1,0 +1,151 @@
+// The communicator over MPI_COMM_WORLD (Open MPI). Every collective is the non-blocking MPI call followed by
+// MPI_Test polling against a deadline: MPI itself would wait forever for a rank that died or hangs.
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "dist/communicator_mpi.h"
+#include "dist/fault.h"
+
+namespace aerie::dist {
+namespace {
+
+// MPI_Finalize at exit for a process that initialised MPI here (a static's destructor runs after main).
+struct MpiSession {
+  MpiSession() {
+    int provided = 0;
+    // Collectives are called from the engine's one stepping thread only.
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    // Errors come back as return codes, which check() turns into a message naming rank and operation.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+  ~MpiSession() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(double timeout_seconds) : timeout_seconds_(timeout_seconds) {
+    static MpiSession session;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "mpi"; }
+
+  void all_reduce_sum(std::span<float> data) override {
+    maybe_inject_fault(rank_, "all_reduce_sum");
+    AERIE_CHECK(data.size() <= size_t(INT_MAX), "all_reduce_sum: ", data.size(), " floats is over MPI's int count");
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data.data(), int(data.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
+          "all_reduce_sum");
+    wait(request, "all_reduce_sum");
+  }
+
+  void broadcast(std::span<std::byte> data, int root) override {
+    maybe_inject_fault(rank_, "broadcast");
+    AERIE_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of ", size_);
+    AERIE_CHECK(data.size() <= size_t(INT_MAX), "broadcast: ", data.size(), " bytes is over MPI's int count");
+    MPI_Request request;
+    check(MPI_Ibcast(data.data(), int(data.size()), MPI_BYTE, root, MPI_COMM_WORLD, &request), "broadcast");
+    wait(request, "broadcast");
+  }
+
+  void all_to_all_v(std::span<const float> send, std::span<const int> send_counts, std::span<float> recv,
+                    std::span<const int> recv_counts) override {
+    maybe_inject_fault(rank_, "all_to_all_v");
+    AERIE_CHECK(send_counts.size() == size_t(size_) && recv_counts.size() == size_t(size_),
+                "all_to_all_v: one send and one receive count per rank (", size_, ")");
+    // Displacements: piece r starts after pieces 0..r-1.
+    std::vector<int> send_offsets(static_cast<size_t>(size_)), recv_offsets(static_cast<size_t>(size_));
+    long long send_total = 0, recv_total = 0;
+    for (int r = 0; r < size_; ++r) {
+      AERIE_CHECK(send_counts[r] >= 0 && recv_counts[r] >= 0, "all_to_all_v: negative count for rank ", r);
+      send_offsets[size_t(r)] = int(send_total);
+      recv_offsets[size_t(r)] = int(recv_total);
+      send_total += send_counts[r];
+      recv_total += recv_counts[r];
+    }
+    AERIE_CHECK(send_total <= (long long)send.size() && recv_total <= (long long)recv.size() && send_total <= INT_MAX &&
+                    recv_total <= INT_MAX,
+                "all_to_all_v: counts (send ", send_total, ", receive ", recv_total, ") overrun the buffers (",
+                send.size(), ", ", recv.size(), ")");
+    MPI_Request request;
+    check(MPI_Ialltoallv(send.data(), send_counts.data(), send_offsets.data(), MPI_FLOAT, recv.data(),
+                         recv_counts.data(), recv_offsets.data(), MPI_FLOAT, MPI_COMM_WORLD, &request),
+          "all_to_all_v");
+    wait(request, "all_to_all_v");
+  }
+
+  void barrier() override {
+    maybe_inject_fault(rank_, "barrier");
+    MPI_Request request;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "barrier");
+    wait(request, "barrier");
+  }
+
+ private:
+  // An MPI error: name it, rank and operation, and take the whole job down (the others would wait for us).
+  void check(int code, const char* op) const {
+    if (code == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    std::fprintf(stderr, "aerie dist: rank %d of %d: %s failed: %.*s; aborting the job\n", rank_, size_, op, length,
+                 text);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 70);
+  }
+
+  // Polls request until it completes or the deadline passes. Tight polling first (loopback latency is a few
+  // microseconds), then yielding, then 100 us sleeps: ranks may outnumber cores (mpirun --oversubscribe).
+  void wait(MPI_Request& request, const char* op) const {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    const auto deadline = start + std::chrono::duration<double>(timeout_seconds_);
+    for (long poll = 0;; ++poll) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
+      if (done) return;
+      if (poll < 2000) continue;
+      const auto now = Clock::now();
+      if (now > deadline) {
+        std::fprintf(stderr,
+                     "aerie dist: rank %d of %d: %s timed out after %.1f s waiting for the other ranks (one died or "
+                     "hangs; AERIE_DIST_TIMEOUT_S sets the limit); aborting the job\n",
+                     rank_, size_, op, timeout_seconds_);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 70);
+      }
+      if (now - start < std::chrono::milliseconds(10)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+  }
+
+  double timeout_seconds_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace
+
+bool mpi_built() { return true; }
+
+std::unique_ptr<Communicator> make_mpi_communicator(double timeout_seconds) {
+  return std::make_unique<MpiCommunicator>(timeout_seconds);
+}
+
+}  // namespace aerie::dist

@@ -1,0 +1,16 @@
+// Fault injection for the fault tests: AERIE_DIST_FAULT=RANK:OP[:hang] makes rank RANK exit with status 3
+// (or, with ":hang", sleep forever) when it enters collective OP (all_reduce_sum, broadcast, all_to_all_v,
+// barrier) for the first time. The other ranks must then stop with a clear error within the timeout.
+#pragma once
+
+#include <string_view>
+
+namespace aerie::dist {
+
+// Called by each collective on entry; does nothing unless AERIE_DIST_FAULT names this rank and op.
+void maybe_inject_fault(int rank, std::string_view op);
+
+// AERIE_DIST_TIMEOUT_S when set and positive, else fallback.
+double timeout_from_environment(double fallback);
+
+}  // namespace aerie::dist
