@@ -1,0 +1,51 @@
+// One rank's shards of a model's projections under tensor parallelism (issue 22; the split itself is
+// dist/shard.h). Column-split projections (q, k, v, gate, up) keep a contiguous row range of the [out, in]
+// weight: a view into the mmapped checkpoint, nothing copied. Row-split projections (o, down) keep a column
+// range: the matmul kernels read whole contiguous rows (ops::matmul takes no row stride), so that range is
+// copied once at load into memory the ShardStore owns (1/T of the matrix per rank). The partial outputs of a
+// row-split projection are summed over ranks by one all_reduce_sum; its bias stays on rank 0 only so the sum
+// adds it once. Float weights only (F32/BF16/F16) so far: FP8 tiles, int8 and int4 are refused.
+#pragma once
+
+#include <deque>
+
+#include "core/aligned_buffer.h"
+#include "core/tensor.h"
+#include "dist/shard.h"
+#include "models/blocks.h"
+#include "models/ffn.h"
+#include "models/linear.h"
+
+namespace aerie {
+
+// What the shards own beyond views: the copied column ranges and every sliced Tensor header (LinearWeight
+// holds pointers to Tensors). Non-copyable; addresses stay fixed as it grows (deques).
+class ShardStore {
+ public:
+  ShardStore() = default;
+  ShardStore(const ShardStore&) = delete;
+  ShardStore& operator=(const ShardStore&) = delete;
+
+  const Tensor* keep(const Tensor& t);  // a stable copy of the header
+  AlignedBuffer& new_buffer(size_t bytes);
+  uint64_t owned_bytes() const;
+
+ private:
+  std::deque<Tensor> tensors_;
+  std::deque<AlignedBuffer> buffers_;
+};
+
+// Rows `rows` of w ([n_out, n_in] -> [rows.size(), n_in]), a view.
+LinearWeight column_shard(const LinearWeight& w, dist::Range rows, ShardStore& store);
+// Columns `columns` of w ([n_out, n_in] -> [n_out, columns.size()]), copied into store.
+LinearWeight row_shard(const LinearWeight& w, dist::Range columns, ShardStore& store);
+// bias [n] -> bias[range], a view; null stays null.
+const Tensor* bias_shard(const Tensor* bias, dist::Range range, ShardStore& store);
+
+// gate and up rows `ff`, down columns `ff` (ff = dist::balanced_split(n_ff, T, rank)).
+FfnWeights shard_ffn(const FfnWeights& w, dist::Range ff, ShardStore& store);
+// q rows and o columns shard.q_rows, k and v rows shard.kv_rows, their biases alike; o_bias kept on rank 0.
+AttentionWeights shard_attention(const AttentionWeights& w, const dist::AttentionShard& shard, int rank,
+                                 ShardStore& store);
+
+}  // namespace aerie
