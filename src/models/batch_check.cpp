@@ -1,6 +1,7 @@
 #include "models/batch_check.h"
 
 #include "core/error.h"
+#include "ops/tree_attention.h"
 
 namespace aerie {
 
@@ -16,6 +17,10 @@ void check_batch_rows(const char* batch_name, std::span<const int64_t> token_ids
                     seq.kv->has_values() == cache.values,
                 batch_name, ": KV cache does not fit ", cache.what);
     seq.kv->check_room(seq.n_rows);
+    if (seq.tree_parent != nullptr) {
+      AERIE_CHECK(cache.tree_rows, batch_name, ": draft tree rows are not supported by ", cache.what);
+      ops::check_tree_parents(seq.tree_parent, seq.n_rows, batch_name);
+    }
     next_row += seq.n_rows;
   }
   AERIE_CHECK(next_row == n_tokens, batch_name, ": sequences cover ", next_row, " rows of ", n_tokens);

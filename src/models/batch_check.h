@@ -18,6 +18,7 @@ struct CacheFit {
   int64_t row_width = 0;  // values per position per layer (n_head_kv * head_dim, or the latent width)
   bool values = true;     // false: the latent (MLA) layout, keys only
   std::string what;       // in "KV cache does not fit <what>"
+  bool tree_rows = false; // whether the forward takes SequenceRows::tree_parent (draft trees)
 };
 
 // token_ids [n_tokens]; sequences cover rows 0..n_tokens in order; logit_rows ascending.

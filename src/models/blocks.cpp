@@ -2,6 +2,7 @@
 
 #include "io/trace.h"
 #include "ops/ops.h"
+#include "ops/tree_attention.h"
 
 namespace aerie {
 
@@ -29,6 +30,12 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
     const int64_t pos0 = positions[seq.row_begin];
     // Rows into the cache's blocks, converted to its dtype.
     kv.write_rows(layer, pos0, seq.n_rows, k + seq.row_begin * kv_width, v + seq.row_begin * kv_width);
+    if (seq.tree_parent != nullptr) {  // draft tree rows: the prefix plus each row's ancestors
+      ops::tree_attention(q + seq.row_begin * q_width, seq.n_rows, pos0, seq.tree_parent, kv.key_rows(layer),
+                          kv.value_rows(layer), shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale,
+                          attn + seq.row_begin * q_width, pool);
+      continue;
+    }
     ops::attention(q + seq.row_begin * q_width, seq.n_rows, pos0, kv.key_rows(layer), kv.value_rows(layer),
                    pos0 + seq.n_rows, shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale,
                    attn + seq.row_begin * q_width, pool);

@@ -8,14 +8,22 @@
 
 #include "models/model.h"
 #include "models/scratch.h"
+#include "ops/tree_attention.h"
 
 namespace aerie {
 
 // positions[r] = the cache position row r is written at: its sequence's length plus its offset in it.
 inline void fill_positions(std::span<const SequenceRows> sequences, int64_t n_rows, std::vector<int64_t>& positions) {
   positions.resize(size_t(n_rows));
-  for (const SequenceRows& seq : sequences)
-    for (int64_t r = 0; r < seq.n_rows; ++r) positions[size_t(seq.row_begin + r)] = seq.kv->length() + r;
+  for (const SequenceRows& seq : sequences) {
+    int64_t* pos = positions.data() + seq.row_begin;
+    if (seq.tree_parent != nullptr) {  // a tree's rows sit at the prefix length plus their depth
+      ops::tree_depths(seq.tree_parent, seq.n_rows, pos);
+      for (int64_t r = 0; r < seq.n_rows; ++r) pos[r] += seq.kv->length();
+      continue;
+    }
+    for (int64_t r = 0; r < seq.n_rows; ++r) pos[r] = seq.kv->length() + r;
+  }
 }
 
 class HiddenCapture {

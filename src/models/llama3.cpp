@@ -54,6 +54,7 @@ LlamaModel::LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool)
   attn_shape_ = AttentionShape{config_.n_head, config_.n_head_kv, config_.head_dim,
                                float(1.0 / std::sqrt(double(config_.head_dim)))};
   cache_fit_ = CacheFit{config_.n_layer, config_.n_head_kv * config_.head_dim, true, "this model"};
+  cache_fit_.tree_rows = true;  // gqa_attention takes draft tree rows
 }
 
 KvCache LlamaModel::make_kv_cache(int64_t capacity, KvDType dtype) const {

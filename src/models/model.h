@@ -28,6 +28,10 @@ struct SequenceRows {
   int64_t row_begin = 0;   // first row of this sequence in token_ids
   int64_t n_rows = 0;
   KvCache* kv = nullptr;   // positions kv->length() .. + n_rows are written and appended
+  // Optional draft tree (ops/tree_attention.h): [n_rows] parent row within this sequence (-1 for row 0), so
+  // row i sees the cached prefix and its ancestors only and sits at position kv->length() + depth(i); its
+  // K/V still go to slot kv->length() + i. Null: a chain (the default). Llama targets only.
+  const int32_t* tree_parent = nullptr;
 };
 
 struct StepBatch {

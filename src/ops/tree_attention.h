@@ -1,0 +1,32 @@
+// Tree attention: the queries of one sequence are the nodes of a draft tree rather than a chain, and each
+// node sees the cached prefix plus its own ancestors in the tree (EAGLE-2 / SpecInfer verification).
+//   tree rows (slots pos0 + i):  0 = root, 1 and 2 children of 0, 3 child of 1
+//   parent = [-1, 0, 0, 1]  ->  row 3 sees slots [0, pos0) and pos0 + {0, 1, 3}; row 2 sees [0, pos0), pos0 + {0, 2}
+// A chain (parent[i] = i - 1) gives exactly ops::attention's visibility.
+#pragma once
+
+#include <cstdint>
+
+#include "core/paged_rows.h"
+#include "core/thread_pool.h"
+
+namespace aerie::ops {
+
+// Grouped-query attention of n_q tree rows over a KV cache whose slots [pos0, pos0 + n_q) hold the rows'
+// own keys and values (written before the call):
+//   q:      [n_q, n_head, head_dim] f32 (already rotated by each row's position, prefix length + depth)
+//   parent: [n_q] int32, the parent row of each row (-1: a root, attached to the prefix only); parent[i] < i
+//   k, v:   paged rows as for ops::attention, slots [0, pos0 + n_q) valid
+//   out:    [n_q, n_head, head_dim] f32
+// Softmax in f32 over the visible slots in increasing slot order; the visible set is the same for every tier.
+void tree_attention(const float* q, int64_t n_q, int64_t pos0, const int32_t* parent, const PagedRows& k,
+                    const PagedRows& v, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
+                    ThreadPool& pool);
+
+// Checks a parent array: parent[0] == -1 and -1 <= parent[i] < i; names `what` in the error.
+void check_tree_parents(const int32_t* parent, int64_t n_rows, const char* what);
+
+// depth[i] = 0 for a root, depth[parent[i]] + 1 otherwise (the position offset of row i past the prefix).
+void tree_depths(const int32_t* parent, int64_t n_rows, int64_t* depth);
+
+}  // namespace aerie::ops
