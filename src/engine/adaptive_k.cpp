@@ -30,8 +30,10 @@ void AdaptiveK::observe_forward(std::span<const ScheduledRows> plan, int64_t row
   if (!costs_.measured(rows) || !any_probe(plan)) costs_.observe_forward(rows, seconds);
 }
 
-void AdaptiveK::observe_draft(int64_t passes, double seconds, bool caught_up) {
-  if (passes > 0 && !caught_up) costs_.observe_draft_pass(seconds / double(passes));
+void AdaptiveK::observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows) {
+  if (passes == 0 || prompt_rows) return;
+  if (deferred_rows > 0) costs_.observe_catch_up(deferred_rows, seconds);
+  else costs_.observe_draft_pass(seconds / double(passes));
 }
 
 int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results) {
@@ -59,10 +61,18 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
   const bool calibrated = costs_.n_measured() >= 2;
   if (calibrated) choose_draft_tokens(spans_, costs_, k_, gains_);
   else std::fill(k_.begin(), k_.end(), 0);
+  // Probing's price per plain step: one caught-up head row, against a plain step's share of the forward.
+  const double probe_overhead = n > 0 && costs_.catch_up_row() > 0
+                                    ? costs_.catch_up_row() / (costs_.forward(int64_t(n)) / double(n))
+                                    : 0.0;
   int64_t k_step = 0;
   for (size_t s = 0; s < n; ++s) {
     AdaptiveKState& state = seqs_[s]->adaptive;
     state.k = costs_.n_measured() > 0 ? apply_probe(state, k_[s], int64_t(spans_[s].size())) : 0;
+    if (state.probe && state.probes > AdaptiveKState::kMinProbes && probe_overhead > AdaptiveKState::kMaxProbeOverhead) {
+      seqs_[s]->speculation_off = true;  // probing costs more than it could find: plain from now on
+      state.k = 0, state.probe = false;
+    }
     k_step = std::max(k_step, state.k);
   }
   return k_step;

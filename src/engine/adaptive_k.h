@@ -34,9 +34,10 @@ class AdaptiveK {
   // A sequence's verified round (n_drafts > 0).
   void observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepted);
   // A step of `plan`: its forward over `rows` rows (not timed for a probe once the count has a figure),
-  // then its drafter passes (not timed when caught_up: deferred head rows ran in the first).
+  // then its drafter passes (as passes when steady; as a catch-up of deferred_rows when those ran in the
+  // first pass; not at all when prompt rows did).
   void observe_forward(std::span<const ScheduledRows> plan, int64_t rows, double seconds);
-  void observe_draft(int64_t passes, double seconds, bool caught_up);
+  void observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows);
 
   // Sets adaptive.k of every sequence of `plan` that goes on decoding after `results`; returns the largest.
   int64_t choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results);

@@ -297,9 +297,9 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   const auto t1 = Clock::now();
   const double forward_s = std::chrono::duration<double>(t1 - t0).count();
   if (adaptive_k_ && decode_only) adaptive_k_->observe_forward(plan, rows, forward_s);
-  // The head's first pass this step also runs prompt rows or rows deferred at K = 0 (not a steady pass).
-  bool caught_up = !decode_only;
-  for (const ScheduledRows& r : plan) caught_up = caught_up || r.seq->deferred_rows > 0;
+  // The head's first pass this step may also run prompt rows or rows deferred at K = 0 (not steady).
+  int64_t deferred_rows = 0;
+  for (const ScheduledRows& r : plan) deferred_rows += r.seq->deferred_rows;
   if (drafter_) run_draft(plan, first);
   if (token_drafter_) run_token_draft(plan, first);
   const auto t2 = Clock::now();
@@ -309,7 +309,7 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   if (adaptive_k_) {
     size_t passes = 0;  // the drafter's passes: as many as the deepest chain
     for (const ScheduledRows& r : plan) passes = std::max(passes, r.seq->drafts.size());
-    adaptive_k_->observe_draft(int64_t(passes), draft_s, caught_up);
+    adaptive_k_->observe_draft(int64_t(passes), draft_s, !decode_only, deferred_rows);
   }
   for (const ScheduledRows& r : plan) {
     r.seq->spec.verify_seconds += verify_s;

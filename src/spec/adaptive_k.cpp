@@ -48,6 +48,12 @@ void StepCosts::observe_draft_pass(double seconds) {
   draft_pass_ = draft_pass_ == 0 ? seconds : draft_pass_ + (seconds < draft_pass_ ? kDown : kUp) * (seconds - draft_pass_);
 }
 
+void StepCosts::observe_catch_up(int64_t rows, double seconds) {
+  if (rows < 1 || !(seconds > 0)) return;
+  const double per_row = seconds / double(rows);
+  catch_up_row_ = catch_up_row_ == 0 ? per_row : catch_up_row_ + (per_row < catch_up_row_ ? kDown : kUp) * (per_row - catch_up_row_);
+}
+
 void StepCosts::rebuild() {
   // The lower convex hull of the measured points (monotone chain), then the estimate along it.
   const int64_t n = int64_t(seen_.size());
@@ -133,6 +139,7 @@ int64_t apply_probe(AdaptiveKState& state, int64_t chosen, int64_t allowed) {
   state.rounds_off = 0;
   state.probe_interval = std::min(2 * state.probe_interval, AdaptiveKState::kMaxProbeInterval);
   state.probe = true;
+  ++state.probes;
   return 1;
 }
 

@@ -36,7 +36,12 @@
 // rise. After `probe_interval` rounds at 0 it drafts one token (one extra row and one drafter pass); each
 // probe that does not turn speculation back on doubles the interval up to kMaxProbeInterval (bounded
 // overhead: at most one 2-row round per 64 once settled; the interval also keeps the head's deferred rows
-// far below DraftRunner::kMaxDeferredRows).
+// far below DraftRunner::kMaxDeferredRows). A probe's first head pass also catches up the rows deferred
+// while off, so probing costs about one head row per plain step however rare the probes: where that is
+// more than kMaxProbeOverhead of a plain step (a head nearly as dear per row as a small, cache-resident
+// target), a sequence that has probed kMinProbes times without turning on stops speculating for good
+// (Sequence::speculation_off, as past DraftRunner::kMaxDeferredRows); new sequences start afresh from
+// the engine-wide acceptance. On a large target the head's rows are cheap and probing goes on.
 //
 // Exploring (AdaptiveKState): a row count the choice never visits keeps its first (maybe noisy, maybe cold)
 // figure, and plain decoding is never re-timed while speculation is on; so one in kExploreInterval rounds
@@ -93,7 +98,9 @@ class StepCosts {
   int64_t n_measured() const { return n_measured_; }  // row counts with a forward measured
   // Estimated seconds of a target forward over `rows` rows (0 before anything is measured).
   double forward(int64_t rows) const;
+  void observe_catch_up(int64_t rows, double seconds);  // a head pass that caught up deferred rows
   double draft_pass() const { return draft_pass_ > 0 ? draft_pass_ : kPriorDraftRatio * forward(1); }
+  double catch_up_row() const { return catch_up_row_; }  // seconds per caught-up row; 0 before measured
   bool draft_pass_measured() const { return draft_pass_ > 0; }
 
  private:
@@ -105,11 +112,14 @@ class StepCosts {
   double slope_hi_ = 0;           // seconds per row past the last entry
   int64_t n_measured_ = 0;
   double draft_pass_ = 0;
+  double catch_up_row_ = 0;
 };
 
 // A sequence's adaptive-K state (held in Sequence).
 struct AdaptiveKState {
   static constexpr int64_t kFirstProbeInterval = 1, kMaxProbeInterval = 64, kExploreInterval = 8;
+  static constexpr int64_t kMinProbes = 3;
+  static constexpr double kMaxProbeOverhead = 0.05;
 
   AcceptanceEstimate acceptance;
   int64_t k = -1;              // K chosen for the next round; -1: not chosen (fixed K)
@@ -117,6 +127,7 @@ struct AdaptiveKState {
   int64_t rounds_on = 0;       // rounds chosen at K > 0 (every kExploreInterval-th explores)
   int64_t probe_interval = kFirstProbeInterval;
   bool probe = false;          // k is a probe: its round (catch-up pass, cold head) times nothing steady
+  int64_t probes = 0;          // probes made
 };
 
 // One step's choice. rates[s] are sequence s's conditional acceptance rates, of length its most drafts
