@@ -38,7 +38,8 @@ std::string layers_text(const DraftHead& head) {
 
 std::vector<OptionSpec> draft_options() {
   return {
-      {"--draft", true, "EAGLE-1 or EAGLE-3 draft head folder, 'mtp' (a DeepSeek-V3 target's own MTP layer), "
+      {"--draft", true, "EAGLE-1 or EAGLE-3 draft head folder, a draft model folder (a small model of the "
+                        "target's tokenizer), 'mtp' (a DeepSeek-V3 target's own MTP layer), "
                         "'ngram' (prompt lookup, any target) or 'none'"},
       {"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)"},
       {"--ngram-max", true, "with --draft ngram: the longest n-gram matched, tried first (default 5, or --ngram-min)"},
@@ -61,6 +62,7 @@ std::unique_ptr<Drafter> load_draft_verbose(const Args& args, const Model& targe
   options.int8_group = weights.int8_group;
   options.int4_group = weights.int4_group;
   options.ngram = ngram;
+  if (args.has("--model")) options.target_dir = args.str("--model");  // a draft model's tokenizer is compared
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Drafter> drafter = load_any_drafter(draft, target, pool, options);  // a folder, "mtp" or "ngram"
   if (!quiet) {

@@ -82,6 +82,7 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
   parts_.resize(n_parts);
   for (size_t j = 0; j < n_parts; ++j) parts_[j] = gathered_.data() + j * size_t(m * width);
   ids_.clear();
+  prev_ids_.clear();
   rows_.clear();
   logit_rows_.clear();
   drafting_.clear();
@@ -103,6 +104,7 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
                   size_t(new_positions[i] * width) * sizeof(float));
     }
     rows_.push_back(SequenceRows{hb, rows, &*seq.draft_kv});
+    prev_ids_.push_back(seq.tokens[size_t(start)]);
     const int64_t k = seq.prefilling() ? 0 : drafts_allowed(seq, k_step, max_length_);
     if (k > 0) {
       logit_rows_.push_back(hb + rows - 1);
@@ -114,7 +116,7 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
         seq.q.resize(size_t(k * head_.n_vocab()));
     }
   }
-  const DraftOutput first = head_.forward(DraftBatch{ids_, FeatureSource::kTarget, parts_, rows_, logit_rows_});
+  const DraftOutput first = head_.forward(DraftBatch{ids_, FeatureSource::kTarget, parts_, rows_, logit_rows_, prev_ids_});
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& seq = *plan[i].seq;
     if (new_positions[i] == 0 || seq.speculation_off) continue;
@@ -132,6 +134,7 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
   const int64_t max_k = drafting_k_.empty() ? 0 : *std::max_element(drafting_k_.begin(), drafting_k_.end());
   for (int64_t step = 1; step < max_k; ++step) {
     ids_.clear();
+    prev_ids_.clear();
     rows_.clear();
     logit_rows_.clear();
     active_.clear();
@@ -139,14 +142,16 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
     for (size_t d = 0; d < drafting_.size(); ++d) {
       if (drafting_k_[d] <= step) continue;
       const int64_t r = int64_t(ids_.size());
-      ids_.push_back(drafting_[d]->drafts[size_t(step - 1)]);
+      const Sequence& seq = *drafting_[d];
+      ids_.push_back(seq.drafts[size_t(step - 1)]);
+      prev_ids_.push_back(step == 1 ? seq.tokens[size_t(seq.n_computed)] : seq.drafts[size_t(step - 2)]);
       std::memcpy(gathered_.data() + size_t(r * hd), self_features_.data() + d * size_t(hd), size_t(hd) * sizeof(float));
       rows_.push_back(SequenceRows{r, 1, &*drafting_[d]->draft_kv});
       logit_rows_.push_back(r);
       active_.push_back(d);
     }
     const float* part = gathered_.data();
-    const DraftOutput out = head_.forward(DraftBatch{ids_, FeatureSource::kSelf, std::span(&part, 1), rows_, logit_rows_});
+    const DraftOutput out = head_.forward(DraftBatch{ids_, FeatureSource::kSelf, std::span(&part, 1), rows_, logit_rows_, prev_ids_});
     for (size_t r = 0; r < active_.size(); ++r) {
       const size_t d = active_[r];
       pick(*drafting_[d], out.logits + int64_t(r) * vd, step);

@@ -62,6 +62,7 @@ class DraftRunner {
   std::vector<float> gathered_;          // features of the pass's rows, per part [n_rows, width]
   std::vector<const float*> parts_;
   std::vector<int64_t> ids_, logit_rows_;
+  std::vector<int64_t> prev_ids_;        // per sequence of a pass: the token before its first row
   std::vector<SequenceRows> rows_;
   std::vector<Sequence*> drafting_;      // sequences that draft this step
   std::vector<int64_t> drafting_k_;      // their K

@@ -40,6 +40,9 @@ struct DraftBatch {
   std::span<const float* const> feature_parts;  // each [n, width] f32, dense; see FeatureSource
   std::span<const SequenceRows> sequences;     // the head's own caches (rows ragged as in StepBatch)
   std::span<const int64_t> logit_rows;         // rows whose logits are wanted, ascending
+  // [n_sequences] the token before each sequence's first row (x_t for a first row carrying x_{t+1}):
+  // read by draft models (spec/draft_model.h), which place tokens at the target's positions.
+  std::span<const int64_t> prev_token_ids = {};
 };
 
 struct DraftOutput {
@@ -82,6 +85,8 @@ struct DraftLoadOptions {
   int64_t int8_group = 0;
   int64_t int4_group = 128;  // int4: models/int4_weights.h (EAGLE-1/3 heads; MLA heads refuse int4)
   NgramOptions ngram;        // --draft ngram: the gram lengths it matches
+  // The target's folder: a draft model's tokenizer.json is compared with its (empty: not compared).
+  std::filesystem::path target_dir;
 };
 
 }  // namespace aerie

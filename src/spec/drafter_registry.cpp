@@ -13,6 +13,7 @@
 #include "models/deepseek_v3.h"
 #include "models/int4_weights.h"
 #include "models/quantize.h"
+#include "spec/draft_model.h"
 #include "spec/eagle_head.h"
 #include "spec/fused_layers.h"
 #include "spec/head_names.h"
@@ -45,6 +46,9 @@ const std::vector<DrafterEntry>& entries() {
        {ModelFamily::kDeepseekV3}, false, false, "fc reads the target's hidden states"},
       {DrafterKind::kMtp, "MTP layer", {}, {ModelFamily::kDeepseekV3}, true, false, nullptr},
       {DrafterKind::kNgram, "n-gram drafter", {}, {ModelFamily::kLlama, ModelFamily::kDeepseekV3}, false, false,
+       nullptr},
+      // Picked before the heads by is_draft_model_folder (a full LlamaForCausalLM or DeepseekV3ForCausalLM).
+      {DrafterKind::kDraftModel, "draft model", {}, {ModelFamily::kLlama, ModelFamily::kDeepseekV3}, false, true,
        nullptr},
   };
   return table;
@@ -244,6 +248,7 @@ const char* drafter_kind_name(DrafterKind kind) { return entry_of(kind).name; }
 DrafterKind identify_drafter(const std::string& draft) {
   if (draft == kMtpDraftName) return DrafterKind::kMtp;
   if (draft == kNgramDraftName) return DrafterKind::kNgram;
+  if (is_draft_model_folder(draft)) return DrafterKind::kDraftModel;
   return open_head_folder(draft, nullptr).entry->kind;
 }
 
@@ -252,6 +257,7 @@ std::unique_ptr<DraftHead> load_drafter(const std::string& draft, const Model& t
   if (draft == kMtpDraftName) return load_mtp(target, pool, options);
   AERIE_CHECK(draft != kNgramDraftName, "--draft ", kNgramDraftName, " is the ", entry_of(DrafterKind::kNgram).name,
               ", not a draft head (load_any_drafter loads it)");
+  if (is_draft_model_folder(draft)) return load_draft_model(draft, target, options.target_dir, pool, options);
   HeadFolder f = open_head_folder(draft, options.progress);
   if (f.entry->kind == DrafterKind::kEagle3Mla) return load_mla(std::move(f), target, pool, options);
   return load_eagle(std::move(f), target, pool, options);

@@ -15,6 +15,9 @@
 //                     model.layers.{num_hidden_layers}.*)             >= 1; final-normed hidden state
 //   n-gram drafter    --draft ngram (no folder: prompt lookup,        llama,          nothing (the tokens
 //                     spec/ngram_drafter.h)                           deepseek_v3     only); no layers to choose
+//   draft model       a full LlamaForCausalLM / DeepseekV3ForCausalLM llama,          nothing; same vocab_size,
+//                     folder (model.layers.*, no fc / EAGLE-3         deepseek_v3     BOS/EOS and tokenizer.json
+//                     tensors; spec/draft_model.h), tried first                       (spec/draft_model.h)
 //
 // A head must also agree with the target on the hidden size it reads (EAGLE-1: hidden_size; EAGLE-3:
 // target_hidden_size, else hidden_size) and on vocab_size (it embeds and names tokens in the target's
@@ -37,7 +40,7 @@
 
 namespace aerie {
 
-enum class DrafterKind { kEagle1, kEagle3Mha, kEagle3Mla, kMtp, kNgram };
+enum class DrafterKind { kEagle1, kEagle3Mha, kEagle3Mla, kMtp, kNgram, kDraftModel };
 
 // The --draft values that name the target's own MTP layer and the n-gram drafter.
 inline constexpr const char* kMtpDraftName = "mtp";
