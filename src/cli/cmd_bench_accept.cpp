@@ -259,7 +259,8 @@ int run_bench_accept(const std::vector<std::string>& argv) {
         nlohmann::json r = {
             {"draft", draft_dir},
             {"temperature", temperature},
-            {"num_speculative_tokens", num_speculative_tokens_text(k)},
+            {"num_speculative_tokens", k.num_speculative_tokens},  // K, or the most with adaptive_k
+            {"adaptive_k", k.adaptive_k},
             {"mean_draft_tokens", t.stats.mean_draft_tokens()},
             {"mean_acceptance_length", t.stats.mean_acceptance_length()},
             {"acceptance_rate", t.stats.acceptance_rate()},
