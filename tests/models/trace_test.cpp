@@ -1,23 +1,20 @@
 // The tracing hook (io/trace.h). This executable runs twice (tests/CMakeLists.txt): as is, where tracing is
-// off and a forward must write nothing, and as "traced.*" with AERIE_TRACE_DIR set, where the named
+// off and a write must not even read its data, and as "traced.*" with AERIE_TRACE_DIR set, where the named
 // intermediates of a Llama and a DeepSeek-V3 forward must be the numbers the independent PyTorch references
 // computed (the committed goldens: hidden states entering each layer, final norm, logits) and what the
 // forward itself returned, in the order of the computation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
-
-#include <nlohmann/json.hpp>
 
 #include "io/npy.h"
 #include "io/trace.h"
 #include "models/registry.h"
 #include "../reference_precision.h"
+#include "quantized_support.h"
 
 namespace aerie {
 namespace {
@@ -26,18 +23,11 @@ namespace fs = std::filesystem;
 
 const fs::path kData = fs::path(AERIE_TEST_DATA_DIR);
 
-double relative_max_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double max_diff = 0, max_ref = 1e-30;
-  for (size_t i = 0; i < b.size(); ++i) {
-    max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
-    max_ref = std::max(max_ref, double(std::fabs(b[i])));
-  }
-  return max_diff / max_ref;
-}
+using testing::golden_ids;
+using testing::prompt_logits;
 
-std::vector<int64_t> golden_ids(const fs::path& dir) {
-  std::ifstream in(dir / "golden.json");
-  return nlohmann::json::parse(in).at("ids").get<std::vector<int64_t>>();
+double relative_max_error(const std::vector<float>& a, const std::vector<float>& b) {
+  return testing::relative_max_error(a.data(), b);
 }
 
 std::vector<std::string> read_index(const fs::path& dir) {
@@ -54,25 +44,15 @@ std::vector<float> traced(const fs::path& dir, const std::string& stem, const st
   return values;
 }
 
-// One all-rows forward of the golden's prompt; returns its logits.
-std::vector<float> forward_all_rows(Model& model, const std::vector<int64_t>& ids) {
-  KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);
-  const SequenceRows seq{0, int64_t(ids.size()), &kv};
-  std::vector<int64_t> rows(ids.size());
-  std::iota(rows.begin(), rows.end(), 0);
-  const ForwardOutput out = model.forward({ids, std::span(&seq, 1), rows, {}});
-  return std::vector<float>(out.logits, out.logits + out.n_logit_rows * out.n_vocab);
-}
-
 fs::path trace_dir() { return std::getenv("AERIE_TRACE_DIR"); }
 
-TEST(Trace, OffWritesNothing) {
+TEST(Trace, OffReadsNothing) {
   if (trace::enabled()) GTEST_SKIP() << "the traced run";
   ThreadPool pool(2);
   const fs::path dir = kData / "llama" / "bf16_gqa_rope_scaled_tied";
   std::unique_ptr<Model> model = load_model(dir, pool);
   trace::write("x", nullptr, 1, 1);  // a no-op when off: the null pointer is never read
-  EXPECT_FALSE(forward_all_rows(*model, golden_ids(dir)).empty());
+  EXPECT_FALSE(prompt_logits(*model, golden_ids(dir)).empty());
 }
 
 TEST(Trace, LlamaIntermediatesAreTheReferenceHiddenStates) {
@@ -82,7 +62,7 @@ TEST(Trace, LlamaIntermediatesAreTheReferenceHiddenStates) {
   std::unique_ptr<Model> model = load_model(dir, pool);
   const std::vector<int64_t> ids = golden_ids(dir);
   const int64_t n = int64_t(ids.size()), d = model->n_embd(), L = model->n_layer();
-  const std::vector<float> logits = forward_all_rows(*model, ids);
+  const std::vector<float> logits = prompt_logits(*model, ids);
   const fs::path t = trace_dir();
 
   // The computation's order, every layer's names.
@@ -115,7 +95,7 @@ TEST(Trace, DeepseekNamesTheLatentsAndTheRoutes) {
   std::unique_ptr<Model> model = load_model(dir, pool);
   const std::vector<int64_t> ids = golden_ids(dir);
   const int64_t n = int64_t(ids.size()), d = model->n_embd();
-  const std::vector<float> logits = forward_all_rows(*model, ids);
+  const std::vector<float> logits = prompt_logits(*model, ids);
   const fs::path t = trace_dir();
   const std::vector<std::string> index = read_index(t);
   auto has = [&](const std::string& s) { return std::find(index.begin(), index.end(), s) != index.end(); };
