@@ -1,6 +1,7 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -77,6 +78,22 @@ void KvStore::write(int64_t layer, int64_t slot, const float* key, const float* 
   }
 }
 
+void KvStore::copy_slot(int64_t from, int64_t to) {
+  const size_t row_bytes = size_t(row_width_) * kv_dtype_size(dtype_);
+  const int64_t n_groups = int64_t(n_scale_groups(dtype_, row_width_, scale_width_));
+  for (int which = 0; which < (has_values_ ? 2 : 1); ++which) {
+    std::byte* data = (which == 0 ? keys_ : values_).as<std::byte>();
+    float* scales = (which == 0 ? key_scales_ : value_scales_).as<float>();
+    for (int64_t layer = 0; layer < n_layer_; ++layer) {
+      std::byte* base = data + layer * layer_bytes_;
+      std::memmove(base + size_t(to) * row_bytes, base + size_t(from) * row_bytes, row_bytes);
+      if (n_groups == 0) continue;
+      float* s = scales + layer * layer_scales_;
+      std::memmove(s + to * n_groups, s + from * n_groups, size_t(n_groups) * sizeof(float));
+    }
+  }
+}
+
 KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity, KvDType dtype)
     : KvCache(Standalone{}, n_layer, n_head_kv * head_dim, capacity, true, dtype, head_dim) {}
 
@@ -137,6 +154,17 @@ void KvCache::truncate(int64_t n, bool keep_blocks) {
     AERIE_CHECK(table().n_registered * store_->block_size() <= n, "KV truncate to ", n, " would cut into a prefix-cached block");
     table().n_tokens = n;
   }
+}
+
+void KvCache::keep_tree_path(int64_t first, std::span<const int64_t> kept) {
+  const PagedRows rows = key_rows(0);  // only its slot map is used
+  for (size_t i = 0; i < kept.size(); ++i) {
+    AERIE_CHECK(kept[i] >= int64_t(i) && (i == 0 || kept[i] > kept[i - 1]) && first + kept[i] < length(),
+                "KV keep_tree_path: kept rows must ascend within the cache");
+    // kept[i] >= i, so a move never overwrites a kept row that has not moved yet.
+    if (kept[i] != int64_t(i)) store_->copy_slot(rows.slot(first + kept[i]), rows.slot(first + int64_t(i)));
+  }
+  truncate(first + int64_t(kept.size()));
 }
 
 }  // namespace aerie

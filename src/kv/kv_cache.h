@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -48,6 +49,8 @@ class KvStore {
   // Encodes one position's rows into slot `slot` (block id * block_size + offset) of `layer`.
   //   key, value: [row_width] f32; value ignored without values
   void write(int64_t layer, int64_t slot, const float* key, const float* value);
+  // Copies slot `from`'s stored rows (keys, values, FP8 scales) of every layer to slot `to`, bit for bit.
+  void copy_slot(int64_t from, int64_t to);
   // [n_blocks * block_size, row_width] stored values of one layer, as raw bytes (tests of the memory).
   std::byte* key_bytes(int64_t layer) { return keys_.as<std::byte>() + layer * layer_bytes_; }
 
@@ -109,6 +112,10 @@ class KvCache {
   // Keeps the first n positions: the rollback of rejected draft tokens. n <= length(). A paged cache gives
   // the blocks no longer needed back to the pool, unless keep_blocks (they stay reserved for rewriting).
   void truncate(int64_t n, bool keep_blocks = false);
+  // After a draft tree's verification: keeps positions [0, first) and, moved to first, first + 1, ..., the
+  // positions first + kept[i] (the accepted path's tree rows, ascending), bit for bit; drops the rest.
+  //   first = 10, kept = [0, 2, 5]: slots 10, 12, 15 -> positions 10, 11, 12; length 13
+  void keep_tree_path(int64_t first, std::span<const int64_t> kept);
 
  private:
   struct Standalone {};
