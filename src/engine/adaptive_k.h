@@ -12,12 +12,14 @@
 //     the first position is the prior of a new sequence's).
 // Chosen, after verification and before the drafter runs: the K of every sequence that goes on decoding,
 // jointly over the step (choose_draft_tokens), then one probe in probe_interval rounds where it is 0.
-// The K lands in Sequence::adaptive.k, which drafts_allowed() obeys; the step's K handed to the drafter is
+// Each sequence's state (its acceptance, chosen K, probes) is kept here by sequence id until forget(); the
+// K chosen lands in Sequence::draft_limit too, which drafts_allowed() obeys; the step's K handed to the drafter is
 // the largest (0: no drafter pass at all, the head's rows deferred).
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "sched/scheduler.h"
@@ -39,17 +41,24 @@ class AdaptiveK {
   void observe_forward(std::span<const ScheduledRows> plan, int64_t rows, double seconds);
   void observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows);
 
-  // Sets adaptive.k of every sequence of `plan` that goes on decoding after `results`; returns the largest.
+  // The sequence ended: its state goes.
+  void forget(uint64_t seq_id) { states_.erase(seq_id); }
+
+  // Sets the K (draft_limit) of every sequence of `plan` that goes on decoding after `results`; returns the largest.
   int64_t choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results);
 
   const StepCosts& costs() const { return costs_; }
 
  private:
+  bool any_probe(std::span<const ScheduledRows> plan) const;  // a sequence of plan probes this step
+
   int64_t k_max_, max_length_;
   StepCosts costs_;
   AcceptanceEstimate engine_wide_;
+  std::unordered_map<uint64_t, AdaptiveKState> states_;  // by Sequence::id, made at its first round
   // Per-step buffers, reused.
   std::vector<Sequence*> seqs_;
+  std::vector<AdaptiveKState*> seq_states_;  // [n seqs] of seqs_
   std::vector<double> rates_;  // [n seqs, k_max]
   std::vector<std::span<const double>> spans_;
   std::vector<int64_t> k_;

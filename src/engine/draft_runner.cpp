@@ -14,7 +14,7 @@ DraftRunner::DraftRunner(DraftHead& head, Scheduler& scheduler, std::vector<int6
       max_length_(max_length) {}
 
 int64_t drafts_allowed(const Sequence& seq, int64_t k_step, int64_t max_length) {
-  if (seq.adaptive.k >= 0) k_step = std::min(k_step, seq.adaptive.k);  // K chosen for it (engine/adaptive_k.h)
+  if (seq.draft_limit >= 0) k_step = std::min(k_step, seq.draft_limit);  // K chosen for it (engine/adaptive_k.h)
   const int64_t remaining = seq.options.max_tokens - seq.n_generated();
   const int64_t room = max_length - seq.n_computed - 1;
   return std::max<int64_t>(0, std::min({k_step, remaining - 1, room}));

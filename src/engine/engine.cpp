@@ -214,6 +214,8 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   }
   send_event(seq, last, reason, error);
   scheduler_->remove(&seq);
+  if (token_drafter_) token_drafter_->forget(seq.id);
+  if (adaptive_k_) adaptive_k_->forget(seq.id);
   live_.erase(seq.id);
 }
 

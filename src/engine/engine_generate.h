@@ -8,7 +8,7 @@
 #include "models/model.h"
 #include "spec/drafter.h"
 #include "spec/spec_options.h"
-#include "spec/spec_stats.h"
+#include "sched/spec_stats.h"
 
 namespace aerie {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "spec/spec_stats.h"
+#include "sched/spec_stats.h"
 
 namespace aerie {
 

@@ -12,7 +12,7 @@
 #include "sample/penalties.h"
 #include "sample/sampling.h"
 #include "sample/token_constraint.h"
-#include "spec/spec_stats.h"
+#include "sched/spec_stats.h"
 
 namespace aerie {
 

@@ -9,14 +9,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
 #include "sched/request.h"
-#include "spec/adaptive_k.h"
-#include "spec/drafter.h"
 
 namespace aerie {
 
@@ -43,14 +42,15 @@ struct Sequence {
   std::vector<int64_t> drafts;       // target ids proposed for the next step
   std::vector<int64_t> draft_ids;    // the same as draft-vocabulary ids
   std::vector<float> q;              // [K, n_draft_vocab] draft distributions (rejection sampling)
-  std::unique_ptr<DraftState> draft_state;  // a token drafter's state (its index of `tokens`)
   // Steps at K = 0 run no head pass: the target features of their new rows wait here, [rows, n_parts *
   // n_embd] (the head's cache ends `deferred_rows` positions before the target's), and go into the head's
   // next pass. Past the engine's limit the sequence stops speculating instead (speculation_off).
   std::vector<float> deferred_features;
   int64_t deferred_rows = 0;
   bool speculation_off = false;
-  AdaptiveKState adaptive;  // --num-speculative-tokens auto: its acceptance and chosen K (spec/adaptive_k.h)
+  // K chosen for this sequence's next round by --num-speculative-tokens auto (engine/adaptive_k.h, which
+  // keeps the rest of its adaptive state); -1: none chosen, the step's K applies.
+  int64_t draft_limit = -1;
   bool thinking = false;  // inside the thinking phase (relaxed acceptance): options, then the tokens emitted
   SpecStats spec;
 

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/tool_parser.h"
-#include "spec/spec_stats.h"
+#include "sched/spec_stats.h"
 
 namespace aerie::server {
 

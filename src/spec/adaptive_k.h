@@ -115,7 +115,7 @@ class StepCosts {
   double catch_up_row_ = 0;
 };
 
-// A sequence's adaptive-K state (held in Sequence).
+// A sequence's adaptive-K state (kept by the engine per sequence: engine/adaptive_k.h).
 struct AdaptiveKState {
   static constexpr int64_t kFirstProbeInterval = 1, kMaxProbeInterval = 64, kExploreInterval = 8;
   static constexpr int64_t kMinProbes = 3;

@@ -1,4 +1,4 @@
-#include "spec/spec_stats.h"
+#include "sched/spec_stats.h"
 
 namespace aerie {
 
