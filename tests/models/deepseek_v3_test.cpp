@@ -19,33 +19,18 @@
 #include "io/npy.h"
 #include "models/deepseek_v3.h"
 #include "models/registry.h"
+#include "../golden_support.h"
 #include "../reference_precision.h"
 
 namespace aerie {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::relative_max_error;
 
 const fs::path kCases = fs::path(AERIE_TEST_DATA_DIR) / "deepseek";
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  if (!fs::exists(kCases)) return names;
-  for (const auto& entry : fs::directory_iterator(kCases))
-    if (entry.is_directory() && fs::exists(entry.path() / "config.json")) names.push_back(entry.path().filename());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-// Largest |a - b| over the largest |b|: the error relative to the scale of the figures.
-double relative_max_error(const float* a, const std::vector<float>& b) {
-  double max_diff = 0, max_ref = 1e-30;
-  for (size_t i = 0; i < b.size(); ++i) {
-    max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
-    max_ref = std::max(max_ref, double(std::fabs(b[i])));
-  }
-  return max_diff / max_ref;
-}
+std::vector<std::string> case_names() { return testing::golden_case_names(kCases, "config.json"); }
 
 // Two computations of the same logits by different routes (absorbed vs expanded MLA, a ragged batch vs
 // alone, FP8 vs BF16 kernels). With f32 activations (AERIE_ISA=avx2 or scalar) they agree to 1e-5 of the

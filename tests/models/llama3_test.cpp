@@ -18,38 +18,19 @@
 #include "io/npy.h"
 #include "models/llama3.h"
 #include "models/registry.h"
+#include "../golden_support.h"
 #include "../reference_precision.h"
 
 namespace aerie {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::relative_max_error;
+using testing::read_json;
 
 const fs::path kCases = fs::path(AERIE_TEST_DATA_DIR) / "llama";
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  if (!fs::exists(kCases)) return names;
-  for (const auto& entry : fs::directory_iterator(kCases))
-    if (entry.is_directory() && fs::exists(entry.path() / "config.json")) names.push_back(entry.path().filename());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
-// Largest |a - b| over the largest |b|: the error relative to the scale of the figures.
-double relative_max_error(const float* a, const std::vector<float>& b) {
-  double max_diff = 0, max_ref = 1e-30;
-  for (size_t i = 0; i < b.size(); ++i) {
-    max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
-    max_ref = std::max(max_ref, double(std::fabs(b[i])));
-  }
-  return max_diff / max_ref;
-}
+std::vector<std::string> case_names() { return testing::golden_case_names(kCases, "config.json"); }
 
 struct Golden {
   std::vector<int64_t> ids;

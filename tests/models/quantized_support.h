@@ -15,18 +15,9 @@
 #include "engine/engine.h"
 #include "models/model.h"
 #include "spec/draft_head.h"
+#include "../golden_support.h"
 
 namespace aerie::testing {
-
-// Largest |got - ref| over the largest |ref|: the error relative to the scale of the figures.
-inline double relative_max_error(const float* got, const std::vector<float>& ref) {
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    err = std::max(err, std::abs(double(got[i]) - double(ref[i])));
-    scale = std::max(scale, std::abs(double(ref[i])));
-  }
-  return err / scale;
-}
 
 // golden.json's "ids" of a test case folder.
 inline std::vector<int64_t> golden_ids(const std::filesystem::path& dir) {

@@ -20,6 +20,7 @@
 #include "engine/generator.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "../golden_support.h"
 
 namespace aerie::trained {
 
@@ -31,10 +32,7 @@ struct Case {
   std::vector<double> greedy_margins;  // top-1 minus top-2 logit at each greedy step
 };
 
-inline nlohmann::json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
+using testing::read_json;
 
 inline std::vector<Case> read_cases(const nlohmann::json& golden) {
   std::vector<Case> cases;
@@ -43,14 +41,7 @@ inline std::vector<Case> read_cases(const nlohmann::json& golden) {
   return cases;
 }
 
-inline double relative_max_error(const float* a, const float* b, size_t n) {
-  double max_diff = 0, max_ref = 1e-30;
-  for (size_t i = 0; i < n; ++i) {
-    max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
-    max_ref = std::max(max_ref, double(std::fabs(b[i])));
-  }
-  return max_diff / max_ref;
-}
+using testing::relative_max_error;
 
 // Largest |log p(next prompt token)| difference over every position, from a float64 log-softmax of
 // aerie's float32 logits [n, vocab].

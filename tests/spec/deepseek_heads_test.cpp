@@ -19,40 +19,21 @@
 #include "spec/drafter_registry.h"
 #include "spec/eagle_head.h"
 #include "spec/mla_head.h"
+#include "../golden_support.h"
 #include "../reference_precision.h"
 
 namespace aerie {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::relative_max_error;
+using testing::read_json;
 
 const fs::path kData = fs::path(AERIE_TEST_DATA_DIR);
 const fs::path kCases = kData / "deepseek_heads";
 const fs::path kMtpTarget = kData / "deepseek" / "bf16_qlora_yarn";
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  if (!fs::exists(kCases)) return names;
-  for (const auto& entry : fs::directory_iterator(kCases))
-    if (entry.is_directory() && fs::exists(entry.path() / "golden.json")) names.push_back(entry.path().filename());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-// Largest |a - b| over the largest |b|.
-double relative_max_error(const float* a, const std::vector<float>& b) {
-  double max_diff = 0, max_ref = 1e-30;
-  for (size_t i = 0; i < b.size(); ++i) {
-    max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
-    max_ref = std::max(max_ref, double(std::fabs(b[i])));
-  }
-  return max_diff / max_ref;
-}
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
+std::vector<std::string> case_names() { return testing::golden_case_names(kCases, "golden.json"); }
 
 // Teacher-forced rows of a drafter over a target: row t reads the target's captured rows t and token
 // tokens[t]; all rows' logits are wanted.

@@ -16,34 +16,19 @@
 #include "models/registry.h"
 #include "spec/drafter_registry.h"
 #include "spec/eagle_head.h"
+#include "../golden_support.h"
 #include "../reference_precision.h"
 
 namespace aerie {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::relative_max_error;
 
 const fs::path kData = fs::path(AERIE_TEST_DATA_DIR);
 const fs::path kCases = kData / "eagle";
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  if (!fs::exists(kCases)) return names;
-  for (const auto& entry : fs::directory_iterator(kCases))
-    if (entry.is_directory() && fs::exists(entry.path() / "golden.json")) names.push_back(entry.path().filename());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-// Largest |a - b| over the largest |b|.
-double relative_max_error(const float* a, const std::vector<float>& b) {
-  double max_diff = 0, max_ref = 1e-30;
-  for (size_t i = 0; i < b.size(); ++i) {
-    max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
-    max_ref = std::max(max_ref, double(std::fabs(b[i])));
-  }
-  return max_diff / max_ref;
-}
+std::vector<std::string> case_names() { return testing::golden_case_names(kCases, "golden.json"); }
 
 struct Case {
   nlohmann::json golden;
