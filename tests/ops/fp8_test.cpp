@@ -14,9 +14,12 @@
 #include "ops/ops_fp8.h"
 #include "ops/ref/ref_fp8.h"
 #include "ops/ref/ref_ops.h"
+#include "random_data.h"
 
 namespace aerie::ops {
 namespace {
+
+using testing::random_floats;
 
 struct Fp8Weights {
   std::vector<uint8_t> codes;  // [n_out, n_in]
@@ -40,14 +43,6 @@ Fp8Weights make_fp8(int64_t n_out, int64_t n_in, uint32_t seed) {
   f.w = Tensor{DType::kF8E4M3, Shape{n_out, n_in}, f.codes.data()};
   f.scale_inv = Tensor{DType::kF32, Shape{tiles_out, tiles_in}, f.scales.data()};
   return f;
-}
-
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
 }
 
 // |y - expected| <= tol * sum_i |x_i w_i| + 1e-6: a float32 dot product's error bound.

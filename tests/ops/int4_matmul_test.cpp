@@ -16,9 +16,12 @@
 #include "ops/ops.h"
 #include "ops/ref/ref_int4.h"
 #include "../reference_precision.h"
+#include "random_data.h"
 
 namespace aerie::ops {
 namespace {
+
+using testing::random_floats;
 
 using testing::Bf16ActivationsScope;
 
@@ -38,14 +41,6 @@ struct Int4Weights {
     tz = Tensor{DType::kU8, Shape{n_out, n_groups}, zero.data()};
   }
 };
-
-std::vector<float> random_rows(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) v = d(rng);
-  return x;
-}
 
 // Bound on the VNNI path's activation quantisation for one output: half an int8 step of each 64-input block
 // (max |x| / 127 / 2) times that block's sum |w|; zero on the float-activation tiers.
@@ -100,9 +95,9 @@ TEST(Int4Matmul, MatchesTheDefinitionForEveryShapeModeAndThreadCount) {
                                    {33, 512, 2}, {19, 384, 2}, {9, 1280, 20}};
   for (const Case& c : cases) {
     const Int4Weights w(c.n_out, c.n_in, c.n_groups, uint32_t(c.n_out * 7 + c.n_in));
-    const std::vector<float> bias = random_rows(c.n_out, 5);
+    const std::vector<float> bias = random_floats(c.n_out, 5);
     for (int64_t rows : {1, 2, 3, 5, 8, 9, 13, 20, 33, 64}) {
-      const std::vector<float> x = random_rows(rows * c.n_in, uint32_t(rows));
+      const std::vector<float> x = random_floats(rows * c.n_in, uint32_t(rows));
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
         for (Bf16Activations mode : {Bf16Activations::kSplit, Bf16Activations::kRounded}) {
@@ -132,7 +127,7 @@ TEST(Int4Matmul, KRowsGiveTheBitsOfKOneRowCalls) {
   for (int64_t n_groups : {1, 4}) {
     const Int4Weights w(29, 256, n_groups, 11);
     for (int64_t rows : {2, 5, 9, 17, 31}) {  // below kGemmMinRows
-      const std::vector<float> x = random_rows(rows * 256, uint32_t(rows + 40));
+      const std::vector<float> x = random_floats(rows * 256, uint32_t(rows + 40));
       std::vector<float> all(size_t(rows * 29)), one(29);
       matmul_int4(x.data(), rows, w.tq, w.ts, w.tz, nullptr, all.data(), pool);
       for (int64_t r = 0; r < rows; ++r) {

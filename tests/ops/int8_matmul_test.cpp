@@ -16,9 +16,12 @@
 #include "ops/ops.h"
 #include "ops/ref/ref_int8.h"
 #include "../reference_precision.h"
+#include "random_data.h"
 
 namespace aerie::ops {
 namespace {
+
+using testing::random_floats;
 
 using testing::Bf16ActivationsScope;
 
@@ -35,14 +38,6 @@ struct Int8Matrix {
     ts = Tensor{DType::kF32, Shape{n_out, n_groups}, scale.data()};
   }
 };
-
-std::vector<float> random_rows(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) v = d(rng);
-  return x;
-}
 
 // Checks y against the float64 definition; the bound per output is `rel` times sum |x * w| (rounding the
 // activations to bf16 on the GEMM path), plus half an int16 step of the row times sum |w| (the int16 paths'
@@ -80,9 +75,9 @@ TEST(Int8Matmul, MatchesTheDefinitionForEveryShapeModeAndThreadCount) {
                                    {33, 128, 2}, {9, 4136, 1}, {11, 600, 1}, {20, 1024, 2}};
   for (const Case& c : cases) {
     const Int8Matrix w(c.n_out, c.n_in, c.n_groups, uint32_t(c.n_out * 7 + c.n_in));
-    std::vector<float> bias = random_rows(c.n_out, 5);
+    std::vector<float> bias = random_floats(c.n_out, 5);
     for (int64_t rows : {1, 2, 3, 5, 8, 9, 13, 20, 33, 64}) {
-      const std::vector<float> x = random_rows(rows * c.n_in, uint32_t(rows));
+      const std::vector<float> x = random_floats(rows * c.n_in, uint32_t(rows));
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
         for (Bf16Activations mode : {Bf16Activations::kSplit, Bf16Activations::kRounded}) {
@@ -115,7 +110,7 @@ TEST(Int8Matmul, KRowsGiveTheBitsOfKOneRowCalls) {
     for (Bf16Activations mode : {Bf16Activations::kSplit, Bf16Activations::kRounded}) {
       Bf16ActivationsScope scope(mode);
       for (int64_t rows : {2, 5, 9, 17, 31}) {  // below kGemmMinRows
-        const std::vector<float> x = random_rows(rows * 128, uint32_t(rows + 40));
+        const std::vector<float> x = random_floats(rows * 128, uint32_t(rows + 40));
         std::vector<float> all(size_t(rows * 29)), one(29);
         matmul_int8(x.data(), rows, w.tq, w.ts, nullptr, all.data(), pool);
         for (int64_t r = 0; r < rows; ++r) {

@@ -14,17 +14,12 @@
 #include "core/kv_dtype.h"
 #include "ops/ops.h"
 #include "ops/ref/ref_ops.h"
+#include "random_data.h"
 
 namespace aerie::ops {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_floats;
 
 // n_kv rows of `row_width` values encoded as `dtype`, in blocks of 4 positions stored in reverse order.
 struct StoredRows {

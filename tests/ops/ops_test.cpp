@@ -11,17 +11,12 @@
 #include "ops/ops.h"
 #include "ops/ref/ref_ops.h"
 #include "../reference_precision.h"
+#include "random_data.h"
 
 namespace aerie::ops {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_floats;
 
 // Weights stored as `dtype`, plus the f32 values they hold.
 struct Weights {

@@ -19,17 +19,12 @@
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/ref/ref_ops.h"
+#include "random_data.h"
 
 namespace aerie::ops {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_floats;
 
 // 1 / theta^(2i / dim), then llama3's rule (factor 8, low/high frequency factors 1/4, original context 8192):
 // long waves divided by 8, short ones kept, a smooth blend between (as models/rope_freqs.h computes it).

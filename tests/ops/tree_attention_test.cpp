@@ -11,19 +11,14 @@
 #include "ops/ops.h"
 #include "ops/ref/ref_ops.h"
 #include "ops/tree_attention.h"
+#include "random_data.h"
 
 namespace aerie::ops {
 namespace {
 
-constexpr int64_t kHead = 4, kHeadKv = 2, kDim = 16, kWidth = kHeadKv * kDim, kBlock = 4;
+using testing::random_floats;
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+constexpr int64_t kHead = 4, kHeadKv = 2, kDim = 16, kWidth = kHeadKv * kDim, kBlock = 4;
 
 // Rows [n_kv, kWidth] laid out in blocks of kBlock rows stored in reverse block order.
 struct Paged {
