@@ -47,20 +47,57 @@ LlamaWeights bind_llama_weights(const WeightStore& store, const LlamaConfig& c) 
   return w;
 }
 
-LlamaModel::LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool)
+LlamaModel::LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool, dist::Communicator* communicator)
     : config_(std::move(config)), store_(std::move(store)), pool_(pool) {
   weights_ = bind_llama_weights(store_, config_);
   inv_freq_ = llama3_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
   attn_shape_ = AttentionShape{config_.n_head, config_.n_head_kv, config_.head_dim,
                                float(1.0 / std::sqrt(double(config_.head_dim)))};
-  cache_fit_ = CacheFit{config_.n_layer, config_.n_head_kv * config_.head_dim, true, "this model"};
+  if (communicator != nullptr && communicator->size() > 1) {
+    communicator_ = communicator;
+    shard_weights();
+  }
+  cache_fit_ = CacheFit{config_.n_layer, attn_shape_.n_head_kv * config_.head_dim, true, "this model"};
   cache_fit_.tree_rows = true;  // gqa_attention takes draft tree rows
 }
 
-KvCache LlamaModel::make_kv_cache(int64_t capacity, KvDType dtype) const {
-  return KvCache(config_.n_layer, config_.n_head_kv, config_.head_dim, capacity, dtype);
+void LlamaModel::shard_weights() {
+  const LlamaConfig& c = config_;
+  const int n_ranks = communicator_->size(), rank = communicator_->rank();
+  // Whole kv heads per rank, with the query heads that read them (dist/shard.h); any n_ff split works.
+  const dist::AttentionShard heads = dist::split_gqa_heads(c.n_head, c.n_head_kv, c.head_dim, n_ranks, rank);
+  const dist::Range ff = dist::balanced_split(c.n_ff, n_ranks, rank);
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    LlamaLayerWeights& layer = weights_.layers[size_t(il)];
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    const std::pair<const char*, const LinearWeight*> projections[] = {
+        {"self_attn.q_proj", &layer.attn.q}, {"self_attn.k_proj", &layer.attn.k}, {"self_attn.v_proj", &layer.attn.v},
+        {"self_attn.o_proj", &layer.attn.o}, {"mlp.gate_proj", &layer.mlp.gate},  {"mlp.up_proj", &layer.mlp.up},
+        {"mlp.down_proj", &layer.mlp.down}};
+    for (const auto& [name, w] : projections) {
+      const DType dtype = w->weight->dtype;
+      const bool float_weight = dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
+      AERIE_CHECK(float_weight && !w->is_fp8() && !w->is_int8() && !w->is_int4(), store_.source(),
+                  ": tensor parallel ", n_ranks, " cannot split ", p, name, ".weight: it is ", dtype_name(dtype),
+                  w->is_fp8() ? " with FP8 block scales" : w->is_int8() ? " (int8)" : w->is_int4() ? " (int4)" : "",
+                  ", and only F32, BF16 and F16 projections are split so far");
+    }
+    layer.attn = shard_attention(layer.attn, heads, rank, shards_);
+    layer.mlp = shard_ffn(layer.mlp, ff, shards_);
+  }
+  attn_shape_.n_head = heads.q_heads.size();
+  attn_shape_.n_head_kv = heads.kv_heads.size();
 }
 
+void LlamaModel::sum_over_ranks(float* data, int64_t n) {
+  if (communicator_ != nullptr) communicator_->all_reduce_sum(std::span<float>(data, size_t(n)));
+}
+
+KvCache LlamaModel::make_kv_cache(int64_t capacity, KvDType dtype) const {
+  return KvCache(config_.n_layer, attn_shape_.n_head_kv, config_.head_dim, capacity, dtype);  // this rank's kv heads
+}
+
+// This rank's share when tensor parallel (its shards plus the whole head).
 uint64_t LlamaModel::decode_weight_bytes() const {
   uint64_t bytes = weights_.output.nbytes() + weights_.norm->nbytes();
   for (const LlamaLayerWeights& l : weights_.layers) {
@@ -75,7 +112,13 @@ std::string LlamaModel::describe() const {
   return str_cat("llama: ", c.n_layer, " layers, n_embd ", c.n_embd, ", n_ff ", c.n_ff, ", heads ", c.n_head,
                  "/", c.n_head_kv, " x ", c.head_dim, ", vocab ", c.n_vocab, ", ",
                  dtype_name(weights_.embed->dtype), c.tie_word_embeddings ? ", tied head" : "",
-                 c.rope_scaling.enabled ? ", llama3 rope scaling" : "");
+                 c.rope_scaling.enabled ? ", llama3 rope scaling" : "",
+                 communicator_ == nullptr
+                     ? std::string()
+                     : str_cat("; tensor parallel rank ", communicator_->rank(), " of ", communicator_->size(),
+                               ": heads ", attn_shape_.n_head, "/", attn_shape_.n_head_kv, ", ",
+                               weights_.layers.empty() ? 0 : weights_.layers[0].mlp.gate.n_out(),
+                               " ffn rows, embedding and head replicated"));
 }
 
 ForwardOutput LlamaModel::forward(const StepBatch& batch) {
@@ -101,11 +144,13 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
     AERIE_TRACE("attn_norm", cur, n_tokens, c.n_embd);
     gqa_attention(cur, n_tokens, batch.sequences, positions_.data(), il, layer.attn, attn_shape_,
                   inv_freq_.data(), attn_scratch_, block_out, pool_);
+    sum_over_ranks(block_out, n_tokens * c.n_embd);  // tensor parallel: o_proj's partial sums
     if (trace::enabled()) trace_attention(attn_scratch_, attn_shape_, n_tokens, block_out, c.n_embd);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.ffn_norm, eps, cur, pool_);
     AERIE_TRACE("ffn_norm", cur, n_tokens, c.n_embd);
     swiglu_ffn(cur, n_tokens, layer.mlp, ffn_scratch_, block_out, pool_);
+    sum_over_ranks(block_out, n_tokens * c.n_embd);  // tensor parallel: down_proj's partial sums
     AERIE_TRACE("ffn_out", block_out, n_tokens, c.n_embd);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
     AERIE_TRACE("out", x, n_tokens, c.n_embd);

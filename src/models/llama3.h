@@ -1,5 +1,11 @@
 // Llama 3 (LlamaForCausalLM): GQA attention with RoPE (llama3 frequency scaling), SwiGLU MLP, RMSNorm,
 // tied or untied output head. Weights are the checkpoint's own tensors, viewed in place.
+//
+// Tensor parallelism (issue 22): given a communicator of T > 1 ranks, each rank keeps only its shards
+// (models/tensor_parallel.h): q/k/v column-split by kv-head groups, gate/up by n_ff rows, o/down row-split;
+// it runs n_head/T query heads over n_head_kv/T kv heads (its KV cache holds only those) and sums the
+// partial outputs of o_proj and down_proj over the ranks, one all_reduce_sum each per layer. The embedding,
+// the norms and the output head stay whole on every rank, so every rank ends with the same logits.
 #pragma once
 
 #include <memory>
@@ -7,6 +13,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "dist/communicator.h"
 #include "io/llama_config.h"
 #include "io/weight_store.h"
 #include "models/blocks.h"
@@ -15,6 +22,7 @@
 #include "models/forward_end.h"
 #include "models/forward_helpers.h"
 #include "models/model.h"
+#include "models/tensor_parallel.h"
 
 namespace aerie {
 
@@ -38,7 +46,10 @@ LlamaWeights bind_llama_weights(const WeightStore& store, const LlamaConfig& con
 
 class LlamaModel final : public Model {
  public:
-  LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool);
+  // communicator: null or of size 1 for the whole model in this process; else this rank's shards (throws
+  // aerie::Error naming the tensor or the numbers when the model cannot be split T ways). It must outlive
+  // the model.
+  LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool, dist::Communicator* communicator = nullptr);
 
   ForwardOutput forward(const StepBatch& batch) override;
   KvCache make_kv_cache(int64_t capacity, KvDType dtype) const override;
@@ -64,14 +75,20 @@ class LlamaModel final : public Model {
   WeightStore store_;
   LlamaWeights weights_;
   ThreadPool& pool_;
+  dist::Communicator* communicator_ = nullptr;  // set only when tensor parallel (size() > 1)
+  ShardStore shards_;                           // what weights_' shards own (tensor parallel only)
   std::vector<float> inv_freq_;  // [head_dim / 2]
-  AttentionShape attn_shape_;
+  AttentionShape attn_shape_;  // this rank's heads (all of them in one process)
   CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)
 
   // Activations, reused across forwards.
   ScratchBuffer x_, cur_, block_out_;
   HiddenCapture capture_;  // ForwardOutput::hidden points into it
   ForwardEnd end_;         // final norm, output head, logit rows
+
+  void shard_weights();  // weights_ -> this rank's shards, attn_shape_ -> its heads
+  // Tensor parallel: data [n] f32, this rank's partial sum of a row-split projection -> the sum over ranks.
+  void sum_over_ranks(float* data, int64_t n);
   std::vector<int64_t> positions_;
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;

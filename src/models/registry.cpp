@@ -15,7 +15,15 @@
 namespace aerie {
 namespace {
 
-WeightStore open_weights(const std::filesystem::path& dir, const LoadOptions& options) {
+bool tensor_parallel(const LoadOptions& options) {
+  return options.communicator != nullptr && options.communicator->size() > 1;
+}
+
+WeightStore open_weights(const std::filesystem::path& dir, LoadOptions options) {
+  if (tensor_parallel(options)) {  // each rank reads only its shards: no copy, no whole-file prefault
+    options.weight_memory = WeightMemory::kMapped;
+    options.prefault = false;
+  }
   const bool quantize = options.weights != WeightFormat::kAsStored;
   WeightStore store = WeightStore::open_dir(
       dir, WeightLoadOptions{quantize ? WeightMemory::kMapped : options.weight_memory, options.progress});
@@ -31,6 +39,9 @@ nlohmann::json read_json(const std::filesystem::path& path) {
 std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohmann::json& json,
                                   ThreadPool& pool, const LoadOptions& options) {
   LlamaConfig config = parse_llama_config(json, (dir / "config.json").string());
+  AERIE_CHECK(!tensor_parallel(options) || options.weights == WeightFormat::kAsStored, dir.string(),
+              ": tensor parallelism splits F32/BF16/F16 weights only; int8 and int4 projections (--weights int8 or "
+              "int4) cannot be split yet");
   WeightStore store = open_weights(dir, options);
   normalize_int8_scales(store);
   convert_int4_checkpoint(store, json, &pool);
@@ -40,12 +51,14 @@ std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohma
   if (options.weights == WeightFormat::kInt8)
     quantize_projections_int8(store, options.int8_group, config.tie_word_embeddings ? "model.embed_tokens.weight" : "",
                               &pool);
-  return std::make_unique<LlamaModel>(std::move(config), std::move(store), pool);
+  return std::make_unique<LlamaModel>(std::move(config), std::move(store), pool, options.communicator);
 }
 
 std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const nlohmann::json& json,
                                         ThreadPool& pool, const LoadOptions& options) {
   DeepseekV3Config config = parse_deepseek_v3_config(json, (dir / "config.json").string());
+  AERIE_CHECK(!tensor_parallel(options), dir.string(), ": tensor parallelism (", options.communicator->size(),
+              " ranks) is not implemented for DeepseekV3ForCausalLM yet, Llama 3 only; run it with one rank");
   AERIE_CHECK(options.weights != WeightFormat::kInt4, dir.string(),
               ": int4 weights are not supported for DeepseekV3ForCausalLM (Llama targets and EAGLE heads only)");
   WeightStore store = open_weights(dir, options);

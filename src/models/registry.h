@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "dist/communicator.h"
 #include "io/weight_store.h"
 #include "models/model.h"
 #include "models/quantize.h"
@@ -24,6 +25,12 @@ struct LoadOptions {
   // int4: the same with asymmetric int4 (models/int4_weights.h), int4_group inputs per scale and zero point
   // (0 = one per output channel). GPTQ and AWQ checkpoints load as they are either way.
   int64_t int4_group = 128;
+  // Tensor parallelism over this communicator's ranks when it has more than one (Llama targets only; each
+  // rank loads its shards, models/llama3.h). Null: the whole model in this process. Tensor parallel loads
+  // keep the weights mapped and skip the whole-file prefault (each rank pages in only what its shards read,
+  // during the first forward); --weights int8/int4 is refused (quantised projections cannot be split yet).
+  // Must outlive the model.
+  dist::Communicator* communicator = nullptr;
 };
 
 // Reads DIR/config.json, picks the architecture and loads the weights. Throws aerie::Error for an
