@@ -74,9 +74,15 @@ int run_logits(const std::vector<std::string>& argv) {
   const std::string out_path = args.required("--out");
   apply_bf16_activations(args, ops::Bf16Activations::kSplit);
   const KvDType kv_dtype = kv_cache_dtype(args, KvDType::kF32);  // a reference check: exact KV unless asked
+  // Tensor parallel: every rank runs the same prefill; rank 0 alone writes the files.
+  const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);
+  const bool writer = ranks->rank() == 0;
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet"), weight_choice(args));
+  std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, args.has("--quiet") || !writer,
+                                                    weight_choice(args), ranks.get());
   if (args.has("--draft")) {
+    AERIE_CHECK(ranks->size() == 1, "--draft with --tensor-parallel is not supported yet (the target alone runs "
+                                    "tensor parallel)");
     AERIE_CHECK(!args.has("--hidden-layers"), "--hidden-layers applies to the target; use it without --draft");
     const std::unique_ptr<Drafter> drafter = load_draft_verbose(args, *model, pool, args.has("--quiet"));
     AERIE_CHECK(drafter != nullptr, "--draft none: no head to write logits of");
@@ -96,6 +102,7 @@ int run_logits(const std::vector<std::string>& argv) {
   std::iota(rows.begin(), rows.end(), 0);
   const StepBatch batch{ids, std::span(&seq, 1), rows, layers};
   const ForwardOutput out = model->forward(batch);
+  if (!writer) return 0;
   write_npy_f32(out_path, out.logits, {n, out.n_vocab});
   for (const CapturedHidden& h : out.hidden) {
     const std::string name = h.layer == kFinalNormLayer ? "final_norm" : std::to_string(h.layer);

@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,10 +38,13 @@ std::string describe_weight_memory(const WeightMemoryReport& r) {
 }  // namespace
 
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
-                                          const WeightChoice& weights) {
+                                          const WeightChoice& weights, dist::Communicator* ranks) {
+  AERIE_CHECK(weights.tensor_parallel == 1 || ranks != nullptr,
+              "--tensor-parallel: only `aerie generate` and `aerie logits` run tensor parallel so far");
   const bool tty = isatty(STDERR_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
+  options.communicator = ranks;
   options.weight_memory = weights.memory;
   options.weights = weights.format;
   options.int8_group = weights.int8_group;
@@ -98,7 +102,25 @@ WeightChoice weight_choice(const Args& args, WeightMemory memory_default) {
   AERIE_CHECK(c.int4_group == 0 || (c.int4_group > 0 && c.int4_group % 64 == 0), "--int4-group must be 0 (one "
               "group per output channel) or a positive multiple of 64, got ", c.int4_group);
   AERIE_CHECK(!args.has("--int4-group") || c.format == WeightFormat::kInt4, "--int4-group needs --weights int4");
+  c.tensor_parallel = args.integer("--tensor-parallel", 1);
+  AERIE_CHECK(c.tensor_parallel >= 1, "--tensor-parallel must be 1 or more, got ", c.tensor_parallel);
   return c;
+}
+
+std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args) {
+  const int64_t t = args.integer("--tensor-parallel", 1);
+  AERIE_CHECK(t >= 1, "--tensor-parallel must be 1 or more, got ", t);
+  std::unique_ptr<dist::Communicator> ranks = dist::make_world_communicator();
+  AERIE_CHECK(ranks->size() == t, "--tensor-parallel ", t, " needs exactly ", t, " ranks: run `mpirun -np ", t,
+              " aerie ... --tensor-parallel ", t, "`; this run has ", ranks->size(),
+              dist::mpi_available() ? "" : " (and this aerie was built without MPI: install libopenmpi-dev)");
+  if (ranks->rank() != 0) {  // the others compute the same tokens; one copy of the output is enough
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    AERIE_CHECK(null_fd >= 0 && ::dup2(null_fd, STDOUT_FILENO) >= 0, "rank ", ranks->rank(),
+                ": cannot send stdout to /dev/null");
+    ::close(null_fd);
+  }
+  return ranks;
 }
 
 void describe_weight_memory_default(std::vector<OptionSpec>& specs, WeightMemory command_default) {
@@ -129,7 +151,11 @@ KvDType kv_cache_dtype(const Args& args, KvDType command_default) {
 
 int thread_count(const Args& args) {
   const int64_t n = args.integer("--threads", 0);
-  return n > 0 ? int(n) : int(std::max(1u, std::thread::hardware_concurrency()));
+  if (n > 0) return int(n);
+  // Under mpirun the ranks on this machine share its cores (Open MPI names how many there are).
+  const char* local_ranks = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int sharing = local_ranks != nullptr ? std::max(1, std::atoi(local_ranks)) : 1;
+  return int(std::max(1u, std::thread::hardware_concurrency() / unsigned(sharing)));
 }
 
 std::vector<OptionSpec> model_options() {
@@ -150,6 +176,9 @@ std::vector<OptionSpec> model_options() {
       {"--int8-group", true, "with --weights int8: inputs per scale, a multiple of 32 (default 0: per channel)"},
       {"--int4-group", true, "with --weights int4: inputs per scale and zero point, a multiple of 64 (default 128; "
                              "0: per channel)"},
+      {"--tensor-parallel", true,
+       "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate "
+       "and logits; Llama 3 with F32/BF16/F16 weights; T must divide num_key_value_heads)"},
       {"--kv-cache-dtype", true,
        "auto (default, = bf16), bf16, f32 or fp8: how KV cache rows are stored (2, 4 or 1 byte a value; fp8 "
        "E4M3 adds an f32 scale per kv head per position), target and draft head alike"},

@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "core/thread_pool.h"
+#include "dist/communicator.h"
 #include "io/weight_memory.h"
 #include "models/quantize.h"
 #include "models/model.h"
@@ -25,9 +26,18 @@ struct WeightChoice {
   WeightFormat format = WeightFormat::kAsStored;
   int64_t int8_group = 0;
   int64_t int4_group = 128;
+  int64_t tensor_parallel = 1;  // --tensor-parallel: ranks the projections are split over
 };
+// With weights.tensor_parallel > 1, `ranks` (from tensor_parallel_ranks) must be given: commands that pass
+// none are refused, naming the ones that run tensor parallel.
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
-                                          const WeightChoice& weights);
+                                          const WeightChoice& weights, dist::Communicator* ranks = nullptr);
+
+// The ranks of --tensor-parallel T (default 1): the MPI world when launched by mpirun, else this process
+// alone. Throws aerie::Error unless the world has exactly T ranks (`mpirun -np T aerie ... --tensor-parallel
+// T`). Every rank runs the same steps; on ranks other than 0, stdout goes to /dev/null so only rank 0
+// writes output (callers also write files and summaries on rank 0 only).
+std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args);
 
 // --weight-memory mapped|hugepages|auto, `command_default` without the flag. Huge pages make single-thread
 // decode stream the weights 5-10 points of the bandwidth closer to the machine's limit (bench's per-step
@@ -50,7 +60,7 @@ void apply_bf16_activations(const Args& args, std::optional<ops::Bf16Activations
 // Throws aerie::Error naming the flag for any other value.
 KvDType kv_cache_dtype(const Args& args, KvDType command_default = KvDType::kBF16);
 
-// --threads N (0 or absent: every core).
+// --threads N (0 or absent: every core, shared among the ranks of this machine under mpirun).
 int thread_count(const Args& args);
 
 // Options every model-running command accepts.
