@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Tensor-parallel Llama through the CLI (issue 22), mpirun on loopback:
+#   logits CHECKPOINT...: `aerie logits` at T=2 equals the single-process logits within 1e-4 of max |logit|;
+#   generate MODEL:       greedy `aerie generate` at T=2 gives the same ids as T=1;
+#   refusals MODEL MQA:   T=3 on MODEL (2 kv heads), T=2 on MQA (1 kv head), T=2 without mpirun, and
+#                         `aerie bench` with T=2 each fail with their message.
+# usage: run_tp_cli_test.sh MPIRUN AERIE COMPARE MODE ARGS...
+set -uo pipefail
+mpirun=$1 aerie=$2 compare=$3 mode=$4
+shift 4
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 AERIE_DIST_TIMEOUT_S=20
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+# timeout: a wedged job must fail the test, never hang it.
+ranks() { local n=$1; shift; timeout 60 "$mpirun" --oversubscribe -np "$n" --mca btl self,vader "$@"; }
+# expect_error MESSAGE COMMAND...: the command fails and its output holds MESSAGE.
+expect_error() {
+  local expected=$1; shift
+  if "$@" >"$work/log" 2>&1; then fail "exited 0: $*"; return; fi
+  grep -qF -- "$expected" "$work/log" || { cat "$work/log"; fail "no '$expected' from: $*"; }
+}
+
+ids=1,17,5,42,9,33,2,7,100,64,3,11
+case $mode in
+  logits)
+    for model in "$@"; do
+      name=$(basename "$model")
+      "$aerie" logits --model "$model" --ids $ids --out "$work/$name.t1.npy" --quiet || fail "T=1 logits on $name"
+      ranks 2 "$aerie" logits --model "$model" --ids $ids --out "$work/$name.t2.npy" --quiet --tensor-parallel 2 ||
+        fail "T=2 logits on $name"
+      "$compare" "$work/$name.t1.npy" "$work/$name.t2.npy" 1e-4 || fail "T=2 logits differ on $name"
+    done ;;
+  generate)
+    model=$1
+    run=("$aerie" generate --model "$model" --prompt "Once upon a time, a little fox" --max-tokens 32 --ignore-eos --json
+         --quiet)
+    "${run[@]}" >"$work/t1.json" || fail "T=1 generate"
+    ranks 2 "${run[@]}" --tensor-parallel 2 >"$work/t2.json" || fail "T=2 generate"
+    # Only rank 0 writes: exactly one JSON line.
+    [[ $(wc -l <"$work/t2.json") == 1 ]] || fail "T=2 wrote $(wc -l <"$work/t2.json") lines to stdout, not 1"
+    t1=$(grep -o '"ids":\[[0-9,]*\]' "$work/t1.json") t2=$(grep -o '"ids":\[[0-9,]*\]' "$work/t2.json")
+    echo "T=1 $t1"; echo "T=2 $t2"
+    [[ -n $t1 && $t1 == "$t2" ]] || fail "greedy ids differ between T=1 and T=2" ;;
+  refusals)
+    model=$1 mqa=$2
+    expect_error "n_head_kv 2 is not divisible by 3" \
+      ranks 3 "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --tensor-parallel 3
+    expect_error "n_head_kv 1 is not divisible by 2" \
+      ranks 2 "$aerie" logits --model "$mqa" --ids 1,2 --out "$work/x.npy" --quiet --tensor-parallel 2
+    expect_error "--tensor-parallel 2 needs exactly 2 ranks" \
+      "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --tensor-parallel 2
+    expect_error "only \`aerie generate\` and \`aerie logits\` run tensor parallel" \
+      "$aerie" bench --model "$model" --quiet --tensor-parallel 2 ;;
+  *) fail "unknown mode $mode" ;;
+esac
+((failed == 0)) && echo "ok: $mode"
+exit $failed
