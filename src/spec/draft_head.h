@@ -69,6 +69,9 @@ class DraftHead : public Drafter {
   virtual int64_t to_target(int64_t draft_id) const = 0;
   virtual bool reduced_vocab() const = 0;
   virtual uint64_t weight_bytes() const = 0;  // bytes one draft step reads
+  // Whether forward() takes draft tree rows (SequenceRows::tree_parent), which EAGLE-2 tree drafting
+  // (spec/draft_tree.h) needs; the others refuse them.
+  virtual bool takes_tree_rows() const { return false; }
 };
 
 // How spec/drafter_registry.h's load_drafter loads a drafter.

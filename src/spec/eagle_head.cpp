@@ -25,6 +25,7 @@ EagleHead::EagleHead(EagleConfig config, WeightStore store, EagleKind kind, std:
   inv_freq_ = llama3_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
   attn_shape_ = AttentionShape{c.n_head, c.n_head_kv, c.head_dim, float(1.0 / std::sqrt(double(c.head_dim)))};
   cache_fit_ = {int64_t(weights_.layers.size()), c.n_head_kv * c.head_dim, true, "this head"};
+  cache_fit_.tree_rows = true;  // draft trees: gqa_attention masks each row to the prefix and its ancestors
   if (config_.yarn.enabled) set_yarn_rope(config_.yarn);
 }
 

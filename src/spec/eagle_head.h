@@ -87,6 +87,7 @@ class EagleHead final : public DraftHead {
   int64_t to_target(int64_t draft_id) const override;
   bool reduced_vocab() const override { return !weights_.draft_to_target.empty(); }
   uint64_t weight_bytes() const override;
+  bool takes_tree_rows() const override { return true; }  // gqa_attention's tree rows
   std::string describe() const override;
 
   EagleKind kind() const { return weights_.kind; }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "sample/sampling.h"
+#include "spec/draft_tree.h"
 #include "spec/verify.h"
 
 namespace aerie {
@@ -27,9 +28,14 @@ struct SpecOptions {
   // tokens think_begin_token and think_end_token (a sequence starts inside when its request says so).
   std::optional<RelaxedAcceptance> relaxed_thinking;
   int64_t think_begin_token = -1, think_end_token = -1;
+  // EAGLE-2 dynamic draft trees (spec/draft_tree.h) instead of a chain of K, for heads that take tree
+  // rows (EAGLE-1/3 on Llama targets). Greedy requests without penalties or structured output draft
+  // trees; the others draft a chain of K (trees are verified greedily only).
+  DraftTreeShape tree;
 };
 
-// Throws aerie::Error unless K is in [1, 32] and the synthetic acceptance is at most 1.
+// Throws aerie::Error unless K is in [1, 32], the synthetic acceptance is at most 1 and a tree's shape is
+// valid (and not combined with adaptive K).
 void validate(const SpecOptions& spec);
 
 // How a sequence with these sampling parameters verifies its drafts: greedy at T = 0, rejection sampling

@@ -1,0 +1,193 @@
+// EAGLE-2 tree drafting (spec/draft_tree.h) and greedy tree verification (spec/tree_verify.h): the worked
+// examples of the headers, then random trees against brute-force references (every root-to-node path of
+// the tree, every candidate's cumulative log-probability).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "sample/sampling.h"
+#include "spec/draft_tree.h"
+#include "spec/tree_verify.h"
+
+namespace aerie {
+namespace {
+
+// A logits row [n_vocab] whose log-softmax puts `lp` on the listed tokens (the rest share what is left).
+std::vector<float> row_with(int64_t n_vocab, const std::map<int64_t, double>& lp) {
+  double mass = 0;
+  for (const auto& [t, l] : lp) mass += std::exp(l);
+  const double rest = std::log((1.0 - mass) / double(n_vocab - int64_t(lp.size())));
+  std::vector<float> row(static_cast<size_t>(n_vocab), static_cast<float>(rest));
+  for (const auto& [t, l] : lp) row[size_t(t)] = float(l);
+  return row;
+}
+
+TEST(DraftTree, TheHeadersWorkedExample) {
+  constexpr int64_t V = 8;
+  enum : int64_t { a = 1, b = 2, c = 3, d = 4, e = 5, f = 6 };
+  DraftTreeBuilder tree;
+  tree.reset(2);
+  tree.expand(-1, row_with(V, {{a, -0.1}, {b, -2.5}}).data(), V);
+  const std::vector<int32_t> frontier(tree.next_frontier().begin(), tree.next_frontier().end());
+  ASSERT_EQ(frontier, (std::vector<int32_t>{0, 1}));
+  tree.expand(0, row_with(V, {{c, -0.2}, {d, -2.0}}).data(), V);
+  tree.expand(1, row_with(V, {{e, -0.1}, {f, -3.0}}).data(), V);
+  const std::span<const int32_t> next = tree.next_frontier();  // c (-0.3) and d (-2.1)
+  EXPECT_EQ(std::vector<int32_t>(next.begin(), next.end()), (std::vector<int32_t>{2, 3}));
+  std::vector<int64_t> tokens;
+  std::vector<int32_t> parents;
+  tree.select(3, tokens, parents);
+  EXPECT_EQ(tokens, (std::vector<int64_t>{a, c, d}));
+  EXPECT_EQ(parents, (std::vector<int32_t>{-1, 0, 0}));
+  tree.select(5, tokens, parents);  // + b (-2.5), e (-2.6)
+  EXPECT_EQ(tokens, (std::vector<int64_t>{a, b, c, d, e}));
+  EXPECT_EQ(parents, (std::vector<int32_t>{-1, -1, 0, 0, 1}));
+  EXPECT_NEAR(tree.nodes()[4].score, -2.6, 1e-5);
+}
+
+// Random heads: grow trees as the drafter does and check the selection against the candidates' scores.
+TEST(DraftTree, SelectionKeepsTheBestNodesWithTheirAncestorsParentsFirst) {
+  constexpr int64_t V = 16;
+  Rng rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t top_k = 1 + int64_t(rng.next_u64() % 4), depth = 1 + int64_t(rng.next_u64() % 5);
+    const int64_t total = 1 + int64_t(rng.next_u64() % 20);
+    DraftTreeBuilder tree;
+    tree.reset(top_k);
+    std::vector<float> row(V);
+    auto random_row = [&] {
+      for (float& x : row) x = 4.0f * (rng.next_unit_float() - 0.5f);
+      return row.data();
+    };
+    tree.expand(-1, random_row(), V);
+    for (int64_t level = 1; level < depth; ++level) {
+      const std::vector<int32_t> frontier(tree.next_frontier().begin(), tree.next_frontier().end());
+      ASSERT_EQ(int64_t(frontier.size()), top_k);
+      for (int32_t node : frontier) {
+        EXPECT_EQ(tree.nodes()[size_t(node)].depth, level);
+        tree.expand(node, random_row(), V);
+      }
+    }
+    const auto& nodes = tree.nodes();
+    std::vector<int64_t> tokens;
+    std::vector<int32_t> parents;
+    tree.select(total, tokens, parents);
+    ASSERT_EQ(int64_t(tokens.size()), std::min<int64_t>(total, int64_t(nodes.size())));
+    // Map the output back to nodes (creation order) and check order, ancestry and optimality.
+    std::vector<int32_t> kept;
+    double worst_kept = 0;
+    std::vector<bool> is_kept(nodes.size(), false);
+    size_t next = 0;
+    for (size_t i = 0; i < nodes.size() && next < tokens.size(); ++i) {
+      const int32_t want_parent = parents[next];
+      const int32_t node_parent = nodes[i].parent;
+      const bool parent_matches = want_parent < 0 ? node_parent < 0
+                                                  : node_parent >= 0 && kept[size_t(want_parent)] == node_parent;
+      if (nodes[i].token == tokens[next] && parent_matches && (node_parent < 0 || is_kept[size_t(node_parent)])) {
+        kept.push_back(int32_t(i));
+        is_kept[i] = true;
+        worst_kept = next == 0 ? nodes[i].score : std::min(worst_kept, nodes[i].score);
+        ++next;
+      }
+    }
+    ASSERT_EQ(next, tokens.size()) << "output is not a creation-ordered subset of the candidates";
+    for (size_t o = 0; o < parents.size(); ++o) EXPECT_LT(parents[o], int32_t(o));
+    // Every candidate left out scores no better than the worst kept one (or its parent was left out).
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!is_kept[i] && (nodes[i].parent < 0 || is_kept[size_t(nodes[i].parent)])) {
+        EXPECT_LE(nodes[i].score, worst_kept + 1e-12) << "trial " << trial;
+      }
+    }
+  }
+}
+
+TEST(DraftTree, TopOneIsTheArgmaxChain) {
+  constexpr int64_t V = 10;
+  Rng rng(3);
+  DraftTreeBuilder tree;
+  tree.reset(1);
+  std::vector<int64_t> chain;
+  std::vector<float> row(V);
+  int32_t parent = -1;
+  for (int level = 0; level < 5; ++level) {
+    for (float& x : row) x = rng.next_unit_float();
+    chain.push_back(int64_t(std::max_element(row.begin(), row.end()) - row.begin()));
+    tree.expand(parent, row.data(), V);
+    parent = tree.next_frontier()[0];
+  }
+  std::vector<int64_t> tokens;
+  std::vector<int32_t> parents;
+  tree.select(5, tokens, parents);
+  EXPECT_EQ(tokens, chain);
+  EXPECT_EQ(parents, (std::vector<int32_t>{-1, 0, 1, 2, 3}));
+}
+
+// The longest path from the root whose every token is the argmax at its parent's row, by brute force.
+std::vector<int64_t> longest_agreeing_path(const std::vector<float>& logits, int64_t V, const std::vector<int64_t>& tokens,
+                                           const std::vector<int32_t>& row_parent) {
+  std::vector<int64_t> best;
+  for (int64_t end = 1; end < int64_t(row_parent.size()); ++end) {
+    std::vector<int64_t> path;
+    for (int64_t r = end; r > 0; r = row_parent[size_t(r)]) path.insert(path.begin(), r);
+    bool agrees = true;
+    for (int64_t r : path) {
+      const float* parent_row = logits.data() + row_parent[size_t(r)] * V;
+      agrees = agrees && int64_t(std::max_element(parent_row, parent_row + V) - parent_row) == tokens[size_t(r - 1)];
+    }
+    if (agrees && path.size() > best.size()) best = path;
+  }
+  return best;
+}
+
+TEST(TreeVerify, GreedyAcceptsTheLongestPathTheTargetAgreesWith) {
+  constexpr int64_t V = 4;
+  Rng rng(5);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int64_t n = 1 + int64_t(rng.next_u64() % 10);
+    std::vector<int32_t> row_parent{-1};
+    std::vector<int64_t> tokens;
+    for (int64_t attempt = 0; attempt < n; ++attempt) {
+      const int64_t r = int64_t(row_parent.size());
+      const int32_t parent = int32_t(rng.next_u64() % row_parent.size());
+      // Siblings carry distinct tokens: pick one no sibling has (skip the node when none is left).
+      std::vector<int64_t> free;
+      for (int64_t t = 0; t < V; ++t) {
+        bool used = false;
+        for (int64_t s = 1; s < r; ++s) used = used || (row_parent[size_t(s)] == parent && tokens[size_t(s - 1)] == t);
+        if (!used) free.push_back(t);
+      }
+      if (free.empty()) continue;
+      row_parent.push_back(parent);
+      tokens.push_back(free[rng.next_u64() % free.size()]);
+    }
+    std::vector<float> logits(row_parent.size() * V);
+    for (float& x : logits) x = rng.next_unit_float();
+    std::vector<int64_t> path;
+    const TreeVerdict verdict = verify_tree_greedy(logits.data(), V, tokens, row_parent, path);
+    EXPECT_EQ(path, longest_agreeing_path(logits, V, tokens, row_parent)) << "trial " << trial;
+    const float* last = logits.data() + (path.empty() ? 0 : path.back()) * V;
+    EXPECT_EQ(verdict.next_token, int64_t(std::max_element(last, last + V) - last));
+  }
+}
+
+TEST(TreeVerify, TheHeadersWorkedExample) {
+  constexpr int64_t V = 4;
+  enum : int64_t { a = 0, b = 1, c = 2 };
+  const std::vector<int64_t> tokens{a, b, c};
+  const std::vector<int32_t> row_parent{-1, 0, 0, 1};
+  std::vector<float> logits(4 * V, 0.0f);
+  logits[0 * V + a] = 1;  // row 0 -> a
+  logits[1 * V + c] = 1;  // row 1 (a) -> c
+  logits[3 * V + 3] = 1;  // row 3 (c) -> 3
+  std::vector<int64_t> path;
+  EXPECT_EQ(verify_tree_greedy(logits.data(), V, tokens, row_parent, path).next_token, 3);
+  EXPECT_EQ(path, (std::vector<int64_t>{1, 3}));
+  logits[0 * V + a] = 0, logits[0 * V + b] = 1, logits[2 * V + a] = 1;  // row 0 -> b, row 2 (b) -> a
+  EXPECT_EQ(verify_tree_greedy(logits.data(), V, tokens, row_parent, path).next_token, a);
+  EXPECT_EQ(path, (std::vector<int64_t>{2}));
+}
+
+}  // namespace
+}  // namespace aerie
