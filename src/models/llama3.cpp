@@ -82,8 +82,13 @@ void LlamaModel::shard_weights() {
                   w->is_fp8() ? " with FP8 block scales" : w->is_int8() ? " (int8)" : w->is_int4() ? " (int4)" : "",
                   ", and only F32, BF16 and F16 projections are split so far");
     }
+    const LinearWeight whole_o = layer.attn.o, whole_down = layer.mlp.down;
     layer.attn = shard_attention(layer.attn, heads, rank, shards_);
     layer.mlp = shard_ffn(layer.mlp, ff, shards_);
+    // The row shards are copies: the whole o/down matrices they were copied from are never read again here
+    // (the tensor-parallel load maps the weights; nothing else reads this store's projections).
+    release_unsharded_pages(whole_o);
+    release_unsharded_pages(whole_down);
   }
   attn_shape_.n_head = heads.q_heads.size();
   attn_shape_.n_head_kv = heads.kv_heads.size();

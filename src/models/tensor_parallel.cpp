@@ -1,5 +1,9 @@
 #include "models/tensor_parallel.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -50,6 +54,13 @@ LinearWeight row_shard(const LinearWeight& w, dist::Range columns, ShardStore& s
                 size_t(columns.size()) * element);
   }
   return float_linear(store.keep(Tensor{w.weight->dtype, Shape{n_out, columns.size()}, buffer.data()}));
+}
+
+void release_unsharded_pages(const LinearWeight& w) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(w.weight->data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(w.weight->data) + w.weight->nbytes()) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advice: may fail
 }
 
 const Tensor* bias_shard(const Tensor* bias, dist::Range range, ShardStore& store) {

@@ -42,6 +42,12 @@ LinearWeight row_shard(const LinearWeight& w, dist::Range columns, ShardStore& s
 // bias [n] -> bias[range], a view; null stays null.
 const Tensor* bias_shard(const Tensor* bias, dist::Range range, ShardStore& store);
 
+// Drops this process's mapping of the whole pages inside w's matrix (madvise MADV_DONTNEED) once its row
+// shard has been copied out, so a rank's resident memory holds its shards and not every matrix it copied
+// from: a file-mapped page is read again from the page cache if touched, but an owned (heap) copy would read
+// as zeros, so call it only for a matrix this process never reads again.
+void release_unsharded_pages(const LinearWeight& w);
+
 // gate and up rows `ff`, down columns `ff` (ff = dist::balanced_split(n_ff, T, rank)).
 FfnWeights shard_ffn(const FfnWeights& w, dist::Range ff, ShardStore& store);
 // q rows and o columns shard.q_rows, k and v rows shard.kv_rows, their biases alike; o_bias kept on rank 0.
