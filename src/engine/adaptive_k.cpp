@@ -1,6 +1,8 @@
 #include "engine/adaptive_k.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "engine/draft_runner.h"
 
@@ -8,6 +10,37 @@ namespace aerie {
 
 namespace {
 constexpr double kEngineWideDecay = 0.98;  // per round of any sequence: ~50 rounds of memory
+
+// AERIE_TRACE_ADAPTIVE_K=1: one stderr line per choice (the cost table up to the rows the step could use,
+// the first sequence's rates, every K chosen) to see why auto picks what it picks.
+bool tracing() {
+  static const bool on = [] {
+    const char* env = std::getenv("AERIE_TRACE_ADAPTIVE_K");
+    return env != nullptr && *env != '\0' && *env != '0';
+  }();
+  return on;
+}
+
+void trace_choice(const StepCosts& costs, std::span<const std::span<const double>> rates,
+                  std::span<AdaptiveKState* const> states, std::span<const int64_t> chosen) {
+  const int64_t n = int64_t(rates.size());
+  int64_t most = n;
+  for (const auto& r : rates) most += int64_t(r.size());
+  std::fprintf(stderr, "adaptive-k: seqs %lld | forward ms by rows:", (long long)n);
+  for (int64_t rows = 1; rows <= most; ++rows)
+    std::fprintf(stderr, " %lld%s=%.3f", (long long)rows, costs.measured(rows) ? "" : "~", 1e3 * costs.forward(rows));
+  std::fprintf(stderr, " | drafter ms by passes%s:", costs.draft_measured() ? "" : "~");
+  for (int64_t passes = 1; passes < most - n + 1 && passes <= kMaxAdaptiveK; ++passes)
+    std::fprintf(stderr, " %lld=%.3f", (long long)passes, 1e3 * costs.draft(passes));
+  std::fprintf(stderr, " | catch-up row %.3f ms | rates0", 1e3 * costs.catch_up_row());
+  if (n > 0)
+    for (double a : rates[0]) std::fprintf(stderr, " %.2f", a);
+  std::fprintf(stderr, " | chosen");
+  for (size_t s = 0; s < states.size(); ++s) std::fprintf(stderr, " %lld", (long long)chosen[s]);
+  std::fprintf(stderr, " -> K");
+  for (const AdaptiveKState* st : states) std::fprintf(stderr, " %lld%s", (long long)st->k, st->probe ? "p" : "");
+  std::fprintf(stderr, "\n");
+}
 }  // namespace
 
 AdaptiveK::AdaptiveK(int64_t k_max, int64_t max_rows, int64_t max_length)
@@ -15,25 +48,16 @@ AdaptiveK::AdaptiveK(int64_t k_max, int64_t max_rows, int64_t max_length)
 
 void AdaptiveK::observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepted) {
   states_[seq.id].acceptance.observe(n_drafts, n_accepted);
+  if (tracing()) std::fprintf(stderr, "adaptive-k: seq %llu round %lld/%lld accepted\n", (unsigned long long)seq.id, (long long)n_accepted, (long long)n_drafts);
   engine_wide_.observe(n_drafts, n_accepted, kEngineWideDecay);
 }
 
-bool AdaptiveK::any_probe(std::span<const ScheduledRows> plan) const {
-  for (const ScheduledRows& r : plan) {
-    const auto it = states_.find(r.seq->id);
-    if (it != states_.end() && it->second.probe) return true;
-  }
-  return false;
-}
-
-void AdaptiveK::observe_forward(std::span<const ScheduledRows> plan, int64_t rows, double seconds) {
-  if (!costs_.measured(rows) || !any_probe(plan)) costs_.observe_forward(rows, seconds);
-}
+void AdaptiveK::observe_forward(int64_t rows, double seconds) { costs_.observe_forward(rows, seconds); }
 
 void AdaptiveK::observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows) {
   if (passes == 0 || prompt_rows) return;
   if (deferred_rows > 0) costs_.observe_catch_up(deferred_rows, seconds);
-  else costs_.observe_draft_pass(seconds / double(passes));
+  else costs_.observe_draft(passes, seconds);
 }
 
 int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results) {
@@ -60,8 +84,9 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
     seq_states_[s]->acceptance.rates(prior0, out);
     spans_[s] = out;
   }
-  // Uncalibrated: plain until a step is timed, then probes (one draft) until a verification is timed too.
-  const bool calibrated = costs_.n_measured() >= 2;
+  // Uncalibrated: plain until a row count is trusted; from then on the choice, optimistic about the row
+  // counts not yet timed (StepCosts::forward), so that it tries the K it would like and so times them.
+  const bool calibrated = costs_.n_measured() >= 1;
   if (calibrated) choose_draft_tokens(spans_, costs_, k_, gains_);
   else std::fill(k_.begin(), k_.end(), 0);
   // Probing's price per plain step: one caught-up head row, against a plain step's share of the forward.
@@ -71,14 +96,16 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
   int64_t k_step = 0;
   for (size_t s = 0; s < n; ++s) {
     AdaptiveKState& state = *seq_states_[s];
-    state.k = costs_.n_measured() > 0 ? apply_probe(state, k_[s], int64_t(spans_[s].size())) : 0;
-    if (state.probe && state.probes > AdaptiveKState::kMinProbes && probe_overhead > AdaptiveKState::kMaxProbeOverhead) {
+    state.k = calibrated ? apply_probe(state, k_[s], int64_t(spans_[s].size())) : 0;
+    if (state.probe && state.probes > AdaptiveKState::kMinProbes && state.acceptance.rounds >= AdaptiveKState::kMinEvidence &&
+        probe_overhead > AdaptiveKState::kMaxProbeOverhead) {
       seqs_[s]->speculation_off = true;  // probing costs more than it could find: plain from now on
       state.k = 0, state.probe = false;
     }
     seqs_[s]->draft_limit = state.k;
     k_step = std::max(k_step, state.k);
   }
+  if (tracing()) trace_choice(costs_, spans_, seq_states_, k_);
   return k_step;
 }
 

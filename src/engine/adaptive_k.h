@@ -6,8 +6,8 @@
 //     drafts and plain decoding are the same forward at different row counts;
 //   - each step's drafter time over its passes (as many as the deepest chain; none at K = 0), unless its
 //     first pass also caught up a sequence's deferred head rows (after plain steps; after the prompt);
-//   A probe's verification is not timed once its row count has a figure: after plain steps head and
-//   caches are cold, which would make speculation look dearer the longer it was off;
+//   every figure the least of its recent samples, trusted from its second (StepCosts), so a cold step
+//   (a probe's after plain steps, a new shape's first) does not make speculation look dear;
 //   - each round's drafts and accepted drafts, per sequence and engine-wide (the engine-wide estimate of
 //     the first position is the prior of a new sequence's).
 // Chosen, after verification and before the drafter runs: the K of every sequence that goes on decoding,
@@ -35,10 +35,9 @@ class AdaptiveK {
 
   // A sequence's verified round (n_drafts > 0).
   void observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepted);
-  // A step of `plan`: its forward over `rows` rows (not timed for a probe once the count has a figure),
-  // then its drafter passes (as passes when steady; as a catch-up of deferred_rows when those ran in the
+  // A decode-only step: its forward over `rows` rows, then its drafter passes (as passes when steady; as a catch-up of deferred_rows when those ran in the
   // first pass; not at all when prompt rows did).
-  void observe_forward(std::span<const ScheduledRows> plan, int64_t rows, double seconds);
+  void observe_forward(int64_t rows, double seconds);
   void observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows);
 
   // The sequence ended: its state goes.
@@ -50,8 +49,6 @@ class AdaptiveK {
   const StepCosts& costs() const { return costs_; }
 
  private:
-  bool any_probe(std::span<const ScheduledRows> plan) const;  // a sequence of plan probes this step
-
   int64_t k_max_, max_length_;
   StepCosts costs_;
   AcceptanceEstimate engine_wide_;

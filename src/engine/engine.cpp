@@ -298,7 +298,7 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   }
   const auto t1 = Clock::now();
   const double forward_s = std::chrono::duration<double>(t1 - t0).count();
-  if (adaptive_k_ && decode_only) adaptive_k_->observe_forward(plan, rows, forward_s);
+  if (adaptive_k_ && decode_only) adaptive_k_->observe_forward(rows, forward_s);
   // The head's first pass this step may also run prompt rows or rows deferred at K = 0 (not steady).
   int64_t deferred_rows = 0;
   for (const ScheduledRows& r : plan) deferred_rows += r.seq->deferred_rows;

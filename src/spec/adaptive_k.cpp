@@ -5,6 +5,7 @@
 namespace aerie {
 
 void AcceptanceEstimate::observe(int64_t n_drafts, int64_t n_accepted, double decay) {
+  ++rounds;
   for (size_t j = 0; j < tried.size(); ++j) tried[j] *= decay, accepted[j] *= decay;
   // Drafts 1..m accepted, draft m + 1 (when there was one) tried and rejected; later ones never judged.
   const int64_t n = std::min(n_drafts, kMaxAdaptiveK);
@@ -27,40 +28,43 @@ double expected_tokens(std::span<const double> rates, int64_t k) {
   return e;
 }
 
-StepCosts::StepCosts(int64_t max_rows)
-    : measured_(size_t(max_rows + 1), 0.0), seen_(size_t(max_rows + 1), 0), estimate_(size_t(max_rows + 1), 0.0) {
-  hull_.reserve(size_t(max_rows + 1));
+void RecentMinimum::add(double seconds) { samples_[size_t(count_++ % kWindow)] = seconds; }
+
+double RecentMinimum::value() const {
+  if (count_ == 0) return 0;
+  const auto used = samples_.begin() + std::min<int64_t>(count_, kWindow);
+  return *std::min_element(samples_.begin(), used);
 }
 
-void StepCosts::observe_forward(int64_t rows, double seconds) {
-  if (rows < 1 || rows >= int64_t(seen_.size()) || !(seconds > 0)) return;
-  double& m = measured_[size_t(rows)];
-  if (!seen_[size_t(rows)]) {
-    seen_[size_t(rows)] = 1, m = seconds, ++n_measured_;
-  } else {
-    m += (seconds < m ? kDown : kUp) * (seconds - m);
+CostCurve::CostCurve(int64_t max_count)
+    : points_(size_t(max_count + 1)), lowered_(size_t(max_count + 1), 0.0), estimate_(size_t(max_count + 1), 0.0) {
+  hull_.reserve(size_t(max_count + 1));
+}
+
+void CostCurve::observe(int64_t count, double seconds) {
+  if (count < 1 || count >= int64_t(points_.size()) || !(seconds > 0)) return;
+  RecentMinimum& p = points_[size_t(count)];
+  p.add(seconds);
+  if (p.count() == kMinSamples) ++n_measured_;
+  if (p.count() >= kMinSamples) rebuild();
+}
+
+void CostCurve::rebuild() {
+  // Each trusted point lowered to the least at or above its count (more rows or passes never cost less:
+  // a figure above a larger count's is stale or noisy, e.g. plain decoding last timed cold), then the
+  // lower convex hull of those (monotone chain) and the estimate along it.
+  const int64_t n = int64_t(points_.size());
+  double least = 0;
+  for (int64_t r = n - 1; r >= 1; --r) {
+    if (!measured(r)) continue;
+    const double v = points_[size_t(r)].value();
+    least = least > 0 ? std::min(least, v) : v;
+    lowered_[size_t(r)] = least;
   }
-  rebuild();
-}
-
-void StepCosts::observe_draft_pass(double seconds) {
-  if (!(seconds > 0)) return;
-  draft_pass_ = draft_pass_ == 0 ? seconds : draft_pass_ + (seconds < draft_pass_ ? kDown : kUp) * (seconds - draft_pass_);
-}
-
-void StepCosts::observe_catch_up(int64_t rows, double seconds) {
-  if (rows < 1 || !(seconds > 0)) return;
-  const double per_row = seconds / double(rows);
-  catch_up_row_ = catch_up_row_ == 0 ? per_row : catch_up_row_ + (per_row < catch_up_row_ ? kDown : kUp) * (per_row - catch_up_row_);
-}
-
-void StepCosts::rebuild() {
-  // The lower convex hull of the measured points (monotone chain), then the estimate along it.
-  const int64_t n = int64_t(seen_.size());
-  auto y = [&](int64_t r) { return measured_[size_t(r)]; };
+  auto y = [&](int64_t r) { return lowered_[size_t(r)]; };
   hull_.clear();
   for (int64_t r = 1; r < n; ++r) {
-    if (!seen_[size_t(r)]) continue;
+    if (!measured(r)) continue;
     // Drop the last hull point while it lies on or above the segment from the one before it to r.
     while (hull_.size() >= 2) {
       const int64_t a = hull_[hull_.size() - 2], b = hull_.back();
@@ -84,10 +88,19 @@ void StepCosts::rebuild() {
   for (int64_t q = last + 1; q < n; ++q) estimate_[size_t(q)] = y(last) + slope_hi_ * double(q - last);
 }
 
-double StepCosts::forward(int64_t rows) const {
+double CostCurve::at(int64_t count) const {
   const int64_t last = int64_t(estimate_.size()) - 1;
-  if (rows <= last) return estimate_[size_t(std::max<int64_t>(rows, 0))];
-  return estimate_[size_t(last)] + slope_hi_ * double(rows - last);
+  if (count <= last) return estimate_[size_t(std::max<int64_t>(count, 0))];
+  return estimate_[size_t(last)] + slope_hi_ * double(count - last);
+}
+
+void StepCosts::observe_catch_up(int64_t rows, double seconds) {
+  if (rows >= 1 && seconds > 0) catch_up_row_.add(seconds / double(rows));
+}
+
+double StepCosts::draft(int64_t passes) const {
+  if (passes <= 0) return 0;
+  return draft_measured() ? draft_.at(passes) : kPriorDraftRatio * forward(1) * double(passes);
 }
 
 void choose_draft_tokens(std::span<const std::span<const double>> rates, const StepCosts& costs,
@@ -114,7 +127,7 @@ void choose_draft_tokens(std::span<const std::span<const double>> rates, const S
   for (size_t m = 1; m <= gains.size(); ++m) {
     tokens += gains[m - 1].gain;
     depth = std::max<int64_t>(depth, gains[m - 1].position + 1);
-    const double rate = tokens / (costs.forward(n_seqs + int64_t(m)) + double(depth) * costs.draft_pass());
+    const double rate = tokens / (costs.forward(n_seqs + int64_t(m)) + costs.draft(depth));
     if (rate > best) best = rate, best_m = m;
   }
   for (size_t m = 0; m < best_m; ++m) {
@@ -137,7 +150,8 @@ int64_t apply_probe(AdaptiveKState& state, int64_t chosen, int64_t allowed) {
   }
   if (++state.rounds_off < state.probe_interval) return 0;
   state.rounds_off = 0;
-  state.probe_interval = std::min(2 * state.probe_interval, AdaptiveKState::kMaxProbeInterval);
+  if (state.acceptance.rounds >= AdaptiveKState::kMinEvidence)
+    state.probe_interval = std::min(2 * state.probe_interval, AdaptiveKState::kMaxProbeInterval);
   state.probe = true;
   ++state.probes;
   return 1;

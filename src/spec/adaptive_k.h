@@ -5,7 +5,7 @@
 // plus K passes of the drafter, and yields
 //   E[tokens | K] = 1 + sum_{i=1..K} prod_{j<=i} a_j
 // where a_j = P(draft j accepted | drafts 1..j-1 accepted), the chain's conditional acceptance. For one
-// sequence the best K maximises E[tokens | K] / (verify(K + 1 rows) + K * draft_pass); K = 0 is a plain
+// sequence the best K maximises E[tokens | K] / (verify(K + 1 rows) + draft(K passes)); K = 0 is a plain
 // decode step (no drafter pass at all: the engine defers the head's rows, engine/draft_runner.h).
 //
 // Acceptance (AcceptanceEstimate): per sequence and position, decayed counts of drafts tried and accepted
@@ -15,15 +15,17 @@
 // j - 1, so that a position rarely reached borrows from the one before it (conditional acceptance is about
 // flat along a chain in practice) instead of sitting at a fixed guess.
 //
-// Cost (StepCosts): seconds of a target forward by its total rows, and seconds of one drafter pass, each
-// measured by the engine with a steady clock on decode-only steps and smoothed: a faster observation
-// replaces the estimate, a slower one pulls it by kUp (timing noise on a shared machine only ever adds
-// time, and a first run is cold). Until a drafter pass is measured it is taken as kPriorDraftRatio of a
-// one-row forward (an EAGLE head is one layer of a deeper target). The forward's estimate at any row
-// count is the lower convex hull of the measured (rows, seconds) points, extended flat below the first and
-// with the last segment's slope past the last (flat with one point: the optimistic guess a probe then
-// corrects): a count measured rarely and slowly (a noisy step) lies above the hull and does not bend it,
-// and costs grow about linearly in rows on a CPU, so the hull is the line they lie on.
+// Cost (StepCosts): seconds of a target forward by its total rows, and seconds of the drafter by its passes
+// in the step (a curve too: a step's drafter time has a fixed part, so K passes cost less than K times
+// one), measured by the engine with a steady clock on decode-only steps, each figure the least of its last
+// few samples (RecentMinimum) and trusted from its second sample (the first run of a shape is cold: a
+// 2-row forward first timed at 3x its warm figure kept speculation off for good). Until the drafter is
+// measured a pass is taken as kPriorDraftRatio of a one-row forward (an EAGLE head is one layer of a
+// deeper target). The estimate at any count (CostCurve) is the lower convex hull of the trusted (count,
+// seconds) points, extended flat below the first and with the last segment's slope past the last (flat
+// with one point: the optimistic guess that makes the choice try a K, whose costs are then timed): a count
+// measured rarely and slowly (a noisy step) lies above the hull and does not bend it, and costs grow about
+// linearly in rows on a CPU, so the hull is the line they lie on.
 //
 // Batching: a step verifies every decoding sequence in one forward, so the cost is that of the step's
 // total rows, and the drafter's passes run batched, as many as the deepest chain. choose_draft_tokens()
@@ -33,13 +35,15 @@
 // gives each sequence its K. For one sequence this is exactly the formula above.
 //
 // Probing (AdaptiveKState): a sequence at K = 0 verifies nothing, so its acceptance would never be seen to
-// rise. After `probe_interval` rounds at 0 it drafts one token (one extra row and one drafter pass); each
+// rise. After `probe_interval` rounds at 0 it drafts one token (one extra row and one drafter pass); while
+// it has seen fewer than kMinEvidence rounds with drafts it probes every round, then each
 // probe that does not turn speculation back on doubles the interval up to kMaxProbeInterval (bounded
 // overhead: at most one 2-row round per 64 once settled; the interval also keeps the head's deferred rows
 // far below DraftRunner::kMaxDeferredRows). A probe's first head pass also catches up the rows deferred
 // while off, so probing costs about one head row per plain step however rare the probes: where that is
 // more than kMaxProbeOverhead of a plain step (a head nearly as dear per row as a small, cache-resident
-// target), a sequence that has probed kMinProbes times without turning on stops speculating for good
+// target), a sequence that has probed kMinProbes times without turning on, with kMinEvidence rounds with
+// drafts seen, stops speculating for good
 // (Sequence::speculation_off, as past DraftRunner::kMaxDeferredRows); new sequences start afresh from
 // the engine-wide acceptance. On a large target the head's rows are cheap and probing goes on.
 //
@@ -75,6 +79,7 @@ struct AcceptanceEstimate {
   static constexpr double kDecay = 0.9;            // per round observed: ~10 rounds of memory
 
   std::array<double, kMaxAdaptiveK> tried{}, accepted{};
+  int64_t rounds = 0;  // rounds observed, not decayed: how much evidence there is
 
   // A round that verified n_drafts drafts and accepted the first n_accepted.
   void observe(int64_t n_drafts, int64_t n_accepted, double decay = kDecay);
@@ -85,40 +90,80 @@ struct AcceptanceEstimate {
 // E[tokens | K] = 1 + sum_{i<=K} prod_{j<=i} rates[j - 1].
 double expected_tokens(std::span<const double> rates, int64_t k);
 
-// Measured costs in seconds: the target forward by total rows, and one drafter pass.
-class StepCosts {
+// The least of a figure's last kWindow samples: timing noise on a shared machine only ever adds time, and
+// the first run of a shape is cold (kernel set-up, caches), so the least recent sample is the figure; the
+// window lets it rise again when the work really grows (a longer context).
+class RecentMinimum {
  public:
-  static constexpr double kDown = 1.0, kUp = 0.1;  // smoothing toward a faster / slower observation
-  static constexpr double kPriorDraftRatio = 0.25;  // a drafter pass / a one-row forward, before measured
+  static constexpr int64_t kWindow = 8;
+  void add(double seconds);
+  int64_t count() const { return count_; }  // samples ever added
+  double value() const;                     // 0 before any sample
 
-  explicit StepCosts(int64_t max_rows = 512);
-  void observe_forward(int64_t rows, double seconds);
-  void observe_draft_pass(double seconds);
-  bool measured(int64_t rows) const { return rows < int64_t(seen_.size()) && seen_[size_t(rows)]; }
-  int64_t n_measured() const { return n_measured_; }  // row counts with a forward measured
-  // Estimated seconds of a target forward over `rows` rows (0 before anything is measured).
-  double forward(int64_t rows) const;
-  void observe_catch_up(int64_t rows, double seconds);  // a head pass that caught up deferred rows
-  double draft_pass() const { return draft_pass_ > 0 ? draft_pass_ : kPriorDraftRatio * forward(1); }
-  double catch_up_row() const { return catch_up_row_; }  // seconds per caught-up row; 0 before measured
-  bool draft_pass_measured() const { return draft_pass_ > 0; }
+ private:
+  std::array<double, kWindow> samples_{};
+  int64_t count_ = 0;
+};
+
+// Seconds of a step by a count (a forward's total rows, a drafter's passes): per count the recent minimum,
+// trusted from kMinSamples samples and lowered to the least figure at or above its count (more work never
+// costs less); between and beyond, the lower convex hull of those points, flat below the first and with
+// the last segment's slope past the last (flat with one point).
+class CostCurve {
+ public:
+  // A count's figure is trusted from its second sample on: the first of a shape is cold, and one cold
+  // figure must not make a K look too dear to be tried again.
+  static constexpr int64_t kMinSamples = 2;
+
+  explicit CostCurve(int64_t max_count);
+  void observe(int64_t count, double seconds);
+  int64_t samples(int64_t count) const { return count >= 1 && count < int64_t(points_.size()) ? points_[size_t(count)].count() : 0; }
+  bool measured(int64_t count) const { return samples(count) >= kMinSamples; }
+  int64_t n_measured() const { return n_measured_; }  // counts with a trusted figure
+  double at(int64_t count) const;                     // 0 before any count is trusted
 
  private:
   void rebuild();
-  std::vector<double> measured_;  // [max_rows + 1] smoothed seconds where seen_
-  std::vector<char> seen_;
-  std::vector<double> estimate_;  // [max_rows + 1] on the lower hull of the measured points
-  std::vector<int64_t> hull_;     // row counts on the hull, ascending (scratch of rebuild)
-  double slope_hi_ = 0;           // seconds per row past the last entry
+  std::vector<RecentMinimum> points_;  // [max_count + 1]
+  std::vector<double> lowered_;        // [max_count + 1] trusted figures lowered to the least at or above
+  std::vector<double> estimate_;       // [max_count + 1] on the lower hull of the trusted points
+  std::vector<int64_t> hull_;          // counts on the hull, ascending (scratch of rebuild)
+  double slope_hi_ = 0;                // seconds per count past the last entry
   int64_t n_measured_ = 0;
-  double draft_pass_ = 0;
-  double catch_up_row_ = 0;
+};
+
+// Measured costs in seconds: the target forward by total rows, and the drafter by passes.
+class StepCosts {
+ public:
+  static constexpr double kPriorDraftRatio = 0.25;  // a drafter pass / a one-row forward, before measured
+
+  explicit StepCosts(int64_t max_rows = 512) : forward_(max_rows), draft_(kMaxAdaptiveK) {}
+  void observe_forward(int64_t rows, double seconds) { forward_.observe(rows, seconds); }
+  // A step's drafter time over its `passes` passes (as many as its deepest chain).
+  void observe_draft(int64_t passes, double seconds) { draft_.observe(passes, seconds); }
+  void observe_catch_up(int64_t rows, double seconds);  // a head pass that caught up deferred rows
+  int64_t samples(int64_t rows) const { return forward_.samples(rows); }
+  bool measured(int64_t rows) const { return forward_.measured(rows); }
+  int64_t n_measured() const { return forward_.n_measured(); }  // row counts with a trusted figure
+  // Estimated seconds of a target forward over `rows` rows (0 before anything is measured).
+  double forward(int64_t rows) const { return forward_.at(rows); }
+  // Estimated seconds of `passes` drafter passes (kPriorDraftRatio of a one-row forward each, before measured).
+  double draft(int64_t passes) const;
+  bool draft_measured() const { return draft_.n_measured() > 0; }
+  double catch_up_row() const { return catch_up_row_.value(); }  // seconds per caught-up row; 0 before measured
+
+ private:
+  CostCurve forward_, draft_;
+  RecentMinimum catch_up_row_;
 };
 
 // A sequence's adaptive-K state (kept by the engine per sequence: engine/adaptive_k.h).
 struct AdaptiveKState {
   static constexpr int64_t kFirstProbeInterval = 1, kMaxProbeInterval = 64, kExploreInterval = 8;
   static constexpr int64_t kMinProbes = 3;
+  // Rounds with drafts before probes space out or speculation stops for good: a few unlucky first rounds
+  // (a prior of 0.5, a cold head) must not settle it.
+  static constexpr int64_t kMinEvidence = 8;
   static constexpr double kMaxProbeOverhead = 0.05;
 
   AcceptanceEstimate acceptance;

@@ -3,8 +3,10 @@
 // sequence, and the step's tokens per second over all K combinations for two; speculation turns off when
 // verification is dear or acceptance low, and a sequence whose acceptance rises later turns back on
 // through its probes, at a bounded number of probes while off; the cost table interpolates, extrapolates
-// (along the lower hull of the measured points) and smooths as documented; acceptance counts follow a
-// round's outcome.
+// (along the lower hull of the measured points) and keeps the recent least sample as documented;
+// verification as dear as plain steps chooses plain; cold outliers neither flip a warm choice nor, as a
+// row count's first sample, count at all; costs never fall with more rows; probes stay one a round until
+// there is evidence; acceptance counts follow a round's outcome.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,8 +20,10 @@ namespace {
 // Costs linear in rows: verify(n) = base * (1 + slope * (n - 1)), each row count measured once.
 StepCosts linear_costs(double base, double slope, double draft, int64_t max_rows = 64) {
   StepCosts c(max_rows);
-  for (int64_t n = 1; n <= max_rows; ++n) c.observe_forward(n, base * (1 + slope * double(n - 1)));
-  c.observe_draft_pass(draft);
+  for (int64_t n = 1; n <= max_rows; ++n)
+    for (int64_t i = 0; i < CostCurve::kMinSamples; ++i) c.observe_forward(n, base * (1 + slope * double(n - 1)));
+  for (int64_t p = 1; p <= kMaxAdaptiveK; ++p)
+    for (int64_t i = 0; i < CostCurve::kMinSamples; ++i) c.observe_draft(p, draft * double(p));
   return c;
 }
 
@@ -146,37 +150,136 @@ TEST(AdaptiveK, AcceptanceCountsFollowARound) {
   EXPECT_DOUBLE_EQ(r[3], r[2]);  // never tried: its prior, the position before
 }
 
-TEST(AdaptiveK, CostsInterpolateExtrapolateAndSmooth) {
+// Each row count observed twice (a figure is trusted from its second sample).
+void observe_twice(StepCosts& c, int64_t rows, double seconds) {
+  c.observe_forward(rows, seconds);
+  c.observe_forward(rows, seconds);
+}
+
+TEST(AdaptiveK, CostsInterpolateExtrapolateAndTakeTheRecentMinimum) {
   StepCosts c(16);
   EXPECT_EQ(c.n_measured(), 0);
   c.observe_forward(2, 1.0);
+  EXPECT_EQ(c.n_measured(), 0);          // one sample: not trusted yet
+  EXPECT_DOUBLE_EQ(c.forward(2), 0.0);
+  c.observe_forward(2, 1.5);             // slower: the least sample stands
+  EXPECT_EQ(c.n_measured(), 1);
   EXPECT_DOUBLE_EQ(c.forward(1), 1.0);   // flat below the first
   EXPECT_DOUBLE_EQ(c.forward(40), 1.0);  // one point: flat above
-  c.observe_forward(6, 3.0);
+  observe_twice(c, 6, 3.0);
   EXPECT_DOUBLE_EQ(c.forward(4), 2.0);
   EXPECT_DOUBLE_EQ(c.forward(10), 5.0);
   EXPECT_DOUBLE_EQ(c.forward(20), 10.0);  // past the table, the same slope
-  c.observe_forward(6, 4.0);              // slower: pulled by kUp
-  EXPECT_DOUBLE_EQ(c.forward(6), 3.0 + StepCosts::kUp * 1.0);
-  c.observe_forward(6, 1.0);              // faster: pulled by kDown
-  const double m = 3.1 + StepCosts::kDown * (1.0 - 3.1);
-  EXPECT_DOUBLE_EQ(c.draft_pass(), StepCosts::kPriorDraftRatio * 1.0);  // not measured: the prior
-  c.observe_draft_pass(0.3);
-  EXPECT_DOUBLE_EQ(c.draft_pass(), 0.3);
-  EXPECT_DOUBLE_EQ(c.forward(6), m);
+  c.observe_forward(6, 4.0);              // slower: the figure stays the least
+  EXPECT_DOUBLE_EQ(c.forward(6), 3.0);
+  c.observe_forward(6, 2.5);              // faster: the new least
+  EXPECT_DOUBLE_EQ(c.forward(6), 2.5);
+  // The window forgets: after kWindow slower samples the old least is gone.
+  for (int64_t i = 0; i < RecentMinimum::kWindow; ++i) c.observe_forward(6, 2.75 + 0.01 * double(i));
+  EXPECT_DOUBLE_EQ(c.forward(6), 2.75);
+  EXPECT_DOUBLE_EQ(c.draft(3), 3 * StepCosts::kPriorDraftRatio * 1.0);  // not measured: the prior
+  c.observe_draft(1, 0.3);
+  EXPECT_DOUBLE_EQ(c.draft(1), StepCosts::kPriorDraftRatio * 1.0);  // one sample: still the prior
+  c.observe_draft(1, 0.4);
+  EXPECT_DOUBLE_EQ(c.draft(1), 0.3);
+  EXPECT_DOUBLE_EQ(c.draft(3), 0.3);  // one point: flat (optimistic) until more passes are timed
+  c.observe_draft(3, 0.5);
+  c.observe_draft(3, 0.5);
+  EXPECT_DOUBLE_EQ(c.draft(2), 0.4);  // a fixed part and a part per pass
+  EXPECT_DOUBLE_EQ(c.draft(0), 0.0);
   c.observe_forward(6, 0.0);  // not a time: ignored
-  EXPECT_DOUBLE_EQ(c.forward(6), m);
+  EXPECT_DOUBLE_EQ(c.forward(6), 2.75);
   // A slow (noisy) measurement above the line of the others does not bend it.
   StepCosts h(16);
-  h.observe_forward(1, 1.0);
-  h.observe_forward(3, 5.0);
-  h.observe_forward(5, 3.0);
+  observe_twice(h, 1, 1.0);
+  observe_twice(h, 3, 5.0);
+  observe_twice(h, 5, 3.0);
   EXPECT_DOUBLE_EQ(h.forward(3), 2.0);
   EXPECT_DOUBLE_EQ(h.forward(2), 1.5);
   EXPECT_DOUBLE_EQ(h.forward(7), 4.0);
   h.observe_forward(3, 1.5);  // a point below the line joins the hull
   EXPECT_DOUBLE_EQ(h.forward(3), 1.5);
   EXPECT_DOUBLE_EQ(h.forward(4), 2.25);
+}
+
+TEST(AdaptiveK, VerificationAsDearAsPlainStepsChoosesPlain) {
+  // verify(r rows) = r plain steps: no acceptance, even all drafts accepted, beats plain decoding (and its
+  // 1% margin), whatever the drafter costs; for one sequence and for several.
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int trial = 0; trial < 200; ++trial) {
+    const StepCosts costs = linear_costs(1e-3, 1.0, 1e-3 * 0.2 * u(rng));
+    const int64_t n_seqs = 1 + int64_t(rng() % 4);
+    std::vector<std::vector<double>> rates(size_t(n_seqs), std::vector<double>(1 + rng() % 8));
+    for (auto& r : rates)
+      for (double& a : r) a = trial % 4 == 0 ? 1.0 : u(rng);
+    std::vector<std::span<const double>> spans(rates.begin(), rates.end());
+    std::vector<int64_t> k(size_t(n_seqs), -1);
+    std::vector<DraftGain> gains;
+    choose_draft_tokens(spans, costs, k, gains);
+    for (int64_t ks : k) EXPECT_EQ(ks, 0) << "trial " << trial;
+  }
+}
+
+TEST(AdaptiveK, ColdOutliersDoNotFlipAWarmChoice) {
+  // Warm figures (several samples each), then one cold, slow sample at every row count and pass count:
+  // the estimate and the choice stay as they were.
+  StepCosts costs = linear_costs(1.0, 0.15, 0.1, 16);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t r = 1; r <= 16; ++r) costs.observe_forward(r, 1.0 + 0.15 * double(r - 1));
+  const std::vector<double> rates(6, 0.8);
+  const int64_t warm = choose_one(rates, costs);
+  ASSERT_GT(warm, 0);
+  std::vector<double> before(17);
+  for (int64_t r = 1; r <= 16; ++r) before[size_t(r)] = costs.forward(r);
+  for (int64_t r = 1; r <= 16; ++r) costs.observe_forward(r, 5.0 * before[size_t(r)]);
+  for (int64_t p = 1; p <= 6; ++p) costs.observe_draft(p, 10.0);
+  for (int64_t r = 1; r <= 16; ++r) EXPECT_DOUBLE_EQ(costs.forward(r), before[size_t(r)]);
+  EXPECT_EQ(choose_one(rates, costs), warm);
+
+  // A first, cold sample of a new row count is not trusted: it neither bends the curve nor turns the
+  // choice off; the second (warm) one is, and the least of the two stands.
+  StepCosts fresh(16);
+  observe_twice(fresh, 1, 1.0);
+  fresh.observe_forward(2, 3.0);  // a 2-row forward timed cold: 3x a plain step
+  EXPECT_DOUBLE_EQ(fresh.forward(2), 1.0);
+  EXPECT_GT(choose_one(rates, fresh), 0);
+  fresh.observe_forward(2, 1.1);
+  EXPECT_DOUBLE_EQ(fresh.forward(2), 1.1);
+  EXPECT_GT(choose_one(rates, fresh), 0);
+}
+
+TEST(AdaptiveK, CostsNeverFallWithMoreRows) {
+  // Plain decoding timed twice cold (2.0 s) and never again while speculation ran; 3 and 6 rows since
+  // timed warm: the stale plain figure is lowered to what 3 rows cost, and the curve rises from there.
+  StepCosts c(16);
+  observe_twice(c, 1, 2.0);
+  observe_twice(c, 3, 1.0);
+  observe_twice(c, 6, 1.6);
+  for (int64_t r = 1; r < 16; ++r) EXPECT_LE(c.forward(r), c.forward(r + 1)) << r;
+  EXPECT_DOUBLE_EQ(c.forward(1), 1.0);
+  EXPECT_DOUBLE_EQ(c.forward(4), 1.2);
+}
+
+TEST(AdaptiveK, ProbesStaySoonUntilThereIsEvidence) {
+  // A sequence chosen off from the start probes every round until kMinEvidence rounds carried drafts, and
+  // only then spaces its probes out.
+  AdaptiveKState state;
+  int64_t probes = 0;
+  for (int64_t round = 0; round < AdaptiveKState::kMinEvidence; ++round) {
+    const int64_t k = apply_probe(state, 0, 4);
+    EXPECT_EQ(k, 1) << round;
+    probes += k;
+    state.acceptance.observe(k, 0);
+  }
+  EXPECT_EQ(probes, AdaptiveKState::kMinEvidence);
+  int64_t later = 0;
+  for (int64_t round = 0; round < 64; ++round) {
+    const int64_t k = apply_probe(state, 0, 4);
+    if (k > 0) state.acceptance.observe(k, 0);
+    later += k;
+  }
+  EXPECT_LT(later, 8);  // intervals 2, 4, 8, 16, 32: five probes in 64 rounds
 }
 
 }  // namespace
