@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
 #include "engine/finite_logits.h"
 #include "ops/ops.h"
 
@@ -18,6 +19,17 @@ int64_t drafts_allowed(const Sequence& seq, int64_t k_step, int64_t max_length) 
   const int64_t remaining = seq.options.max_tokens - seq.n_generated();
   const int64_t room = max_length - seq.n_computed - 1;
   return std::max<int64_t>(0, std::min({k_step, remaining - 1, room}));
+}
+
+bool DraftRunner::drafts_tree(const Sequence& seq) const {
+  return spec_.tree.enabled() && accept_rule(seq.options.sampling, spec_, true) == AcceptRule::kGreedy &&
+         !seq.constraint && !seq.options.penalties.active() && !spec_.relaxed_thinking;
+}
+
+PendingTree* DraftRunner::tree(const Sequence& seq) {
+  if (seq.drafts.empty()) return nullptr;
+  const auto it = trees_.find(seq.id);
+  return it != trees_.end() && it->second.row_parent.size() == seq.drafts.size() + 1 ? &it->second : nullptr;
 }
 
 void DraftRunner::pick(Sequence& seq, const float* logits, int64_t i) {
@@ -87,6 +99,8 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
   logit_rows_.clear();
   drafting_.clear();
   drafting_k_.clear();
+  drafting_tree_.clear();
+  trees_now_ = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& seq = *plan[i].seq;
     if (new_positions[i] == 0 || seq.speculation_off) continue;
@@ -94,22 +108,38 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
     const int64_t deferred = seq.deferred_rows, rows = deferred + new_positions[i];
     const int64_t hb = int64_t(ids_.size());
     const int64_t start = seq.n_computed - rows;  // target position of the first row
+    const auto verified = trees_.find(seq.id);
+    const std::vector<int64_t>* kept =
+        verified != trees_.end() && !verified->second.kept.empty() ? &verified->second.kept : nullptr;
+    AERIE_CHECK(kept == nullptr || int64_t(kept->size()) >= new_positions[i], "draft runner: ", new_positions[i],
+                " new positions after a tree verification that kept ", kept ? kept->size() : 0, " rows");
     for (int64_t r = 0; r < rows; ++r) ids_.push_back(seq.tokens[size_t(start + r + 1)]);
     for (size_t j = 0; j < n_parts; ++j) {
       float* dst = gathered_.data() + j * size_t(m * width) + size_t(hb * width);
       for (int64_t r = 0; r < deferred; ++r)
         std::memcpy(dst + r * width, seq.deferred_features.data() + size_t(r) * row_floats + j * size_t(width),
                     size_t(width) * sizeof(float));
-      std::memcpy(dst + deferred * width, target_out.hidden[j].data + row_begin[i] * width,
-                  size_t(new_positions[i] * width) * sizeof(float));
+      if (kept == nullptr) {
+        std::memcpy(dst + deferred * width, target_out.hidden[j].data + row_begin[i] * width,
+                    size_t(new_positions[i] * width) * sizeof(float));
+        continue;
+      }
+      // A verified tree: the accepted path's rows, not consecutive in the target's batch.
+      for (int64_t r = 0; r < new_positions[i]; ++r)
+        std::memcpy(dst + (deferred + r) * width, target_out.hidden[j].data + (row_begin[i] + (*kept)[size_t(r)]) * width,
+                    size_t(width) * sizeof(float));
     }
     rows_.push_back(SequenceRows{hb, rows, &*seq.draft_kv});
     prev_ids_.push_back(seq.tokens[size_t(start)]);
-    const int64_t k = seq.prefilling() ? 0 : drafts_allowed(seq, k_step, max_length_);
+    const bool tree = drafts_tree(seq);
+    // A tree's depth bounds its accepted path as K bounds a chain's.
+    const int64_t k = seq.prefilling() ? 0 : drafts_allowed(seq, tree ? spec_.tree.depth : k_step, max_length_);
     if (k > 0) {
       logit_rows_.push_back(hb + rows - 1);
       drafting_.push_back(&seq);
       drafting_k_.push_back(k);
+      drafting_tree_.push_back(tree);
+      if (tree) continue;
       seq.drafts.resize(size_t(k));
       seq.draft_ids.resize(size_t(k));
       if (accept_rule(seq.options.sampling, spec_, true) == AcceptRule::kRejection)
@@ -126,7 +156,22 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
   const int64_t hd = first.n_embd, vd = first.n_vocab;
   self_features_.resize(drafting_.size() * size_t(hd));
   for (size_t d = 0; d < drafting_.size(); ++d) {
-    pick(*drafting_[d], first.logits + int64_t(d) * vd, 0);
+    Sequence& seq = *drafting_[d];
+    if (drafting_tree_[d]) {  // the root's children; the tree's passes follow the chains'
+      if (tree_work_.size() == trees_now_) tree_work_.emplace_back();
+      TreeWork& t = tree_work_[trees_now_++];
+      t.seq = &seq;
+      t.depth = drafting_k_[d];
+      t.head_length = seq.draft_kv->length();
+      t.builder.reset(spec_.tree.top_k);
+      check_finite_logits(first.logits + int64_t(d) * vd, 1, vd);
+      t.builder.expand(-1, first.logits + int64_t(d) * vd, vd);
+      t.root_feature.assign(first.features + logit_rows_[d] * hd, first.features + (logit_rows_[d] + 1) * hd);
+      drafting_k_[d] = 0;  // no chain passes
+      continue;
+    }
+    if (const auto stale = trees_.find(seq.id); stale != trees_.end()) stale->second.row_parent.clear();
+    pick(seq, first.logits + int64_t(d) * vd, 0);
     std::memcpy(self_features_.data() + d * size_t(hd), first.features + logit_rows_[d] * hd,
                 size_t(hd) * sizeof(float));
   }
@@ -157,6 +202,85 @@ void DraftRunner::propose(std::span<const ScheduledRows> plan, std::span<const i
       pick(*drafting_[d], out.logits + int64_t(r) * vd, step);
       std::memcpy(self_features_.data() + d * size_t(hd), out.features + int64_t(r) * hd, size_t(hd) * sizeof(float));
     }
+  }
+  if (trees_now_ > 0) propose_trees();
+  // The verified trees' rows are in the head's cache now (kept until here: a failed pass is retried).
+  for (const ScheduledRows& r : plan)
+    if (const auto verified = trees_.find(r.seq->id); verified != trees_.end()) verified->second.kept.clear();
+}
+
+void DraftRunner::propose_trees() {
+  const int64_t hd = head_.n_embd();
+  int64_t max_depth = 0;
+  for (size_t t = 0; t < trees_now_; ++t) {
+    TreeWork& w = tree_work_[t];
+    max_depth = std::max(max_depth, w.depth);
+    w.run_nodes.clear();
+    w.features.clear();
+  }
+  auto to_target = [this](int64_t draft_id) {
+    return draft_to_target_.empty() ? draft_id : draft_to_target_[size_t(draft_id)];
+  };
+  for (int64_t level = 1; level < max_depth; ++level) {
+    ids_.clear();
+    prev_ids_.clear();
+    rows_.clear();
+    logit_rows_.clear();
+    active_.clear();
+    for (size_t t = 0; t < trees_now_; ++t) {
+      TreeWork& w = tree_work_[t];
+      if (w.depth <= level) continue;
+      const std::span<const int32_t> frontier = w.builder.next_frontier();
+      w.run_nodes.insert(w.run_nodes.end(), frontier.begin(), frontier.end());
+      w.n_frontier = frontier.size();
+      const auto& nodes = w.builder.nodes();
+      w.row_of_node.assign(nodes.size(), -1);
+      for (size_t r = 0; r < w.run_nodes.size(); ++r) w.row_of_node[size_t(w.run_nodes[r])] = int32_t(r);
+      // Every node run so far, then the frontier (run_nodes): row r's parent row, token and input feature
+      // (its parent's output feature, the root's for the root's children).
+      const int64_t hb = int64_t(ids_.size()), n = int64_t(w.run_nodes.size());
+      w.tree_parent.resize(size_t(n));
+      gathered_.resize(size_t((hb + n) * hd));
+      for (int64_t r = 0; r < n; ++r) {
+        const DraftTreeBuilder::Node& node = nodes[size_t(w.run_nodes[size_t(r)])];
+        const int32_t parent_row = node.parent < 0 ? -1 : w.row_of_node[size_t(node.parent)];
+        w.tree_parent[size_t(r)] = parent_row;
+        ids_.push_back(to_target(node.token));
+        const float* feature = parent_row < 0 ? w.root_feature.data() : w.features.data() + parent_row * hd;
+        std::memcpy(gathered_.data() + (hb + r) * hd, feature, size_t(hd) * sizeof(float));
+      }
+      for (int64_t r = n - int64_t(w.n_frontier); r < n; ++r) logit_rows_.push_back(hb + r);
+      prev_ids_.push_back(w.seq->tokens.back());
+      // The rows are rewritten from the root on: the head's cache forgets the previous pass's.
+      w.seq->draft_kv->truncate(w.head_length, /*keep_blocks=*/true);
+      rows_.push_back(SequenceRows{hb, n, &*w.seq->draft_kv, w.tree_parent.data()});
+      active_.push_back(t);
+    }
+    const float* part = gathered_.data();
+    const DraftOutput out =
+        head_.forward(DraftBatch{ids_, FeatureSource::kSelf, std::span(&part, 1), rows_, logit_rows_, prev_ids_});
+    check_finite_logits(out.logits, out.n_logit_rows, out.n_vocab);
+    int64_t logit_row = 0;
+    for (size_t a = 0; a < active_.size(); ++a) {
+      TreeWork& w = tree_work_[active_[a]];
+      const int64_t n = rows_[a].n_rows;
+      w.features.assign(out.features + rows_[a].row_begin * hd, out.features + (rows_[a].row_begin + n) * hd);
+      for (int64_t r = n - int64_t(w.n_frontier); r < n; ++r, ++logit_row)
+        w.builder.expand(w.run_nodes[size_t(r)], out.logits + logit_row * out.n_vocab, out.n_vocab);
+    }
+  }
+  for (size_t t = 0; t < trees_now_; ++t) {
+    TreeWork& w = tree_work_[t];
+    Sequence& seq = *w.seq;
+    w.builder.select(spec_.tree.total_tokens, tree_tokens_, tree_parents_);
+    seq.draft_ids.assign(tree_tokens_.begin(), tree_tokens_.end());
+    seq.drafts.resize(tree_tokens_.size());
+    for (size_t i = 0; i < tree_tokens_.size(); ++i) seq.drafts[i] = to_target(tree_tokens_[i]);
+    PendingTree& pending = trees_[seq.id];
+    pending.row_parent.resize(tree_parents_.size() + 1);
+    pending.row_parent[0] = -1;  // the root: the last token
+    for (size_t i = 0; i < tree_parents_.size(); ++i) pending.row_parent[i + 1] = tree_parents_[i] + 1;
+    pending.kept.clear();
   }
 }
 

@@ -13,10 +13,22 @@
 //   pass 0 (target features): rows [A: 2 | B: 3], logits of A's last row -> A.d'1
 //   pass 1 (own features):    rows [A: (g, d'1)] -> A.d'2
 //   pass 2 (own features):    rows [A: (g, d'2)] -> A.d'3
+//
+// Draft trees (SpecOptions::tree, spec/draft_tree.h): a greedy sequence without penalties or structured
+// output drafts an EAGLE-2 tree instead (the others a chain). Pass 0 as above gives the root's children;
+// each further pass runs, per tree sequence, every node expanded so far plus the new frontier as tree rows
+// (SequenceRows::tree_parent) over the head's cache rewound to the root, so that each row sees the prefix
+// and its own ancestors only; the frontier's logits add the next level. (Re-running the earlier nodes
+// keeps to the forward's tree-row contract, where a row's ancestors are rows of the same batch: top_k *
+// level rows at level `level`.) The tree's best nodes become the sequence's drafts, with the parent rows
+// the target verifies them with (PendingTree).
+//   tree pass at level 2, top_k 2: rows [a b | c d] (a, b the level-1 frontier, c, d the level-2 one,
+//   children of a), tree_parent [-1 -1 0 0], features [g_root g_root g_a g_a], logits of rows c and d.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "models/model.h"
@@ -24,9 +36,16 @@
 #include "sample/sampling.h"
 #include "sched/scheduler.h"
 #include "spec/draft_head.h"
+#include "spec/draft_tree.h"
 #include "spec/spec_options.h"
 
 namespace aerie {
+
+// A sequence's draft tree between drafting and the round after its verification.
+struct PendingTree {
+  std::vector<int32_t> row_parent;  // [1 + N] parent row of each verification row (row 0, the last token: -1)
+  std::vector<int64_t> kept;        // set by the verification: the rows whose positions stay, [0, path rows...]
+};
 
 // Drafts a decoding sequence may make this step at `k_step` (or at its own adaptive K when lower): the
 // round after it verifies 1 + K rows, which must not run past max_tokens or `max_length`.
@@ -46,11 +65,20 @@ class DraftRunner {
   void propose(std::span<const ScheduledRows> plan, std::span<const int64_t> row_begin,
                std::span<const int64_t> new_positions, const ForwardOutput& target_out, int64_t k_step);
 
+  // seq's pending tree when its drafts are a tree (null for a chain or no drafts).
+  PendingTree* tree(const Sequence& seq);
+  // Whether seq drafts trees: trees are on and its requests verify greedily without penalties, structured
+  // output or relaxed acceptance (the tree verification is greedy argmax only).
+  bool drafts_tree(const Sequence& seq) const;
+  void forget(uint64_t id) { trees_.erase(id); }
+
  private:
   // K = 0: keeps the new rows' target features with each sequence instead of running the head.
   void defer(std::span<const ScheduledRows> plan, std::span<const int64_t> row_begin,
              std::span<const int64_t> new_positions, const ForwardOutput& target_out);
   void pick(Sequence& seq, const float* logits, int64_t i);
+  // The tree passes after pass 0 for the sequences in trees_now_ (their root expanded), then their drafts.
+  void propose_trees();
 
   DraftHead& head_;
   Scheduler& scheduler_;
@@ -65,9 +93,28 @@ class DraftRunner {
   std::vector<int64_t> prev_ids_;        // per sequence of a pass: the token before its first row
   std::vector<SequenceRows> rows_;
   std::vector<Sequence*> drafting_;      // sequences that draft this step
-  std::vector<int64_t> drafting_k_;      // their K
+  std::vector<int64_t> drafting_k_;      // their K (a tree's depth)
+  std::vector<char> drafting_tree_;      // whether each drafts a tree
   std::vector<float> self_features_;     // [n drafting, n_embd_head] each one's last head feature
   std::vector<size_t> active_;           // drafting sequences in the current own-feature pass
+  // Trees: per tree sequence drafting this step (index t), reused.
+  struct TreeWork {
+    Sequence* seq = nullptr;
+    int64_t depth = 0;              // levels this round
+    int64_t head_length = 0;        // the head's cache at the root (tree rows are rewritten after it)
+    DraftTreeBuilder builder;
+    std::vector<float> root_feature;  // [n_embd_head] the head's feature at the root row
+    std::vector<int32_t> run_nodes;   // builder nodes run as rows so far, in row order
+    std::vector<int32_t> row_of_node; // [builder nodes] row in run_nodes, -1 if not run
+    std::vector<float> features;      // [run_nodes, n_embd_head] each run node's output feature
+    std::vector<int32_t> tree_parent; // [run_nodes] the pass's SequenceRows::tree_parent
+    size_t n_frontier = 0;            // the last pass's frontier: the final run_nodes
+  };
+  std::vector<TreeWork> tree_work_;
+  size_t trees_now_ = 0;                    // tree_work_[0, trees_now_) draft this step
+  std::unordered_map<uint64_t, PendingTree> trees_;  // by Sequence::id
+  std::vector<int64_t> tree_tokens_;
+  std::vector<int32_t> tree_parents_;
   SamplerScratch sampler_scratch_;
   ConstraintScratch constraint_scratch_;
 };

@@ -60,6 +60,14 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
     if (config.spec.adaptive_k)
       adaptive_k_ = std::make_unique<AdaptiveK>(max_k, config.max_batch_tokens, plan_.max_length);
   }
+  int64_t max_rows = max_k;  // drafts a verification carries, and head rows past the root a round writes
+  if (drafter && config.spec.tree.enabled()) {
+    AERIE_CHECK(draft && draft->takes_tree_rows(), "draft trees (--spec-tree-top-k) need an EAGLE-1 or EAGLE-3 head on a "
+                "Llama target; ", drafter->describe(), " drafts chains only: leave --spec-tree-top-k out");
+    AERIE_CHECK(config.k_by_batch_size.ranges.empty(), "draft trees and draft tokens by batch size exclude each other");
+    const DraftTreeShape& tree = config.spec.tree;
+    max_rows = std::max({max_rows, tree.total_tokens, tree.top_k * (tree.depth - 1)});
+  }
   if (draft) {
     draft_store_ = std::make_unique<KvStore>(dg.n_layer, dg.row_width, plan_.n_blocks, config.block_size, dg.values,
                                              dtype, dg.scale_width);
@@ -81,7 +89,7 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   sc.max_batch_tokens = config.max_batch_tokens;
   sc.max_num_seqs = config.max_num_seqs;
   sc.max_prefill_rows_while_decoding = config.max_prefill_rows_while_decoding;
-  sc.max_draft_tokens = max_draft_tokens_ = max_k;
+  sc.max_draft_tokens = max_draft_tokens_ = max_rows;
   scheduler_ = std::make_unique<Scheduler>(sc, *pool_, draft_pool_.get());
   VerifierConfig vc;
   vc.eos = target.eos_token_ids();
@@ -215,6 +223,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   send_event(seq, last, reason, error);
   scheduler_->remove(&seq);
   if (token_drafter_) token_drafter_->forget(seq.id);
+  if (drafter_) drafter_->forget(seq.id);
   if (adaptive_k_) adaptive_k_->forget(seq.id);
   live_.erase(seq.id);
 }
@@ -245,7 +254,12 @@ void Engine::fail(size_t i, const std::string& what, const std::exception& e) {
 
 void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   const auto t0 = Clock::now();
-  input_.build(plan);
+  // Draft trees: each tree's row parents for the target's tree attention (null: a chain).
+  tree_parents_.assign(plan.size(), nullptr);
+  if (drafter_)
+    for (size_t i = 0; i < plan.size(); ++i)
+      if (const PendingTree* tree = drafter_->tree(*plan[i].seq)) tree_parents_[i] = tree->row_parent.data();
+  input_.build(plan, tree_parents_);
   const std::vector<int> none;
   try {
     out_ = target_.forward(input_.batch(draft_ ? draft_->target_layers() : none));
@@ -267,7 +281,14 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     decode_only = decode_only && !prefilling;
     rows += plan[i].n_rows;
     try {
-      verifier_->run(seq, plan[i].n_rows, out_.logits + input_.logit_begin[i] * out_.n_vocab, result);
+      const float* logits = out_.logits + input_.logit_begin[i] * out_.n_vocab;
+      PendingTree* tree = tree_parents_[i] ? drafter_->tree(seq) : nullptr;
+      if (tree) {
+        verifier_->run_tree(seq, logits, tree->row_parent, tree->kept, result);
+        seq.kv->keep_tree_path(seq.n_computed, tree->kept);  // the accepted path's rows, moved into line
+      } else {
+        verifier_->run(seq, plan[i].n_rows, logits, result);
+      }
       scheduler_->update(seq, result);
     } catch (const std::exception& e) {
       result.clear();

@@ -13,6 +13,9 @@
 //                             back to the pool), full blocks registered for prefix caching
 //   DraftRunner::propose()    the head over every sequence's new rows, then K - 1 own-feature passes:
 //                             the next drafts                                          (draft_runner.h)
+//                             or, with SpecOptions::tree, an EAGLE-2 tree per greedy sequence: the target
+//                             runs it as tree rows (SequenceRows::tree_parent), Verifier::run_tree accepts
+//                             the longest agreeing path, KvCache::keep_tree_path keeps that path's rows
 //     or TokenDraftRunner     a token drafter's (n-gram) drafts from each sequence's own tokens, up to K
 //                             each, none where it finds no match                 (token_draft_runner.h)
 //   events                    each request's callback, from inside step()
@@ -154,6 +157,7 @@ class Engine {
   ForwardOutput out_;
   std::vector<StepResult> results_;       // per planned sequence
   std::vector<int64_t> new_positions_;    // per planned sequence: rows whose features feed the head
+  std::vector<const int32_t*> tree_parents_;  // per planned sequence: its draft tree's row parents, or null
   TokenEvent event_;
 };
 

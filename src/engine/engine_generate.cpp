@@ -1,5 +1,6 @@
 #include "engine/engine_generate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -12,7 +13,8 @@ GenerateResult generate_with_engine(Model& target, Drafter* draft, ThreadPool& p
                                     const GenerateOptions& options, const SpecOptions& spec,
                                     const TokenCallback& on_token, SpecStats* stats) {
   AERIE_CHECK(!prompt.empty(), "generate: the prompt is empty");
-  const int64_t k = draft ? spec.num_speculative_tokens : 0;
+  int64_t k = draft ? spec.num_speculative_tokens : 0;  // drafts a round holds (a tree's nodes and head rows)
+  if (draft && spec.tree.enabled()) k = std::max({k, spec.tree.total_tokens, spec.tree.top_k * (spec.tree.depth - 1)});
   EngineConfig config;
   config.block_size = 16;
   config.max_length = options.max_length > 0 ? options.max_length : int64_t(prompt.size()) + options.max_tokens + k + 1;

@@ -2,13 +2,14 @@
 
 namespace aerie {
 
-void StepInput::build(std::span<const ScheduledRows> plan) {
+void StepInput::build(std::span<const ScheduledRows> plan, std::span<const int32_t* const> tree_parent) {
   ids.clear();
   rows.clear();
   logit_rows.clear();
   row_begin.clear();
   logit_begin.clear();
-  for (const ScheduledRows& planned : plan) {
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const ScheduledRows& planned = plan[i];
     Sequence& seq = *planned.seq;
     const int64_t n = planned.n_rows;
     const int64_t begin = int64_t(ids.size());
@@ -24,7 +25,7 @@ void StepInput::build(std::span<const ScheduledRows> plan) {
       ids.insert(ids.end(), seq.drafts.begin(), seq.drafts.end());
       for (int64_t r = 0; r < n; ++r) logit_rows.push_back(begin + r);
     }
-    rows.push_back(SequenceRows{begin, n, &*seq.kv});
+    rows.push_back(SequenceRows{begin, n, &*seq.kv, tree_parent.empty() || seq.prefilling() ? nullptr : tree_parent[i]});
   }
 }
 

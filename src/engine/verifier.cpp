@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/error.h"
 #include "engine/finite_logits.h"
 
 namespace aerie {
@@ -115,6 +116,30 @@ void Verifier::run(Sequence& seq, int64_t n_rows, const float* logits, StepResul
     going = emit(seq, seq.drafts[size_t(j)], logits + j * n_vocab_, out);
   if (going) emit(seq, verdict.next_token, logits + verdict.n_accepted * n_vocab_, out);
   // Cached after the round: x_P and the emitted drafts, i.e. every emitted token but the last.
+  out.n_new_positions = int64_t(out.tokens.size());
+}
+
+void Verifier::run_tree(Sequence& seq, const float* logits, std::span<const int32_t> row_parent,
+                        std::vector<int64_t>& kept, StepResult& out) {
+  out.clear();
+  AERIE_CHECK(seq.options.sampling.greedy() && !seq.constraint && !seq.options.penalties.active(),
+              "draft trees are verified greedily, without penalties or structured output");
+  const int64_t n_rows = int64_t(row_parent.size());
+  check_finite_logits(logits, n_rows, n_vocab_);
+  const float* rows = target_rows(seq, logits, n_rows, seq.drafts);  // logit_bias only (no penalties or mask)
+  const TreeVerdict verdict = verify_tree_greedy(rows, n_vocab_, seq.drafts, row_parent, path_);
+  out.n_drafts = int64_t(seq.drafts.size());
+  out.n_accepted = int64_t(path_.size());
+  kept.assign(1, 0);
+  kept.insert(kept.end(), path_.begin(), path_.end());
+  // Each accepted token comes from its parent's row, the next token from the last accepted row.
+  bool going = true;
+  int64_t row = 0;
+  for (size_t j = 0; j < path_.size() && going; ++j) {
+    going = emit(seq, seq.drafts[size_t(path_[j] - 1)], logits + row * n_vocab_, out);
+    row = path_[j];
+  }
+  if (going) emit(seq, verdict.next_token, logits + row * n_vocab_, out);
   out.n_new_positions = int64_t(out.tokens.size());
 }
 

@@ -15,6 +15,7 @@
 #include "sched/sequence.h"
 #include "sched/step_result.h"
 #include "spec/spec_options.h"
+#include "spec/tree_verify.h"
 #include "spec/verify.h"
 
 namespace aerie {
@@ -37,6 +38,11 @@ class Verifier {
   // its tokens) samples the first output token; [K + 1, n_vocab] for a round (K = seq.drafts.size()).
   // A prompt chunk's entries go to out.prompt_logprobs; with max_tokens 0 the request ends after its prompt.
   void run(Sequence& seq, int64_t n_rows, const float* logits, StepResult& out);
+  // A round whose drafts are a tree (engine/draft_runner.h): logits [1 + N, n_vocab] of the rows with
+  // parents row_parent; verified greedily (spec/tree_verify.h; greedy requests without penalties or
+  // structured output only). kept: out, the rows whose positions stay (0, then the accepted path's).
+  void run_tree(Sequence& seq, const float* logits, std::span<const int32_t> row_parent, std::vector<int64_t>& kept,
+                StepResult& out);
 
  private:
   // Appends `token` to out (with its log-probability from `row`) and sets out.finish when it ends the
@@ -59,6 +65,7 @@ class Verifier {
   std::vector<float> probs_;   // [n_vocab]
   std::vector<float> biased_;  // [n_rows, n_vocab] logits with logit_bias added and penalties applied
   PenaltyCounts penalty_counts_;
+  std::vector<int64_t> path_;  // a tree's accepted rows
 };
 
 }  // namespace aerie
