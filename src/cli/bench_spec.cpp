@@ -2,7 +2,8 @@
 //   - one draft step (the head's one-row forward, or a token drafter's K drafts) and one verification (a
 //     target forward over K+1 rows with the head's features captured) relative to one plain decode step;
 //   - tokens/s of speculative generation at synthetic acceptance rates against plain decode, so the
-//     speedup at a realistic acceptance is visible even with a random head.
+//     speedup at a realistic acceptance is visible even with a random head; for each K of a list, auto
+//     (adaptive K) among them, after a plain run at each rate.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "cli/bench_spec.h"
 #include "cli/common.h"
 #include "cli/draft.h"
+#include "cli/speculative_tokens.h"
 #include "core/error.h"
 #include "engine/generator.h"
 #include "engine/engine_generate.h"
@@ -132,15 +134,24 @@ nlohmann::json bench_speculative(Model& target, Drafter& drafter, ThreadPool& po
   };
   nlohmann::json synthetic = nlohmann::json::array();
   for (double rate : cfg.synthetic_rates) {
-    SpecOptions spec;
-    spec.num_speculative_tokens = k;
-    spec.synthetic_acceptance = rate;
-    SpecStats stats;
-    const GenerateResult r = generate_with_engine(target, &drafter, pool, prompt, options, spec, nullptr, &stats);
-    synthetic.push_back({{"acceptance", rate},
-                         {"mean_acceptance_length", stats.mean_acceptance_length()},
-                         {"tokens_per_second", r.decode_tokens_per_second()},
-                         {"speedup", r.decode_tokens_per_second() / plain.decode_tokens_per_second()}});
+    // Plain again just before the speculative runs at this rate: each speedup is a ratio of figures taken
+    // moments apart.
+    const double plain_rate =
+        generate_with_engine(target, nullptr, pool, prompt, options, SpecOptions{}).decode_tokens_per_second();
+    for (const SpecOptions& run : cfg.runs) {
+      SpecOptions spec = run;
+      spec.synthetic_acceptance = rate;
+      SpecStats stats;
+      const GenerateResult r = generate_with_engine(target, &drafter, pool, prompt, options, spec, nullptr, &stats);
+      synthetic.push_back({{"acceptance", rate},
+                           {"num_speculative_tokens", spec.num_speculative_tokens},
+                           {"adaptive_k", spec.adaptive_k},
+                           {"mean_draft_tokens", stats.mean_draft_tokens()},
+                           {"mean_acceptance_length", stats.mean_acceptance_length()},
+                           {"plain_tokens_per_second", plain_rate},
+                           {"tokens_per_second", r.decode_tokens_per_second()},
+                           {"speedup", r.decode_tokens_per_second() / plain_rate}});
+    }
   }
   out["synthetic"] = synthetic;
   return out;
@@ -153,10 +164,14 @@ void print_speculative(const nlohmann::json& r) {
               r["decode_step_ms"].get<double>(), r["verify_step_ms"].get<double>(), r["verify_over_decode"].get<double>(),
               r["draft_step_ms"].get<double>(), r["draft_over_decode"].get<double>());
   std::printf("  plain decode %.2f tokens/s\n", r["plain_decode_tokens_per_second"].get<double>());
-  for (const auto& s : r["synthetic"])
-    std::printf("  synthetic acceptance %.2f: mean acceptance length %.2f, %.2f tokens/s, %.2fx plain\n",
-                s["acceptance"].get<double>(), s["mean_acceptance_length"].get<double>(),
-                s["tokens_per_second"].get<double>(), s["speedup"].get<double>());
+  for (const auto& s : r["synthetic"]) {
+    const std::string k = s["adaptive_k"].get<bool>() ? "auto" : std::to_string(s["num_speculative_tokens"].get<int64_t>());
+    std::printf("  synthetic acceptance %.2f, K=%-4s: mean K %.2f, mean acceptance length %.2f, %.2f tokens/s, "
+                "%.2fx plain (%.2f tokens/s)\n",
+                s["acceptance"].get<double>(), k.c_str(), s["mean_draft_tokens"].get<double>(),
+                s["mean_acceptance_length"].get<double>(), s["tokens_per_second"].get<double>(),
+                s["speedup"].get<double>(), s["plain_tokens_per_second"].get<double>());
+  }
 }
 
 }  // namespace aerie::cli
@@ -166,7 +181,8 @@ namespace aerie::cli {
 int run_bench_spec(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = model_options();
   for (const OptionSpec& o : draft_options()) specs.push_back(o);
-  specs.push_back({"--num-speculative-tokens", true, "K (default 3)"});
+  specs.push_back({"--num-speculative-tokens", true, "K (default 3); a list runs each at every rate: 1,2,4,auto "
+                                                    "(auto: chosen per step in 0..8; auto:N in 0..N)"});
   specs.push_back({"--prompt-tokens", true, "context length of the measured steps (default 128)"});
   specs.push_back({"--decode-tokens", true, "tokens generated per end-to-end run (default 64)"});
   specs.push_back({"--repeats", true, "repetitions of each step; the median is reported (default 7)"});
@@ -180,7 +196,15 @@ int run_bench_spec(const std::vector<std::string>& argv) {
   }
   AERIE_CHECK(args.has("--draft"), "bench-spec needs --draft DIR, mtp or ngram");
   SpecBenchConfig cfg;
-  cfg.k = args.integer("--num-speculative-tokens", 3);
+  cfg.k = 1;
+  cfg.runs.clear();
+  std::stringstream ks(args.str("--num-speculative-tokens", "3"));
+  for (std::string item; std::getline(ks, item, ',');) {
+    SpecOptions spec;
+    parse_num_speculative_tokens(item, spec);
+    cfg.runs.push_back(spec);
+    cfg.k = std::max(cfg.k, spec.num_speculative_tokens);
+  }
   cfg.prompt_tokens = args.integer("--prompt-tokens", 128);
   cfg.decode_tokens = args.integer("--decode-tokens", 64);
   cfg.repeats = args.integer("--repeats", 7);

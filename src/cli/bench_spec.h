@@ -8,11 +8,14 @@
 
 #include "models/model.h"
 #include "spec/draft_head.h"
+#include "spec/spec_options.h"
 
 namespace aerie::cli {
 
 struct SpecBenchConfig {
-  int64_t k = 3;
+  int64_t k = 3;  // the step costs' K: the largest of `runs`
+  // The end-to-end runs at each synthetic rate, after a plain one: fixed K or adaptive (auto:N).
+  std::vector<SpecOptions> runs = {SpecOptions{}};
   int64_t prompt_tokens = 128;
   int64_t decode_tokens = 64;
   int64_t repeats = 7;
@@ -22,7 +25,8 @@ struct SpecBenchConfig {
 
 // JSON fields: num_speculative_tokens, prompt_tokens, decode_step_ms, verify_step_ms, draft_step_ms,
 // verify_over_decode, draft_over_decode, plain_decode_tokens_per_second, draft, synthetic[{acceptance,
-// mean_acceptance_length, tokens_per_second, speedup}].
+// num_speculative_tokens, adaptive_k, mean_draft_tokens, mean_acceptance_length, plain_tokens_per_second,
+// tokens_per_second, speedup}] (speedup over the plain run just before, at the same rate).
 // The end-to-end runs (plain and speculative) both go through the engine, as `generate` and `serve` do.
 // A token drafter's prompt repeats a random block of 32 tokens (it drafts only where text repeats).
 nlohmann::json bench_speculative(Model& target, Drafter& drafter, ThreadPool& pool, const SpecBenchConfig& cfg);

@@ -60,6 +60,17 @@ void AdaptiveK::observe_draft(int64_t passes, double seconds, bool prompt_rows, 
   else costs_.observe_draft(passes, seconds);
 }
 
+void AdaptiveK::choose_engine_wide() {
+  // Every sequence of the step at the engine-wide rates (as long as its own), into wide_k_.
+  const size_t n = spans_.size();
+  wide_rates_.resize(size_t(k_max_));
+  engine_wide_.rates(AcceptanceEstimate::kPriorAcceptance, wide_rates_);
+  wide_spans_.resize(n);
+  for (size_t s = 0; s < n; ++s) wide_spans_[s] = std::span<const double>(wide_rates_).first(spans_[s].size());
+  wide_k_.resize(n);
+  choose_draft_tokens(wide_spans_, costs_, wide_k_, gains_);
+}
+
 int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results) {
   seqs_.clear();
   seq_states_.clear();
@@ -93,14 +104,17 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
   const double probe_overhead = n > 0 && costs_.catch_up_row() > 0
                                     ? costs_.catch_up_row() / (costs_.forward(int64_t(n)) / double(n))
                                     : 0.0;
+  // Where probing is dear, K = 0 is off for good when the engine-wide acceptance agrees (spec/adaptive_k.h).
+  const bool dear_probes = calibrated && probe_overhead > AdaptiveKState::kMaxProbeOverhead;
+  if (dear_probes) choose_engine_wide();
   int64_t k_step = 0;
   for (size_t s = 0; s < n; ++s) {
     AdaptiveKState& state = *seq_states_[s];
-    state.k = calibrated ? apply_probe(state, k_[s], int64_t(spans_[s].size())) : 0;
-    if (state.probe && state.probes > AdaptiveKState::kMinProbes && state.acceptance.rounds >= AdaptiveKState::kMinEvidence &&
-        probe_overhead > AdaptiveKState::kMaxProbeOverhead) {
+    if (dear_probes && k_[s] == 0 && wide_k_[s] == 0 && state.acceptance.rounds >= AdaptiveKState::kMinEvidence) {
       seqs_[s]->speculation_off = true;  // probing costs more than it could find: plain from now on
       state.k = 0, state.probe = false;
+    } else {
+      state.k = calibrated ? apply_probe(state, k_[s], int64_t(spans_[s].size())) : 0;
     }
     seqs_[s]->draft_limit = state.k;
     k_step = std::max(k_step, state.k);

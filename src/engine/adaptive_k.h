@@ -11,7 +11,8 @@
 //   - each round's drafts and accepted drafts, per sequence and engine-wide (the engine-wide estimate of
 //     the first position is the prior of a new sequence's).
 // Chosen, after verification and before the drafter runs: the K of every sequence that goes on decoding,
-// jointly over the step (choose_draft_tokens), then one probe in probe_interval rounds where it is 0.
+// jointly over the step (choose_draft_tokens), then one probe in probe_interval rounds where it is 0, or
+// speculation off for good where probing is dear and the engine-wide acceptance agrees.
 // Each sequence's state (its acceptance, chosen K, probes) is kept here by sequence id until forget(); the
 // K chosen lands in Sequence::draft_limit too, which drafts_allowed() obeys; the step's K handed to the drafter is
 // the largest (0: no drafter pass at all, the head's rows deferred).
@@ -49,6 +50,8 @@ class AdaptiveK {
   const StepCosts& costs() const { return costs_; }
 
  private:
+  void choose_engine_wide();  // wide_k_: the step's choice were every sequence at the engine-wide rates
+
   int64_t k_max_, max_length_;
   StepCosts costs_;
   AcceptanceEstimate engine_wide_;
@@ -60,6 +63,9 @@ class AdaptiveK {
   std::vector<std::span<const double>> spans_;
   std::vector<int64_t> k_;
   std::vector<DraftGain> gains_;
+  std::vector<double> wide_rates_;  // [k_max] engine-wide
+  std::vector<std::span<const double>> wide_spans_;
+  std::vector<int64_t> wide_k_;
 };
 
 }  // namespace aerie

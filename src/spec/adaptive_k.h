@@ -42,19 +42,21 @@
 // far below DraftRunner::kMaxDeferredRows). A probe's first head pass also catches up the rows deferred
 // while off, so probing costs about one head row per plain step however rare the probes: where that is
 // more than kMaxProbeOverhead of a plain step (a head nearly as dear per row as a small, cache-resident
-// target), a sequence that has probed kMinProbes times without turning on, with kMinEvidence rounds with
-// drafts seen, stops speculating for good
-// (Sequence::speculation_off, as past DraftRunner::kMaxDeferredRows); new sequences start afresh from
-// the engine-wide acceptance. On a large target the head's rows are cheap and probing goes on.
+// target), plain steps between probes are not plain at all, so K = 0 is either speculation off for good
+// (Sequence::speculation_off, as past DraftRunner::kMaxDeferredRows) or a passing dip: off for good once
+// the sequence has kMinEvidence rounds with drafts and the choice gives it 0 both from its own rates and
+// from the engine-wide ones (longer memory, pooled over sequences: one unlucky run of rejections does not
+// switch off a good head). New sequences start afresh from the engine-wide acceptance. On a large target
+// the head's rows are cheap and probing goes on.
 //
-// Exploring (AdaptiveKState): a row count the choice never visits keeps its first (maybe noisy, maybe cold)
-// figure, and plain decoding is never re-timed while speculation is on; so one in kExploreInterval rounds
+// Exploring (AdaptiveKState): a row count the choice never visits keeps its old (maybe noisy) figure, and
+// plain decoding is never re-timed while speculation is on; so one in kExploreInterval rounds
 // at K > 0 runs K - 1 or K + 1 instead (alternately; K - 1 = 0 is a plain step). Near the optimum the
 // rate is flat in K, so this costs little.
 //
-// Start (an engine with nothing timed): plain steps until one is timed, then one-draft probes until two
-// row counts are measured; from then on the choice. So the first costs come from a plain step and a 2-row
-// verification, never from a full-K guess.
+// Start (an engine with nothing timed): plain steps until one row count is trusted (two samples); from
+// then on the choice, optimistic about what is not yet timed (flat costs past the last trusted count), so
+// it tries the K it would like at the prior acceptance and times it, twice before trusting it.
 //
 // Losslessness: K only sets how many drafts are proposed; it is chosen before the round from the past
 // (measured acceptance and time), never from the round's own draws, so verification stays lossless and
@@ -160,7 +162,6 @@ class StepCosts {
 // A sequence's adaptive-K state (kept by the engine per sequence: engine/adaptive_k.h).
 struct AdaptiveKState {
   static constexpr int64_t kFirstProbeInterval = 1, kMaxProbeInterval = 64, kExploreInterval = 8;
-  static constexpr int64_t kMinProbes = 3;
   // Rounds with drafts before probes space out or speculation stops for good: a few unlucky first rounds
   // (a prior of 0.5, a cold head) must not settle it.
   static constexpr int64_t kMinEvidence = 8;
