@@ -12,7 +12,9 @@
 // sources. A token drafter (--draft ngram) proposes nothing where it finds no match: its tau and
 // acceptance count the rounds that carried drafts, its speedup every step. --k auto (or auto:N) lets the
 // engine choose K per step (spec/adaptive_k.h); "mean" is the drafts per decode step it chose, 0 for plain
-// steps (a fixed K shows slightly less than K near the end of a generation).
+// steps (a fixed K shows slightly less than K near the end of a generation). --trees adds EAGLE-2 draft
+// trees (TOP_K:DEPTH:TOKENS in the K column; "mean" is then the nodes verified per round), to compare with
+// chains at equal verification width (a tree of TOKENS nodes verifies as many rows as K = TOKENS).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -119,6 +121,7 @@ RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::
     SpecOptions spec;
     spec.num_speculative_tokens = k.num_speculative_tokens;
     spec.adaptive_k = k.adaptive_k;
+    spec.tree = k.tree;
     if (relaxed) {
       spec.relaxed_thinking = relaxed;
       spec.think_end_token = int64_t(1) << 40;
@@ -157,6 +160,9 @@ std::vector<OptionSpec> bench_accept_options() {
   specs.push_back({"--max-prompts", true, "use the first N prompts only (default: all)"});
   specs.push_back({"--k", true, "numbers of speculative tokens to measure (default 1,2,3,4,5,6); auto or auto:N: "
                                 "chosen per step in 0..8 (0..N) from measured acceptance and cost"});
+  specs.push_back({"--trees", true, "EAGLE-2 draft trees to measure beside the chains, TOP_K:DEPTH:TOKENS "
+                                    "comma-separated (e.g. 2:4:4: as wide a verification as K = 4); greedy "
+                                    "requests only, T > 0 rows draft chains of K = 3"});
   specs.push_back({"--temperatures", true, "temperatures (default 0,1; T > 0 is lossless rejection sampling)"});
   specs.push_back({"--max-tokens", true, "tokens generated per prompt (default 128)"});
   specs.push_back({"--seed", true, "seed of prompt 0; prompt i uses seed + i (default 0)"});
@@ -168,6 +174,12 @@ std::vector<OptionSpec> bench_accept_options() {
   specs.push_back({"--json", false, "print one JSON object instead of the table"});
   specs.push_back({"--help", false, "this text"});
   return specs;
+}
+
+// The K column: "4", "auto", or a tree as TOP_K:DEPTH:TOKENS.
+std::string k_label(const SpecOptions& k) {
+  if (k.tree.enabled()) return str_cat(k.tree.top_k, ":", k.tree.depth, ":", k.tree.total_tokens);
+  return k.adaptive_k ? std::string("auto") : std::to_string(k.num_speculative_tokens);
 }
 
 std::string percent_list(const std::vector<double>& v) {
@@ -208,6 +220,12 @@ int run_bench_accept(const std::vector<std::string>& argv) {
     AERIE_CHECK(k.num_speculative_tokens <= 16, "--k values must be in 1..16, got ", text);
     ks.push_back(k);
   }
+  if (args.has("--trees"))
+    for (const std::string& text : split(args.str("--trees"), ',')) {
+      SpecOptions tree;
+      tree.tree = parse_tree_shape(text);
+      ks.push_back(tree);
+    }
   const std::vector<double> temperatures = args.numbers("--temperatures", "0,1");
   for (double t : temperatures) AERIE_CHECK(t >= 0.0, "--temperatures must be >= 0");
   const int64_t max_tokens = args.integer("--max-tokens", 128);
@@ -242,7 +260,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
     const std::unique_ptr<Drafter> head = load_draft_verbose(draft_args, *target, pool, quiet);
     AERIE_CHECK(head != nullptr, "bench-accept: '", draft_dir, "' is not a drafter");
     if (!json)
-      std::printf("\n%s (%s)\n  %-4s %-6s %5s %6s %8s  %-24s %10s %10s %8s%s\n", draft_dir.c_str(),
+      std::printf("\n%s (%s)\n  %-4s %-7s %5s %6s %8s  %-24s %10s %10s %8s%s\n", draft_dir.c_str(),
                   head->describe().c_str(), "T", "K", "mean", "tau", "accept", "per position (%)", "plain t/s", "spec t/s",
                   "speedup", "  tau by source");
     for (double temperature : temperatures) {
@@ -261,6 +279,9 @@ int run_bench_accept(const std::vector<std::string>& argv) {
             {"temperature", temperature},
             {"num_speculative_tokens", k.num_speculative_tokens},  // K, or the most with adaptive_k
             {"adaptive_k", k.adaptive_k},
+            {"tree", k.tree.enabled() ? nlohmann::json{{"top_k", k.tree.top_k}, {"depth", k.tree.depth},
+                                                       {"total_tokens", k.tree.total_tokens}}
+                                      : nlohmann::json()},
             {"mean_draft_tokens", t.stats.mean_draft_tokens()},
             {"mean_acceptance_length", t.stats.mean_acceptance_length()},
             {"acceptance_rate", t.stats.acceptance_rate()},
@@ -291,8 +312,8 @@ int run_bench_accept(const std::vector<std::string>& argv) {
         }
         results.push_back(r);
         if (!json) {
-          std::printf("  %-4g %-6s %5.2f %6.2f %7.1f%%  %-24s %10.0f %10.0f %7.2fx %s%s\n", temperature,
-                      (k.adaptive_k ? std::string("auto") : std::to_string(k.num_speculative_tokens)).c_str(),
+          std::printf("  %-4g %-7s %5.2f %6.2f %7.1f%%  %-24s %10.0f %10.0f %7.2fx %s%s\n", temperature,
+                      k_label(k).c_str(),
                       t.stats.mean_draft_tokens(), t.stats.mean_acceptance_length(), 100.0 * t.stats.acceptance_rate(),
                       percent_list(t.stats.acceptance_per_position()).c_str(), plain_tps, spec_tps, spec_tps / plain_tps,
                       sources.c_str(), t.mismatches > 0 ? str_cat("  MISMATCHES ", t.mismatches).c_str() : lossy.c_str());

@@ -76,6 +76,8 @@ std::vector<OptionSpec> serve_options() {
       {"--help", false, "this text"},
   };
   specs.insert(specs.end(), own.begin(), own.end());
+  const std::vector<OptionSpec> tree = tree_option_specs();
+  specs.insert(specs.end(), tree.begin(), tree.end());
   return specs;
 }
 
@@ -215,6 +217,7 @@ int run_serve(const std::vector<std::string>& argv) {
   config.max_queue = options.max_in_flight + 1;  // the server's bound answers first (429)
   if (head) {
     apply_num_speculative_tokens(args, 3, config.spec);
+    apply_tree_options(args, config.spec);
     config.spec.proposal = draft_proposal(args, *head);
     if (args.has("--num-speculative-tokens-per-batch-size"))
       config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
@@ -227,7 +230,7 @@ int run_serve(const std::vector<std::string>& argv) {
     }
   } else {
     for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--num-speculative-tokens-per-batch-size",
-                             "--synthetic-acceptance"})
+                             "--synthetic-acceptance", "--spec-tree-top-k", "--spec-tree-depth", "--spec-tree-tokens"})
       AERIE_CHECK(!args.has(name), name, " needs --draft");
   }
   // Relaxed thinking acceptance needs the tokens that open and close a <think> block as single tokens.

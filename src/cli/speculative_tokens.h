@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli/args.h"
 #include "spec/spec_options.h"
@@ -20,5 +21,13 @@ void parse_num_speculative_tokens(const std::string& text, SpecOptions& spec);
 void apply_num_speculative_tokens(const Args& args, int64_t fallback, SpecOptions& spec);
 // "3" or "auto:8", as the option takes it.
 std::string num_speculative_tokens_text(const SpecOptions& spec);
+
+// EAGLE-2 draft trees, named as SGLang names them: --spec-tree-top-k (speculative_eagle_topk; absent:
+// chains), --spec-tree-depth (num_steps, default 5), --spec-tree-tokens (num_draft_tokens, default 8).
+std::vector<OptionSpec> tree_option_specs();
+// spec.tree from those options; an aerie::Error for depth or tokens without top-k, or a shape out of range.
+void apply_tree_options(const Args& args, SpecOptions& spec);
+// "TOP_K:DEPTH:TOKENS" (bench-accept's --trees entries) -> a shape, checked.
+DraftTreeShape parse_tree_shape(const std::string& text);
 
 }  // namespace aerie::cli

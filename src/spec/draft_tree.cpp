@@ -23,16 +23,20 @@ void DraftTreeBuilder::reset(int64_t top_k) {
 
 void DraftTreeBuilder::expand(int32_t parent, const float* logits, int64_t n_vocab) {
   const int64_t k = std::min(top_k_, n_vocab);
-  float max = logits[0];
-  for (int64_t t = 1; t < n_vocab; ++t) max = std::max(max, logits[t]);
-  double sum = 0;
-  for (int64_t t = 0; t < n_vocab; ++t) sum += std::exp(double(logits[t] - max));
-  const double log_norm = double(max) + std::log(sum);  // log sum exp(logits)
-  ids_.resize(size_t(n_vocab));
-  for (int64_t t = 0; t < n_vocab; ++t) ids_[size_t(t)] = t;
-  std::partial_sort(ids_.begin(), ids_.begin() + k, ids_.end(), [logits](int64_t a, int64_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
+  // One pass: the k best ids (ascending rank; ties to the lower id) and the maximum.
+  ids_.clear();
+  for (int64_t t = 0; t < n_vocab; ++t) {
+    if (int64_t(ids_.size()) == k && logits[t] <= logits[ids_.back()]) continue;
+    if (int64_t(ids_.size()) == k) ids_.pop_back();
+    auto at = ids_.end();
+    while (at != ids_.begin() && logits[*(at - 1)] < logits[t]) --at;
+    ids_.insert(at, t);
+  }
+  // log sum exp(logits), in float (a few ulps do not change a ranking of cumulative log-probabilities).
+  const float max = logits[ids_.front()];
+  float sum = 0.0f;
+  for (int64_t t = 0; t < n_vocab; ++t) sum += std::exp(logits[t] - max);
+  const double log_norm = double(max) + std::log(double(sum));
   const double base = parent < 0 ? 0.0 : nodes_[size_t(parent)].score;
   const int32_t depth = parent < 0 ? 1 : nodes_[size_t(parent)].depth + 1;
   for (int64_t i = 0; i < k; ++i) {

@@ -62,7 +62,7 @@ class DraftTreeBuilder {
   std::vector<Node> nodes_;
   size_t frontier_from_ = 0;   // first node not yet offered to a frontier
   std::vector<int32_t> frontier_, order_, picked_;
-  std::vector<int64_t> ids_;   // [n_vocab] scratch for the top_k search
+  std::vector<int64_t> ids_;   // [top_k] the best ids of one expansion
 };
 
 }  // namespace aerie

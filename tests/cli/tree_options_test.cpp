@@ -1,0 +1,50 @@
+// The draft tree options (cli/speculative_tokens.h): --spec-tree-top-k / -depth / -tokens into
+// SpecOptions::tree with their defaults, bench-accept's TOP_K:DEPTH:TOKENS entries, and what they refuse.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/speculative_tokens.h"
+#include "core/error.h"
+
+namespace aerie::cli {
+namespace {
+
+SpecOptions applied(const std::vector<std::string>& argv) {
+  const Args args(argv, tree_option_specs());
+  SpecOptions spec;
+  apply_tree_options(args, spec);
+  return spec;
+}
+
+TEST(TreeOptions, TopKTurnsTreesOnWithDefaults) {
+  EXPECT_FALSE(applied({}).tree.enabled());
+  const DraftTreeShape shape = applied({"--spec-tree-top-k", "4"}).tree;
+  EXPECT_EQ(shape.top_k, 4);
+  EXPECT_EQ(shape.depth, 5);
+  EXPECT_EQ(shape.total_tokens, 8);
+  const DraftTreeShape given = applied({"--spec-tree-top-k", "2", "--spec-tree-depth", "3", "--spec-tree-tokens", "6"}).tree;
+  EXPECT_EQ(given.top_k, 2);
+  EXPECT_EQ(given.depth, 3);
+  EXPECT_EQ(given.total_tokens, 6);
+}
+
+TEST(TreeOptions, RefusesShapesOutOfRangeAndDepthWithoutTopK) {
+  EXPECT_THROW(applied({"--spec-tree-depth", "3"}), Error);
+  EXPECT_THROW(applied({"--spec-tree-top-k", "0"}), Error);
+  EXPECT_THROW(applied({"--spec-tree-top-k", "17"}), Error);
+  EXPECT_THROW(applied({"--spec-tree-top-k", "2", "--spec-tree-tokens", "65"}), Error);
+  EXPECT_THROW(applied({"--spec-tree-top-k", "2", "--spec-tree-depth", "0"}), Error);
+}
+
+TEST(TreeOptions, BenchAcceptEntries) {
+  const DraftTreeShape shape = parse_tree_shape("2:4:4");
+  EXPECT_EQ(shape.top_k, 2);
+  EXPECT_EQ(shape.depth, 4);
+  EXPECT_EQ(shape.total_tokens, 4);
+  for (const char* bad : {"2:4", "2:4:4x", "0:4:4", "a:b:c", "2:4:100"}) EXPECT_THROW(parse_tree_shape(bad), Error) << bad;
+}
+
+}  // namespace
+}  // namespace aerie::cli
