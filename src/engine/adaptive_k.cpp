@@ -110,7 +110,10 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
   int64_t k_step = 0;
   for (size_t s = 0; s < n; ++s) {
     AdaptiveKState& state = *seq_states_[s];
-    if (dear_probes && k_[s] == 0 && wide_k_[s] == 0 && state.acceptance.rounds >= AdaptiveKState::kMinEvidence) {
+    // A sequence with evidence of its own, or a new one (whose head has not yet caught up its prompt) where
+    // the engine has evidence from others.
+    const int64_t evidence = state.acceptance.rounds == 0 ? engine_wide_.rounds : state.acceptance.rounds;
+    if (dear_probes && k_[s] == 0 && wide_k_[s] == 0 && evidence >= AdaptiveKState::kMinEvidence) {
       seqs_[s]->speculation_off = true;  // probing costs more than it could find: plain from now on
       state.k = 0, state.probe = false;
     } else {

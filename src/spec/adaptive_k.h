@@ -46,8 +46,9 @@
 // (Sequence::speculation_off, as past DraftRunner::kMaxDeferredRows) or a passing dip: off for good once
 // the sequence has kMinEvidence rounds with drafts and the choice gives it 0 both from its own rates and
 // from the engine-wide ones (longer memory, pooled over sequences: one unlucky run of rejections does not
-// switch off a good head). New sequences start afresh from the engine-wide acceptance. On a large target
-// the head's rows are cheap and probing goes on.
+// switch off a good head). New sequences start from the engine-wide acceptance, and off for good at once
+// where it already says so (sparing the head its prompt rows). On a large target the head's rows are
+// cheap and probing goes on.
 //
 // Exploring (AdaptiveKState): a row count the choice never visits keeps its old (maybe noisy) figure, and
 // plain decoding is never re-timed while speculation is on; so one in kExploreInterval rounds
