@@ -1,4 +1,5 @@
 // aerie generate: stream a continuation of a prompt, then report prefill and decode speed.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -156,6 +157,11 @@ int run_generate(const std::vector<std::string>& argv) {
         {"decode_tokens_per_second", result.decode_tokens_per_second()},
         {"threads", pool.n_threads()},
     };
+    if (ranks->size() > 1) {  // rank 0's time in the all-reduces, prefill and decode together
+      out["tensor_parallel"] = {{"ranks", ranks->size()},
+                                {"collective_calls", ranks->collective_calls()},
+                                {"collective_seconds", ranks->collective_seconds()}};
+    }
     if (head) {
       out["speculative"] = {
           {"num_speculative_tokens", spec.num_speculative_tokens},
@@ -184,6 +190,10 @@ int run_generate(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "prefill: %lld tokens, %.1f tokens/s | decode: %zu tokens, %.1f tokens/s | %s\n",
                  (long long)result.n_prompt, result.prefill_tokens_per_second(), result.tokens.size(),
                  result.decode_tokens_per_second(), result.finish_reason.c_str());
+    if (ranks->size() > 1)
+      std::fprintf(stderr, "tensor parallel %d: rank 0 spent %.3f s in %lld all-reduces (%.1f%% of prefill + decode)\n",
+                   ranks->size(), ranks->collective_seconds(), (long long)ranks->collective_calls(),
+                   100.0 * ranks->collective_seconds() / std::max(1e-9, result.prefill_seconds + result.decode_seconds));
     if (head) {
       std::string per;
       for (double a : stats.acceptance_per_position()) per += str_cat(per.empty() ? "" : " ", int(a * 100 + 0.5), "%");

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,6 +43,21 @@ class Communicator {
                             std::span<const int> recv_counts) = 0;
   // Returns once every rank has entered it.
   virtual void barrier() = 0;
+
+  // Wall time this rank has spent inside collectives so far (waiting for slower ranks included) and how many
+  // it ran: the communication share of a tensor-parallel run. Always 0 for the single-process communicator.
+  double collective_seconds() const { return collective_seconds_; }
+  int64_t collective_calls() const { return collective_calls_; }
+
+ protected:
+  void count_collective(double seconds) {
+    collective_seconds_ += seconds;
+    ++collective_calls_;
+  }
+
+ private:
+  double collective_seconds_ = 0.0;
+  int64_t collective_calls_ = 0;
 };
 
 // The single-process communicator: rank 0 of 1; all_reduce_sum and broadcast leave data as it is,

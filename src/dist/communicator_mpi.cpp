@@ -109,14 +109,17 @@ class MpiCommunicator final : public Communicator {
 
   // Polls request until it completes or the deadline passes. Tight polling first (loopback latency is a few
   // microseconds), then yielding, then 100 us sleeps: ranks may outnumber cores (mpirun --oversubscribe).
-  void wait(MPI_Request& request, const char* op) const {
+  void wait(MPI_Request& request, const char* op) {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     const auto deadline = start + std::chrono::duration<double>(timeout_seconds_);
     for (long poll = 0;; ++poll) {
       int done = 0;
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
-      if (done) return;
+      if (done) {
+        count_collective(std::chrono::duration<double>(Clock::now() - start).count());
+        return;
+      }
       if (poll < 2000) continue;
       const auto now = Clock::now();
       if (now > deadline) {
