@@ -24,6 +24,8 @@ std::vector<OptionSpec> generate_options() {
   specs.insert(specs.end(), prompt.begin(), prompt.end());
   const std::vector<OptionSpec> draft = draft_options();
   specs.insert(specs.end(), draft.begin(), draft.end());
+  const std::vector<OptionSpec> tree = tree_option_specs();
+  specs.insert(specs.end(), tree.begin(), tree.end());
   const std::vector<OptionSpec> own = {
       {"--max-tokens", true, "most tokens to generate (default 128)"},
       {"--max-length", true, "KV cache capacity in positions (default: prompt + max tokens)"},
@@ -132,13 +134,15 @@ int run_generate(const std::vector<std::string>& argv) {
   if (head) {
     apply_num_speculative_tokens(args, default_draft ? kDefaultDraftK : 3, spec);
     spec.proposal = draft_proposal(args, *head);
+    apply_tree_options(args, spec);
     spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
     AERIE_CHECK(!args.has("--synthetic-acceptance") || spec.synthetic_acceptance >= 0.0,
                 "--synthetic-acceptance must be in [0, 1]");
     if (spec.synthetic_acceptance >= 0.0 && !json)
       std::fprintf(stderr, "synthetic acceptance %.2f: the output below is NOT the model's\n", spec.synthetic_acceptance);
   } else {
-    for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--synthetic-acceptance"})
+    for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--synthetic-acceptance",
+                             "--spec-tree-top-k", "--spec-tree-depth", "--spec-tree-tokens"})
       AERIE_CHECK(!args.has(name), name, " needs --draft");
   }
   SpecStats stats;
@@ -166,6 +170,9 @@ int run_generate(const std::vector<std::string>& argv) {
       out["speculative"] = {
           {"num_speculative_tokens", spec.num_speculative_tokens},
           {"adaptive_k", spec.adaptive_k},
+          {"tree", spec.tree.enabled() ? nlohmann::json{{"top_k", spec.tree.top_k}, {"depth", spec.tree.depth},
+                                                        {"total_tokens", spec.tree.total_tokens}}
+                                       : nlohmann::json()},
           {"mean_draft_tokens", stats.mean_draft_tokens()},
           {"synthetic_acceptance", spec.synthetic_acceptance >= 0.0 ? nlohmann::json(spec.synthetic_acceptance) : nlohmann::json()},
           {"rounds", stats.rounds},

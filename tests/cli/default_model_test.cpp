@@ -52,6 +52,23 @@ TEST(DefaultModel, GenerateWithoutModelUsesTheShippedModelAndItsEagle3Head) {
   EXPECT_FALSE(plain["text"].get<std::string>().empty());
 }
 
+// generate's tree options reach the engine: EAGLE-2 trees with the shipped head, greedy, give plain's tokens.
+TEST(DefaultModel, GenerateWithDraftTreesEqualsPlain) {
+  ASSERT_TRUE(shipped_models_dir().has_value());
+  std::vector<std::string> tree_args = kPrompt;
+  tree_args.insert(tree_args.end(), {"--spec-tree-top-k", "2", "--spec-tree-depth", "3", "--spec-tree-tokens", "5"});
+  const Json tree = run_json(run_generate, tree_args);
+  ASSERT_TRUE(tree.contains("speculative"));
+  EXPECT_EQ(tree["speculative"]["tree"]["total_tokens"].get<int64_t>(), 5);
+  EXPECT_GT(tree["speculative"]["mean_acceptance_length"].get<double>(), 1.0);
+  std::vector<std::string> plain_args = kPrompt;
+  plain_args.insert(plain_args.end(), {"--draft", "none"});
+  EXPECT_EQ(tree["ids"], run_json(run_generate, plain_args)["ids"]);
+  std::vector<std::string> no_head = plain_args;
+  no_head.insert(no_head.end(), {"--spec-tree-top-k", "2"});
+  EXPECT_THROW(run_json(run_generate, no_head), Error);  // trees need a draft head
+}
+
 TEST(DefaultModel, ModelsDirFromTheEnvironmentComesFirst) {
   const fs::path dir = fs::temp_directory_path() / ("aerie_models_" + std::to_string(::getpid()));
   fs::create_directories(dir / kDefaultModelName);
