@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 #include <sstream>
 
@@ -17,6 +18,7 @@
 #include "core/error.h"
 #include "engine/generator.h"
 #include "engine/engine_generate.h"
+#include "spec/adaptive_k.h"
 #include "sample/sampling.h"
 
 namespace aerie::cli {
@@ -133,14 +135,23 @@ nlohmann::json bench_speculative(Model& target, Drafter& drafter, ThreadPool& po
       {"draft", drafter.describe()},
   };
   nlohmann::json synthetic = nlohmann::json::array();
+  // Each auto run keeps its measured costs from one rate to the next (AdaptiveKMemory), as a serving
+  // engine would; the acceptance it learned is reset with each rate.
+  std::vector<std::shared_ptr<AdaptiveKMemory>> memories(cfg.runs.size());
+  for (size_t r = 0; r < cfg.runs.size(); ++r)
+    if (cfg.runs[r].adaptive_k) memories[r] = std::make_shared<AdaptiveKMemory>();
   for (double rate : cfg.synthetic_rates) {
     // Plain again just before the speculative runs at this rate: each speedup is a ratio of figures taken
     // moments apart.
     const double plain_rate =
         generate_with_engine(target, nullptr, pool, prompt, options, SpecOptions{}).decode_tokens_per_second();
-    for (const SpecOptions& run : cfg.runs) {
-      SpecOptions spec = run;
+    for (size_t run = 0; run < cfg.runs.size(); ++run) {
+      SpecOptions spec = cfg.runs[run];
       spec.synthetic_acceptance = rate;
+      if (memories[run]) {
+        memories[run]->engine_wide = AcceptanceEstimate{};
+        spec.adaptive_memory = memories[run];
+      }
       SpecStats stats;
       const GenerateResult r = generate_with_engine(target, &drafter, pool, prompt, options, spec, nullptr, &stats);
       synthetic.push_back({{"acceptance", rate},

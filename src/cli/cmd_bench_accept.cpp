@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@
 #include "core/error.h"
 #include "engine/generator.h"
 #include "engine/engine_generate.h"
+#include "spec/adaptive_k.h"
 #include "spec/draft_head.h"
 
 namespace aerie::cli {
@@ -108,6 +110,9 @@ RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::
                   double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype,
                   const std::optional<RelaxedAcceptance>& relaxed) {
   RunTotals t;
+  // auto learns its costs and the acceptance once over the prompts, as one serving engine would: each
+  // prompt's engine goes on from the last one's (AdaptiveKMemory), instead of starting cold every time.
+  const auto adaptive_memory = k.adaptive_k ? std::make_shared<AdaptiveKMemory>() : nullptr;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateOptions options;
     options.max_tokens = max_tokens;
@@ -121,6 +126,7 @@ RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::
     SpecOptions spec;
     spec.num_speculative_tokens = k.num_speculative_tokens;
     spec.adaptive_k = k.adaptive_k;
+    spec.adaptive_memory = adaptive_memory;
     spec.tree = k.tree;
     if (relaxed) {
       spec.relaxed_thinking = relaxed;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "engine/draft_runner.h"
 
@@ -43,8 +44,12 @@ void trace_choice(const StepCosts& costs, std::span<const std::span<const double
 }
 }  // namespace
 
-AdaptiveK::AdaptiveK(int64_t k_max, int64_t max_rows, int64_t max_length)
-    : k_max_(std::min(k_max, kMaxAdaptiveK)), max_length_(max_length), costs_(max_rows) {}
+AdaptiveK::AdaptiveK(int64_t k_max, int64_t max_rows, int64_t max_length, std::shared_ptr<AdaptiveKMemory> memory)
+    : k_max_(std::min(k_max, kMaxAdaptiveK)),
+      max_length_(max_length),
+      memory_(memory ? std::move(memory) : std::make_shared<AdaptiveKMemory>(max_rows)),
+      costs_(memory_->costs),
+      engine_wide_(memory_->engine_wide) {}
 
 void AdaptiveK::observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepted) {
   states_[seq.id].acceptance.observe(n_drafts, n_accepted);

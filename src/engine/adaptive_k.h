@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -31,8 +32,9 @@ namespace aerie {
 
 class AdaptiveK {
  public:
-  // k_max: the most drafts a sequence may get; max_rows: the largest step (max_batch_tokens).
-  AdaptiveK(int64_t k_max, int64_t max_rows, int64_t max_length);
+  // k_max: the most drafts a sequence may get; max_rows: the largest step (max_batch_tokens). memory: the
+  // costs and engine-wide acceptance to start from and keep learning into (null: a fresh one of its own).
+  AdaptiveK(int64_t k_max, int64_t max_rows, int64_t max_length, std::shared_ptr<AdaptiveKMemory> memory = nullptr);
 
   // A sequence's verified round (n_drafts > 0).
   void observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepted);
@@ -53,8 +55,9 @@ class AdaptiveK {
   void choose_engine_wide();  // wide_k_: the step's choice were every sequence at the engine-wide rates
 
   int64_t k_max_, max_length_;
-  StepCosts costs_;
-  AcceptanceEstimate engine_wide_;
+  std::shared_ptr<AdaptiveKMemory> memory_;
+  StepCosts& costs_;                  // memory_->costs
+  AcceptanceEstimate& engine_wide_;  // memory_->engine_wide
   std::unordered_map<uint64_t, AdaptiveKState> states_;  // by Sequence::id, made at its first round
   // Per-step buffers, reused.
   std::vector<Sequence*> seqs_;

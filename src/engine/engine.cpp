@@ -58,7 +58,8 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
     AERIE_CHECK(!config.spec.adaptive_k || config.k_by_batch_size.ranges.empty(),
                 "adaptive K (auto) and K by batch size exclude each other");
     if (config.spec.adaptive_k)
-      adaptive_k_ = std::make_unique<AdaptiveK>(max_k, config.max_batch_tokens, plan_.max_length);
+      adaptive_k_ = std::make_unique<AdaptiveK>(max_k, config.max_batch_tokens, plan_.max_length,
+                                                config.spec.adaptive_memory);
   }
   int64_t max_rows = max_k;  // drafts a verification carries, and head rows past the root a round writes
   if (drafter && config.spec.tree.enabled()) {

@@ -160,6 +160,17 @@ class StepCosts {
   RecentMinimum catch_up_row_;
 };
 
+// What auto learns that outlives one engine: the step costs and the engine-wide acceptance. Engines given
+// the same memory (SpecOptions::adaptive_memory; one engine at a time, on the same target, drafter and
+// thread count) go on from where the last one stopped instead of relearning: bench-accept and bench-spec
+// build one engine per prompt, and a cold start is plain steps until a row count is timed twice, then
+// K tried at the prior acceptance until the costs of K are timed.
+struct AdaptiveKMemory {
+  explicit AdaptiveKMemory(int64_t max_rows = 512) : costs(max_rows) {}
+  StepCosts costs;
+  AcceptanceEstimate engine_wide;
+};
+
 // A sequence's adaptive-K state (kept by the engine per sequence: engine/adaptive_k.h).
 struct AdaptiveKState {
   static constexpr int64_t kFirstProbeInterval = 1, kMaxProbeInterval = 64, kExploreInterval = 8;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "sample/sampling.h"
@@ -10,6 +11,8 @@
 #include "spec/verify.h"
 
 namespace aerie {
+
+struct AdaptiveKMemory;  // spec/adaptive_k.h
 
 enum class DraftProposal {
   kSampled,  // T > 0: drafts drawn from the head's processed distribution, verified by rejection sampling
@@ -21,6 +24,9 @@ struct SpecOptions {
   // --num-speculative-tokens auto: K chosen per sequence and round in 0..num_speculative_tokens from the
   // measured acceptance and step costs (spec/adaptive_k.h, engine/adaptive_k.h).
   bool adaptive_k = false;
+  // With adaptive_k: the costs and acceptance learned so far, shared by the engines given the same object
+  // one after another (spec/adaptive_k.h, AdaptiveKMemory); null: each engine learns from nothing.
+  std::shared_ptr<AdaptiveKMemory> adaptive_memory;
   DraftProposal proposal = DraftProposal::kSampled;
   // In [0, 1]: synthetic acceptance for performance tests (output is not the target's). Negative: off.
   double synthetic_acceptance = -1.0;

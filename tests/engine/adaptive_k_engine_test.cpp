@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "models/registry.h"
+#include "spec/adaptive_k.h"
 #include "spec/drafter_registry.h"
 
 namespace aerie {
@@ -78,6 +79,32 @@ TEST(AdaptiveKEngine, GreedyEqualsPlainGreedy) {
     EXPECT_EQ(m.draft_tokens_per_step.count(), m.spec.rounds + m.spec.plain_rounds);
     EXPECT_EQ(m.kv_blocks_in_use, 0);
   }
+}
+
+// Engines given one AdaptiveKMemory one after another (bench-accept's engine per prompt): the second
+// starts from the costs and acceptance the first measured, adds to them, and stays lossless.
+TEST(AdaptiveKEngine, MemorySharedByEnginesCarriesCostsAndAcceptance) {
+  ThreadPool pool(2);
+  std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-llama", pool);
+  std::unique_ptr<Drafter> draft = load_any_drafter((kModels / "aerie-tiny-llama-eagle3").string(), *target, pool);
+  EngineConfig config;
+  config.kv_cache_memory = uint64_t(16) << 20;
+  config.max_length = 128;
+  config.max_num_seqs = 2;
+  config.spec.num_speculative_tokens = 4;
+  config.spec.adaptive_k = true;
+  config.spec.adaptive_memory = std::make_shared<AdaptiveKMemory>();
+  const AdaptiveKMemory& memory = *config.spec.adaptive_memory;
+  const std::vector<std::vector<int64_t>> prompts = {{1, 338, 258, 605}, {6128, 1481, 338, 258, 1728}};
+  const auto plain = run_all(*target, nullptr, config, pool, prompts, nullptr);
+  EXPECT_EQ(memory.costs.n_measured(), 0);  // no drafter: no adaptive K, nothing learned
+  run_all(*target, draft.get(), config, pool, {prompts[0]}, nullptr);
+  const int64_t rounds = memory.engine_wide.rounds;
+  EXPECT_GE(memory.costs.n_measured(), 1);
+  EngineMetrics m;
+  const auto second = run_all(*target, draft.get(), config, pool, {prompts[1]}, &m);
+  EXPECT_EQ(second[0], plain[1]);
+  EXPECT_EQ(memory.engine_wide.rounds, rounds + m.spec.rounds);  // the second engine learned into the same memory
 }
 
 TEST(AdaptiveKEngine, RefusesKByBatchSizeWithAuto) {
