@@ -11,7 +11,7 @@ namespace aerie {
 LogitRows ForwardEnd::finish(std::span<const SequenceRows> sequences, const float* x, int64_t n_embd,
                              std::span<const int64_t> logit_rows, const OutputHead& head, ThreadPool& pool) {
   for (const SequenceRows& seq : sequences) seq.kv->advance(seq.n_rows);
-  LogitRows out{nullptr, int64_t(logit_rows.size()), head.output.n_out()};
+  LogitRows out{nullptr, int64_t(logit_rows.size()), head.ranks != nullptr ? head.n_vocab : head.output.n_out()};
   if (out.n_rows == 0) return out;
   float* head_in = head_in_.reserve(out.n_rows * n_embd);  // [n_rows, n_embd]
   for (int64_t i = 0; i < out.n_rows; ++i) {
@@ -20,7 +20,17 @@ LogitRows ForwardEnd::finish(std::span<const SequenceRows> sequences, const floa
     else std::memcpy(head_in + i * n_embd, row, size_t(n_embd) * sizeof(float));
   }
   float* logits = logits_.reserve(out.n_rows * out.n_vocab);  // [n_rows, n_vocab]
-  linear(head_in, out.n_rows, head.output, logits, pool);
+  if (head.ranks != nullptr) {
+    const int64_t n_slice = head.output.n_out();
+    float* slice = slice_.reserve(out.n_rows * n_slice);  // [n_rows, n_slice] this rank's logits
+    linear(head_in, out.n_rows, head.output, slice, pool);
+    std::memset(logits, 0, size_t(out.n_rows * out.n_vocab) * sizeof(float));
+    for (int64_t i = 0; i < out.n_rows; ++i)
+      std::memcpy(logits + i * out.n_vocab + head.vocab_begin, slice + i * n_slice, size_t(n_slice) * sizeof(float));
+    head.ranks->all_reduce_sum(std::span<float>(logits, size_t(out.n_rows * out.n_vocab)));
+  } else {
+    linear(head_in, out.n_rows, head.output, logits, pool);
+  }
   out.logits = logits;
   const trace::Where end_trace(head.trace_scope, trace::kNoLayer);
   if (head.norm != nullptr) AERIE_TRACE("final_norm", head_in, out.n_rows, n_embd);
@@ -47,7 +57,9 @@ ForwardOutput ForwardEnd::finish_target(const StepBatch& batch, const float* x, 
     rows_norm = nullptr;
   }
   const LogitRows rows = finish(batch.sequences, rows_in, n_embd, batch.logit_rows,
-                                OutputHead{rows_norm, head.eps, head.output, "target"}, pool);
+                                OutputHead{rows_norm, head.eps, head.output, "target", head.ranks, head.vocab_begin,
+                                           head.n_vocab},
+                                pool);
   ForwardOutput out;
   out.logits = rows.logits;
   out.n_logit_rows = rows.n_rows;

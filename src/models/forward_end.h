@@ -13,6 +13,7 @@
 #include <span>
 
 #include "core/thread_pool.h"
+#include "dist/communicator.h"
 #include "models/forward_helpers.h"
 #include "models/linear.h"
 #include "models/model.h"
@@ -25,6 +26,12 @@ struct OutputHead {
   float eps = 0.0f;              // the norm's epsilon
   const LinearWeight& output;    // [n_vocab, n_embd]
   const char* trace_scope = "head";  // AERIE_TRACE_DIR names of the normed rows and logits (io/trace.h)
+  // Tensor parallel, split by vocabulary: `output` is this rank's rows [vocab_begin, vocab_begin +
+  // output.n_out()) of an n_vocab head; each rank writes its slice into zeroed full rows and one
+  // all_reduce_sum over `ranks` fills in the rest (exact: every logit has one non-zero term). Null: whole.
+  dist::Communicator* ranks = nullptr;
+  int64_t vocab_begin = 0;
+  int64_t n_vocab = 0;
 };
 
 struct LogitRows {
@@ -49,6 +56,7 @@ class ForwardEnd {
   ScratchBuffer final_norm_;  // [n_tokens, n_embd] norm(x), only when kFinalNormLayer is captured
   ScratchBuffer head_in_;     // [n_logit_rows, n_embd] the rows entering the projection
   ScratchBuffer logits_;      // [n_logit_rows, n_vocab]
+  ScratchBuffer slice_;       // [n_logit_rows, this rank's vocabulary] under a vocabulary split
 };
 
 }  // namespace aerie

@@ -90,6 +90,10 @@ void LlamaModel::shard_weights() {
     release_unsharded_pages(whole_o);
     release_unsharded_pages(whole_down);
   }
+  // The output head split by vocabulary: a view of this rank's rows (of the embedding when tied, whose
+  // whole table stays mapped for the input lookups); ForwardEnd joins the slices with one all-reduce.
+  vocab_ = dist::balanced_split(c.n_vocab, n_ranks, rank);
+  weights_.output = column_shard(weights_.output, vocab_, shards_);
   attn_shape_.n_head = heads.q_heads.size();
   attn_shape_.n_head_kv = heads.kv_heads.size();
 }
@@ -102,7 +106,7 @@ KvCache LlamaModel::make_kv_cache(int64_t capacity, KvDType dtype) const {
   return KvCache(config_.n_layer, attn_shape_.n_head_kv, config_.head_dim, capacity, dtype);  // this rank's kv heads
 }
 
-// This rank's share when tensor parallel (its shards plus the whole head).
+// This rank's share when tensor parallel (its shards and its slice of the head).
 uint64_t LlamaModel::decode_weight_bytes() const {
   uint64_t bytes = weights_.output.nbytes() + weights_.norm->nbytes();
   for (const LlamaLayerWeights& l : weights_.layers) {
@@ -123,7 +127,7 @@ std::string LlamaModel::describe() const {
                      : str_cat("; tensor parallel rank ", communicator_->rank(), " of ", communicator_->size(),
                                ": heads ", attn_shape_.n_head, "/", attn_shape_.n_head_kv, ", ",
                                weights_.layers.empty() ? 0 : weights_.layers[0].mlp.gate.n_out(),
-                               " ffn rows, embedding and head replicated"));
+                               " ffn rows, head vocabulary [", vocab_.begin, ", ", vocab_.end, "), embedding replicated"));
 }
 
 ForwardOutput LlamaModel::forward(const StepBatch& batch) {
@@ -161,7 +165,7 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
     AERIE_TRACE("out", x, n_tokens, c.n_embd);
   }
   // The last layer's output (and its final norm) captured as asked, caches advanced, logits of the wanted rows.
-  return end_.finish_target(batch, x, c.n_embd, c.n_layer, OutputHead{weights_.norm, eps, weights_.output}, capture_,
+  return end_.finish_target(batch, x, c.n_embd, c.n_layer, OutputHead{weights_.norm, eps, weights_.output, "head", communicator_, vocab_.begin, c.n_vocab}, capture_,
                             pool_);
 }
 

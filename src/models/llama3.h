@@ -4,8 +4,9 @@
 // Tensor parallelism (issue 22): given a communicator of T > 1 ranks, each rank keeps only its shards
 // (models/tensor_parallel.h): q/k/v column-split by kv-head groups, gate/up by n_ff rows, o/down row-split;
 // it runs n_head/T query heads over n_head_kv/T kv heads (its KV cache holds only those) and sums the
-// partial outputs of o_proj and down_proj over the ranks, one all_reduce_sum each per layer. The embedding,
-// the norms and the output head stay whole on every rank, so every rank ends with the same logits.
+// partial outputs of o_proj and down_proj over the ranks, one all_reduce_sum each per layer. The output head
+// is split by vocabulary (rank r computes logits [V r / T, V (r + 1) / T)) and its slices joined by one more
+// all_reduce_sum, so every rank ends with the same logits; the embedding and the norms stay whole.
 #pragma once
 
 #include <memory>
@@ -77,6 +78,7 @@ class LlamaModel final : public Model {
   ThreadPool& pool_;
   dist::Communicator* communicator_ = nullptr;  // set only when tensor parallel (size() > 1)
   ShardStore shards_;                           // what weights_' shards own (tensor parallel only)
+  dist::Range vocab_;                           // this rank's rows of the output head (tensor parallel only)
   std::vector<float> inv_freq_;  // [head_dim / 2]
   AttentionShape attn_shape_;  // this rank's heads (all of them in one process)
   CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)
