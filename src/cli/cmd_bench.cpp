@@ -57,7 +57,8 @@ struct BenchConfig {
 };
 
 // Figures for one thread count and one activation mode; the model is loaded once per thread count.
-nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg, ops::Bf16Activations mode) {
+nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg, ops::Bf16Activations mode,
+                          const dist::Communicator& ranks) {
   ops::set_bf16_activations(mode);
   Rng rng(1234);
   std::vector<int64_t> prompt(static_cast<size_t>(cfg.prompt_tokens));
@@ -80,11 +81,14 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
   ops::BandwidthProbe probe(cfg.bandwidth_bytes);
   const double bytes = double(model.decode_weight_bytes());
   std::vector<double> step_s, probe_gbs, fraction;
+  double collective_s = 0;  // this rank's time in the all-reduces of the timed decode steps (tensor parallel)
   for (int64_t i = -2; i < cfg.decode_tokens; ++i) {
     const int64_t id = prompt[size_t(i + 2) % prompt.size()];
     const double gbs = i >= 0 ? probe.measure_gbs(pool) : 0.0;
+    const double collective_before = ranks.collective_seconds();
     const double s = timed_forward(model, kv, std::span(&id, 1));
     if (i < 0) continue;
+    collective_s += ranks.collective_seconds() - collective_before;
     step_s.push_back(s);
     probe_gbs.push_back(gbs);
     fraction.push_back(bytes / s / 1e9 / gbs);
@@ -121,6 +125,8 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
       {"decode_step_ms_median", 1e3 * decode_median},
       {"decode_step_ms_best", 1e3 * decode_best},
       {"decode_weight_bytes", model.decode_weight_bytes()},
+      {"tensor_parallel", ranks.size()},
+      {"decode_collective_share", collective_s / std::max(1e-12, median(step_s) * double(step_s.size()))},
       {"decode_weight_gbs", bytes / decode_median / 1e9},
       {"decode_bandwidth_fraction", median(fraction)},
       {"decode_bandwidth_fraction_best", *std::max_element(fraction.begin(), fraction.end())},
@@ -130,13 +136,14 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
 }
 
 std::vector<nlohmann::json> bench_threads(const std::string& model_dir, int threads, const BenchConfig& cfg,
-                                          const std::vector<ops::Bf16Activations>& modes, bool quiet) {
+                                          const std::vector<ops::Bf16Activations>& modes, bool quiet,
+                                          dist::Communicator& ranks) {
   ThreadPool pool(threads);
-  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet, cfg.weights);
+  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet, cfg.weights, &ranks);
   const ops::Bf16Activations initial = ops::bf16_activations();
   std::vector<nlohmann::json> results;
   for (ops::Bf16Activations mode : modes) {
-    nlohmann::json r = bench_mode(*model, pool, cfg, mode);
+    nlohmann::json r = bench_mode(*model, pool, cfg, mode, ranks);
     r["threads"] = threads;
     r["matmul_isa"] = ops::matmul_isa(DType::kBF16);
     results.push_back(std::move(r));
@@ -161,6 +168,10 @@ void print_human(const nlohmann::json& r) {
               "(best step %.0f%%)\n",
               r["decode_weight_gbs"].get<double>(), 100.0 * r["decode_bandwidth_fraction"].get<double>(),
               100.0 * r["decode_bandwidth_fraction_best"].get<double>());
+  if (r["tensor_parallel"].get<int>() > 1)
+    std::printf("  tensor parallel %d: rank 0's decode steps spent %.1f%% of their time in all-reduces; the weight "
+                "bytes and bandwidth above are rank 0's\n",
+                r["tensor_parallel"].get<int>(), 100.0 * r["decode_collective_share"].get<double>());
   std::printf("  forward over k tokens (relative to k=%lld):", r["forward_k_list"][0]["k"].get<long long>());
   for (const auto& v : r["forward_k_list"])
     std::printf(" k=%lld %.2fx", v["k"].get<long long>(), v["relative_to_first"].get<double>());
@@ -210,11 +221,13 @@ int run_bench(const std::vector<std::string>& argv) {
                                            : std::vector<int64_t>{1, thread_count(args)};
   thread_counts.erase(std::unique(thread_counts.begin(), thread_counts.end()), thread_counts.end());
   const bool json = args.has("--json");
+  // Tensor parallel: every rank runs the same forwards (each rank its shards), rank 0 alone prints.
+  const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);
   nlohmann::json results = nlohmann::json::array();
   for (int64_t threads : thread_counts) {
     AERIE_CHECK(threads >= 1, "--thread-counts must be >= 1");
     for (nlohmann::json& r : bench_threads(args.required("--model"), int(threads), cfg, modes,
-                                           json || args.has("--quiet"))) {
+                                           json || args.has("--quiet") || ranks->rank() != 0, *ranks)) {
       if (!json) print_human(r);
       results.push_back(std::move(r));
     }

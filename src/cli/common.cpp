@@ -40,7 +40,7 @@ std::string describe_weight_memory(const WeightMemoryReport& r) {
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
                                           const WeightChoice& weights, dist::Communicator* ranks) {
   AERIE_CHECK(weights.tensor_parallel == 1 || ranks != nullptr,
-              "--tensor-parallel: only `aerie generate` and `aerie logits` run tensor parallel so far");
+              "--tensor-parallel: only `aerie generate`, `logits` and `bench` run tensor parallel so far");
   const bool tty = isatty(STDERR_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
@@ -177,8 +177,8 @@ std::vector<OptionSpec> model_options() {
       {"--int4-group", true, "with --weights int4: inputs per scale and zero point, a multiple of 64 (default 128; "
                              "0: per channel)"},
       {"--tensor-parallel", true,
-       "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate "
-       "and logits; Llama 3 with F32/BF16/F16 weights; T must divide num_key_value_heads)"},
+       "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate, "
+       "logits and bench; Llama 3 with F32/BF16/F16 weights; T must divide num_key_value_heads)"},
       {"--kv-cache-dtype", true,
        "auto (default, = bf16), bf16, f32 or fp8: how KV cache rows are stored (2, 4 or 1 byte a value; fp8 "
        "E4M3 adds an f32 scale per kv head per position), target and draft head alike"},
