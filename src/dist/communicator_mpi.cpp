@@ -20,8 +20,9 @@ namespace {
 struct MpiSession {
   MpiSession() {
     int provided = 0;
-    // Collectives are called from the engine's one stepping thread only.
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    // Collectives are called from one thread at a time, not always the one that initialised MPI (the
+    // server's engine loop thread runs the forwards and their all-reduces).
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     // Errors come back as return codes, which check() turns into a message naming rank and operation.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   }
