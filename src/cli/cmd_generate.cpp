@@ -92,15 +92,16 @@ int run_generate(const std::vector<std::string>& argv) {
   validate(options.penalties);
 
   apply_bf16_activations(args);
-  // Tensor parallel: every rank runs these same steps (same prompt, same seed, same logits after each
-  // all-reduce, so the same tokens); rank 0 alone prints.
+  // Tensor parallel: rank 0 runs the engine (and any draft head) and prints; the other ranks repeat its
+  // target forwards on their shards (models/tensor_parallel_driver.h).
   const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);
-  const bool report = ranks->rank() == 0;
-  AERIE_CHECK(ranks->size() == 1 || !args.has("--draft") || args.str("--draft") == "none",
-              "--draft with --tensor-parallel is not supported yet (the target alone runs tensor parallel)");
+  if (ranks->rank() != 0) return follow_tensor_parallel(model_dir, *ranks, args, weight_choice(args));
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> model =
-      load_model_verbose(model_dir, pool, args.has("--quiet") || json || !report, weight_choice(args), ranks.get());
+  std::unique_ptr<Model> shard =
+      load_model_verbose(model_dir, pool, args.has("--quiet") || json, weight_choice(args), ranks.get());
+  std::unique_ptr<TensorParallelDriver> driver;
+  if (ranks->size() > 1) driver = std::make_unique<TensorParallelDriver>(*shard, *ranks);
+  Model* const model = driver ? static_cast<Model*>(driver.get()) : shard.get();
   if (!args.has("--ignore-eos")) options.stop_token_ids = stop_token_ids(model_dir, model->eos_token_ids());
 
   if (!json && args.has("--show-prompt") && !prompt_input.text.empty()) {
@@ -126,9 +127,8 @@ int run_generate(const std::vector<std::string>& argv) {
       return true;
     };
   }
-  // The shipped default head is left out under tensor parallelism (no draft runs there yet).
-  const std::unique_ptr<Drafter> head = load_draft_verbose(args, *model, pool, args.has("--quiet") || json,
-                                                              ranks->size() == 1 ? choice.default_draft : "");
+  const std::unique_ptr<Drafter> head =
+      load_draft_verbose(args, *model, pool, args.has("--quiet") || json, choice.default_draft);
   const bool default_draft = head && !args.has("--draft");
   SpecOptions spec;
   if (head) {
@@ -191,7 +191,7 @@ int run_generate(const std::vector<std::string>& argv) {
       if (!prompt_input.text.empty()) out["prompt_text"] = prompt_input.text;
     }
     std::printf("%s\n", out.dump().c_str());
-  } else if (report) {
+  } else {
     std::printf("\n");
     std::fflush(stdout);
     std::fprintf(stderr, "prefill: %lld tokens, %.1f tokens/s | decode: %zu tokens, %.1f tokens/s | %s\n",

@@ -156,6 +156,12 @@ int run_serve(const std::vector<std::string>& argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: they inherit the mask
   ::signal(SIGPIPE, SIG_IGN);
+  // Tensor parallel: rank 0 serves; the others hold their shards and repeat its forwards until it stops
+  // them, with SIGINT/SIGTERM left blocked (mpirun passes a signal to every rank; rank 0 drains first).
+  const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);
+  if (ranks->rank() != 0) {
+    return follow_tensor_parallel(model_dir, *ranks, args, weight_choice(args, WeightMemory::kAuto));
+  }
   auto waiter = std::make_shared<SignalWaiter>();
   std::thread([waiter, signals] {
     int sig = 0;
@@ -204,7 +210,11 @@ int run_serve(const std::vector<std::string>& argv) {
   apply_bf16_activations(args);
   const KvDType kv_dtype = kv_cache_dtype(args);  // a bad value fails before the weights load
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, quiet, weight_choice(args, WeightMemory::kAuto));
+  std::unique_ptr<Model> shard =
+      load_model_verbose(model_dir, pool, quiet, weight_choice(args, WeightMemory::kAuto), ranks.get());
+  std::unique_ptr<TensorParallelDriver> driver;  // rank 0 of a tensor-parallel run: drives the others
+  if (ranks->size() > 1) driver = std::make_unique<TensorParallelDriver>(*shard, *ranks);
+  Model* const model = driver ? static_cast<Model*>(driver.get()) : shard.get();
   const std::unique_ptr<Drafter> head = load_draft_verbose(args, *model, pool, quiet);
 
   EngineConfig config;
@@ -253,6 +263,7 @@ int run_serve(const std::vector<std::string>& argv) {
 
   server::ServedModel served;
   served.engine = &engine;
+  if (driver) served.on_idle = [d = driver.get()] { d->heartbeat(); };
   served.tokenizer = tokenizer.get();
   served.eos_ids = stop_token_ids(model_dir, model->eos_token_ids());
   served.synthetic_acceptance = head ? config.spec.synthetic_acceptance : -1.0;

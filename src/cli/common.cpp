@@ -40,7 +40,7 @@ std::string describe_weight_memory(const WeightMemoryReport& r) {
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
                                           const WeightChoice& weights, dist::Communicator* ranks) {
   AERIE_CHECK(weights.tensor_parallel == 1 || ranks != nullptr,
-              "--tensor-parallel: only `aerie generate`, `logits` and `bench` run tensor parallel so far");
+              "--tensor-parallel: only `aerie generate`, `serve`, `logits` and `bench` run tensor parallel so far");
   const bool tty = isatty(STDERR_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
@@ -105,6 +105,15 @@ WeightChoice weight_choice(const Args& args, WeightMemory memory_default) {
   c.tensor_parallel = args.integer("--tensor-parallel", 1);
   AERIE_CHECK(c.tensor_parallel >= 1, "--tensor-parallel must be 1 or more, got ", c.tensor_parallel);
   return c;
+}
+
+int follow_tensor_parallel(const std::filesystem::path& model_dir, dist::Communicator& ranks, const Args& args,
+                           const WeightChoice& weights) {
+  apply_bf16_activations(args);  // the same arithmetic as rank 0's
+  ThreadPool pool(thread_count(args));
+  const std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, /*quiet=*/true, weights, &ranks);
+  run_tensor_parallel_follower(*model, ranks);
+  return 0;
 }
 
 std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args) {
@@ -177,7 +186,7 @@ std::vector<OptionSpec> model_options() {
       {"--int4-group", true, "with --weights int4: inputs per scale and zero point, a multiple of 64 (default 128; "
                              "0: per channel)"},
       {"--tensor-parallel", true,
-       "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate, "
+       "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate, serve, "
        "logits and bench; Llama 3 with F32/BF16/F16 weights; T must divide num_key_value_heads)"},
       {"--kv-cache-dtype", true,
        "auto (default, = bf16), bf16, f32 or fp8: how KV cache rows are stored (2, 4 or 1 byte a value; fp8 "

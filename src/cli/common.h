@@ -13,6 +13,7 @@
 #include "io/weight_memory.h"
 #include "models/quantize.h"
 #include "models/model.h"
+#include "models/tensor_parallel_driver.h"
 #include "ops/ops.h"
 
 namespace aerie::cli {
@@ -38,6 +39,12 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
 // T`). Every rank runs the same steps; on ranks other than 0, stdout goes to /dev/null so only rank 0
 // writes output (callers also write files and summaries on rank 0 only).
 std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args);
+
+// Ranks other than 0 of a tensor-parallel engine command (serve, bench-engine, generate): loads this
+// rank's shards (with args' activation mode and thread count) and repeats rank 0's forwards until rank 0
+// stops them (models/tensor_parallel_driver.h); returns the exit status.
+int follow_tensor_parallel(const std::filesystem::path& model_dir, dist::Communicator& ranks, const Args& args,
+                           const WeightChoice& weights);
 
 // --weight-memory mapped|hugepages|auto, `command_default` without the flag. Huge pages make single-thread
 // decode stream the weights 5-10 points of the bandwidth closer to the machine's limit (bench's per-step

@@ -95,6 +95,11 @@ class KvCache {
     return KvStore::bytes_per_position(n_layer(), row_width(), has_values(), dtype(), scale_width());
   }
 
+  // The blocks holding this cache's positions (paged: its table's; standalone: block 0) and the store they
+  // are in: what a tensor-parallel follower mirrors (models/tensor_parallel_driver.h).
+  std::span<const int32_t> block_ids() const { return table().blocks; }
+  const KvStore& store() const { return *store_; }
+
   // Stores positions [first_pos, first_pos + n) of one layer, converting to the stored dtype (the one
   // writer of KV rows). Their blocks must be in the table (capacity), not necessarily advanced over.
   //   keys, values: [n, row_width] f32; values null for the latent layout

@@ -93,6 +93,7 @@ void LlamaModel::shard_weights() {
   // The output head split by vocabulary: a view of this rank's rows (of the embedding when tied, whose
   // whole table stays mapped for the input lookups); ForwardEnd joins the slices with one all-reduce.
   vocab_ = dist::balanced_split(c.n_vocab, n_ranks, rank);
+  whole_output_ = weights_.output;  // what an EAGLE-1 head on rank 0 borrows (output_head())
   weights_.output = column_shard(weights_.output, vocab_, shards_);
   attn_shape_.n_head = heads.q_heads.size();
   attn_shape_.n_head_kv = heads.kv_heads.size();

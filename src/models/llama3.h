@@ -63,7 +63,8 @@ class LlamaModel final : public Model {
   const std::vector<int64_t>& bos_token_ids() const override { return config_.bos_token_ids; }
   std::string describe() const override;
   const Tensor& token_embedding() const override { return *weights_.embed; }
-  const LinearWeight& output_head() const override { return weights_.output; }
+  // The whole head even under tensor parallelism (a borrowing draft head runs on rank 0 alone).
+  const LinearWeight& output_head() const override { return communicator_ ? whole_output_ : weights_.output; }
   ModelFamily family() const override { return ModelFamily::kLlama; }
   const std::string& architecture() const override { return config_.architecture; }
 
@@ -79,6 +80,7 @@ class LlamaModel final : public Model {
   dist::Communicator* communicator_ = nullptr;  // set only when tensor parallel (size() > 1)
   ShardStore shards_;                           // what weights_' shards own (tensor parallel only)
   dist::Range vocab_;                           // this rank's rows of the output head (tensor parallel only)
+  LinearWeight whole_output_;                   // the unsplit head (tensor parallel only)
   std::vector<float> inv_freq_;  // [head_dim / 2]
   AttentionShape attn_shape_;  // this rank's heads (all of them in one process)
   CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)

@@ -35,6 +35,8 @@ struct ServedModel {
   // The engine's relaxed thinking acceptance (lossy; serve --thinking-acceptance relaxed): chat requests
   // whose prompt opens a <think> block start inside it, and every chat response says the server runs it.
   std::optional<RelaxedAcceptance> relaxed_thinking;
+  // Called by the engine loop while it has no work (a tensor-parallel driver's heartbeat); may be empty.
+  std::function<void()> on_idle;
 };
 
 struct Backend {

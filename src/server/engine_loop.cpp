@@ -23,8 +23,8 @@ bool EventQueue::wait_pop(std::vector<ChoiceEvent>& out, std::chrono::millisecon
   return true;
 }
 
-EngineLoop::EngineLoop(Engine& engine, int64_t max_in_flight)
-    : engine_(engine), max_in_flight_(max_in_flight), metrics_(engine.metrics()) {
+EngineLoop::EngineLoop(Engine& engine, int64_t max_in_flight, std::function<void()> on_idle)
+    : engine_(engine), max_in_flight_(max_in_flight), on_idle_(std::move(on_idle)), metrics_(engine.metrics()) {
   AERIE_CHECK(max_in_flight >= 1, "the server's queue bound must be at least 1");
   thread_ = std::thread([this] { run(); });
 }
@@ -113,6 +113,7 @@ void EngineLoop::run() {
     bool worked = false;
     try {
       worked = engine_.step();
+      if (!worked && on_idle_) on_idle_();
     } catch (const std::exception& e) {
       // A step that throws leaves the engine in an unknown state: stop taking requests, cancel the live
       // ones and keep stepping so that their final events (and the HTTP responses) still come.

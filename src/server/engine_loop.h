@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -74,7 +75,9 @@ struct SubmitJob {
 
 class EngineLoop {
  public:
-  EngineLoop(Engine& engine, int64_t max_in_flight);
+  // on_idle: called from the loop thread whenever a step found no work, before it waits for some (a
+  // tensor-parallel driver's heartbeat to the other ranks: models/tensor_parallel_driver.h).
+  EngineLoop(Engine& engine, int64_t max_in_flight, std::function<void()> on_idle = {});
   ~EngineLoop();
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -108,6 +111,7 @@ class EngineLoop {
 
   Engine& engine_;
   const int64_t max_in_flight_;
+  std::function<void()> on_idle_;
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> admitting_{true};
   std::atomic<bool> stop_{false};

@@ -535,7 +535,7 @@ void HttpServer::attach(const ServedModel& model) {
   }
   backend->n_vocab = model.n_vocab > 0 ? model.n_vocab : model.tokenizer->n_vocab();
   backend->max_length = model.engine->max_length();
-  backend->loop = std::make_unique<EngineLoop>(*model.engine, impl_->options.max_in_flight);
+  backend->loop = std::make_unique<EngineLoop>(*model.engine, impl_->options.max_in_flight, model.on_idle);
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->backend = std::move(backend);
 }

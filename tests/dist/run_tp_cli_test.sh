@@ -2,8 +2,13 @@
 # Tensor-parallel Llama through the CLI (issue 22), mpirun on loopback:
 #   logits CHECKPOINT...: `aerie logits` at T=2 equals the single-process logits within 1e-4 of max |logit|;
 #   generate MODEL:       greedy `aerie generate` at T=2 gives the same ids as T=1;
+#   generate MODEL [HEAD]: greedy `aerie generate` at T=2 gives the same ids as T=1 (with HEAD: T=2 speculative
+#                         with that draft head on rank 0 gives plain T=1's ids);
+#   serve MODEL HEAD:     `aerie serve` at T=2 with the head answers a greedy completion as one process does,
+#                         again after an idle spell longer than the collective timeout (the heartbeat), and
+#                         every rank exits after SIGTERM;
 #   refusals MODEL MQA:   T=3 on MODEL (2 kv heads), T=2 on MQA (1 kv head), T=2 without mpirun, and
-#                         `aerie bench` with T=2 each fail with their message.
+#                         `aerie bench-accept` with T=2 each fail with their message.
 # usage: run_tp_cli_test.sh MPIRUN AERIE COMPARE MODE ARGS...
 set -uo pipefail
 mpirun=$1 aerie=$2 compare=$3 mode=$4
@@ -42,7 +47,45 @@ case $mode in
     [[ $(wc -l <"$work/t2.json") == 1 ]] || fail "T=2 wrote $(wc -l <"$work/t2.json") lines to stdout, not 1"
     t1=$(grep -o '"ids":\[[0-9,]*\]' "$work/t1.json") t2=$(grep -o '"ids":\[[0-9,]*\]' "$work/t2.json")
     echo "T=1 $t1"; echo "T=2 $t2"
-    [[ -n $t1 && $t1 == "$t2" ]] || fail "greedy ids differ between T=1 and T=2" ;;
+    [[ -n $t1 && $t1 == "$t2" ]] || fail "greedy ids differ between T=1 and T=2"
+    if (($# > 1)); then
+      ranks 2 "${run[@]}" --tensor-parallel 2 --draft "$2" >"$work/t2s.json" || fail "T=2 speculative generate"
+      t2s=$(grep -o '"ids":\[[0-9,]*\]' "$work/t2s.json")
+      echo "T=2 with $2: $t2s"
+      [[ $t1 == "$t2s" ]] || fail "T=2 speculative ids differ from plain T=1"
+      grep -q '"accepted_tokens":[1-9]' "$work/t2s.json" || fail "T=2 speculative accepted no draft"
+    fi ;;
+  serve)
+    model=$1 head=$2
+    body='{"model":"m","prompt":"It is a truth universally","max_tokens":16,"temperature":0}'
+    # serve_text LOG: waits for the server that logs to LOG, prints the completion's text.
+    serve_text() {
+      local log=$1 port=""
+      for _ in $(seq 120); do grep -q "ready" "$log" && break; sleep 0.5; done
+      port=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
+      curl -s --max-time 30 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$body" |
+        grep -o '"text":"[^"]*"'
+    }
+    "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 --draft "$head" 2>"$work/s1.log" &
+    one=$!
+    text1=$(serve_text "$work/s1.log")
+    kill -TERM $one; wait $one
+    # A collective timeout shorter than the idle spell: only the heartbeat keeps the follower waiting.
+    AERIE_DIST_TIMEOUT_S=3 ranks 2 "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 \
+      --draft "$head" --tensor-parallel 2 2>"$work/s2.log" &
+    two=$!
+    text2=$(serve_text "$work/s2.log")
+    sleep 5
+    text3=$(serve_text "$work/s2.log")
+    # SIGTERM to rank 0, as mpirun passes it on: rank 0 drains and stops the follower, and both exit 0.
+    for p in $(pgrep -f -- "--tensor-parallel 2"); do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' && kill -TERM "$p"
+    done
+    wait $two || fail "T=2 serve exited $? after SIGTERM"
+    grep -q "timed out" "$work/s2.log" && { cat "$work/s2.log"; fail "a collective timed out"; }
+    echo "T=1 $text1"; echo "T=2 $text2"; echo "T=2 after idle $text3"
+    [[ -n $text1 && $text1 == "$text2" && $text2 == "$text3" ]] || { cat "$work/s2.log"; fail "T=2 serve differs"; }
+    pgrep -f -- "aerie serve .*--tensor-parallel 2" && fail "a rank outlived SIGTERM" ;;
   refusals)
     model=$1 mqa=$2
     expect_error "n_head_kv 2 is not divisible by 3" \
@@ -51,8 +94,8 @@ case $mode in
       ranks 2 "$aerie" logits --model "$mqa" --ids 1,2 --out "$work/x.npy" --quiet --tensor-parallel 2
     expect_error "--tensor-parallel 2 needs exactly 2 ranks" \
       "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --tensor-parallel 2
-    expect_error "only \`aerie generate\` and \`aerie logits\` run tensor parallel" \
-      "$aerie" bench --model "$model" --quiet --tensor-parallel 2 ;;
+    expect_error "run tensor parallel so far" \
+      "$aerie" bench-accept --model "$model" --draft ngram --quiet --tensor-parallel 2 ;;
   *) fail "unknown mode $mode" ;;
 esac
 ((failed == 0)) && echo "ok: $mode"
