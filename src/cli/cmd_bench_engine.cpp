@@ -127,9 +127,15 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   }
   const bool json = args.has("--json");
   apply_bf16_activations(args);
+  // Tensor parallel: rank 0 runs the engines and prints; the others repeat its target forwards.
+  const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);
+  if (ranks->rank() != 0) return follow_tensor_parallel(args.required("--model"), *ranks, args, weight_choice(args));
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> target = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"),
-                                                     weight_choice(args));
+  std::unique_ptr<Model> shard = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"),
+                                                    weight_choice(args), ranks.get());
+  std::unique_ptr<TensorParallelDriver> driver;
+  if (ranks->size() > 1) driver = std::make_unique<TensorParallelDriver>(*shard, *ranks);
+  Model* const target = driver ? static_cast<Model*>(driver.get()) : shard.get();
   std::unique_ptr<Drafter> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
   const std::vector<int64_t> levels = args.has("--concurrency") ? args.integers("--concurrency")
                                                                  : std::vector<int64_t>{1, 4, 16, 64};

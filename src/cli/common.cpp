@@ -40,7 +40,8 @@ std::string describe_weight_memory(const WeightMemoryReport& r) {
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
                                           const WeightChoice& weights, dist::Communicator* ranks) {
   AERIE_CHECK(weights.tensor_parallel == 1 || ranks != nullptr,
-              "--tensor-parallel: only `aerie generate`, `serve`, `logits` and `bench` run tensor parallel so far");
+              "--tensor-parallel: only `aerie generate`, `serve`, `logits`, `bench` and `bench-engine` run tensor parallel so "
+              "far");
   const bool tty = isatty(STDERR_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
@@ -187,7 +188,7 @@ std::vector<OptionSpec> model_options() {
                              "0: per channel)"},
       {"--tensor-parallel", true,
        "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate, serve, "
-       "logits and bench; Llama 3 with F32/BF16/F16 weights; T must divide num_key_value_heads)"},
+       "logits, bench and bench-engine; Llama 3 with F32/BF16/F16 weights; T must divide num_key_value_heads)"},
       {"--kv-cache-dtype", true,
        "auto (default, = bf16), bf16, f32 or fp8: how KV cache rows are stored (2, 4 or 1 byte a value; fp8 "
        "E4M3 adds an f32 scale per kv head per position), target and draft head alike"},
