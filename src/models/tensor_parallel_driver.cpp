@@ -142,8 +142,14 @@ void run_tensor_parallel_follower(Model& local, dist::Communicator& ranks) {
       sequences.push_back(SequenceRows{f[0], f[1], &caches[size_t(s)], nullptr});
     }
     captures.assign(capture_layers, capture_layers + n_captures);
-    local.forward(StepBatch{std::span<const int64_t>(payload.data(), size_t(n_tokens)), sequences,
-                            std::span<const int64_t>(logit_rows, size_t(n_logits)), captures});
+    try {
+      local.forward(StepBatch{std::span<const int64_t>(payload.data(), size_t(n_tokens)), sequences,
+                              std::span<const int64_t>(logit_rows, size_t(n_logits)), captures});
+    } catch (const Error& e) {
+      // A batch the model refuses before any collective (its checks) is refused on rank 0 too, which
+      // retries its sequences one by one (engine/engine.h): follow on with the next message.
+      std::fprintf(stderr, "aerie: rank %d: a forward failed as on rank 0: %s\n", ranks.rank(), e.what());
+    }
   }
 }
 
