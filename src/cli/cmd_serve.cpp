@@ -213,7 +213,12 @@ int run_serve(const std::vector<std::string>& argv) {
   std::unique_ptr<Model> shard =
       load_model_verbose(model_dir, pool, quiet, weight_choice(args, WeightMemory::kAuto), ranks.get());
   std::unique_ptr<TensorParallelDriver> driver;  // rank 0 of a tensor-parallel run: drives the others
-  if (ranks->size() > 1) driver = std::make_unique<TensorParallelDriver>(*shard, *ranks);
+  if (ranks->size() > 1) {
+    // A rank that dies or hangs fails the engine step (clients get 503) instead of ending the job at once;
+    // the wait below then ends it with a non-zero status, for a supervisor to restart.
+    ranks->set_throw_on_failure(true);
+    driver = std::make_unique<TensorParallelDriver>(*shard, *ranks);
+  }
   Model* const model = driver ? static_cast<Model*>(driver.get()) : shard.get();
   const std::unique_ptr<Drafter> head = load_draft_verbose(args, *model, pool, quiet);
 
@@ -284,7 +289,17 @@ int run_serve(const std::vector<std::string>& argv) {
   int sig = 0;
   {
     std::unique_lock<std::mutex> lock(waiter->mutex);
-    waiter->cv.wait(lock, [&] { return waiter->signal != 0; });
+    while (!waiter->cv.wait_for(lock, std::chrono::seconds(1), [&] { return waiter->signal != 0; })) {
+      if (!driver) continue;
+      const std::string failure = http.engine_failure();
+      if (failure.empty()) continue;
+      // Tensor parallel: a rank died or hangs, and the ranks cannot get back in step. Requests in flight
+      // have been answered (their choices cancelled: 503); end the whole job with a failing status.
+      lock.unlock();
+      std::fprintf(stderr, "aerie serve: %s: the tensor-parallel ranks are out of step; exiting\n", failure.c_str());
+      http.shutdown(std::chrono::seconds(2));
+      ranks->abort(1);
+    }
     sig = waiter->signal;
   }
   const int64_t drain_s = args.integer("--drain-timeout", 30);

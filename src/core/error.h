@@ -13,6 +13,13 @@ class Error : public std::runtime_error {
   explicit Error(std::string message) : std::runtime_error(std::move(message)) {}
 };
 
+// An error after which the engine cannot go on at all (the ranks of a tensor-parallel run out of step):
+// Engine::step() lets it out instead of failing the requests of the batch one by one.
+class FatalError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Concatenates its arguments with operator<< into one message.
 template <typename... Args>
 std::string str_cat(Args&&... args);

@@ -44,12 +44,21 @@ class Communicator {
   // Returns once every rank has entered it.
   virtual void barrier() = 0;
 
+  // What a failed or timed-out collective does: by default it prints why and ends the whole job
+  // (MPI_Abort, exit status 70). With throw_on_failure it prints why and throws aerie::FatalError instead, and
+  // every later collective throws at once (the ranks are out of step for good): for a server, which
+  // answers its clients 503 before it ends the job with abort().
+  void set_throw_on_failure(bool on) { throw_on_failure_ = on; }
+  // Ends every rank of the job with exit status `status` (the single-process one: this process).
+  [[noreturn]] virtual void abort(int status) = 0;
+
   // Wall time this rank has spent inside collectives so far (waiting for slower ranks included) and how many
   // it ran: the communication share of a tensor-parallel run. Always 0 for the single-process communicator.
   double collective_seconds() const { return collective_seconds_; }
   int64_t collective_calls() const { return collective_calls_; }
 
  protected:
+  bool throw_on_failure_ = false;
   void count_collective(double seconds) {
     collective_seconds_ += seconds;
     ++collective_calls_;

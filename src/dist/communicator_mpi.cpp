@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -45,6 +47,7 @@ class MpiCommunicator final : public Communicator {
   std::string name() const override { return "mpi"; }
 
   void all_reduce_sum(std::span<float> data) override {
+    check_not_broken("all_reduce_sum");
     maybe_inject_fault(rank_, "all_reduce_sum");
     AERIE_CHECK(data.size() <= size_t(INT_MAX), "all_reduce_sum: ", data.size(), " floats is over MPI's int count");
     MPI_Request request;
@@ -54,6 +57,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void broadcast(std::span<std::byte> data, int root) override {
+    check_not_broken("broadcast");
     maybe_inject_fault(rank_, "broadcast");
     AERIE_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of ", size_);
     AERIE_CHECK(data.size() <= size_t(INT_MAX), "broadcast: ", data.size(), " bytes is over MPI's int count");
@@ -64,6 +68,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_to_all_v(std::span<const float> send, std::span<const int> send_counts, std::span<float> recv,
                     std::span<const int> recv_counts) override {
+    check_not_broken("all_to_all_v");
     maybe_inject_fault(rank_, "all_to_all_v");
     AERIE_CHECK(send_counts.size() == size_t(size_) && recv_counts.size() == size_t(size_),
                 "all_to_all_v: one send and one receive count per rank (", size_, ")");
@@ -89,6 +94,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void barrier() override {
+    check_not_broken("barrier");
     maybe_inject_fault(rank_, "barrier");
     MPI_Request request;
     check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "barrier");
@@ -97,15 +103,31 @@ class MpiCommunicator final : public Communicator {
 
  private:
   // An MPI error: name it, rank and operation, and take the whole job down (the others would wait for us).
-  void check(int code, const char* op) const {
+  void check(int code, const char* op) {
     if (code == MPI_SUCCESS) return;
     char text[MPI_MAX_ERROR_STRING];
     int length = 0;
     MPI_Error_string(code, text, &length);
-    std::fprintf(stderr, "aerie dist: rank %d of %d: %s failed: %.*s; aborting the job\n", rank_, size_, op, length,
-                 text);
+    fail(str_cat("rank ", rank_, " of ", size_, ": ", op, " failed: ", std::string_view(text, size_t(length))));
+  }
+
+  [[noreturn]] void abort(int status) override {
+    std::fflush(nullptr);
+    MPI_Abort(MPI_COMM_WORLD, status);
+    std::_Exit(status);  // MPI_Abort does not return; in case it does
+  }
+
+  // A collective that failed or timed out: the whole job ends, or (throw_on_failure) this call and every
+  // later one throws.
+  [[noreturn]] void fail(const std::string& why) {
+    std::fprintf(stderr, "aerie dist: %s; %s\n", why.c_str(), throw_on_failure_ ? "giving up" : "aborting the job");
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 70);
+    if (!throw_on_failure_) abort(70);
+    broken_ = why;
+    throw FatalError("aerie dist: " + why);
+  }
+  void check_not_broken(const char* op) const {
+    if (!broken_.empty()) throw FatalError(str_cat("aerie dist: ", op, " after an earlier collective failed (", broken_, ")"));
   }
 
   // Polls request until it completes or the deadline passes. Tight polling first (loopback latency is a few
@@ -124,12 +146,10 @@ class MpiCommunicator final : public Communicator {
       if (poll < 2000) continue;
       const auto now = Clock::now();
       if (now > deadline) {
-        std::fprintf(stderr,
-                     "aerie dist: rank %d of %d: %s timed out after %.1f s waiting for the other ranks (one died or "
-                     "hangs; AERIE_DIST_TIMEOUT_S sets the limit); aborting the job\n",
-                     rank_, size_, op, timeout_seconds_);
-        std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, 70);
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.1f", timeout_seconds_);
+        fail(str_cat("rank ", rank_, " of ", size_, ": ", op, " timed out after ", seconds,
+                     " s waiting for the other ranks (one died or hangs; AERIE_DIST_TIMEOUT_S sets the limit)"));
       }
       if (now - start < std::chrono::milliseconds(10)) {
         std::this_thread::yield();
@@ -140,6 +160,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   double timeout_seconds_;
+  std::string broken_;  // why a collective failed under throw_on_failure; empty while all is well
   int rank_ = 0;
   int size_ = 1;
 };

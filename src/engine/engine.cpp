@@ -264,6 +264,8 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   const std::vector<int> none;
   try {
     out_ = target_.forward(input_.batch(draft_ ? draft_->target_layers() : none));
+  } catch (const FatalError&) {
+    throw;  // no request's fault, and retrying one by one cannot help
   } catch (const std::exception& e) {
     if (plan.size() == 1) return fail(first, "target forward: ", e);
     // Which sequence made the batch fail is unknown: run each alone from where it was, so that only the

@@ -579,4 +579,9 @@ int64_t HttpServer::in_flight() const {
   return b ? b->loop->in_flight() : 0;
 }
 
+std::string HttpServer::engine_failure() const {
+  const std::shared_ptr<Backend> b = impl_->current();
+  return b && b->loop->failed() ? b->loop->failure() : std::string();
+}
+
 }  // namespace aerie::server

@@ -67,6 +67,9 @@ class HttpServer {
   // The engine's metrics as last snapshotted by the loop thread (empty before attach()).
   EngineMetrics metrics() const;
   int64_t in_flight() const;
+  // Why the engine loop failed (a step threw: the engine can no longer be trusted, and every request is
+  // answered 503); empty while it works or before attach().
+  std::string engine_failure() const;
 
  private:
   struct Impl;

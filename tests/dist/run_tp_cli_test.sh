@@ -6,7 +6,8 @@
 #                         with that draft head on rank 0 gives plain T=1's ids);
 #   serve MODEL HEAD:     `aerie serve` at T=2 with the head answers a greedy completion as one process does,
 #                         again after an idle spell longer than the collective timeout (the heartbeat), and
-#                         every rank exits after SIGTERM;
+#                         every rank exits after SIGTERM; with a hung follower, a request gets 503 and
+#                         the job exits non-zero;
 #   refusals MODEL MQA:   T=3 on MODEL (2 kv heads), T=2 on MQA (1 kv head), T=2 without mpirun, and
 #                         `aerie bench-accept` with T=2 each fail with their message.
 # usage: run_tp_cli_test.sh MPIRUN AERIE COMPARE MODE ARGS...
@@ -85,7 +86,19 @@ case $mode in
     grep -q "timed out" "$work/s2.log" && { cat "$work/s2.log"; fail "a collective timed out"; }
     echo "T=1 $text1"; echo "T=2 $text2"; echo "T=2 after idle $text3"
     [[ -n $text1 && $text1 == "$text2" && $text2 == "$text3" ]] || { cat "$work/s2.log"; fail "T=2 serve differs"; }
-    pgrep -f -- "aerie serve .*--tensor-parallel 2" && fail "a rank outlived SIGTERM" ;;
+    pgrep -f -- "aerie serve .*--tensor-parallel 2" && fail "a rank outlived SIGTERM"
+    # A follower that hangs (AERIE_DIST_FAULT): the request in flight is answered 503, and the job ends with
+    # a failing status, for a supervisor to restart.
+    AERIE_DIST_TIMEOUT_S=2 AERIE_DIST_FAULT=1:broadcast:hang ranks 2 "$aerie" serve --model "$model" \
+      --served-model-name m --port 0 --threads 1 --tensor-parallel 2 2>"$work/s3.log" &
+    three=$!
+    for _ in $(seq 120); do grep -q "ready" "$work/s3.log" && break; sleep 0.5; done
+    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/s3.log" | head -1 | sed 's/.*://')
+    status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "http://127.0.0.1:$port/v1/completions" \
+      -H 'Content-Type: application/json' -d "$body")
+    wait $three && fail "T=2 serve with a hung rank exited 0"
+    [[ $status == 503 ]] || { cat "$work/s3.log"; fail "a hung rank answered $status, not 503"; }
+    grep -q "ranks are out of step; exiting" "$work/s3.log" || fail "no exit message for the hung rank" ;;
   refusals)
     model=$1 mqa=$2
     expect_error "n_head_kv 2 is not divisible by 3" \
