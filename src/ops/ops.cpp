@@ -1,6 +1,7 @@
 // Run-time dispatch of the kernel API, and the element-wise ops. Hot loops of the element-wise ops are
 // compiled for several ISAs with target_clones (GCC picks one at load time through the CPU's features).
 #include "ops/ops.h"
+#include "ops/tree_attention.h"
 
 #include <chrono>
 #include <cmath>
@@ -129,8 +130,13 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadP
   });
 }
 
-void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
-               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
+namespace {
+
+// ops::attention, and with tree_parent ops::tree_attention: one implementation, so that a tree row gives
+// exactly the bits of the chain of its path on every tier.
+void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
+                    int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool,
+                    const int32_t* tree_parent) {
   AERIE_CHECK(k.dtype == v.dtype || v.base == nullptr, "attention: keys and values of different KV dtypes");
   AERIE_CHECK(k.scales == nullptr || k.scale_width % head_dim == 0, "attention: FP8 scale groups of ", k.scale_width,
               " values split heads of ", head_dim);
@@ -141,57 +147,75 @@ void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, co
   if (cpu_features().has_avx512_tier() && cpu::attention_avx512_supported(head_dim)) {
     scratch.reserve(pool.n_threads(), cpu::attention_avx512_scratch_bytes(n_q, pos0, n_kv, n_head, n_head_kv, head_dim));
     pool.parallel_for(n_head_kv, 1, [&](int64_t b, int64_t e) {
-      cpu::attention_avx512(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, scratch.get(), b, e);
+      cpu::attention_avx512(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, scratch.get(), b, e,
+                            tree_parent);
     });
     return;
   }
   const int64_t group = n_head / n_head_kv;
-  // One task per (query row, head); each sees keys [0, pos0 + row]. f32 rows are walked block by block in
-  // place; bf16 / fp8 rows are widened one head row at a time into the task's scratch.
+  // One task per (query row, head); each sees keys [0, pos0 + row] (a tree row: [0, pos0) and its
+  // ancestors' slots, taken as its path's chain would have them). f32 rows are read in place; bf16 / fp8
+  // rows are widened one head row at a time into the task's scratch.
   const size_t n_scores = size_t(std::max<int64_t>(1, std::min(pos0 + n_q, n_kv)));
-  scratch.reserve(pool.n_threads(), sizeof(float) * (n_scores + size_t(head_dim)));
+  scratch.reserve(pool.n_threads(), sizeof(float) * (n_scores + size_t(head_dim)) + sizeof(int64_t) * size_t(n_q + 1));
   pool.parallel_for(n_q * n_head, 1, [&](int64_t b, int64_t e) {
-    float* scores = reinterpret_cast<float*>(scratch.get());
-    float* widened = scores + n_scores;  // [head_dim]
+    int64_t* path = reinterpret_cast<int64_t*>(scratch.get());  // [depth <= n_q] a tree row's ancestor slots
+    float* scores = reinterpret_cast<float*>(path + n_q + 1);      // [n_ctx]
+    float* widened = scores + n_scores;                             // [head_dim]
     for (int64_t t = b; t < e; ++t) {
       const int64_t qi = t / n_head, h = t % n_head, kvh = h / group;
-      const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
+      int64_t n_ctx = std::min(pos0 + qi + 1, n_kv), n_front = n_ctx;
+      if (tree_parent != nullptr) {
+        int64_t depth = 0;
+        for (int64_t r = qi; r >= 0; r = tree_parent[r]) ++depth;
+        for (int64_t r = qi, d = depth - 1; r >= 0; r = tree_parent[r], --d) path[d] = pos0 + r;
+        n_front = pos0;
+        n_ctx = pos0 + depth;
+      }
+      auto slot = [&](int64_t j) { return j < n_front ? j : path[j - n_front]; };
       const float* qp = q + (qi * n_head + h) * head_dim;
       float mx = -INFINITY;
-      for (int64_t j = 0; j < n_ctx;) {
-        const int64_t run = k.run_length(j, n_ctx - j);
-        for (int64_t r = 0; r < run; ++r) {
-          const float* kp = widened;
-          if (k.dtype == KvDType::kF32) {
-            kp = k.row<float>(j + r) + kvh * head_dim;
-          } else {
-            k.load(j + r, kvh * head_dim, head_dim, widened);
-          }
-          scores[size_t(j + r)] = dot(qp, kp, head_dim) * scale;
-          mx = std::max(mx, scores[size_t(j + r)]);
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        const float* kp = widened;
+        if (k.dtype == KvDType::kF32) {
+          kp = k.row<float>(slot(j)) + kvh * head_dim;
+        } else {
+          k.load(slot(j), kvh * head_dim, head_dim, widened);
         }
-        j += run;
+        scores[size_t(j)] = dot(qp, kp, head_dim) * scale;
+        mx = std::max(mx, scores[size_t(j)]);
       }
       float sum = 0.0f;
       for (int64_t j = 0; j < n_ctx; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - mx));
       float* op = out + (qi * n_head + h) * head_dim;
       std::memset(op, 0, size_t(head_dim) * sizeof(float));
-      for (int64_t j = 0; j < n_ctx;) {
-        const int64_t run = v.run_length(j, n_ctx - j);
-        for (int64_t r = 0; r < run; ++r) {
-          const float* vp = widened;
-          if (v.dtype == KvDType::kF32) {
-            vp = v.row<float>(j + r) + kvh * head_dim;
-          } else {
-            v.load(j + r, kvh * head_dim, head_dim, widened);
-          }
-          axpy(scores[size_t(j + r)], vp, op, head_dim);
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        const float* vp = widened;
+        if (v.dtype == KvDType::kF32) {
+          vp = v.row<float>(slot(j)) + kvh * head_dim;
+        } else {
+          v.load(slot(j), kvh * head_dim, head_dim, widened);
         }
-        j += run;
+        axpy(scores[size_t(j)], vp, op, head_dim);
       }
       scale_in_place(op, 1.0f / sum, head_dim);
     }
   });
+}
+
+}  // namespace
+
+void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
+  attention_rows(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, pool, nullptr);
+}
+
+void tree_attention(const float* q, int64_t n_q, int64_t pos0, const int32_t* parent, const PagedRows& k,
+                    const PagedRows& v, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
+                    ThreadPool& pool) {
+  AERIE_CHECK(k.dtype == v.dtype, "tree_attention: keys and values of different KV dtypes");
+  check_tree_parents(parent, n_q, "tree_attention");
+  attention_rows(q, n_q, pos0, k, v, pos0 + n_q, n_head, n_head_kv, head_dim, scale, out, pool, parent);
 }
 
 void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,

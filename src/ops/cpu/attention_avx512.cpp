@@ -7,6 +7,8 @@
 // KV rows stored as bf16 or fp8 (core/kv_dtype.h) are widened as they are read: keys while transposing
 // (transpose_keys), values 16 at a time in registers (an fp8 row's scale folded into p_ij). f32 rows take
 // the f32 path as is.
+// Tree rows (tree_parent, ops/tree_attention.h): row i's scores over [0, pos0 + i] are computed as for a chain,
+// then the ancestors' columns moved into a chain's places, so a node gets exactly its path's chain bits.
 // Batch invariance: row i's arithmetic depends only on its q, its context length and the cache, never on
 // which other rows share the task, so one query alone gives the bits it gives inside a prefill.
 #include <immintrin.h>
@@ -110,37 +112,45 @@ struct RowMultiplier<uint8_t> {
   float apply(float p, int64_t r) const { return p * (scales[r * stride] * 256.0f); }
 };
 
-// out_i[c0 : c0 + 64] = inv_sum_i * sum_{j < n_ctx} p_i[j] * v_j[c0 : c0 + 64] for NR rows of one query.
+// out_i[c0 : c0 + 64] = inv_sum_i * sum_{j < n_ctx} p_i[j] * v_(row j)[c0 : c0 + 64] for NR rows of one query,
+// j in increasing order, where row j = j for j < n_front (the whole context by default) and tail[j - n_front]
+// past it (a tree row's ancestors: their cache slots, ascending).
 //   v: the cache's value rows of type T; column offset `col` (this kv head's) + c0;  cols: 64 or a multiple of 16
 template <int NR, class T>
 void weighted_values(const float* const* p, const float* inv_sum, int64_t n_ctx, const PagedRows& v, int64_t col,
-                     int64_t c0, int64_t cols, float* const* out) {
+                     int64_t c0, int64_t cols, float* const* out, int64_t n_front, const int64_t* tail) {
   const int nv = int(cols / 16);
   __m512 acc[NR][4];
   AERIE_UNROLL for (int i = 0; i < NR; ++i) AERIE_UNROLL for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_setzero_ps();
-  for (int64_t j0 = 0; j0 < n_ctx;) {  // runs of contiguous cache rows
-    const int64_t run = v.run_length(j0, n_ctx - j0);
-    const T* vj = v.row<T>(j0) + col + c0;
-    const RowMultiplier<T> mult(v, j0, col);
+  // p columns [j0, j0 + run) against the contiguous cache rows [row0, row0 + run).
+  auto accumulate = [&](int64_t row0, int64_t j0, int64_t run) {
+    const T* vj = v.row<T>(row0) + col + c0;
+    const RowMultiplier<T> mult(v, row0, col);
     if (nv == 4) {
-      for (int64_t j = j0; j < j0 + run; ++j, vj += v.row_width) {
+      for (int64_t r = 0; r < run; ++r, vj += v.row_width) {
         __m512 vv[4];
         AERIE_UNROLL for (int c = 0; c < 4; ++c) vv[c] = load16(vj + 16 * c);
         AERIE_UNROLL for (int i = 0; i < NR; ++i) {
-          const __m512 pj = _mm512_set1_ps(mult.apply(p[i][j], j - j0));
+          const __m512 pj = _mm512_set1_ps(mult.apply(p[i][j0 + r], r));
           AERIE_UNROLL for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_fmadd_ps(pj, vv[c], acc[i][c]);
         }
       }
     } else {
-      for (int64_t j = j0; j < j0 + run; ++j, vj += v.row_width) {
+      for (int64_t r = 0; r < run; ++r, vj += v.row_width) {
         AERIE_UNROLL for (int i = 0; i < NR; ++i) {
-          const __m512 pj = _mm512_set1_ps(mult.apply(p[i][j], j - j0));
+          const __m512 pj = _mm512_set1_ps(mult.apply(p[i][j0 + r], r));
           for (int c = 0; c < nv; ++c) acc[i][c] = _mm512_fmadd_ps(pj, load16(vj + 16 * c), acc[i][c]);
         }
       }
     }
+  };
+  const int64_t front = std::min(n_ctx, n_front);
+  for (int64_t j0 = 0; j0 < front;) {  // runs of contiguous cache rows
+    const int64_t run = v.run_length(j0, front - j0);
+    accumulate(j0, j0, run);
     j0 += run;
   }
+  for (int64_t j = front; j < n_ctx; ++j) accumulate(tail[j - front], j, 1);
   AERIE_UNROLL for (int i = 0; i < NR; ++i)
     for (int c = 0; c < nv; ++c)
       _mm512_storeu_ps(out[i] + c0 + 16 * c, _mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv_sum[i])));
@@ -175,11 +185,13 @@ void transpose_keys(const PagedRows& k, int64_t max_ctx, int64_t n_tiles, int64_
 
 template <int NR>
 void weighted_values_any(const float* const* p, const float* inv_sum, int64_t n_ctx, const PagedRows& v, int64_t col,
-                         int64_t c0, int64_t cols, float* const* out) {
+                         int64_t c0, int64_t cols, float* const* out, int64_t n_front, const int64_t* tail) {
   switch (v.dtype) {
-    case KvDType::kF32: return weighted_values<NR, float>(p, inv_sum, n_ctx, v, col, c0, cols, out);
-    case KvDType::kBF16: return weighted_values<NR, uint16_t>(p, inv_sum, n_ctx, v, col, c0, cols, out);
-    case KvDType::kFP8E4M3: return weighted_values<NR, uint8_t>(p, inv_sum, n_ctx, v, col, c0, cols, out);
+    case KvDType::kF32: return weighted_values<NR, float>(p, inv_sum, n_ctx, v, col, c0, cols, out, n_front, tail);
+    case KvDType::kBF16:
+      return weighted_values<NR, uint16_t>(p, inv_sum, n_ctx, v, col, c0, cols, out, n_front, tail);
+    case KvDType::kFP8E4M3:
+      return weighted_values<NR, uint8_t>(p, inv_sum, n_ctx, v, col, c0, cols, out, n_front, tail);
   }
 }
 
@@ -209,12 +221,12 @@ size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, i
   using C = ScratchCarver;
   return C::round_up(sizeof(float) * size_t(l.n_tiles * head_dim * kKeyTile)) +
          C::round_up(sizeof(float) * size_t(l.max_rows * l.s_stride)) + 3 * C::round_up(sizeof(void*) * size_t(l.max_rows)) +
-         C::round_up(sizeof(float) * size_t(l.max_rows));
+         C::round_up(sizeof(float) * size_t(l.max_rows)) + C::round_up(sizeof(int64_t) * size_t(std::max<int64_t>(n_q, 1)));
 }
 
 void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                       int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
-                      std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end) {
+                      std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end, const int32_t* tree_parent) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_per_block = std::max<int64_t>(1, kRowsPerBlock / group);
   const Layout l = layout(n_q, pos0, n_kv, n_head, n_head_kv);
@@ -226,6 +238,7 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
   float** p_rows = carve.take<float*>(size_t(max_rows));
   float** out_rows = carve.take<float*>(size_t(max_rows));
   float* inv_sum = carve.take<float>(size_t(max_rows));
+  int64_t* ancestors = carve.take<int64_t>(size_t(std::max<int64_t>(n_q, 1)));  // a tree row's path, as slots
   for (int64_t kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
     // This head's keys, transposed once for every query.
     switch (k.dtype) {
@@ -251,8 +264,23 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
                    scores + first_row * s_stride + j0, s_stride);
       }
       for (int64_t qi = q0; qi < q1; ++qi) {
-        const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
+        int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
         const int64_t row0 = (qi - q0) * group;
+        int64_t n_front = n_ctx;
+        if (tree_parent != nullptr) {
+          // A tree row sees the prefix and its ancestors: their scores are moved to the columns a chain of
+          // its path would have them in (ancestor d at pos0 + d; slot pos0 + a[d] >= pos0 + d, so in place),
+          // which gives the chain's softmax and value sums bit for bit.
+          int64_t depth = 0;
+          for (int64_t r = qi; r >= 0; r = tree_parent[r]) ++depth;
+          for (int64_t r = qi, d = depth - 1; r >= 0; r = tree_parent[r], --d) ancestors[d] = pos0 + r;
+          for (int64_t g = 0; g < group; ++g) {
+            float* p = p_rows[size_t(row0 + g)];
+            for (int64_t d = 0; d < depth; ++d) p[pos0 + d] = p[ancestors[d]];
+          }
+          n_front = pos0;
+          n_ctx = pos0 + depth;
+        }
         for (int64_t g = 0; g < group; ++g)
           inv_sum[size_t(row0 + g)] = softmax_row(p_rows[size_t(row0 + g)], n_ctx);
         for (int64_t c0 = 0; c0 < head_dim; c0 += 64) {
@@ -260,10 +288,10 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
           int64_t g = 0;
           for (; g + 4 <= group; g += 4)
             weighted_values_any<4>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
-                               cols, out_rows + row0 + g);
+                                   cols, out_rows + row0 + g, n_front, ancestors);
           for (; g < group; ++g)
             weighted_values_any<1>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
-                               cols, out_rows + row0 + g);
+                                   cols, out_rows + row0 + g, n_front, ancestors);
         }
       }
     }

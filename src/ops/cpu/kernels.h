@@ -50,7 +50,7 @@ void matmul_bf16_avx512bf16(const PackedRows& x, const Tensor& w, int64_t o_begi
 // Splits f32 values into bf16 hi (+ lo when lo != null), row-major (the oneDNN path).
 void split_rows_avx512(const float* x, int64_t n, uint16_t* hi, uint16_t* lo);
 
-// AVX-512F causal GQA attention (ops::attention's contract) for kv heads [kv_head_begin, kv_head_end);
+// AVX-512F causal GQA attention (ops::attention's contract; with tree_parent, ops::tree_attention's) for kv heads [kv_head_begin, kv_head_end);
 // needs head_dim % 16 == 0. `scratch`: attention_avx512_scratch_bytes for the same shape, the running
 // thread's own (TaskScratch).
 bool attention_avx512_supported(int64_t head_dim);
@@ -58,7 +58,8 @@ size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, i
                                       int64_t head_dim);
 void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                       int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
-                      std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end);
+                      std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end,
+                      const int32_t* tree_parent = nullptr);
 // AVX-512F: out[i] = silu(gate[i]) * up[i] (out may alias gate).
 void silu_mul_avx512(const float* gate, const float* up, int64_t n, float* out);
 
