@@ -22,7 +22,8 @@ int64_t drafts_allowed(const Sequence& seq, int64_t k_step, int64_t max_length) 
 }
 
 bool DraftRunner::drafts_tree(const Sequence& seq) const {
-  return spec_.tree.enabled() && accept_rule(seq.options.sampling, spec_, true) == AcceptRule::kGreedy &&
+  // Greedy or sampled (spec/tree_verify.h); not the synthetic acceptance of speed tests.
+  return spec_.tree.enabled() && accept_rule(seq.options.sampling, spec_, true) != AcceptRule::kSynthetic &&
          !seq.constraint && !seq.options.penalties.active() && !spec_.relaxed_thinking;
 }
 

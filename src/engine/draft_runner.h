@@ -14,7 +14,7 @@
 //   pass 1 (own features):    rows [A: (g, d'1)] -> A.d'2
 //   pass 2 (own features):    rows [A: (g, d'2)] -> A.d'3
 //
-// Draft trees (SpecOptions::tree, spec/draft_tree.h): a greedy sequence without penalties or structured
+// Draft trees (SpecOptions::tree, spec/draft_tree.h): a sequence (greedy or sampled) without penalties or structured
 // output drafts an EAGLE-2 tree instead (the others a chain). Pass 0 as above gives the root's children;
 // each further pass runs, per tree sequence, every node expanded so far plus the new frontier as tree rows
 // (SequenceRows::tree_parent) over the head's cache rewound to the root, so that each row sees the prefix
@@ -67,8 +67,8 @@ class DraftRunner {
 
   // seq's pending tree when its drafts are a tree (null for a chain or no drafts).
   PendingTree* tree(const Sequence& seq);
-  // Whether seq drafts trees: trees are on and its requests verify greedily without penalties, structured
-  // output or relaxed acceptance (the tree verification is greedy argmax only).
+  // Whether seq drafts trees: trees are on and its request has no penalties, structured output, relaxed
+  // or synthetic acceptance (spec/tree_verify.h verifies greedy and sampled trees).
   bool drafts_tree(const Sequence& seq) const;
   void forget(uint64_t id) { trees_.erase(id); }
 

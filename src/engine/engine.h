@@ -13,9 +13,9 @@
 //                             back to the pool), full blocks registered for prefix caching
 //   DraftRunner::propose()    the head over every sequence's new rows, then K - 1 own-feature passes:
 //                             the next drafts                                          (draft_runner.h)
-//                             or, with SpecOptions::tree, an EAGLE-2 tree per greedy sequence: the target
+//                             or, with SpecOptions::tree, an EAGLE-2 tree per sequence: the target
 //                             runs it as tree rows (SequenceRows::tree_parent), Verifier::run_tree accepts
-//                             the longest agreeing path, KvCache::keep_tree_path keeps that path's rows
+//                             a path (greedy: the longest agreeing one; sampled: by rejection over siblings), KvCache::keep_tree_path keeps that path's rows
 //     or TokenDraftRunner     a token drafter's (n-gram) drafts from each sequence's own tokens, up to K
 //                             each, none where it finds no match                 (token_draft_runner.h)
 //   events                    each request's callback, from inside step()

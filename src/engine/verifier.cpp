@@ -122,12 +122,16 @@ void Verifier::run(Sequence& seq, int64_t n_rows, const float* logits, StepResul
 void Verifier::run_tree(Sequence& seq, const float* logits, std::span<const int32_t> row_parent,
                         std::vector<int64_t>& kept, StepResult& out) {
   out.clear();
-  AERIE_CHECK(seq.options.sampling.greedy() && !seq.constraint && !seq.options.penalties.active(),
-              "draft trees are verified greedily, without penalties or structured output");
+  AERIE_CHECK(!seq.constraint && !seq.options.penalties.active(),
+              "draft trees are verified without penalties or structured output");
   const int64_t n_rows = int64_t(row_parent.size());
   check_finite_logits(logits, n_rows, n_vocab_);
   const float* rows = target_rows(seq, logits, n_rows, seq.drafts);  // logit_bias only (no penalties or mask)
-  const TreeVerdict verdict = verify_tree_greedy(rows, n_vocab_, seq.drafts, row_parent, path_);
+  const TreeVerdict verdict =
+      seq.options.sampling.greedy()
+          ? verify_tree_greedy(rows, n_vocab_, seq.drafts, row_parent, path_)
+          : verify_tree_sampled(rows, n_vocab_, seq.drafts, row_parent, seq.options.sampling, seq.rng,
+                                verify_scratch_, path_);
   out.n_drafts = int64_t(seq.drafts.size());
   out.n_accepted = int64_t(path_.size());
   kept.assign(1, 0);

@@ -39,8 +39,8 @@ class Verifier {
   // A prompt chunk's entries go to out.prompt_logprobs; with max_tokens 0 the request ends after its prompt.
   void run(Sequence& seq, int64_t n_rows, const float* logits, StepResult& out);
   // A round whose drafts are a tree (engine/draft_runner.h): logits [1 + N, n_vocab] of the rows with
-  // parents row_parent; verified greedily (spec/tree_verify.h; greedy requests without penalties or
-  // structured output only). kept: out, the rows whose positions stay (0, then the accepted path's).
+  // parents row_parent; verified greedily or by sampling (spec/tree_verify.h; requests without penalties
+  // or structured output only). kept: out, the rows whose positions stay (0, then the accepted path's).
   void run_tree(Sequence& seq, const float* logits, std::span<const int32_t> row_parent, std::vector<int64_t>& kept,
                 StepResult& out);
 

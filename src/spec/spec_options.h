@@ -35,8 +35,8 @@ struct SpecOptions {
   std::optional<RelaxedAcceptance> relaxed_thinking;
   int64_t think_begin_token = -1, think_end_token = -1;
   // EAGLE-2 dynamic draft trees (spec/draft_tree.h) instead of a chain of K, for heads that take tree
-  // rows (EAGLE-1/3 on Llama targets). Greedy requests without penalties or structured output draft
-  // trees; the others draft a chain of K (trees are verified greedily only).
+  // rows (EAGLE-1/3 on Llama targets). Requests (greedy or sampled) without penalties or structured output draft
+  // trees; the others draft a chain of K.
   DraftTreeShape tree;
 };
 

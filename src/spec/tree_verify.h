@@ -10,11 +10,30 @@
 //   argmax row 0 = a  -> accept row 1 (a); argmax row 1 = c -> accept row 3 (c); row 3 has no children:
 //   accepted rows [1 3], next token = argmax row 3. Had argmax row 0 been b: rows [2], next = argmax row 2.
 // Siblings carry different tokens (the top_k of one distribution), so at most one child matches.
+//
+// Sampled verification (verify_tree_sampled; T > 0, SpecInfer's multi-draft rejection with the draft taken
+// as a point mass on each child, as the tree's children are the head's top-k, not draws): at the current
+// row, with p the target's processed distribution there, try the children in order: accept child c with
+// probability p(c) / (mass of p still in play); on rejection remove c from p (p(c) = 0, the mass shrinks)
+// and try the next sibling. An accepted child becomes the current row; when every child is rejected (or
+// the row has none) the next token is drawn from what is left of p, renormalised.
+// Why lossless: one try is speculative sampling with a draft distribution q = delta_c: accept with
+// probability min(1, p(c) / q(c)) = p(c), else draw from max(0, p - q) normalised, which is p without c.
+// That step emits a token distributed as p whatever c was; trying the next sibling against the residual
+// instead of drawing from it is the same step again on the residual, so by induction the token emitted at
+// each row is distributed exactly as the target's own draw there, and the rows after it are conditioned
+// on it as plain decoding's are.
+// Worked example, p = {a: 0.5, b: 0.3, c: 0.2}, children [a, b]: accept a with 0.5; else (p = {b: 0.3,
+// c: 0.2}, mass 0.5) accept b with 0.3 / 0.5 = 0.6; else draw c. P(a) = 0.5, P(b) = 0.5 * 0.6 = 0.3,
+// P(c) = 0.5 * 0.4 = 0.2: p.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "sample/sampling.h"
+#include "spec/verify.h"
 
 namespace aerie {
 
@@ -24,6 +43,12 @@ struct TreeVerdict {
 
 // logits: [1 + N, n_vocab]; tokens: [N] target ids of the nodes; path_rows: out, the accepted rows
 // (ascending, each the child of the one before; root excluded).
+// The same contract for sampled requests (see above): params are the request's sampling parameters (T > 0),
+// rng its generator (one uniform draw per child tried, then one for the next token).
+TreeVerdict verify_tree_sampled(const float* logits, int64_t n_vocab, std::span<const int64_t> tokens,
+                                std::span<const int32_t> row_parent, const SamplingParams& params, Rng& rng,
+                                VerifyScratch& scratch, std::vector<int64_t>& path_rows);
+
 TreeVerdict verify_tree_greedy(const float* logits, int64_t n_vocab, std::span<const int64_t> tokens,
                                std::span<const int32_t> row_parent, std::vector<int64_t>& path_rows);
 

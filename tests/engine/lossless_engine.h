@@ -186,6 +186,7 @@ struct LosslessSetup {
   // drafts the prompt fixes may never reach a path in a peaked case).
   bool paths_per_block = false;
   const std::vector<SamplingCase>* cases = nullptr;  // null: sampling_cases()
+  DraftTreeShape tree;  // EAGLE-2 draft trees instead of chains when enabled()
 };
 
 // A setup for one case; a steered drafter (an oracle) must also be accepted often.
@@ -210,6 +211,7 @@ inline void expect_engine_lossless(Model& target, Drafter& head, ThreadPool& poo
   config.prefix_caching = false;  // the oracles keep histories per head cache and cannot see a reused prefix
   config.spec.num_speculative_tokens = 2;
   config.spec.proposal = setup.proposal;
+  config.spec.tree = setup.tree;
   Engine engine(target, &head, config, pool);
 
   const auto constraint = std::make_shared<ShiftingResidueConstraint>(target.n_vocab(), 3);

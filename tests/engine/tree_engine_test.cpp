@@ -2,7 +2,7 @@
 // greedy tree output equals plain output token for token, batched, paged and under preemption, with the
 // shipped trained heads (which accept: long paths are exercised) and a random head with a reduced
 // vocabulary; top_k 1 is exactly the chain (same tokens, same acceptance); requests a tree cannot verify
-// (sampled, penalties, structured output) draft chains in the same batch; drafters without tree rows refuse.
+// (penalties, structured output) draft chains in the same batch; drafters without tree rows refuse.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -203,7 +203,8 @@ class OddIds final : public TokenConstraint {
 };
 
 // In one batch with tree requests: a penalised and a structured greedy request (chains, equal to plain),
-// and a sampled one (a chain, verified by rejection sampling: it completes).
+// and a sampled one (a tree, verified by rejection over siblings: it completes; its distribution is
+// tests/engine/tree_lossless_test.cpp's).
 TEST_F(TreeEngine, RequestsATreeCannotVerifyDraftChainsBesideTrees) {
   const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-llama", pool);
   const std::unique_ptr<DraftHead> head = load_drafter(kModels / "aerie-tiny-llama-eagle1", *target, pool);
@@ -214,14 +215,16 @@ TEST_F(TreeEngine, RequestsATreeCannotVerifyDraftChainsBesideTrees) {
   jobs[2].options.constraint = std::make_shared<OddIds>(target->n_vocab());
   jobs[3].options.sampling.temperature = 0.8f;
   jobs[3].options.sampling.seed = 3;
+  activations_for(5 * (1 + 8));
   const std::vector<Outcome> plain = run_engine(*target, nullptr, engine_config(5, 8 << 20, {}), pool, jobs);
   const std::vector<Outcome> out = run_engine(*target, head.get(), engine_config(5, 8 << 20, {3, 4, 8}), pool, jobs);
   for (size_t i : {0, 1, 2, 4}) EXPECT_EQ(out[i].tokens, plain[i].tokens) << "request " << i << " " << out[i].error;
   EXPECT_EQ(out[2].reason, FinishReason::kStop);
   EXPECT_EQ(int64_t(out[3].tokens.size()), kMaxTokens) << out[3].error;
-  // The chains carry at most K = 3 drafts a round (fewer near max_tokens); the trees more.
-  for (size_t i : {1, 2, 3}) EXPECT_LE(out[i].spec.draft_tokens, 3 * out[i].spec.rounds) << "request " << i;
-  EXPECT_GT(out[0].spec.draft_tokens, 3 * out[0].spec.rounds);
+  // The chains carry at most K = 3 drafts a round (fewer near max_tokens); the trees (greedy and sampled:
+  // spec/tree_verify.h) more.
+  for (size_t i : {1, 2}) EXPECT_LE(out[i].spec.draft_tokens, 3 * out[i].spec.rounds) << "request " << i;
+  for (size_t i : {0, 3}) EXPECT_GT(out[i].spec.draft_tokens, 3 * out[i].spec.rounds) << "request " << i;
 }
 
 TEST_F(TreeEngine, DraftersWithoutTreeRowsAndAdaptiveKRefuse) {
