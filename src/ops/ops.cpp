@@ -172,32 +172,24 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
         n_front = pos0;
         n_ctx = pos0 + depth;
       }
-      auto slot = [&](int64_t j) { return j < n_front ? j : path[j - n_front]; };
+      // This head's part of context row j: in place (f32) or widened into the scratch.
+      auto head_row = [&](const PagedRows& rows, int64_t j) {
+        const int64_t slot = j < n_front ? j : path[j - n_front];
+        if (rows.dtype == KvDType::kF32) return rows.row<float>(slot) + kvh * head_dim;
+        rows.load(slot, kvh * head_dim, head_dim, widened);
+        return static_cast<const float*>(widened);
+      };
       const float* qp = q + (qi * n_head + h) * head_dim;
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
-        const float* kp = widened;
-        if (k.dtype == KvDType::kF32) {
-          kp = k.row<float>(slot(j)) + kvh * head_dim;
-        } else {
-          k.load(slot(j), kvh * head_dim, head_dim, widened);
-        }
-        scores[size_t(j)] = dot(qp, kp, head_dim) * scale;
+        scores[size_t(j)] = dot(qp, head_row(k, j), head_dim) * scale;
         mx = std::max(mx, scores[size_t(j)]);
       }
       float sum = 0.0f;
       for (int64_t j = 0; j < n_ctx; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - mx));
       float* op = out + (qi * n_head + h) * head_dim;
       std::memset(op, 0, size_t(head_dim) * sizeof(float));
-      for (int64_t j = 0; j < n_ctx; ++j) {
-        const float* vp = widened;
-        if (v.dtype == KvDType::kF32) {
-          vp = v.row<float>(slot(j)) + kvh * head_dim;
-        } else {
-          v.load(slot(j), kvh * head_dim, head_dim, widened);
-        }
-        axpy(scores[size_t(j)], vp, op, head_dim);
-      }
+      for (int64_t j = 0; j < n_ctx; ++j) axpy(scores[size_t(j)], head_row(v, j), op, head_dim);
       scale_in_place(op, 1.0f / sum, head_dim);
     }
   });
