@@ -257,9 +257,10 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   const auto t0 = Clock::now();
   // Draft trees: each tree's row parents for the target's tree attention (null: a chain).
   tree_parents_.assign(plan.size(), nullptr);
+  trees_.assign(plan.size(), nullptr);
   if (drafter_)
     for (size_t i = 0; i < plan.size(); ++i)
-      if (const PendingTree* tree = drafter_->tree(*plan[i].seq)) tree_parents_[i] = tree->row_parent.data();
+      if ((trees_[i] = drafter_->tree(*plan[i].seq))) tree_parents_[i] = trees_[i]->row_parent.data();
   input_.build(plan, tree_parents_);
   const std::vector<int> none;
   try {
@@ -285,7 +286,7 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     rows += plan[i].n_rows;
     try {
       const float* logits = out_.logits + input_.logit_begin[i] * out_.n_vocab;
-      PendingTree* tree = tree_parents_[i] ? drafter_->tree(seq) : nullptr;
+      PendingTree* tree = trees_[i];
       if (tree) {
         verifier_->run_tree(seq, logits, tree->row_parent, tree->kept, result);
         seq.kv->keep_tree_path(seq.n_computed, tree->kept);  // the accepted path's rows, moved into line

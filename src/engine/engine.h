@@ -158,6 +158,7 @@ class Engine {
   std::vector<StepResult> results_;       // per planned sequence
   std::vector<int64_t> new_positions_;    // per planned sequence: rows whose features feed the head
   std::vector<const int32_t*> tree_parents_;  // per planned sequence: its draft tree's row parents, or null
+  std::vector<PendingTree*> trees_;           // per planned sequence: its pending draft tree, or null
   TokenEvent event_;
 };
 
