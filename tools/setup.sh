@@ -12,6 +12,8 @@ packages=(
   libcpp-httplib-dev
   # multi-process runs (src/dist): the MPI library and mpirun, which the tests under tests/dist launch
   libopenmpi-dev openmpi-bin
+  # the tensor-parallel serve test (tests/dist/run_tp_cli_test.sh) talks HTTP with curl and finds ranks with pgrep
+  curl procps
   python3 python3-numpy
   # the independent JSON Schema validator the structured-output tests check their outputs with
   python3-jsonschema
