@@ -131,11 +131,9 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);
   if (ranks->rank() != 0) return follow_tensor_parallel(args.required("--model"), *ranks, args, weight_choice(args));
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> shard = load_model_verbose(args.required("--model"), pool, json || args.has("--quiet"),
-                                                    weight_choice(args), ranks.get());
-  std::unique_ptr<TensorParallelDriver> driver;
-  if (ranks->size() > 1) driver = std::make_unique<TensorParallelDriver>(*shard, *ranks);
-  Model* const target = driver ? static_cast<Model*>(driver.get()) : shard.get();
+  EngineTarget loaded =
+      load_engine_target(args.required("--model"), pool, json || args.has("--quiet"), weight_choice(args), *ranks);
+  Model* const target = &loaded.model();
   std::unique_ptr<Drafter> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
   const std::vector<int64_t> levels = args.has("--concurrency") ? args.integers("--concurrency")
                                                                  : std::vector<int64_t>{1, 4, 16, 64};

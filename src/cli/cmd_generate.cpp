@@ -97,11 +97,8 @@ int run_generate(const std::vector<std::string>& argv) {
   const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);
   if (ranks->rank() != 0) return follow_tensor_parallel(model_dir, *ranks, args, weight_choice(args));
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> shard =
-      load_model_verbose(model_dir, pool, args.has("--quiet") || json, weight_choice(args), ranks.get());
-  std::unique_ptr<TensorParallelDriver> driver;
-  if (ranks->size() > 1) driver = std::make_unique<TensorParallelDriver>(*shard, *ranks);
-  Model* const model = driver ? static_cast<Model*>(driver.get()) : shard.get();
+  EngineTarget loaded = load_engine_target(model_dir, pool, args.has("--quiet") || json, weight_choice(args), *ranks);
+  Model* const model = &loaded.model();
   if (!args.has("--ignore-eos")) options.stop_token_ids = stop_token_ids(model_dir, model->eos_token_ids());
 
   if (!json && args.has("--show-prompt") && !prompt_input.text.empty()) {

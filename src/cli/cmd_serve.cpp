@@ -210,16 +210,12 @@ int run_serve(const std::vector<std::string>& argv) {
   apply_bf16_activations(args);
   const KvDType kv_dtype = kv_cache_dtype(args);  // a bad value fails before the weights load
   ThreadPool pool(thread_count(args));
-  std::unique_ptr<Model> shard =
-      load_model_verbose(model_dir, pool, quiet, weight_choice(args, WeightMemory::kAuto), ranks.get());
-  std::unique_ptr<TensorParallelDriver> driver;  // rank 0 of a tensor-parallel run: drives the others
-  if (ranks->size() > 1) {
-    // A rank that dies or hangs fails the engine step (clients get 503) instead of ending the job at once;
-    // the wait below then ends it with a non-zero status, for a supervisor to restart.
-    ranks->set_throw_on_failure(true);
-    driver = std::make_unique<TensorParallelDriver>(*shard, *ranks);
-  }
-  Model* const model = driver ? static_cast<Model*>(driver.get()) : shard.get();
+  // Tensor parallel: a rank that dies or hangs fails the engine step (clients get 503) instead of ending
+  // the job at once; the wait below then ends it with a non-zero status, for a supervisor to restart.
+  ranks->set_throw_on_failure(true);
+  EngineTarget loaded = load_engine_target(model_dir, pool, quiet, weight_choice(args, WeightMemory::kAuto), *ranks);
+  TensorParallelDriver* const driver = loaded.driver.get();  // rank 0 of a tensor-parallel run: drives the others
+  Model* const model = &loaded.model();
   const std::unique_ptr<Drafter> head = load_draft_verbose(args, *model, pool, quiet);
 
   EngineConfig config;
@@ -268,7 +264,7 @@ int run_serve(const std::vector<std::string>& argv) {
 
   server::ServedModel served;
   served.engine = &engine;
-  if (driver) served.on_idle = [d = driver.get()] { d->heartbeat(); };
+  if (driver) served.on_idle = [driver] { driver->heartbeat(); };
   served.tokenizer = tokenizer.get();
   served.eos_ids = stop_token_ids(model_dir, model->eos_token_ids());
   served.synthetic_acceptance = head ? config.spec.synthetic_acceptance : -1.0;

@@ -108,6 +108,14 @@ WeightChoice weight_choice(const Args& args, WeightMemory memory_default) {
   return c;
 }
 
+EngineTarget load_engine_target(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
+                                const WeightChoice& weights, dist::Communicator& ranks) {
+  EngineTarget target;
+  target.shard = load_model_verbose(dir, pool, quiet, weights, &ranks);
+  if (ranks.size() > 1) target.driver = std::make_unique<TensorParallelDriver>(*target.shard, ranks);
+  return target;
+}
+
 int follow_tensor_parallel(const std::filesystem::path& model_dir, dist::Communicator& ranks, const Args& args,
                            const WeightChoice& weights) {
   apply_bf16_activations(args);  // the same arithmetic as rank 0's

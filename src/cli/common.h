@@ -40,6 +40,16 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
 // writes output (callers also write files and summaries on rank 0 only).
 std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args);
 
+// The target model of an engine command (serve, generate, bench-engine) on rank 0: this rank's weights
+// (all of them in one process), driving the other ranks' forwards under tensor parallelism.
+struct EngineTarget {
+  std::unique_ptr<Model> shard;
+  std::unique_ptr<TensorParallelDriver> driver;  // only when ranks.size() > 1
+  Model& model() { return driver ? static_cast<Model&>(*driver) : *shard; }
+};
+EngineTarget load_engine_target(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
+                                const WeightChoice& weights, dist::Communicator& ranks);
+
 // Ranks other than 0 of a tensor-parallel engine command (serve, bench-engine, generate): loads this
 // rank's shards (with args' activation mode and thread count) and repeats rank 0's forwards until rank 0
 // stops them (models/tensor_parallel_driver.h); returns the exit status.
