@@ -72,7 +72,8 @@ case $mode in
     text1=$(serve_text "$work/s1.log")
     kill -TERM $one; wait $one
     # A collective timeout shorter than the idle spell: only the heartbeat keeps the follower waiting.
-    AERIE_DIST_TIMEOUT_S=3 ranks 2 "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 \
+    # The tag marks this job's ranks apart from other tests' ranks running beside it.
+    AERIE_TEST_TAG=$work AERIE_DIST_TIMEOUT_S=3 ranks 2 "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 \
       --draft "$head" --tensor-parallel 2 2>"$work/s2.log" &
     two=$!
     text2=$(serve_text "$work/s2.log")
@@ -80,7 +81,8 @@ case $mode in
     text3=$(serve_text "$work/s2.log")
     # SIGTERM to rank 0, as mpirun passes it on: rank 0 drains and stops the follower, and both exit 0.
     for p in $(pgrep -f -- "--tensor-parallel 2"); do
-      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' && kill -TERM "$p"
+      env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)
+      grep -qx "AERIE_TEST_TAG=$work" <<<"$env" && grep -qx 'OMPI_COMM_WORLD_RANK=0' <<<"$env" && kill -TERM "$p"
     done
     wait $two || fail "T=2 serve exited $? after SIGTERM"
     grep -q "timed out" "$work/s2.log" && { cat "$work/s2.log"; fail "a collective timed out"; }
