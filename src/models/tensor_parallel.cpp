@@ -11,13 +11,25 @@
 namespace aerie {
 namespace {
 
-void check_float(const LinearWeight& w) {
-  AERIE_CHECK(!w.is_fp8() && !w.is_int8() && !w.is_int4() && w.weight->shape.ndim() == 2,
-              "tensor parallelism splits F32/BF16/F16 projections only so far; this one is ",
-              dtype_name(w.weight->dtype), w.is_fp8() ? " with FP8 block scales" : "");
+// A split of `n` at [begin, end) keeps whole FP8 tiles: both ends on a tile edge (or end == n).
+bool tile_aligned(dist::Range r, int64_t n) {
+  return r.begin % kFp8Tile == 0 && (r.end % kFp8Tile == 0 || r.end == n);
+}
+
+void check_splittable(const LinearWeight& w, dist::Range r, int64_t n, const char* what) {
+  AERIE_CHECK(!w.is_int8() && !w.is_int4() && w.weight->shape.ndim() == 2,
+              "tensor parallelism splits F32/BF16/F16 and FP8 projections only so far; this one is ",
+              dtype_name(w.weight->dtype), w.is_int8() ? " (int8)" : w.is_int4() ? " (int4)" : "");
+  AERIE_CHECK(!w.is_fp8() || tile_aligned(r, n), "an FP8 projection splits on its 128x128 scale tiles only: ", what,
+              " [", r.begin, ", ", r.end, ") of ", n, " cuts a tile");
 }
 
 }  // namespace
+
+bool splittable(const LinearWeight& w, dist::Range rows_or_columns, int64_t n) {
+  if (w.is_int8() || w.is_int4()) return false;
+  return !w.is_fp8() || tile_aligned(rows_or_columns, n);
+}
 
 const Tensor* ShardStore::keep(const Tensor& t) { return &tensors_.emplace_back(t); }
 
@@ -30,30 +42,51 @@ uint64_t ShardStore::owned_bytes() const {
 }
 
 LinearWeight column_shard(const LinearWeight& w, dist::Range rows, ShardStore& store) {
-  check_float(w);
-  const int64_t n_in = w.n_in();
   AERIE_CHECK(rows.begin >= 0 && rows.begin <= rows.end && rows.end <= w.n_out(), "column shard rows [", rows.begin,
               ", ", rows.end, ") outside ", w.n_out());
+  check_splittable(w, rows, w.n_out(), "rows");
+  const int64_t n_in = w.n_in();
   const size_t row_bytes = size_t(n_in) * dtype_size(w.weight->dtype);
   Tensor view{w.weight->dtype, Shape{rows.size(), n_in},
               static_cast<const std::byte*>(w.weight->data) + size_t(rows.begin) * row_bytes};
-  return float_linear(store.keep(view));
+  LinearWeight shard = float_linear(store.keep(view));
+  if (w.is_fp8()) {  // the tile rows of those rows: a view too
+    const Tensor& scale = *w.scale_inv;
+    const int64_t tile_begin = rows.begin / kFp8Tile, tile_end = (rows.end + kFp8Tile - 1) / kFp8Tile;
+    shard.scale_inv = store.keep(Tensor{scale.dtype, Shape{tile_end - tile_begin, scale.dim(1)},
+                                        static_cast<const std::byte*>(scale.data) +
+                                            size_t(tile_begin * scale.dim(1)) * dtype_size(scale.dtype)});
+  }
+  return shard;
 }
 
+namespace {
+
+// Columns [begin, end) of the row-major matrix t ([rows, n]) copied into store: [rows, end - begin].
+const Tensor* copy_columns(const Tensor& t, dist::Range columns, ShardStore& store) {
+  const int64_t rows = t.dim(0), n = t.dim(1);
+  const size_t element = dtype_size(t.dtype);
+  AlignedBuffer& buffer = store.new_buffer(size_t(rows * columns.size()) * element);
+  const auto* source = static_cast<const std::byte*>(t.data);
+  auto* target = buffer.as<std::byte>();
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(target + size_t(r * columns.size()) * element, source + size_t(r * n + columns.begin) * element,
+                size_t(columns.size()) * element);
+  return store.keep(Tensor{t.dtype, Shape{rows, columns.size()}, buffer.data()});
+}
+
+}  // namespace
+
 LinearWeight row_shard(const LinearWeight& w, dist::Range columns, ShardStore& store) {
-  check_float(w);
-  const int64_t n_out = w.n_out(), n_in = w.n_in();
+  const int64_t n_in = w.n_in();
   AERIE_CHECK(columns.begin >= 0 && columns.begin <= columns.end && columns.end <= n_in, "row shard columns [",
               columns.begin, ", ", columns.end, ") outside ", n_in);
-  const size_t element = dtype_size(w.weight->dtype);
-  AlignedBuffer& buffer = store.new_buffer(size_t(n_out * columns.size()) * element);  // [n_out, columns]
-  const auto* source = static_cast<const std::byte*>(w.weight->data);
-  auto* target = buffer.as<std::byte>();
-  for (int64_t o = 0; o < n_out; ++o) {
-    std::memcpy(target + size_t(o * columns.size()) * element, source + size_t(o * n_in + columns.begin) * element,
-                size_t(columns.size()) * element);
-  }
-  return float_linear(store.keep(Tensor{w.weight->dtype, Shape{n_out, columns.size()}, buffer.data()}));
+  check_splittable(w, columns, n_in, "columns");
+  LinearWeight shard = float_linear(copy_columns(*w.weight, columns, store));
+  if (w.is_fp8())  // the tile columns of those columns
+    shard.scale_inv = copy_columns(
+        *w.scale_inv, dist::Range{columns.begin / kFp8Tile, (columns.end + kFp8Tile - 1) / kFp8Tile}, store);
+  return shard;
 }
 
 void release_unsharded_pages(const LinearWeight& w) {

@@ -4,7 +4,8 @@
 // range: the matmul kernels read whole contiguous rows (ops::matmul takes no row stride), so that range is
 // copied once at load into memory the ShardStore owns (1/T of the matrix per rank). The partial outputs of a
 // row-split projection are summed over ranks by one all_reduce_sum; its bias stays on rank 0 only so the sum
-// adds it once. Float weights only (F32/BF16/F16) so far: FP8 tiles, int8 and int4 are refused.
+// adds it once. F32/BF16/F16 weights split anywhere; FP8 weights split on their 128x128 scale tiles (the
+// shard keeps whole tiles and views or copies their scales alike); int8 and int4 are refused.
 #pragma once
 
 #include <deque>
@@ -35,6 +36,10 @@ class ShardStore {
   std::deque<AlignedBuffer> buffers_;
 };
 
+constexpr int64_t kFp8Tile = 128;  // FP8 checkpoints scale 128x128 tiles (models/linear.h)
+
+// Whether w can be split at rows_or_columns (of n): a float matrix anywhere, an FP8 one on tile edges.
+bool splittable(const LinearWeight& w, dist::Range rows_or_columns, int64_t n);
 // Rows `rows` of w ([n_out, n_in] -> [rows.size(), n_in]), a view.
 LinearWeight column_shard(const LinearWeight& w, dist::Range rows, ShardStore& store);
 // Columns `columns` of w ([n_out, n_in] -> [n_out, columns.size()]), copied into store.
