@@ -1,5 +1,6 @@
 #include "models/deepseek_v3.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -113,6 +114,8 @@ void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const Sequence
   AERIE_TRACE("attn_norm", cur, n_tokens, n_embd);
   mla_attention(cur, n_tokens, sequences, positions, cache_layer, w.attn, ctx.mla, ctx.inv_freq, ctx.path, scratch.mla,
                 block_out, pool);
+  if (ctx.ranks != nullptr && ctx.attention_split)  // this rank's heads' share of o_proj
+    ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
   if (trace::enabled()) trace_mla(w.attn, ctx.mla, scratch.mla, n_tokens);
   AERIE_TRACE("attn_out", block_out, n_tokens, n_embd);
   ops::add_inplace(x, block_out, n_tokens * n_embd);
@@ -123,16 +126,23 @@ void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const Sequence
   } else {
     swiglu_ffn(cur, n_tokens, w.dense, scratch.ffn, block_out, pool);
   }
+  if (ctx.ranks != nullptr && (w.is_moe || ctx.dense_split))  // this rank's experts, or its n_ff slice
+    ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
   AERIE_TRACE("ffn_out", block_out, n_tokens, n_embd);
   ops::add_inplace(x, block_out, n_tokens * n_embd);
   AERIE_TRACE("out", x, n_tokens, n_embd);
 }
 
-DeepseekV3Model::DeepseekV3Model(DeepseekV3Config config, WeightStore store, ThreadPool& pool)
+DeepseekV3Model::DeepseekV3Model(DeepseekV3Config config, WeightStore store, ThreadPool& pool,
+                                 dist::Communicator* communicator, ParallelLayout layout)
     : config_(std::move(config)), store_(std::move(store)), pool_(pool) {
   weights_ = bind_deepseek_v3_weights(store_, config_);
   inv_freq_ = yarn_inv_freq(config_.qk_rope_head_dim, config_.rope_theta, config_.rope_scaling);
   context_ = deepseek_layer_context(config_, inv_freq_);
+  if (communicator != nullptr && communicator->size() > 1) {
+    communicator_ = communicator;
+    shard_weights(layout);
+  }
   cache_fit_ = CacheFit{config_.n_layer, config_.kv_cache_width(), false,
                         "this model (DeepSeek-V3 needs KvCache::latent)"};
 }
@@ -154,8 +164,11 @@ uint64_t DeepseekV3Model::decode_weight_bytes() const {
       continue;
     }
     bytes += l.moe.router.nbytes() + (l.moe.router_bias != nullptr ? l.moe.router_bias->nbytes() : 0);
-    bytes += uint64_t(config_.n_expert_used) * l.moe.experts[0].nbytes();
-    if (l.moe.has_shared) bytes += l.moe.shared.nbytes();
+    // Under expert parallelism, this rank's expected share of the routed experts a token reads.
+    const double owned_share = double(std::min(l.moe.owned.end, config_.n_expert) - l.moe.owned.begin) /
+                               double(config_.n_expert);
+    bytes += uint64_t(double(config_.n_expert_used) * owned_share * double(l.moe.experts[0].nbytes()) + 0.5);
+    if (l.moe.has_shared && l.moe.shared_here) bytes += l.moe.shared.nbytes();
   }
   return bytes;
 }
@@ -169,7 +182,12 @@ std::string DeepseekV3Model::describe() const {
                  " nope/rope/v ", c.qk_nope_head_dim, "/", c.qk_rope_head_dim, "/", c.v_head_dim, ", experts ",
                  c.n_expert, " (", c.n_expert_used, " used, ", c.n_expert_shared, " shared, ", c.n_group,
                  " groups keep ", c.topk_group, "), vocab ", c.n_vocab,
-                 c.quantization.enabled ? ", FP8 block weights" : "", c.rope_scaling.enabled ? ", YaRN" : "");
+                 c.quantization.enabled ? ", FP8 block weights" : "", c.rope_scaling.enabled ? ", YaRN" : "",
+                 communicator_ == nullptr ? std::string()
+                 : str_cat("; rank ", communicator_->rank(), " of ", communicator_->size(), ": ",
+                           context_.attention_split ? str_cat(context_.mla.n_head, " heads, ") : std::string(),
+                           "experts [", dist::balanced_split(c.n_expert, communicator_->size(), communicator_->rank()).begin,
+                           ", ", dist::balanced_split(c.n_expert, communicator_->size(), communicator_->rank()).end, ")"));
 }
 
 ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {
@@ -190,7 +208,9 @@ ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {
   }
   // The last layer's output (and its final norm) captured as asked, caches advanced, logits of the wanted rows.
   return end_.finish_target(batch, x, c.n_embd, c.n_layer,
-                            OutputHead{weights_.norm, float(c.rms_norm_eps), weights_.output}, capture_, pool_);
+                            OutputHead{weights_.norm, float(c.rms_norm_eps), weights_.output, "head", communicator_,
+                                       vocab_.begin, c.n_vocab},
+                            capture_, pool_);
 }
 
 }  // namespace aerie

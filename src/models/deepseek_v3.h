@@ -22,6 +22,7 @@
 #include "models/forward_helpers.h"
 #include "models/model.h"
 #include "models/moe.h"
+#include "models/tensor_parallel.h"
 
 namespace aerie {
 
@@ -53,6 +54,12 @@ struct DeepseekLayerContext {
   float eps = 1e-6f;
   MlaPath path = MlaPath::kAuto;
   const char* trace_scope = "target";  // AERIE_TRACE_DIR names (io/trace.h): "head" for the MTP layer
+  // Several ranks (issue 22): the partial outputs of split attention (attention_split: this rank's heads),
+  // split dense FFNs (dense_split: its n_ff slice) and every MoE block (its experts) are summed over `ranks`.
+  // Null: one process.
+  dist::Communicator* ranks = nullptr;
+  bool attention_split = false;
+  bool dense_split = false;
 };
 DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& config, const std::vector<float>& inv_freq);
 
@@ -65,7 +72,9 @@ struct DeepseekLayerScratch {
 
 // One decoder layer in place on the residual stream x [n_tokens, n_embd]:
 //   x += MLA(input_layernorm(x));  x += FFN_or_MoE(post_attention_layernorm(x))
-// writing its cache rows into layer `cache_layer` of each sequence's cache (not advancing it).
+// writing its cache rows into layer `cache_layer` of each sequence's cache (not advancing it). With
+// context.ranks, every rank calls it on the same x and they sum their partial outputs (one all-reduce per
+// split half).
 void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
                             const int64_t* positions, int64_t cache_layer, const DeepseekLayerWeights& w,
                             const DeepseekLayerContext& context, DeepseekLayerScratch& scratch, ThreadPool& pool);
@@ -77,9 +86,20 @@ DeepseekV3Weights bind_deepseek_v3_weights(const WeightStore& store, const Deeps
 // The MLA shape of decoder layers (shared with drafters that reuse the target's attention geometry).
 MlaShape deepseek_mla_shape(const DeepseekV3Config& config);
 
+// Several ranks (issue 22), given a communicator of more than one:
+//   ParallelLayout::kTensor: each rank holds a balanced share of every layer's attention heads (q/q_b and
+//     kv_b rows, o_proj columns; q_a, kv_a and the latent cache stay whole, so KV memory per rank does not
+//     fall), of each dense FFN's and the shared experts' n_ff, and of the routed experts (whole experts);
+//     one all-reduce after attention and one after the FFN or MoE block;
+//   ParallelLayout::kExpert: only the routed experts (and the shared experts' n_ff where it splits) are
+//     shared out; attention and dense layers run whole on every rank; one all-reduce per MoE layer.
+// Both split the output head by vocabulary. The router runs on every rank, so no routing is exchanged. FP8
+// projections split on their 128x128 tiles only: a split that would cut one is refused (or, for the shared
+// experts, left whole on rank 0).
 class DeepseekV3Model final : public Model {
  public:
-  DeepseekV3Model(DeepseekV3Config config, WeightStore store, ThreadPool& pool);
+  DeepseekV3Model(DeepseekV3Config config, WeightStore store, ThreadPool& pool,
+                  dist::Communicator* communicator = nullptr, ParallelLayout layout = ParallelLayout::kTensor);
 
   ForwardOutput forward(const StepBatch& batch) override;
   // KvCache::latent: kv_lora_rank + qk_rope_head_dim floats per position per layer.
@@ -95,7 +115,7 @@ class DeepseekV3Model final : public Model {
   const std::vector<int64_t>& bos_token_ids() const override { return config_.bos_token_ids; }
   std::string describe() const override;
   const Tensor& token_embedding() const override { return *weights_.embed; }
-  const LinearWeight& output_head() const override { return weights_.output; }
+  const LinearWeight& output_head() const override { return communicator_ ? whole_output_ : weights_.output; }
   ModelFamily family() const override { return ModelFamily::kDeepseekV3; }
   const std::string& architecture() const override { return config_.architecture; }
 
@@ -105,6 +125,10 @@ class DeepseekV3Model final : public Model {
   const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
   // Forces MLA's absorbed or expanded form for every sequence (tests compare the two); kAuto by default.
   void set_mla_path(MlaPath path) { context_.path = path; }
+  // The routed (token, expert) rows each rank has run since load, over every MoE layer, counted from the
+  // routing every rank computes alike: [ranks] (one entry in one process). Rank r runs experts
+  // dist::balanced_split(n_routed_experts, ranks, r).
+  std::vector<int64_t> expert_load() const;
 
  private:
   DeepseekV3Config config_;
@@ -114,6 +138,12 @@ class DeepseekV3Model final : public Model {
   std::vector<float> inv_freq_;  // [qk_rope_head_dim / 2]
   DeepseekLayerContext context_;
   CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)
+  dist::Communicator* communicator_ = nullptr;  // set only with several ranks
+  ShardStore shards_;                           // what weights_' shards own (several ranks only)
+  dist::Range vocab_;                           // this rank's rows of the output head (several ranks only)
+  LinearWeight whole_output_;                   // the unsplit head (several ranks only)
+
+  void shard_weights(ParallelLayout layout);  // models/deepseek_v3_parallel.cpp
 
   // Activations, reused across forwards.
   ScratchBuffer x_;

@@ -54,6 +54,11 @@ struct ForwardOutput {
   std::span<CapturedHidden> hidden;    // in the order of capture_layers (the model's storage)
 };
 
+// How a model spreads over several ranks (models/registry.h LoadOptions::layout; issue 22): kTensor splits
+// attention heads and FFNs over the ranks (and shards a MoE's routed experts), kExpert shards only the
+// routed experts and keeps the rest whole on every rank.
+enum class ParallelLayout { kTensor, kExpert };
+
 // The architecture a model implements; models/registry.cpp picks it from config.json's "architectures",
 // and drafters state which ones they fit (spec/drafter_registry.cpp).
 enum class ModelFamily { kLlama, kDeepseekV3 };
@@ -85,6 +90,9 @@ class Model {
   virtual std::string describe() const = 0;
   virtual ModelFamily family() const = 0;
   virtual const std::string& architecture() const = 0;  // config.json architectures[0], e.g. "LlamaForCausalLM"
+  // The model whose weights this process holds: itself, or for a driver of several ranks its rank-0 model
+  // (what a drafter that needs the concrete target, such as DeepSeek's MTP layer, binds to).
+  virtual const Model& local() const { return *this; }
 };
 
 }  // namespace aerie

@@ -111,9 +111,14 @@ void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const Router
   fill.assign(scratch.expert_begin.begin(), scratch.expert_begin.end() - 1);
   for (int64_t p = 0; p < n_tokens * k; ++p) scratch.by_expert[size_t(fill[size_t(scratch.chosen[size_t(p)])]++)] = p;
 
-  // 3. Each chosen expert once over its rows; out[t] += weight * expert(x[t]), experts in ascending index.
+  scratch.routed_rows.resize(size_t(s.n_expert), 0);
+  for (int64_t e = 0; e < s.n_expert; ++e)
+    scratch.routed_rows[size_t(e)] += scratch.expert_begin[size_t(e + 1)] - scratch.expert_begin[size_t(e)];
+
+  // 3. Each chosen expert once over its rows; out[t] += weight * expert(x[t]), experts in ascending index
+  //    (this rank's experts only, under expert parallelism).
   std::memset(out, 0, size_t(n_tokens * n_embd) * sizeof(float));
-  for (int64_t e = 0; e < s.n_expert; ++e) {
+  for (int64_t e = std::max<int64_t>(w.owned.begin, 0); e < std::min(w.owned.end, s.n_expert); ++e) {
     const int64_t begin = scratch.expert_begin[size_t(e)], count = scratch.expert_begin[size_t(e + 1)] - begin;
     if (count == 0) continue;
     float* xe = scratch.x_expert.reserve(count * n_embd);  // [count, n_embd]
@@ -130,7 +135,7 @@ void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const Router
     }
   }
   AERIE_TRACE("routed_out", out, n_tokens, n_embd);
-  if (w.has_shared) {
+  if (w.has_shared && w.shared_here) {
     float* shared = scratch.shared_out.reserve(n_tokens * n_embd);
     swiglu_ffn(x, n_tokens, w.shared, scratch.ffn, shared, pool);
     AERIE_TRACE("shared_out", shared, n_tokens, n_embd);

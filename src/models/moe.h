@@ -17,6 +17,7 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "dist/shard.h"
 #include "models/ffn.h"
 #include "models/scratch.h"
 
@@ -41,6 +42,11 @@ struct MoeWeights {
   std::vector<FfnWeights> experts;      // mlp.experts.{e}.*  [n_expert]
   bool has_shared = false;
   FfnWeights shared;                    // mlp.shared_experts.* (n_ff = moe_intermediate_size * n_shared_experts)
+  // Expert parallelism (issue 22): this rank runs only the routed experts in `owned` (every rank routes
+  // every token the same way), and the shared experts only when shared_here (whole on one rank, or each rank
+  // its slice of their n_ff); the ranks' outputs are then summed by the caller. One process: all, here.
+  dist::Range owned{0, 1 << 30};
+  bool shared_here = true;
 };
 
 struct MoeScratch {
@@ -51,13 +57,17 @@ struct MoeScratch {
   std::vector<int64_t> expert_begin;    // [n_expert + 1] offsets into by_expert
   std::vector<int64_t> by_expert;       // [n_tokens * n_expert_used] (token, slot) pairs grouped by expert
   std::vector<int64_t> expert_fill;     // [n_expert] next free slot of each expert in by_expert
+  // [n_expert] (token, expert) rows routed to each expert, owned or not, summed over every layer and step
+  // that used this scratch: the expert load (DeepseekV3Model::expert_load).
+  std::vector<int64_t> routed_rows;
   FfnScratch ffn;
 };
 
 // The MoE block: routes every token, then runs each expert that any token chose ONCE over all of its
 // tokens (rows gathered, outputs scattered back weighted), so one step reads each chosen expert's weights
 // once however many tokens chose it. Per token the routed outputs are summed in ascending expert index,
-// then the shared experts' output is added.
+// then the shared experts' output is added. Under expert parallelism only w.owned's experts (and the shared
+// ones where w.shared_here) run: `out` is this rank's partial sum.
 //   x: [n_tokens, n_embd] f32 (normalised), out: [n_tokens, n_embd] f32
 void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& shape, MoeScratch& scratch,
              float* out, ThreadPool& pool);

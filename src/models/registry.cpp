@@ -39,6 +39,8 @@ nlohmann::json read_json(const std::filesystem::path& path) {
 std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohmann::json& json,
                                   ThreadPool& pool, const LoadOptions& options) {
   LlamaConfig config = parse_llama_config(json, (dir / "config.json").string());
+  AERIE_CHECK(!tensor_parallel(options) || options.layout == ParallelLayout::kTensor, dir.string(),
+              ": --expert-parallel shards a mixture of experts; LlamaForCausalLM has none (use --tensor-parallel)");
   AERIE_CHECK(!tensor_parallel(options) || options.weights == WeightFormat::kAsStored, dir.string(),
               ": tensor parallelism splits F32/BF16/F16 weights only; int8 and int4 projections (--weights int8 or "
               "int4) cannot be split yet");
@@ -57,14 +59,15 @@ std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohma
 std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const nlohmann::json& json,
                                         ThreadPool& pool, const LoadOptions& options) {
   DeepseekV3Config config = parse_deepseek_v3_config(json, (dir / "config.json").string());
-  AERIE_CHECK(!tensor_parallel(options), dir.string(), ": tensor parallelism (", options.communicator->size(),
-              " ranks) is not implemented for DeepseekV3ForCausalLM yet, Llama 3 only; run it with one rank");
+  AERIE_CHECK(!tensor_parallel(options) || options.weights == WeightFormat::kAsStored, dir.string(),
+              ": several ranks split BF16 and FP8 weights only; --weights int8 cannot be split yet");
   AERIE_CHECK(options.weights != WeightFormat::kInt4, dir.string(),
               ": int4 weights are not supported for DeepseekV3ForCausalLM (Llama targets and EAGLE heads only)");
   WeightStore store = open_weights(dir, options);
   normalize_int8_scales(store);
   if (options.weights == WeightFormat::kInt8) quantize_projections_int8(store, options.int8_group, "", &pool);
-  return std::make_unique<DeepseekV3Model>(std::move(config), std::move(store), pool);
+  return std::make_unique<DeepseekV3Model>(std::move(config), std::move(store), pool, options.communicator,
+                                           options.layout);
 }
 
 }  // namespace

@@ -25,12 +25,16 @@ struct LoadOptions {
   // int4: the same with asymmetric int4 (models/int4_weights.h), int4_group inputs per scale and zero point
   // (0 = one per output channel). GPTQ and AWQ checkpoints load as they are either way.
   int64_t int4_group = 128;
-  // Tensor parallelism over this communicator's ranks when it has more than one (Llama targets only; each
-  // rank loads its shards, models/llama3.h). Null: the whole model in this process. Tensor parallel loads
-  // keep the weights mapped and skip the whole-file prefault (each rank pages in only what its shards read,
-  // during the first forward); --weights int8/int4 is refused (quantised projections cannot be split yet).
+  // Tensor parallelism over this communicator's ranks when it has more than one (each rank loads its shards:
+  // models/llama3.h, models/deepseek_v3.h). Null: the whole model in this process. Parallel loads keep the
+  // weights mapped and skip the whole-file prefault (each rank pages in only what its shards read, during
+  // the first forward); --weights int8/int4 is refused (quantised projections cannot be split yet).
   // Must outlive the model.
   dist::Communicator* communicator = nullptr;
+  // With a communicator: kTensor splits attention heads and FFNs (and, for DeepSeek-V3, shards the routed
+  // experts); kExpert (DeepSeek-V3 only) shards the routed experts and keeps attention and dense layers whole
+  // on every rank.
+  ParallelLayout layout = ParallelLayout::kTensor;
 };
 
 // Reads DIR/config.json, picks the architecture and loads the weights. Throws aerie::Error for an

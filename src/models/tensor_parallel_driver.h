@@ -55,6 +55,7 @@ class TensorParallelDriver final : public Model {
   std::string describe() const override { return local_.describe(); }
   ModelFamily family() const override { return local_.family(); }
   const std::string& architecture() const override { return local_.architecture(); }
+  const Model& local() const override { return local_; }
 
  private:
   void send(std::vector<int64_t>& header, std::vector<int64_t>& payload);

@@ -146,7 +146,7 @@ void check_fits(const DrafterEntry& e, const std::string& subject, const std::st
 // The one downcast of the target: the entries that fit only DeepSeek-V3 build on its config and weights.
 // check_fits has verified the family first.
 const DeepseekV3Model& deepseek_target(const Model& target) {
-  const auto* ds = dynamic_cast<const DeepseekV3Model*>(&target);
+  const auto* ds = dynamic_cast<const DeepseekV3Model*>(&target.local());
   AERIE_CHECK(ds != nullptr, "the target reports the deepseek_v3 family but is not a DeepseekV3Model: ",
               target.describe());
   return *ds;
