@@ -145,6 +145,7 @@ int run_generate(const std::vector<std::string>& argv) {
   SpecStats stats;
   const GenerateResult result = generate_with_engine(*model, head.get(), pool, prompt, options, spec, stream, &stats);
   if (decoder) std::fputs(decoder->flush().c_str(), stdout);
+  const std::vector<int64_t> load = expert_load(model->local());  // empty without routed experts
   if (json) {
     nlohmann::json out = {
         {"prompt_ids", prompt},
@@ -162,6 +163,7 @@ int run_generate(const std::vector<std::string>& argv) {
       out["tensor_parallel"] = {{"ranks", ranks->size()},
                                 {"collective_calls", ranks->collective_calls()},
                                 {"collective_seconds", ranks->collective_seconds()}};
+      if (!load.empty()) out["tensor_parallel"]["expert_rows_per_rank"] = load;
     }
     if (head) {
       out["speculative"] = {
@@ -195,9 +197,10 @@ int run_generate(const std::vector<std::string>& argv) {
                  (long long)result.n_prompt, result.prefill_tokens_per_second(), result.tokens.size(),
                  result.decode_tokens_per_second(), result.finish_reason.c_str());
     if (ranks->size() > 1)
-      std::fprintf(stderr, "tensor parallel %d: rank 0 spent %.3f s in %lld all-reduces (%.1f%% of prefill + decode)\n",
+      std::fprintf(stderr, "%d ranks: rank 0 spent %.3f s in %lld all-reduces (%.1f%% of prefill + decode)%s\n",
                    ranks->size(), ranks->collective_seconds(), (long long)ranks->collective_calls(),
-                   100.0 * ranks->collective_seconds() / std::max(1e-9, result.prefill_seconds + result.decode_seconds));
+                   100.0 * ranks->collective_seconds() / std::max(1e-9, result.prefill_seconds + result.decode_seconds),
+                   describe_expert_load(load).c_str());
     if (head) {
       std::string per;
       for (double a : stats.acceptance_per_position()) per += str_cat(per.empty() ? "" : " ", int(a * 100 + 0.5), "%");

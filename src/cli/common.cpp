@@ -11,6 +11,7 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "models/deepseek_v3.h"
 #include "models/registry.h"
 
 namespace aerie::cli {
@@ -46,6 +47,7 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
   options.communicator = ranks;
+  options.layout = weights.layout;
   options.weight_memory = weights.memory;
   options.weights = weights.format;
   options.int8_group = weights.int8_group;
@@ -103,8 +105,7 @@ WeightChoice weight_choice(const Args& args, WeightMemory memory_default) {
   AERIE_CHECK(c.int4_group == 0 || (c.int4_group > 0 && c.int4_group % 64 == 0), "--int4-group must be 0 (one "
               "group per output channel) or a positive multiple of 64, got ", c.int4_group);
   AERIE_CHECK(!args.has("--int4-group") || c.format == WeightFormat::kInt4, "--int4-group needs --weights int4");
-  c.tensor_parallel = args.integer("--tensor-parallel", 1);
-  AERIE_CHECK(c.tensor_parallel >= 1, "--tensor-parallel must be 1 or more, got ", c.tensor_parallel);
+  c.tensor_parallel = parallel_ranks(args, &c.layout);
   return c;
 }
 
@@ -116,6 +117,20 @@ EngineTarget load_engine_target(const std::filesystem::path& dir, ThreadPool& po
   return target;
 }
 
+std::vector<int64_t> expert_load(const Model& model) {
+  const auto* deepseek = dynamic_cast<const DeepseekV3Model*>(&model);
+  return deepseek != nullptr ? deepseek->expert_load() : std::vector<int64_t>();
+}
+
+std::string describe_expert_load(const std::vector<int64_t>& load) {
+  int64_t total = 0;
+  for (int64_t rows : load) total += rows;
+  if (load.size() < 2 || total == 0) return "";
+  std::string out = "; expert rows per rank:";
+  for (int64_t rows : load) out += str_cat(" ", rows, " (", int(100.0 * double(rows) / double(total) + 0.5), "%)");
+  return out;
+}
+
 int follow_tensor_parallel(const std::filesystem::path& model_dir, dist::Communicator& ranks, const Args& args,
                            const WeightChoice& weights) {
   apply_bf16_activations(args);  // the same arithmetic as rank 0's
@@ -125,12 +140,23 @@ int follow_tensor_parallel(const std::filesystem::path& model_dir, dist::Communi
   return 0;
 }
 
-std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args) {
-  const int64_t t = args.integer("--tensor-parallel", 1);
+int64_t parallel_ranks(const Args& args, ParallelLayout* layout) {
+  const int64_t t = args.integer("--tensor-parallel", 1), e = args.integer("--expert-parallel", 1);
   AERIE_CHECK(t >= 1, "--tensor-parallel must be 1 or more, got ", t);
+  AERIE_CHECK(e >= 1, "--expert-parallel must be 1 or more, got ", e);
+  AERIE_CHECK(t == 1 || e == 1 || t == e, "--tensor-parallel ", t, " and --expert-parallel ", e, " differ: tensor "
+              "parallelism already shares the routed experts out over its ranks; give one of the two");
+  if (layout != nullptr) *layout = t == 1 && e > 1 ? ParallelLayout::kExpert : ParallelLayout::kTensor;
+  return std::max(t, e);
+}
+
+std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args) {
+  ParallelLayout layout;
+  const int64_t t = parallel_ranks(args, &layout);
+  const char* flag = layout == ParallelLayout::kExpert ? "--expert-parallel" : "--tensor-parallel";
   std::unique_ptr<dist::Communicator> ranks = dist::make_world_communicator();
-  AERIE_CHECK(ranks->size() == t, "--tensor-parallel ", t, " needs exactly ", t, " ranks: run `mpirun -np ", t,
-              " aerie ... --tensor-parallel ", t, "`; this run has ", ranks->size(),
+  AERIE_CHECK(ranks->size() == t, flag, " ", t, " needs exactly ", t, " ranks: run `mpirun -np ", t,
+              " aerie ... ", flag, " ", t, "`; this run has ", ranks->size(),
               dist::mpi_available() ? "" : " (and this aerie was built without MPI: install libopenmpi-dev)");
   if (ranks->rank() != 0) {  // the others compute the same tokens; one copy of the output is enough
     const int null_fd = ::open("/dev/null", O_WRONLY);
@@ -196,7 +222,11 @@ std::vector<OptionSpec> model_options() {
                              "0: per channel)"},
       {"--tensor-parallel", true,
        "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate, serve, "
-       "logits, bench and bench-engine; Llama 3 with F32/BF16/F16 weights; T must divide num_key_value_heads)"},
+       "logits, bench and bench-engine; F32/BF16/F16 weights, and FP8 on whole 128x128 tiles; Llama 3: T must "
+       "divide num_key_value_heads; DeepSeek-V3: also shares the routed experts out, whole, over the ranks)"},
+      {"--expert-parallel", true,
+       "E: share DeepSeek-V3's routed experts out over the E ranks of `mpirun -np E`, keeping attention and dense "
+       "layers whole on every rank (default 1; one all-reduce per MoE layer)"},
       {"--kv-cache-dtype", true,
        "auto (default, = bf16), bf16, f32 or fp8: how KV cache rows are stored (2, 4 or 1 byte a value; fp8 "
        "E4M3 adds an f32 scale per kv head per position), target and draft head alike"},

@@ -27,7 +27,8 @@ struct WeightChoice {
   WeightFormat format = WeightFormat::kAsStored;
   int64_t int8_group = 0;
   int64_t int4_group = 128;
-  int64_t tensor_parallel = 1;  // --tensor-parallel: ranks the projections are split over
+  int64_t tensor_parallel = 1;  // ranks the model is spread over: --tensor-parallel or --expert-parallel
+  ParallelLayout layout = ParallelLayout::kTensor;  // kExpert under --expert-parallel
 };
 // With weights.tensor_parallel > 1, `ranks` (from tensor_parallel_ranks) must be given: commands that pass
 // none are refused, naming the ones that run tensor parallel.
@@ -39,6 +40,9 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
 // T`). Every rank runs the same steps; on ranks other than 0, stdout goes to /dev/null so only rank 0
 // writes output (callers also write files and summaries on rank 0 only).
 std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args);
+// The ranks --tensor-parallel T or --expert-parallel E ask for (both given: they must be equal), and with
+// `layout` which of the two layouts (models/model.h).
+int64_t parallel_ranks(const Args& args, ParallelLayout* layout = nullptr);
 
 // The target model of an engine command (serve, generate, bench-engine) on rank 0: this rank's weights
 // (all of them in one process), driving the other ranks' forwards under tensor parallelism.
@@ -49,6 +53,11 @@ struct EngineTarget {
 };
 EngineTarget load_engine_target(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
                                 const WeightChoice& weights, dist::Communicator& ranks);
+
+// The routed (token, expert) rows each rank has run since load (DeepseekV3Model::expert_load); empty for a
+// model without routed experts. describe_expert_load: "; expert rows per rank: 120 (52%) 110 (48%)", or "".
+std::vector<int64_t> expert_load(const Model& model);
+std::string describe_expert_load(const std::vector<int64_t>& load);
 
 // Ranks other than 0 of a tensor-parallel engine command (serve, bench-engine, generate): loads this
 // rank's shards (with args' activation mode and thread count) and repeats rank 0's forwards until rank 0
