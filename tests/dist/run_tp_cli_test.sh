@@ -10,6 +10,14 @@
 #                         the job exits non-zero;
 #   refusals MODEL MQA:   T=3 on MODEL (2 kv heads), T=2 on MQA (1 kv head), T=2 without mpirun, and
 #                         `aerie bench-accept` with T=2 each fail with their message.
+#   deepseek-logits CHECKPOINT...: DeepSeek-V3 `aerie logits` with --tensor-parallel 2 and 3 and
+#                         --expert-parallel 2 and 3 each equal one process within 1e-4 (FP8 checkpoints whose
+#                         heads cut a 128x128 tile: expert parallel only, and tensor parallel's refusal); then
+#                         an FP8 checkpoint made here with tile-aligned heads, at --tensor-parallel 2 and
+#                         --expert-parallel 2 and 4;
+#   deepseek-generate MODEL HEAD: greedy `aerie generate` with --expert-parallel 2 and the MTP drafter, and
+#                         with --expert-parallel 3 and HEAD, gives one process's plain ids and reports every
+#                         rank's expert load.
 # usage: run_tp_cli_test.sh MPIRUN AERIE COMPARE MODE ARGS...
 set -uo pipefail
 mpirun=$1 aerie=$2 compare=$3 mode=$4
@@ -110,7 +118,58 @@ case $mode in
     expect_error "--tensor-parallel 2 needs exactly 2 ranks" \
       "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --tensor-parallel 2
     expect_error "run tensor parallel so far" \
-      "$aerie" bench-accept --model "$model" --draft ngram --quiet --tensor-parallel 2 ;;
+      "$aerie" bench-accept --model "$model" --draft ngram --quiet --tensor-parallel 2
+    expect_error "LlamaForCausalLM has none" \
+      ranks 2 "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --expert-parallel 2
+    expect_error "--tensor-parallel 2 and --expert-parallel 3 differ" \
+      "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --tensor-parallel 2 --expert-parallel 3 ;;
+  deepseek-logits)
+    # same_logits NAME MODEL RANKS FLAG: the run at RANKS ranks with FLAG equals $work/NAME.t1.npy.
+    same_logits() {
+      ranks "$3" "$aerie" logits --model "$2" --ids $ids --out "$work/$1.$4$3.npy" --quiet "$4" "$3" ||
+        { fail "$4 $3 logits on $1"; return; }
+      "$compare" "$work/$1.t1.npy" "$work/$1.$4$3.npy" 1e-4 || fail "$4 $3 logits differ on $1"
+    }
+    for model in "$@"; do
+      name=$(basename "$model")
+      "$aerie" logits --model "$model" --ids $ids --out "$work/$name.t1.npy" --quiet || fail "one-process logits on $name"
+      for n in 2 3; do
+        same_logits "$name" "$model" $n --expert-parallel
+        if grep -q '"quant_method": *"fp8"' "$model/config.json"; then
+          expect_error "an FP8 projection splits on its 128x128 scale tiles only" \
+            ranks $n "$aerie" logits --model "$model" --ids $ids --out "$work/x.npy" --quiet --tensor-parallel $n
+        else
+          same_logits "$name" "$model" $n --tensor-parallel
+        fi
+      done
+    done
+    # FP8 heads of 192 q rows and 256 kv_b rows: two heads a rank keep whole tiles.
+    /usr/bin/python3 "$(dirname "$0")/../../tools/deepseek/make_deepseek_checkpoint.py" --out "$work/fp8_tiles" --fp8 \
+      --seed 7 --hidden-size 128 --num-heads 4 --qk-nope-head-dim 128 --qk-rope-head-dim 64 --v-head-dim 128 \
+      --q-lora-rank 128 --kv-lora-rank 128 --intermediate-size 256 --moe-intermediate-size 128 --n-routed-experts 4 \
+      --n-group 2 --topk-group 1 --num-experts-per-tok 2 --n-shared-experts 1 --num-layers 2 --first-k-dense-replace 1 \
+      --vocab-size 256 --yarn --mtp 0 --norm-topk-prob >/dev/null || fail "making the FP8 checkpoint"
+    "$aerie" logits --model "$work/fp8_tiles" --ids $ids --out "$work/fp8_tiles.t1.npy" --quiet || fail "FP8 one process"
+    same_logits fp8_tiles "$work/fp8_tiles" 2 --tensor-parallel
+    same_logits fp8_tiles "$work/fp8_tiles" 2 --expert-parallel
+    same_logits fp8_tiles "$work/fp8_tiles" 4 --expert-parallel ;;
+  deepseek-generate)
+    model=$1 head=$2
+    run=("$aerie" generate --model "$model" --prompt "Once upon a time, a little fox" --max-tokens 32 --ignore-eos --json
+         --quiet)
+    "${run[@]}" >"$work/t1.json" || fail "one-process generate"
+    ranks 2 "${run[@]}" --expert-parallel 2 --draft mtp >"$work/e2.json" || fail "--expert-parallel 2 generate with MTP"
+    ranks 3 "${run[@]}" --expert-parallel 3 --draft "$head" >"$work/e3.json" || fail "--expert-parallel 3 generate"
+    t1=$(grep -o '"ids":\[[0-9,]*\]' "$work/t1.json")
+    for f in e2 e3; do
+      got=$(grep -o '"ids":\[[0-9,]*\]' "$work/$f.json")
+      echo "$f $got"
+      [[ $t1 == "$got" ]] || fail "$f speculative ids differ from plain one-process ids"
+      grep -q '"accepted_tokens":[1-9]' "$work/$f.json" || fail "$f accepted no draft"
+    done
+    grep -q '"expert_rows_per_rank":\[[1-9][0-9]*,[1-9][0-9]*\]' "$work/e2.json" || fail "no expert load of 2 ranks"
+    grep -q '"expert_rows_per_rank":\[[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*\]' "$work/e3.json" ||
+      fail "no expert load of 3 ranks" ;;
   *) fail "unknown mode $mode" ;;
 esac
 ((failed == 0)) && echo "ok: $mode"
