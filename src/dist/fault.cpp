@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 #include <thread>
 
 namespace aerie::dist {
@@ -13,21 +15,21 @@ namespace aerie::dist {
 void maybe_inject_fault(int rank, std::string_view op) {
   const char* spec = std::getenv("AERIE_DIST_FAULT");
   if (spec == nullptr) return;
-  // RANK:OP[:hang]
-  const std::string text = spec;
-  const size_t colon = text.find(':');
-  if (colon == std::string::npos) return;
-  if (std::atoi(text.substr(0, colon).c_str()) != rank) return;
-  const std::string rest = text.substr(colon + 1);
-  const size_t colon2 = rest.find(':');
-  const std::string fault_op = rest.substr(0, colon2);
-  const bool hang = colon2 != std::string::npos && rest.substr(colon2 + 1) == "hang";
-  if (fault_op != op) return;
-  static bool fired = false;  // the first call only
-  if (fired) return;
-  fired = true;
-  std::fprintf(stderr, "aerie dist: rank %d: AERIE_DIST_FAULT: %s in %.*s\n", rank, hang ? "hanging" : "exiting",
-               int(op.size()), op.data());
+  // RANK:OP[:exit|:hang[:N]]
+  std::vector<std::string> fields;
+  for (std::string text = spec;;) {
+    const size_t colon = text.find(':');
+    fields.push_back(text.substr(0, colon));
+    if (colon == std::string::npos) break;
+    text = text.substr(colon + 1);
+  }
+  if (fields.size() < 2 || std::atoi(fields[0].c_str()) != rank || fields[1] != op) return;
+  const bool hang = fields.size() > 2 && fields[2] == "hang";
+  const long nth = fields.size() > 3 ? std::max(1L, std::atol(fields[3].c_str())) : 1;
+  static long calls = 0;  // of the faulty op on this rank
+  if (++calls != nth) return;
+  std::fprintf(stderr, "aerie dist: rank %d: AERIE_DIST_FAULT: %s in %.*s (call %ld)\n", rank,
+               hang ? "hanging" : "exiting", int(op.size()), op.data(), nth);
   std::fflush(stderr);
   if (!hang) _exit(3);
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));

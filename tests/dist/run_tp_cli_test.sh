@@ -108,7 +108,19 @@ case $mode in
       -H 'Content-Type: application/json' -d "$body")
     wait $three && fail "T=2 serve with a hung rank exited 0"
     [[ $status == 503 ]] || { cat "$work/s3.log"; fail "a hung rank answered $status, not 503"; }
-    grep -q "ranks are out of step; exiting" "$work/s3.log" || fail "no exit message for the hung rank" ;;
+    grep -q "ranks are out of step; exiting" "$work/s3.log" || fail "no exit message for the hung rank"
+    # A follower that dies in the middle of a forward (its 5th all-reduce): mpirun sends rank 0 SIGTERM and,
+    # after odls_base_sigkill_timeout (1 s by default, 5 here as the README advises), SIGKILL; rank 0's
+    # collective times out first, so the request in flight is answered 503 and the job exits non-zero.
+    AERIE_DIST_TIMEOUT_S=2 AERIE_DIST_FAULT=1:all_reduce_sum:exit:5 ranks 2 --mca odls_base_sigkill_timeout 5 \
+      "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 --tensor-parallel 2 2>"$work/s4.log" &
+    four=$!
+    for _ in $(seq 120); do grep -q "ready" "$work/s4.log" && break; sleep 0.5; done
+    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/s4.log" | head -1 | sed 's/.*://')
+    status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "http://127.0.0.1:$port/v1/completions" \
+      -H 'Content-Type: application/json' -d "$body")
+    wait $four && fail "T=2 serve with a dead rank exited 0"
+    [[ $status == 503 ]] || { cat "$work/s4.log"; fail "a dead rank answered $status, not 503"; } ;;
   refusals)
     model=$1 mqa=$2
     expect_error "n_head_kv 2 is not divisible by 3" \
