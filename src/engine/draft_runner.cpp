@@ -232,29 +232,31 @@ void DraftRunner::propose_trees() {
       TreeWork& w = tree_work_[t];
       if (w.depth <= level) continue;
       const std::span<const int32_t> frontier = w.builder.next_frontier();
+      // The nodes run so far stay in the head's cache (rows after the root, in run order): this pass runs
+      // only the frontier as new tree rows on top of them.
+      const int64_t n_cached = int64_t(w.run_nodes.size());
+      if (n_cached == 0) w.seq->draft_kv->truncate(w.head_length, /*keep_blocks=*/true);  // a retried step's rows
       w.run_nodes.insert(w.run_nodes.end(), frontier.begin(), frontier.end());
       w.n_frontier = frontier.size();
       const auto& nodes = w.builder.nodes();
       w.row_of_node.assign(nodes.size(), -1);
       for (size_t r = 0; r < w.run_nodes.size(); ++r) w.row_of_node[size_t(w.run_nodes[r])] = int32_t(r);
-      // Every node run so far, then the frontier (run_nodes): row r's parent row, token and input feature
-      // (its parent's output feature, the root's for the root's children).
-      const int64_t hb = int64_t(ids_.size()), n = int64_t(w.run_nodes.size());
+      // The frontier's rows: each one's parent row (over every run node), token and input feature (its
+      // parent's output feature, the root's for the root's children).
+      const int64_t hb = int64_t(ids_.size()), n = int64_t(w.run_nodes.size()), n_new = n - n_cached;
       w.tree_parent.resize(size_t(n));
-      gathered_.resize(size_t((hb + n) * hd));
-      for (int64_t r = 0; r < n; ++r) {
+      gathered_.resize(size_t((hb + n_new) * hd));
+      for (int64_t r = n_cached; r < n; ++r) {
         const DraftTreeBuilder::Node& node = nodes[size_t(w.run_nodes[size_t(r)])];
         const int32_t parent_row = node.parent < 0 ? -1 : w.row_of_node[size_t(node.parent)];
         w.tree_parent[size_t(r)] = parent_row;
         ids_.push_back(to_target(node.token));
         const float* feature = parent_row < 0 ? w.root_feature.data() : w.features.data() + parent_row * hd;
-        std::memcpy(gathered_.data() + (hb + r) * hd, feature, size_t(hd) * sizeof(float));
+        std::memcpy(gathered_.data() + (hb + r - n_cached) * hd, feature, size_t(hd) * sizeof(float));
+        logit_rows_.push_back(hb + r - n_cached);
       }
-      for (int64_t r = n - int64_t(w.n_frontier); r < n; ++r) logit_rows_.push_back(hb + r);
       prev_ids_.push_back(w.seq->tokens.back());
-      // The rows are rewritten from the root on: the head's cache forgets the previous pass's.
-      w.seq->draft_kv->truncate(w.head_length, /*keep_blocks=*/true);
-      rows_.push_back(SequenceRows{hb, n, &*w.seq->draft_kv, w.tree_parent.data()});
+      rows_.push_back(SequenceRows{hb, n_new, &*w.seq->draft_kv, w.tree_parent.data(), n_cached});
       active_.push_back(t);
     }
     const float* part = gathered_.data();
@@ -264,9 +266,10 @@ void DraftRunner::propose_trees() {
     int64_t logit_row = 0;
     for (size_t a = 0; a < active_.size(); ++a) {
       TreeWork& w = tree_work_[active_[a]];
-      const int64_t n = rows_[a].n_rows;
-      w.features.assign(out.features + rows_[a].row_begin * hd, out.features + (rows_[a].row_begin + n) * hd);
-      for (int64_t r = n - int64_t(w.n_frontier); r < n; ++r, ++logit_row)
+      const int64_t n_new = rows_[a].n_rows, n = int64_t(w.run_nodes.size());
+      w.features.insert(w.features.end(), out.features + rows_[a].row_begin * hd,
+                        out.features + (rows_[a].row_begin + n_new) * hd);
+      for (int64_t r = n - n_new; r < n; ++r, ++logit_row)
         w.builder.expand(w.run_nodes[size_t(r)], out.logits + logit_row * out.n_vocab, out.n_vocab);
     }
   }

@@ -16,14 +16,13 @@
 //
 // Draft trees (SpecOptions::tree, spec/draft_tree.h): a sequence (greedy or sampled) without penalties or structured
 // output drafts an EAGLE-2 tree instead (the others a chain). Pass 0 as above gives the root's children;
-// each further pass runs, per tree sequence, every node expanded so far plus the new frontier as tree rows
-// (SequenceRows::tree_parent) over the head's cache rewound to the root, so that each row sees the prefix
-// and its own ancestors only; the frontier's logits add the next level. (Re-running the earlier nodes
-// keeps to the forward's tree-row contract, where a row's ancestors are rows of the same batch: top_k *
-// level rows at level `level`.) The tree's best nodes become the sequence's drafts, with the parent rows
-// the target verifies them with (PendingTree).
-//   tree pass at level 2, top_k 2: rows [a b | c d] (a, b the level-1 frontier, c, d the level-2 one,
-//   children of a), tree_parent [-1 -1 0 0], features [g_root g_root g_a g_a], logits of rows c and d.
+// each further pass runs, per tree sequence, only the new frontier as tree rows (SequenceRows::tree_parent)
+// on top of the nodes run by the earlier passes, which stay in the head's cache after the root
+// (SequenceRows::tree_cached), so that each row sees the prefix and its own ancestors only; the frontier's
+// logits add the next level: top_k rows a pass. The tree's best nodes become the sequence's drafts, with
+// the parent rows the target verifies them with (PendingTree).
+//   tree pass at level 2, top_k 2: cached rows [a b] (the level-1 frontier), new rows [c d] (children of a),
+//   tree_parent [-1 -1 0 0], tree_cached 2, features [g_a g_a], logits of rows c and d.
 #pragma once
 
 #include <cstdint>
@@ -101,13 +100,13 @@ class DraftRunner {
   struct TreeWork {
     Sequence* seq = nullptr;
     int64_t depth = 0;              // levels this round
-    int64_t head_length = 0;        // the head's cache at the root (tree rows are rewritten after it)
+    int64_t head_length = 0;        // the head's cache at the root (the run nodes' rows follow it)
     DraftTreeBuilder builder;
     std::vector<float> root_feature;  // [n_embd_head] the head's feature at the root row
     std::vector<int32_t> run_nodes;   // builder nodes run as rows so far, in row order
     std::vector<int32_t> row_of_node; // [builder nodes] row in run_nodes, -1 if not run
     std::vector<float> features;      // [run_nodes, n_embd_head] each run node's output feature
-    std::vector<int32_t> tree_parent; // [run_nodes] the pass's SequenceRows::tree_parent
+    std::vector<int32_t> tree_parent; // [run_nodes] the parent row of each run node (SequenceRows::tree_parent)
     size_t n_frontier = 0;            // the last pass's frontier: the final run_nodes
   };
   std::vector<TreeWork> tree_work_;

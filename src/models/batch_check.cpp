@@ -19,7 +19,9 @@ void check_batch_rows(const char* batch_name, std::span<const int64_t> token_ids
     seq.kv->check_room(seq.n_rows);
     if (seq.tree_parent != nullptr) {
       AERIE_CHECK(cache.tree_rows, batch_name, ": draft tree rows are not supported by ", cache.what);
-      ops::check_tree_parents(seq.tree_parent, seq.n_rows, batch_name);
+      AERIE_CHECK(seq.tree_cached >= 0 && seq.tree_cached <= seq.kv->length(), batch_name, ": ", seq.tree_cached,
+                  " cached tree rows in a cache of ", seq.kv->length());
+      ops::check_tree_parents(seq.tree_parent, seq.tree_cached + seq.n_rows, batch_name);
     }
     next_row += seq.n_rows;
   }

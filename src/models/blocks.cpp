@@ -27,13 +27,13 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
 
   for (const SequenceRows& seq : sequences) {
     KvCache& kv = *seq.kv;
-    const int64_t pos0 = positions[seq.row_begin];
+    const int64_t pos0 = kv.length();  // the first row's slot (a tree row's position is its depth's)
     // Rows into the cache's blocks, converted to its dtype.
     kv.write_rows(layer, pos0, seq.n_rows, k + seq.row_begin * kv_width, v + seq.row_begin * kv_width);
     if (seq.tree_parent != nullptr) {  // draft tree rows: the prefix plus each row's ancestors
       ops::tree_attention(q + seq.row_begin * q_width, seq.n_rows, pos0, seq.tree_parent, kv.key_rows(layer),
                           kv.value_rows(layer), shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale,
-                          attn + seq.row_begin * q_width, pool);
+                          attn + seq.row_begin * q_width, pool, seq.tree_cached);
       continue;
     }
     ops::attention(q + seq.row_begin * q_width, seq.n_rows, pos0, kv.key_rows(layer), kv.value_rows(layer),

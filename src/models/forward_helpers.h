@@ -18,8 +18,11 @@ inline void fill_positions(std::span<const SequenceRows> sequences, int64_t n_ro
   for (const SequenceRows& seq : sequences) {
     int64_t* pos = positions.data() + seq.row_begin;
     if (seq.tree_parent != nullptr) {  // a tree's rows sit at the prefix length plus their depth
-      ops::tree_depths(seq.tree_parent, seq.n_rows, pos);
-      for (int64_t r = 0; r < seq.n_rows; ++r) pos[r] += seq.kv->length();
+      thread_local std::vector<int64_t> depth;  // [tree_cached + n_rows]
+      depth.resize(size_t(seq.tree_cached + seq.n_rows));
+      ops::tree_depths(seq.tree_parent, seq.tree_cached + seq.n_rows, depth.data());
+      const int64_t prefix = seq.kv->length() - seq.tree_cached;
+      for (int64_t r = 0; r < seq.n_rows; ++r) pos[r] = prefix + depth[size_t(seq.tree_cached + r)];
       continue;
     }
     for (int64_t r = 0; r < seq.n_rows; ++r) pos[r] = seq.kv->length() + r;

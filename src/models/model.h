@@ -32,6 +32,11 @@ struct SequenceRows {
   // row i sees the cached prefix and its ancestors only and sits at position kv->length() + depth(i); its
   // K/V still go to slot kv->length() + i. Null: a chain (the default). Llama targets only.
   const int32_t* tree_parent = nullptr;
+  // With tree_parent: tree rows already in the cache, at slots kv->length() - tree_cached .. kv->length() - 1,
+  // that these rows extend (a tree drafted level by level runs only each level's new rows). tree_parent then
+  // covers tree_cached + n_rows rows, the cached ones first, and row i is tree row tree_cached + i, at position
+  // kv->length() - tree_cached + its depth. 0: the rows are the whole tree.
+  int64_t tree_cached = 0;
 };
 
 struct StepBatch {

@@ -136,7 +136,7 @@ namespace {
 // exactly the bits of the chain of its path on every tier.
 void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                     int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool,
-                    const int32_t* tree_parent) {
+                    const int32_t* tree_parent, int64_t tree_cached) {
   AERIE_CHECK(k.dtype == v.dtype || v.base == nullptr, "attention: keys and values of different KV dtypes");
   AERIE_CHECK(k.scales == nullptr || k.scale_width % head_dim == 0, "attention: FP8 scale groups of ", k.scale_width,
               " values split heads of ", head_dim);
@@ -145,10 +145,11 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
   thread_local TaskScratch caller_scratch;
   TaskScratch& scratch = caller_scratch;
   if (cpu_features().has_avx512_tier() && cpu::attention_avx512_supported(head_dim)) {
-    scratch.reserve(pool.n_threads(), cpu::attention_avx512_scratch_bytes(n_q, pos0, n_kv, n_head, n_head_kv, head_dim));
+    scratch.reserve(pool.n_threads(),
+                    cpu::attention_avx512_scratch_bytes(n_q, pos0, n_kv, n_head, n_head_kv, head_dim, tree_cached));
     pool.parallel_for(n_head_kv, 1, [&](int64_t b, int64_t e) {
       cpu::attention_avx512(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, scratch.get(), b, e,
-                            tree_parent);
+                            tree_parent, tree_cached);
     });
     return;
   }
@@ -157,20 +158,22 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
   // ancestors' slots, taken as its path's chain would have them). f32 rows are read in place; bf16 / fp8
   // rows are widened one head row at a time into the task's scratch.
   const size_t n_scores = size_t(std::max<int64_t>(1, std::min(pos0 + n_q, n_kv)));
-  scratch.reserve(pool.n_threads(), sizeof(float) * (n_scores + size_t(head_dim)) + sizeof(int64_t) * size_t(n_q + 1));
+  const int64_t tree0 = pos0 - tree_cached;  // the slot of tree row 0; query qi is tree row tree_cached + qi
+  scratch.reserve(pool.n_threads(),
+                  sizeof(float) * (n_scores + size_t(head_dim)) + sizeof(int64_t) * size_t(n_q + tree_cached + 1));
   pool.parallel_for(n_q * n_head, 1, [&](int64_t b, int64_t e) {
-    int64_t* path = reinterpret_cast<int64_t*>(scratch.get());  // [depth <= n_q] a tree row's ancestor slots
-    float* scores = reinterpret_cast<float*>(path + n_q + 1);      // [n_ctx]
+    int64_t* path = reinterpret_cast<int64_t*>(scratch.get());  // [depth] a tree row's ancestor slots
+    float* scores = reinterpret_cast<float*>(path + n_q + tree_cached + 1);  // [n_ctx]
     float* widened = scores + n_scores;                             // [head_dim]
     for (int64_t t = b; t < e; ++t) {
       const int64_t qi = t / n_head, h = t % n_head, kvh = h / group;
       int64_t n_ctx = std::min(pos0 + qi + 1, n_kv), n_front = n_ctx;
       if (tree_parent != nullptr) {
         int64_t depth = 0;
-        for (int64_t r = qi; r >= 0; r = tree_parent[r]) ++depth;
-        for (int64_t r = qi, d = depth - 1; r >= 0; r = tree_parent[r], --d) path[d] = pos0 + r;
-        n_front = pos0;
-        n_ctx = pos0 + depth;
+        for (int64_t r = tree_cached + qi; r >= 0; r = tree_parent[r]) ++depth;
+        for (int64_t r = tree_cached + qi, d = depth - 1; r >= 0; r = tree_parent[r], --d) path[d] = tree0 + r;
+        n_front = tree0;
+        n_ctx = tree0 + depth;
       }
       // This head's part of context row j: in place (f32) or widened into the scratch.
       auto head_row = [&](const PagedRows& rows, int64_t j) {
@@ -199,15 +202,16 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
 
 void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
-  attention_rows(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, pool, nullptr);
+  attention_rows(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, pool, nullptr, 0);
 }
 
 void tree_attention(const float* q, int64_t n_q, int64_t pos0, const int32_t* parent, const PagedRows& k,
                     const PagedRows& v, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
-                    ThreadPool& pool) {
+                    ThreadPool& pool, int64_t n_cached) {
   AERIE_CHECK(k.dtype == v.dtype, "tree_attention: keys and values of different KV dtypes");
-  check_tree_parents(parent, n_q, "tree_attention");
-  attention_rows(q, n_q, pos0, k, v, pos0 + n_q, n_head, n_head_kv, head_dim, scale, out, pool, parent);
+  AERIE_CHECK(n_cached >= 0 && n_cached <= pos0, "tree_attention: ", n_cached, " cached tree rows before slot ", pos0);
+  check_tree_parents(parent, n_cached + n_q, "tree_attention");
+  attention_rows(q, n_q, pos0, k, v, pos0 + n_q, n_head, n_head_kv, head_dim, scale, out, pool, parent, n_cached);
 }
 
 void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,

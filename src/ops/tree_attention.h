@@ -14,14 +14,18 @@ namespace aerie::ops {
 
 // Grouped-query attention of n_q tree rows over a KV cache whose slots [pos0, pos0 + n_q) hold the rows'
 // own keys and values (written before the call):
-//   q:      [n_q, n_head, head_dim] f32 (already rotated by each row's position, prefix length + depth)
-//   parent: [n_q] int32, the parent row of each row (-1: a root, attached to the prefix only); parent[i] < i
-//   k, v:   paged rows as for ops::attention, slots [0, pos0 + n_q) valid
-//   out:    [n_q, n_head, head_dim] f32
+//   q:        [n_q, n_head, head_dim] f32 (already rotated by each row's position, prefix length + depth)
+//   parent:   [n_cached + n_q] int32, the parent row of each tree row (-1: a root, attached to the prefix
+//             only); parent[i] < i
+//   n_cached: tree rows already in the cache, at slots [pos0 - n_cached, pos0), before the queries: query i
+//             is tree row n_cached + i, and the prefix is [0, pos0 - n_cached). A tree drafted level by level
+//             runs only each level's new rows this way (0: the whole tree is the queries).
+//   k, v:     paged rows as for ops::attention, slots [0, pos0 + n_q) valid
+//   out:      [n_q, n_head, head_dim] f32
 // Softmax in f32 over the visible slots in increasing slot order; the visible set is the same for every tier.
 void tree_attention(const float* q, int64_t n_q, int64_t pos0, const int32_t* parent, const PagedRows& k,
                     const PagedRows& v, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
-                    ThreadPool& pool);
+                    ThreadPool& pool, int64_t n_cached = 0);
 
 // Checks a parent array: parent[0] == -1 and -1 <= parent[i] < i; names `what` in the error.
 void check_tree_parents(const int32_t* parent, int64_t n_rows, const char* what);

@@ -156,6 +156,40 @@ TEST(TreeAttention, EachRowIsBitForBitItsPathsChain) {
   }
 }
 
+// A tree run level by level: the rows after n_cached, run as queries on top of the cached tree rows, give
+// the bits they give when the whole tree runs at once (each is its path's chain either way).
+TEST(TreeAttention, RowsOnTopOfCachedTreeRowsEqualTheWholeTree) {
+  ThreadPool pool(2);
+  const std::vector<int32_t> parent = {-1, -1, 0, 0, 1, 2, 2, 4, 5, 3};
+  const int64_t prefix = 21, n_tree = int64_t(parent.size()), n_kv = prefix + n_tree;
+  for (const auto [n_head, n_head_kv, dim] : {std::array<int64_t, 3>{4, 2, 16}, {8, 2, 64}}) {
+    const int64_t width = n_head_kv * dim;
+    for (KvDType dtype : {KvDType::kF32, KvDType::kBF16, KvDType::kFP8E4M3}) {
+      SCOPED_TRACE(::testing::Message() << kv_dtype_name(dtype) << " heads " << n_head << "/" << n_head_kv);
+      const auto q = random_floats(size_t(n_tree * n_head * dim), 17);
+      const auto k = random_floats(size_t(n_kv * width), 18), v = random_floats(size_t(n_kv * width), 19);
+      const Encoded ek(k.data(), n_kv, width, dim, dtype), ev(v.data(), n_kv, width, dim, dtype);
+      std::vector<float> whole(q.size());
+      tree_attention(q.data(), n_tree, prefix, parent.data(), ek.view(), ev.view(), n_head, n_head_kv, dim, 0.125f,
+                     whole.data(), pool);
+      for (int64_t n_cached : {2, 4, 9}) {
+        const int64_t n_q = n_tree - n_cached, row = n_head * dim;
+        std::vector<float> out(size_t(n_q * row));
+        tree_attention(q.data() + n_cached * row, n_q, prefix + n_cached, parent.data(), ek.view(), ev.view(), n_head,
+                       n_head_kv, dim, 0.125f, out.data(), pool, n_cached);
+        EXPECT_EQ(std::memcmp(out.data(), whole.data() + n_cached * row, out.size() * sizeof(float)), 0)
+            << n_cached << " cached: max diff " << max_diff(out.data(), whole.data() + n_cached * row, n_q * row);
+      }
+      // Read as if nothing were cached (the rows' own tree only), the same queries differ.
+      std::vector<float> uncached(size_t(6 * n_head * dim));
+      const std::vector<int32_t> alone = {-1, -1, -1, -1, -1, -1};
+      tree_attention(q.data() + 4 * n_head * dim, 6, prefix + 4, alone.data(), ek.view(), ev.view(), n_head, n_head_kv,
+                     dim, 0.125f, uncached.data(), pool);
+      EXPECT_GT(max_diff(uncached.data() + 3 * n_head * dim, whole.data() + 7 * n_head * dim, n_head * dim), 1e-4);
+    }
+  }
+}
+
 TEST(TreeAttention, DepthsAndParentChecks) {
   const std::vector<int32_t> parent = {-1, 0, 0, 1, 3, -1};
   std::vector<int64_t> depth(parent.size());

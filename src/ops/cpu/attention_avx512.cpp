@@ -8,7 +8,8 @@
 // (transpose_keys), values 16 at a time in registers (an fp8 row's scale folded into p_ij). f32 rows take
 // the f32 path as is.
 // Tree rows (tree_parent, ops/tree_attention.h): row i's scores over [0, pos0 + i] are computed as for a chain,
-// then the ancestors' columns moved into a chain's places, so a node gets exactly its path's chain bits.
+// then the ancestors' columns (cached tree rows among them) moved into a chain's places, so a node gets
+// exactly its path's chain bits.
 // Batch invariance: row i's arithmetic depends only on its q, its context length and the cache, never on
 // which other rows share the task, so one query alone gives the bits it gives inside a prefill.
 #include <immintrin.h>
@@ -216,17 +217,19 @@ Layout layout(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n
 }  // namespace
 
 size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                                      int64_t head_dim) {
+                                      int64_t head_dim, int64_t tree_cached) {
   const Layout l = layout(n_q, pos0, n_kv, n_head, n_head_kv);
   using C = ScratchCarver;
   return C::round_up(sizeof(float) * size_t(l.n_tiles * head_dim * kKeyTile)) +
          C::round_up(sizeof(float) * size_t(l.max_rows * l.s_stride)) + 3 * C::round_up(sizeof(void*) * size_t(l.max_rows)) +
-         C::round_up(sizeof(float) * size_t(l.max_rows)) + C::round_up(sizeof(int64_t) * size_t(std::max<int64_t>(n_q, 1)));
+         C::round_up(sizeof(float) * size_t(l.max_rows)) +
+         C::round_up(sizeof(int64_t) * size_t(std::max<int64_t>(n_q + tree_cached, 1)));
 }
 
 void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                       int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
-                      std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end, const int32_t* tree_parent) {
+                      std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end, const int32_t* tree_parent,
+                      int64_t tree_cached) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_per_block = std::max<int64_t>(1, kRowsPerBlock / group);
   const Layout l = layout(n_q, pos0, n_kv, n_head, n_head_kv);
@@ -238,7 +241,8 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
   float** p_rows = carve.take<float*>(size_t(max_rows));
   float** out_rows = carve.take<float*>(size_t(max_rows));
   float* inv_sum = carve.take<float>(size_t(max_rows));
-  int64_t* ancestors = carve.take<int64_t>(size_t(std::max<int64_t>(n_q, 1)));  // a tree row's path, as slots
+  int64_t* ancestors = carve.take<int64_t>(size_t(std::max<int64_t>(n_q + tree_cached, 1)));  // a tree row's path
+  const int64_t tree0 = pos0 - tree_cached;  // the slot of tree row 0; query qi is tree row tree_cached + qi
   for (int64_t kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
     // This head's keys, transposed once for every query.
     switch (k.dtype) {
@@ -269,17 +273,17 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
         int64_t n_front = n_ctx;
         if (tree_parent != nullptr) {
           // A tree row sees the prefix and its ancestors: their scores are moved to the columns a chain of
-          // its path would have them in (ancestor d at pos0 + d; slot pos0 + a[d] >= pos0 + d, so in place),
-          // which gives the chain's softmax and value sums bit for bit.
+          // its path would have them in (ancestor d at tree0 + d; slot tree0 + a[d] >= tree0 + d, so in
+          // place), which gives the chain's softmax and value sums bit for bit.
           int64_t depth = 0;
-          for (int64_t r = qi; r >= 0; r = tree_parent[r]) ++depth;
-          for (int64_t r = qi, d = depth - 1; r >= 0; r = tree_parent[r], --d) ancestors[d] = pos0 + r;
+          for (int64_t r = tree_cached + qi; r >= 0; r = tree_parent[r]) ++depth;
+          for (int64_t r = tree_cached + qi, d = depth - 1; r >= 0; r = tree_parent[r], --d) ancestors[d] = tree0 + r;
           for (int64_t g = 0; g < group; ++g) {
             float* p = p_rows[size_t(row0 + g)];
-            for (int64_t d = 0; d < depth; ++d) p[pos0 + d] = p[ancestors[d]];
+            for (int64_t d = 0; d < depth; ++d) p[tree0 + d] = p[ancestors[d]];
           }
-          n_front = pos0;
-          n_ctx = pos0 + depth;
+          n_front = tree0;
+          n_ctx = tree0 + depth;
         }
         for (int64_t g = 0; g < group; ++g)
           inv_sum[size_t(row0 + g)] = softmax_row(p_rows[size_t(row0 + g)], n_ctx);

@@ -54,12 +54,13 @@ void split_rows_avx512(const float* x, int64_t n, uint16_t* hi, uint16_t* lo);
 // needs head_dim % 16 == 0. `scratch`: attention_avx512_scratch_bytes for the same shape, the running
 // thread's own (TaskScratch).
 bool attention_avx512_supported(int64_t head_dim);
+// tree_cached: tree rows already in the cache before the queries (ops::tree_attention's n_cached).
 size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                                      int64_t head_dim);
+                                      int64_t head_dim, int64_t tree_cached = 0);
 void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                       int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
                       std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end,
-                      const int32_t* tree_parent = nullptr);
+                      const int32_t* tree_parent = nullptr, int64_t tree_cached = 0);
 // AVX-512F: out[i] = silu(gate[i]) * up[i] (out may alias gate).
 void silu_mul_avx512(const float* gate, const float* up, int64_t n, float* out);
 
