@@ -33,7 +33,7 @@ void trace_choice(const StepCosts& costs, std::span<const std::span<const double
   std::fprintf(stderr, " | drafter ms by passes%s:", costs.draft_measured() ? "" : "~");
   for (int64_t passes = 1; passes < most - n + 1 && passes <= kMaxAdaptiveK; ++passes)
     std::fprintf(stderr, " %lld=%.3f", (long long)passes, 1e3 * costs.draft(passes));
-  std::fprintf(stderr, " | catch-up row %.3f ms | rates0", 1e3 * costs.catch_up_row());
+  std::fprintf(stderr, " | plain %.3f ms | catch-up row %.3f ms | rates0", 1e3 * costs.plain(n), 1e3 * costs.catch_up_row());
   if (n > 0)
     for (double a : rates[0]) std::fprintf(stderr, " %.2f", a);
   std::fprintf(stderr, " | chosen");
@@ -57,9 +57,16 @@ void AdaptiveK::observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepte
   engine_wide_.observe(n_drafts, n_accepted, kEngineWideDecay);
 }
 
-void AdaptiveK::observe_forward(int64_t rows, double seconds) { costs_.observe_forward(rows, seconds); }
+void AdaptiveK::observe_forward(int64_t rows, double seconds) {
+  costs_.observe_forward(rows, seconds);
+  // After a step without a drafter pass this step verified nothing either: a plain step, target-only caches.
+  if (last_k_step_ == 0) costs_.observe_plain(rows, seconds);
+}
 
-void AdaptiveK::observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows) {
+void AdaptiveK::observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows,
+                              int64_t head_prompt_rows) {
+  if (head_prompt_rows > 0 && deferred_rows == 0 && costs_.draft_measured())
+    costs_.observe_prompt_rows(head_prompt_rows, seconds - costs_.draft(passes));
   if (passes == 0 || prompt_rows) return;
   if (deferred_rows > 0) costs_.observe_catch_up(deferred_rows, seconds);
   else costs_.observe_draft(passes, seconds);
@@ -76,9 +83,32 @@ void AdaptiveK::choose_engine_wide() {
   choose_draft_tokens(wide_spans_, costs_, wide_k_, gains_);
 }
 
+void AdaptiveK::judge_prompt(Sequence& seq, int64_t n_seqs) {
+  AdaptiveKState& state = states_[seq.id];
+  if (state.prompt_judged || seq.speculation_off) return;
+  if (costs_.n_measured() < 1 || !costs_.draft_measured() || costs_.prompt_row() <= 0 ||
+      engine_wide_.rounds < AdaptiveKState::kMinEvidence)
+    return;  // not yet known: optimistically on
+  state.prompt_judged = true;
+  const int64_t allowed = std::max<int64_t>(0, std::min(k_max_, seq.options.max_tokens - 1));
+  wide_rates_.resize(size_t(allowed));
+  engine_wide_.rates(AcceptanceEstimate::kPriorAcceptance, wide_rates_);
+  const double saved = saving_per_token(wide_rates_, costs_, n_seqs) * double(seq.options.max_tokens);
+  const double cost = costs_.prompt_row() * double(seq.n_prompt);
+  if (tracing())
+    std::fprintf(stderr, "adaptive-k: seq %llu prompt %lld: head pass %.3f ms, saves up to %.3f ms over %lld tokens -> %s\n",
+                 (unsigned long long)seq.id, (long long)seq.n_prompt, 1e3 * cost, 1e3 * saved,
+                 (long long)seq.options.max_tokens, saved > cost ? "on" : "off");
+  if (saved <= cost) seq.speculation_off = true;  // its head never runs: plain from the start
+}
+
 int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results) {
   seqs_.clear();
   seq_states_.clear();
+  // A prompt the head has not run yet: weighed before this step's head pass would run it.
+  for (const ScheduledRows& r : plan)
+    if (r.seq->draft_kv && r.seq->draft_kv->length() == 0 && r.seq->deferred_rows == 0)
+      judge_prompt(*r.seq, int64_t(plan.size()));
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& seq = *plan[i].seq;
     seq.draft_limit = -1;  // drafts_allowed() below without this step's choice
@@ -128,6 +158,7 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
     k_step = std::max(k_step, state.k);
   }
   if (tracing()) trace_choice(costs_, spans_, seq_states_, k_);
+  last_k_step_ = k_step;
   return k_step;
 }
 

@@ -41,7 +41,9 @@ class AdaptiveK {
   // A decode-only step: its forward over `rows` rows, then its drafter passes (as passes when steady; as a catch-up of deferred_rows when those ran in the
   // first pass; not at all when prompt rows did).
   void observe_forward(int64_t rows, double seconds);
-  void observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows);
+  // head_prompt_rows: the prompt rows the head ran in the step (their share of seconds is timed apart).
+  void observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows,
+                     int64_t head_prompt_rows = 0);
 
   // The sequence ended: its state goes.
   void forget(uint64_t seq_id) { states_.erase(seq_id); }
@@ -53,8 +55,12 @@ class AdaptiveK {
 
  private:
   void choose_engine_wide();  // wide_k_: the step's choice were every sequence at the engine-wide rates
+  // Once per sequence, before the head sees its prompt: off for good where the head's pass over the prompt
+  // costs more than speculation would save over its max_tokens (spec/adaptive_k.h, Prompts).
+  void judge_prompt(Sequence& seq, int64_t n_seqs);
 
   int64_t k_max_, max_length_;
+  int64_t last_k_step_ = 0;  // the last step's choice: 0 means it ran no drafter pass
   std::shared_ptr<AdaptiveKMemory> memory_;
   StepCosts& costs_;                  // memory_->costs
   AcceptanceEstimate& engine_wide_;  // memory_->engine_wide

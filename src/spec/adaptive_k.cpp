@@ -94,8 +94,27 @@ double CostCurve::at(int64_t count) const {
   return estimate_[size_t(last)] + slope_hi_ * double(count - last);
 }
 
+double StepCosts::plain(int64_t rows) const {
+  const double polluted = forward_.at(rows);
+  if (plain_.n_measured() == 0) return polluted;
+  return polluted > 0 ? std::min(polluted, plain_.at(rows)) : plain_.at(rows);
+}
+
 void StepCosts::observe_catch_up(int64_t rows, double seconds) {
   if (rows >= 1 && seconds > 0) catch_up_row_.add(seconds / double(rows));
+}
+
+void StepCosts::observe_prompt_rows(int64_t rows, double seconds) {
+  if (rows >= 1 && seconds > 0) prompt_row_.add(seconds / double(rows));
+}
+
+double saving_per_token(std::span<const double> rates, const StepCosts& costs, int64_t n) {
+  if (n < 1) return 0;
+  const double plain = costs.plain(n) / double(n);
+  double best = plain;
+  for (int64_t k = 1; k <= int64_t(rates.size()); ++k)
+    best = std::min(best, (costs.forward(n * (1 + k)) + costs.draft(k)) / (double(n) * expected_tokens(rates, k)));
+  return plain - best;
 }
 
 double StepCosts::draft(int64_t passes) const {
@@ -115,7 +134,7 @@ void choose_draft_tokens(std::span<const std::span<const double>> rates, const S
     for (size_t i = 0; i < rates[size_t(s)].size(); ++i)
       gains.push_back({p *= rates[size_t(s)][i], int32_t(s), int32_t(i)});
   }
-  const double plain = double(n_seqs) / costs.forward(n_seqs);
+  const double plain = double(n_seqs) / costs.plain(n_seqs);
   if (gains.empty() || !(plain > 0)) return;
   // Highest gain first; equal gains (a = 1) in chain order, so that every prefix is a set of whole chains.
   std::sort(gains.begin(), gains.end(), [](const DraftGain& a, const DraftGain& b) {

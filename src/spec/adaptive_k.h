@@ -27,6 +27,13 @@
 // measured rarely and slowly (a noisy step) lies above the hull and does not bend it, and costs grow about
 // linearly in rows on a CPU, so the hull is the line they lie on.
 //
+// Plain against speculation: on a target small enough to live in the CPU caches, the drafter's passes
+// evict it, so every forward in a speculating engine runs slower than in one that never drafts, plain
+// steps between probes included (the shipped model at 4 requests: 0.85 ms for 4 rows there, 0.53 ms in
+// a plain engine). Judged by those, speculation looked 1.5x faster and ran 0.84x. So the plain side of the
+// choice is StepCosts::plain: steps timed after a step with no drafter pass (the start, and spells of
+// K = 0), when the target has the caches to itself again.
+//
 // Batching: a step verifies every decoding sequence in one forward, so the cost is that of the step's
 // total rows, and the drafter's passes run batched, as many as the deepest chain. choose_draft_tokens()
 // maximises the step's expected tokens per second: every extra draft (sequence s, position i) adds
@@ -49,6 +56,14 @@
 // switch off a good head). New sequences start from the engine-wide acceptance, and off for good at once
 // where it already says so (sparing the head its prompt rows). On a large target the head's rows are
 // cheap and probing goes on.
+//
+// Prompts (AdaptiveK::judge_prompt): before the head runs a new sequence's prompt rows, their cost (the
+// head's measured seconds per prompt row times the prompt) is set against what speculation can save over
+// the sequence's max_tokens at the engine-wide acceptance and the measured step costs, with the step's
+// sequences as the batch: saving per token = plain(n) / n - min over K of (forward(n (1 + K)) +
+// draft(K)) / (n E[tokens | K]). Where the prompt costs more, the sequence decodes plainly from the start
+// (its head never runs). Judged once, when the engine has kMinEvidence rounds of acceptance and both costs
+// measured (before that, optimistically on).
 //
 // Exploring (AdaptiveKState): a row count the choice never visits keeps its old (maybe noisy) figure, and
 // plain decoding is never re-timed while speculation is on; so one in kExploreInterval rounds
@@ -140,11 +155,19 @@ class StepCosts {
  public:
   static constexpr double kPriorDraftRatio = 0.25;  // a drafter pass / a one-row forward, before measured
 
-  explicit StepCosts(int64_t max_rows = 512) : forward_(max_rows), draft_(kMaxAdaptiveK) {}
+  explicit StepCosts(int64_t max_rows = 512) : forward_(max_rows), plain_(max_rows), draft_(kMaxAdaptiveK) {}
   void observe_forward(int64_t rows, double seconds) { forward_.observe(rows, seconds); }
+  // A plain step whose step before ran no drafter pass either: what plain decoding costs with the target
+  // alone in the caches.
+  void observe_plain(int64_t rows, double seconds) { plain_.observe(rows, seconds); }
+  // Estimated seconds of a plain step over `rows` sequences: the least of forward(rows) and the figure of
+  // plain steps after plain steps (forward(rows) until one is trusted).
+  double plain(int64_t rows) const;
   // A step's drafter time over its `passes` passes (as many as its deepest chain).
   void observe_draft(int64_t passes, double seconds) { draft_.observe(passes, seconds); }
   void observe_catch_up(int64_t rows, double seconds);  // a head pass that caught up deferred rows
+  // A step whose head pass also ran `rows` prompt rows, `seconds` the head's time beyond its chains' passes.
+  void observe_prompt_rows(int64_t rows, double seconds);
   int64_t samples(int64_t rows) const { return forward_.samples(rows); }
   bool measured(int64_t rows) const { return forward_.measured(rows); }
   int64_t n_measured() const { return forward_.n_measured(); }  // row counts with a trusted figure
@@ -154,10 +177,11 @@ class StepCosts {
   double draft(int64_t passes) const;
   bool draft_measured() const { return draft_.n_measured() > 0; }
   double catch_up_row() const { return catch_up_row_.value(); }  // seconds per caught-up row; 0 before measured
+  double prompt_row() const { return prompt_row_.value(); }  // seconds per prompt row in the head; 0 before
 
  private:
-  CostCurve forward_, draft_;
-  RecentMinimum catch_up_row_;
+  CostCurve forward_, plain_, draft_;
+  RecentMinimum catch_up_row_, prompt_row_;
 };
 
 // What auto learns that outlives one engine: the step costs and the engine-wide acceptance. Engines given
@@ -186,7 +210,12 @@ struct AdaptiveKState {
   int64_t probe_interval = kFirstProbeInterval;
   bool probe = false;          // k is a probe: its round (catch-up pass, cold head) times nothing steady
   int64_t probes = 0;          // probes made
+  bool prompt_judged = false;  // whether its prompt's head pass was weighed (AdaptiveK::judge_prompt)
 };
+
+// Seconds speculation saves per generated token at `n` sequences a step and acceptance `rates` (the best K
+// up to rates.size(); 0 where no K beats a plain step).
+double saving_per_token(std::span<const double> rates, const StepCosts& costs, int64_t n);
 
 // One step's choice. rates[s] are sequence s's conditional acceptance rates, of length its most drafts
 // allowed (max_tokens, max length, K_max); writes k[s]. Uses `costs` for the forward over

@@ -6,7 +6,8 @@
 // (along the lower hull of the measured points) and keeps the recent least sample as documented;
 // verification as dear as plain steps chooses plain; cold outliers neither flip a warm choice nor, as a
 // row count's first sample, count at all; costs never fall with more rows; probes stay one a round until
-// there is evidence; acceptance counts follow a round's outcome.
+// there is evidence; acceptance counts follow a round's outcome; plain steps timed with the target alone
+// are the plain side of the choice; the saving per token a prompt's head pass is weighed against.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -280,6 +281,33 @@ TEST(AdaptiveK, ProbesStaySoonUntilThereIsEvidence) {
     later += k;
   }
   EXPECT_LT(later, 8);  // intervals 2, 4, 8, 16, 32: five probes in 64 rounds
+}
+
+// A target that lives in the caches runs every forward slower in a speculating engine (the drafter evicts
+// it): judged against those plain steps speculation wins; against plain steps timed with the target alone,
+// as a plain engine runs them, it does not.
+TEST(AdaptiveK, PlainStepsAfterPlainStepsAreThePlainSide) {
+  const std::vector<double> high(4, 0.9);
+  StepCosts costs = linear_costs(0.85, 0.4, 0.1);  // 1 row 0.85, 2 rows 1.19, 3 rows 1.53 ...
+  EXPECT_DOUBLE_EQ(costs.plain(1), costs.forward(1));  // nothing timed apart: the forward figure
+  EXPECT_GT(choose_one(high, costs), 0);
+  for (int64_t i = 0; i < CostCurve::kMinSamples; ++i) costs.observe_plain(1, 0.5);
+  EXPECT_DOUBLE_EQ(costs.plain(1), 0.5);
+  EXPECT_EQ(choose_one(high, costs), 0);
+  // The least of the two: a plain figure above the forward one does not raise it.
+  for (int64_t i = 0; i < CostCurve::kMinSamples; ++i) costs.observe_plain(2, 5.0);
+  EXPECT_DOUBLE_EQ(costs.plain(2), costs.forward(2));
+}
+
+// saving_per_token: plain(n) / n less the best (forward(n (1 + K)) + draft(K)) / (n E[tokens | K]), never
+// below 0.
+TEST(AdaptiveK, SavingPerTokenIsPlainLessTheBestK) {
+  const std::vector<double> rates = {0.8, 0.5};
+  const StepCosts costs = linear_costs(1.0, 0.1, 0.05);
+  // n = 2: plain 1.1 / 2 = 0.55; K = 1: (forward(4) 1.3 + 0.05) / (2 * 1.8) = 0.375; K = 2: (forward(6) 1.5 +
+  // 0.1) / (2 * 2.2) = 0.3636...
+  EXPECT_NEAR(saving_per_token(rates, costs, 2), 0.55 - 1.6 / 4.4, 1e-12);
+  EXPECT_DOUBLE_EQ(saving_per_token(rates, linear_costs(1.0, 1.0, 0.5), 2), 0.0);  // dear rows: nothing saved
 }
 
 }  // namespace
