@@ -67,13 +67,20 @@ case $mode in
   serve)
     model=$1 head=$2
     body='{"model":"m","prompt":"It is a truth universally","max_tokens":16,"temperature":0}'
-    # serve_text LOG: waits for the server that logs to LOG, prints the completion's text.
+    # serve_port LOG: waits for the server that logs to LOG to be ready, prints its port.
+    serve_port() {
+      for _ in $(seq 120); do grep -q "ready" "$1" && break; sleep 0.5; done
+      grep -o 'http://127.0.0.1:[0-9]*' "$1" | head -1 | sed 's/.*://'
+    }
+    # serve_text LOG: the text of a greedy completion from that server.
     serve_text() {
-      local log=$1 port=""
-      for _ in $(seq 120); do grep -q "ready" "$log" && break; sleep 0.5; done
-      port=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
-      curl -s --max-time 30 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' -d "$body" |
-        grep -o '"text":"[^"]*"'
+      curl -s --max-time 30 "http://127.0.0.1:$(serve_port "$1")/v1/completions" -H 'Content-Type: application/json' \
+        -d "$body" | grep -o '"text":"[^"]*"'
+    }
+    # serve_status LOG: the HTTP status of a completion request to that server.
+    serve_status() {
+      curl -s -o /dev/null -w '%{http_code}' --max-time 30 "http://127.0.0.1:$(serve_port "$1")/v1/completions" \
+        -H 'Content-Type: application/json' -d "$body"
     }
     "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 --draft "$head" 2>"$work/s1.log" &
     one=$!
@@ -102,10 +109,7 @@ case $mode in
     AERIE_DIST_TIMEOUT_S=2 AERIE_DIST_FAULT=1:broadcast:hang ranks 2 "$aerie" serve --model "$model" \
       --served-model-name m --port 0 --threads 1 --tensor-parallel 2 2>"$work/s3.log" &
     three=$!
-    for _ in $(seq 120); do grep -q "ready" "$work/s3.log" && break; sleep 0.5; done
-    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/s3.log" | head -1 | sed 's/.*://')
-    status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "http://127.0.0.1:$port/v1/completions" \
-      -H 'Content-Type: application/json' -d "$body")
+    status=$(serve_status "$work/s3.log")
     wait $three && fail "T=2 serve with a hung rank exited 0"
     [[ $status == 503 ]] || { cat "$work/s3.log"; fail "a hung rank answered $status, not 503"; }
     grep -q "ranks are out of step; exiting" "$work/s3.log" || fail "no exit message for the hung rank"
@@ -115,10 +119,7 @@ case $mode in
     AERIE_DIST_TIMEOUT_S=2 AERIE_DIST_FAULT=1:all_reduce_sum:exit:5 ranks 2 --mca odls_base_sigkill_timeout 5 \
       "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 --tensor-parallel 2 2>"$work/s4.log" &
     four=$!
-    for _ in $(seq 120); do grep -q "ready" "$work/s4.log" && break; sleep 0.5; done
-    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/s4.log" | head -1 | sed 's/.*://')
-    status=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "http://127.0.0.1:$port/v1/completions" \
-      -H 'Content-Type: application/json' -d "$body")
+    status=$(serve_status "$work/s4.log")
     wait $four && fail "T=2 serve with a dead rank exited 0"
     [[ $status == 503 ]] || { cat "$work/s4.log"; fail "a dead rank answered $status, not 503"; } ;;
   refusals)
