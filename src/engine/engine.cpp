@@ -63,8 +63,8 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   }
   int64_t max_rows = max_k;  // drafts a verification carries, and head rows past the root a round writes
   if (drafter && config.spec.tree.enabled()) {
-    AERIE_CHECK(draft && draft->takes_tree_rows(), "draft trees (--spec-tree-top-k) need an EAGLE-1 or EAGLE-3 head on a "
-                "Llama target; ", drafter->describe(), " drafts chains only: leave --spec-tree-top-k out");
+    AERIE_CHECK(draft && draft->takes_tree_rows(), "draft trees (--spec-tree-top-k) need an EAGLE-1 or EAGLE-3 head (MHA, "
+                "or MLA on DeepSeek-V3); ", drafter->describe(), " drafts chains only: leave --spec-tree-top-k out");
     AERIE_CHECK(config.k_by_batch_size.ranges.empty(), "draft trees and draft tokens by batch size exclude each other");
     const DraftTreeShape& tree = config.spec.tree;
     max_rows = std::max({max_rows, tree.total_tokens, tree.top_k * (tree.depth - 1)});

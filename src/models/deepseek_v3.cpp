@@ -145,6 +145,7 @@ DeepseekV3Model::DeepseekV3Model(DeepseekV3Config config, WeightStore store, Thr
   }
   cache_fit_ = CacheFit{config_.n_layer, config_.kv_cache_width(), false,
                         "this model (DeepSeek-V3 needs KvCache::latent)"};
+  cache_fit_.tree_rows = true;  // mla_attention takes draft tree rows (absorbed form)
 }
 
 KvCache DeepseekV3Model::make_kv_cache(int64_t capacity, KvDType dtype) const {

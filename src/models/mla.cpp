@@ -7,6 +7,7 @@
 #include "core/thread_scratch.h"
 #include "io/trace.h"
 #include "ops/ops.h"
+#include "ops/tree_attention.h"
 
 namespace aerie {
 namespace {
@@ -162,10 +163,12 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   seq_absorbed.assign(sequences.size(), 0);
   for (size_t i = 0; i < sequences.size(); ++i) {
     const SequenceRows& seq = sequences[i];
-    const int64_t pos0 = positions[seq.row_begin];
+    const int64_t pos0 = seq.kv->length();  // the first row's slot (a tree row's position is its depth's)
     // Rows into the cache's blocks, converted to its dtype.
     seq.kv->write_rows(layer, pos0, seq.n_rows, kv_a + seq.row_begin * width, nullptr);
-    seq_absorbed[i] = path == MlaPath::kAbsorbed || (path == MlaPath::kAuto && seq.n_rows <= kMlaAbsorbedMaxRows);
+    // Draft tree rows take the absorbed form, whose attention has a tree form (ops/tree_attention.h).
+    seq_absorbed[i] = seq.tree_parent != nullptr || path == MlaPath::kAbsorbed ||
+                      (path == MlaPath::kAuto && seq.n_rows <= kMlaAbsorbedMaxRows);
     if (seq_absorbed[i])
       for (int64_t r = 0; r < seq.n_rows; ++r) absorbed_rows.push_back(seq.row_begin + r);
   }
@@ -177,10 +180,15 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
     for (size_t i = 0; i < sequences.size(); ++i) {
       if (!seq_absorbed[i]) continue;
       const SequenceRows& seq = sequences[i];
-      const int64_t pos0 = positions[seq.row_begin];
+      const int64_t pos0 = seq.kv->length();
       // The cache rows serve as keys and as "values" alike: one kv head of width kv_lora + dr (the rope
       // part of the output is ignored).
       const PagedRows cache = seq.kv->key_rows(layer);
+      if (seq.tree_parent != nullptr) {  // draft tree rows: the prefix plus each row's ancestors
+        ops::tree_attention(q_lat + seq.row_begin * h_n * width, seq.n_rows, pos0, seq.tree_parent, cache, cache, h_n,
+                            1, width, s.scale, o_lat + seq.row_begin * h_n * width, pool, seq.tree_cached);
+        continue;
+      }
       ops::attention(q_lat + seq.row_begin * h_n * width, seq.n_rows, pos0, cache, cache, pos0 + seq.n_rows, h_n, 1,
                      width, s.scale, o_lat + seq.row_begin * h_n * width, pool);
     }

@@ -95,6 +95,7 @@ MlaEagleHead::MlaEagleHead(MlaHeadConfig config, WeightStore store, std::vector<
   inv_freq_ = yarn_inv_freq(c.qk_rope_head_dim, c.rope_theta, c.rope_scaling);
   mla_shape_ = deepseek_mla_shape(c);
   cache_fit_ = {1, c.kv_cache_width(), false, "this MLA head (needs KvCache::latent with one layer)"};
+  cache_fit_.tree_rows = true;  // draft trees: mla_attention masks each row to the prefix and its ancestors
 }
 
 KvCache MlaEagleHead::make_kv_cache(int64_t capacity, KvDType dtype) const {

@@ -70,6 +70,7 @@ class MlaEagleHead final : public DraftHead {
   const std::vector<int>& target_layers() const override { return target_layers_; }
   int64_t n_embd() const override { return config_.attn.n_embd; }
   int64_t n_vocab() const override { return weights_.output.n_out(); }
+  bool takes_tree_rows() const override { return true; }  // mla_attention's tree rows (absorbed form)
   int64_t to_target(int64_t draft_id) const override;
   bool reduced_vocab() const override { return !weights_.draft_to_target.empty(); }
   uint64_t weight_bytes() const override;

@@ -1,7 +1,7 @@
 // EAGLE-2 draft trees on the engine path (engine/draft_runner.h, spec/draft_tree.h, spec/tree_verify.h):
 // greedy tree output equals plain output token for token, batched, paged and under preemption, with the
 // shipped trained heads (which accept: long paths are exercised) and a random head with a reduced
-// vocabulary; top_k 1 is exactly the chain (same tokens, same acceptance); requests a tree cannot verify
+// vocabulary, and on DeepSeek-V3 with its MLA head; top_k 1 is exactly the chain (same tokens, same acceptance); requests a tree cannot verify
 // (penalties, structured output) draft chains in the same batch; drafters without tree rows refuse.
 #include <gtest/gtest.h>
 
@@ -47,9 +47,9 @@ struct Outcome {
   SpecStats spec;
 };
 
-// Held-out prompts of the shipped target (its goldens).
-std::vector<Job> golden_jobs() {
-  std::ifstream in(kData / "trained/model_golden/golden.json");
+// Held-out prompts of a shipped target (its goldens: model_golden for Llama, deepseek_golden).
+std::vector<Job> golden_jobs(const char* golden = "model_golden") {
+  std::ifstream in(kData / "trained" / golden / "golden.json");
   const nlohmann::json j = nlohmann::json::parse(in);
   std::vector<Job> jobs;
   for (const auto& c : j.at("cases")) {
@@ -134,6 +134,30 @@ TEST_F(TreeEngine, ShippedHeadsGreedyTreeOutputEqualsPlain) {
         EXPECT_GT(m.spec.mean_acceptance_length(), 2.1) << head_dir << " top_k " << shape.top_k;
         EXPECT_LE(m.spec.accepted_tokens, m.spec.rounds * shape.depth);
       }
+    }
+  }
+}
+
+// DeepSeek-V3 (FP8, MoE, the MLA latent cache) with its shipped EAGLE-3 MLA head: tree rows run in MLA's
+// absorbed form, in the target's verification and in the head's levels; greedy output equals plain.
+TEST_F(TreeEngine, DeepseekMlaHeadGreedyTreeOutputEqualsPlain) {
+  const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-deepseek", pool);
+  const std::unique_ptr<DraftHead> head = load_drafter(kModels / "aerie-tiny-deepseek-eagle3", *target, pool);
+  const std::vector<Job> jobs = golden_jobs("deepseek_golden");
+  for (const DraftTreeShape& shape : kShapes) {
+    for (int64_t seqs : {1, 3}) {
+      activations_for(seqs * (1 + shape.total_tokens));
+      const std::vector<Outcome> plain = run_engine(*target, nullptr, engine_config(8, 8 << 20, {}), pool, jobs);
+      EngineMetrics m;
+      const std::vector<Outcome> out = run_engine(*target, head.get(), engine_config(seqs, 8 << 20, shape), pool, jobs, &m);
+      for (size_t i = 0; i < jobs.size(); ++i)
+        EXPECT_EQ(out[i].tokens, plain[i].tokens) << "top_k " << shape.top_k << " depth " << shape.depth << " tokens "
+                                                  << shape.total_tokens << " seqs " << seqs << " request " << i << " "
+                                                  << out[i].error;
+      std::printf("deepseek tree %lld:%lld:%lld, %lld at a time: mean acceptance length %.3f\n",
+                  (long long)shape.top_k, (long long)shape.depth, (long long)shape.total_tokens, (long long)seqs,
+                  m.spec.mean_acceptance_length());
+      EXPECT_GT(m.spec.mean_acceptance_length(), 1.5) << "top_k " << shape.top_k;
     }
   }
 }
