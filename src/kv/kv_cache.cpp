@@ -79,6 +79,7 @@ void KvStore::write(int64_t layer, int64_t slot, const float* key, const float* 
 }
 
 void KvStore::copy_slot(int64_t from, int64_t to) {
+  if (copy_log_ != nullptr) copy_log_->insert(copy_log_->end(), {from, to});
   const size_t row_bytes = size_t(row_width_) * kv_dtype_size(dtype_);
   const int64_t n_groups = int64_t(n_scale_groups(dtype_, row_width_, scale_width_));
   for (int which = 0; which < (has_values_ ? 2 : 1); ++which) {

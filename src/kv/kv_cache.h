@@ -51,6 +51,9 @@ class KvStore {
   void write(int64_t layer, int64_t slot, const float* key, const float* value);
   // Copies slot `from`'s stored rows (keys, values, FP8 scales) of every layer to slot `to`, bit for bit.
   void copy_slot(int64_t from, int64_t to);
+  // When set, copy_slot appends (from, to) to `log` (null: nothing recorded): how a tensor-parallel driver
+  // learns the moves a draft tree's verification made, for the other ranks' mirrors of this store.
+  void record_copies(std::vector<int64_t>* log) { copy_log_ = log; }
   // [n_blocks * block_size, row_width] stored values of one layer, as raw bytes (tests of the memory).
   std::byte* key_bytes(int64_t layer) { return keys_.as<std::byte>() + layer * layer_bytes_; }
 
@@ -60,6 +63,7 @@ class KvStore {
   KvDType dtype_;
   AlignedBuffer keys_, values_;               // [n_layer, n_blocks * block_size, row_width] dtype
   AlignedBuffer key_scales_, value_scales_;  // FP8: [n_layer, n_blocks * block_size, row_width / scale_width] f32
+  std::vector<int64_t>* copy_log_ = nullptr;  // record_copies
 };
 
 class KvCache {
@@ -99,6 +103,7 @@ class KvCache {
   // are in: what a tensor-parallel follower mirrors (models/tensor_parallel_driver.h).
   std::span<const int32_t> block_ids() const { return table().blocks; }
   const KvStore& store() const { return *store_; }
+  KvStore& store() { return *store_; }
 
   // Stores positions [first_pos, first_pos + n) of one layer, converting to the stored dtype (the one
   // writer of KV rows). Their blocks must be in the table (capacity), not necessarily advanced over.

@@ -12,12 +12,14 @@ namespace {
 
 // The header every message starts with (int64 each); the payload's size follows from it.
 enum Field : size_t {
-  kOp, kTokens, kSequences, kLogitRows, kCaptures, kBlockIds,
+  kOp, kTokens, kSequences, kLogitRows, kCaptures, kBlockIds, kTreeParents, kCopies,
   kLayers, kRowWidth, kStoreBlocks, kBlockSize, kWithValues, kDType, kScaleWidth,
   kHeaderFields
 };
 enum Op : int64_t { kStop = 0, kForward = 1, kHeartbeat = 2 };
-constexpr int64_t kPerSequence = 4;  // row_begin, n_rows, cache length, number of block ids
+// row_begin, n_rows, cache length, number of block ids, tree rows (0: a chain; else tree_cached + n_rows
+// parents follow in the tree part), tree_cached
+constexpr int64_t kPerSequence = 6;
 
 std::span<std::byte> bytes_of(std::vector<int64_t>& v) {
   return std::as_writable_bytes(std::span<int64_t>(v));
@@ -57,21 +59,33 @@ void TensorParallelDriver::heartbeat() {
 
 ForwardOutput TensorParallelDriver::forward(const StepBatch& batch) {
   AERIE_CHECK(!batch.sequences.empty(), "tensor parallel forward: a batch without sequences");
-  const KvStore& store = batch.sequences.front().kv->store();
+  KvStore& store = batch.sequences.front().kv->store();
+  if (&store != logged_store_) {  // from now on the store's slot copies (draft tree paths) reach the others
+    if (logged_store_ == nullptr) copies_.clear();
+    store.record_copies(&copies_);
+    logged_store_ = &store;
+  }
   payload_.assign(batch.token_ids.begin(), batch.token_ids.end());
-  int64_t n_block_ids = 0;
+  int64_t n_block_ids = 0, n_parents = 0;
   for (const SequenceRows& s : batch.sequences) {
     AERIE_CHECK(&s.kv->store() == &store, "tensor parallel forward: one batch's caches must share one KV store");
-    AERIE_CHECK(s.tree_parent == nullptr, "draft trees do not run under tensor parallelism yet: leave "
-                "--spec-tree-top-k out");
     const std::span<const int32_t> blocks = s.kv->block_ids();
-    payload_.insert(payload_.end(), {s.row_begin, s.n_rows, s.kv->length(), int64_t(blocks.size())});
+    const int64_t tree_rows = s.tree_parent != nullptr ? s.tree_cached + s.n_rows : 0;
+    payload_.insert(payload_.end(),
+                    {s.row_begin, s.n_rows, s.kv->length(), int64_t(blocks.size()), tree_rows, s.tree_cached});
     n_block_ids += int64_t(blocks.size());
+    n_parents += tree_rows;
   }
   for (const SequenceRows& s : batch.sequences) {
     const std::span<const int32_t> blocks = s.kv->block_ids();
     payload_.insert(payload_.end(), blocks.begin(), blocks.end());
   }
+  for (const SequenceRows& s : batch.sequences)
+    if (s.tree_parent != nullptr) payload_.insert(payload_.end(), s.tree_parent, s.tree_parent + s.tree_cached + s.n_rows);
+  // Slot copies since the last forward (a verified tree's path moved into place), applied before this one.
+  payload_.insert(payload_.end(), copies_.begin(), copies_.end());
+  const int64_t n_copies = int64_t(copies_.size()) / 2;
+  copies_.clear();
   payload_.insert(payload_.end(), batch.logit_rows.begin(), batch.logit_rows.end());
   payload_.insert(payload_.end(), batch.capture_layers.begin(), batch.capture_layers.end());
   header_ = {kForward,
@@ -80,6 +94,8 @@ ForwardOutput TensorParallelDriver::forward(const StepBatch& batch) {
              int64_t(batch.logit_rows.size()),
              int64_t(batch.capture_layers.size()),
              n_block_ids,
+             n_parents,
+             n_copies,
              store.n_layer(),
              store.row_width(),
              store.n_blocks(),
@@ -102,6 +118,7 @@ void run_tensor_parallel_follower(Model& local, dist::Communicator& ranks) {
   std::vector<KvCache> caches;
   std::vector<SequenceRows> sequences;
   std::vector<int> captures;
+  std::vector<int32_t> parents;  // the batch's draft tree parents, sequence after sequence
   const KvCache probe = local.make_kv_cache(1, KvDType::kF32);  // this rank's row width
   for (;;) {
     ranks.broadcast(bytes_of(header), 0);
@@ -109,8 +126,10 @@ void run_tensor_parallel_follower(Model& local, dist::Communicator& ranks) {
     if (header[kOp] == kHeartbeat) continue;
     AERIE_CHECK(header[kOp] == kForward, "tensor parallel follower: unknown message ", header[kOp]);
     const int64_t n_tokens = header[kTokens], n_seqs = header[kSequences], n_logits = header[kLogitRows],
-                  n_captures = header[kCaptures], n_block_ids = header[kBlockIds];
-    payload.resize(size_t(n_tokens + kPerSequence * n_seqs + n_block_ids + n_logits + n_captures));
+                  n_captures = header[kCaptures], n_block_ids = header[kBlockIds], n_parents = header[kTreeParents],
+                  n_copies = header[kCopies];
+    payload.resize(
+        size_t(n_tokens + kPerSequence * n_seqs + n_block_ids + n_parents + 2 * n_copies + n_logits + n_captures));
     ranks.broadcast(bytes_of(payload), 0);
     const std::vector<int64_t> wanted(header.begin() + kLayers, header.end());
     if (!store || wanted != geometry) {
@@ -124,8 +143,12 @@ void run_tensor_parallel_follower(Model& local, dist::Communicator& ranks) {
     }
     const int64_t* seq_fields = payload.data() + n_tokens;
     const int64_t* block_ids = seq_fields + kPerSequence * n_seqs;
-    const int64_t* logit_rows = block_ids + n_block_ids;
+    const int64_t* tree_parents = block_ids + n_block_ids;
+    const int64_t* copies = tree_parents + n_parents;
+    const int64_t* logit_rows = copies + 2 * n_copies;
     const int64_t* capture_layers = logit_rows + n_logits;
+    for (int64_t c = 0; c < n_copies; ++c) store->copy_slot(copies[2 * c], copies[2 * c + 1]);  // as rank 0 did
+    parents.assign(tree_parents, tree_parents + n_parents);
     tables.resize(size_t(n_seqs));
     caches.clear();
     sequences.clear();
@@ -137,9 +160,10 @@ void run_tensor_parallel_follower(Model& local, dist::Communicator& ranks) {
       table.n_tokens = f[2];
       caches.emplace_back(*store, table, *pool);
     }
-    for (int64_t s = 0; s < n_seqs; ++s) {
+    for (int64_t s = 0, tree_at = 0; s < n_seqs; ++s) {
       const int64_t* f = seq_fields + kPerSequence * s;
-      sequences.push_back(SequenceRows{f[0], f[1], &caches[size_t(s)], nullptr});
+      sequences.push_back(SequenceRows{f[0], f[1], &caches[size_t(s)], f[4] > 0 ? parents.data() + tree_at : nullptr, f[5]});
+      tree_at += f[4];
     }
     captures.assign(capture_layers, capture_layers + n_captures);
     try {

@@ -16,7 +16,9 @@
 // While rank 0 has no work it calls heartbeat() (at most one message a second), so that a follower
 // waiting for the next forward does not take a quiet server for a dead rank; a rank that really dies or
 // hangs makes the others' next collective time out (dist/communicator.h). Destroying the driver tells the
-// followers to return. Draft trees (KvCache::keep_tree_path moves rows outside a forward) are refused.
+// followers to return. Draft trees run too: each forward carries the batch's tree parents, and the slot
+// copies rank 0's store made since the last one (KvCache::keep_tree_path moving a verified path into place,
+// recorded by KvStore::record_copies), which the followers repeat on their mirrors first.
 #pragma once
 
 #include <chrono>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "kv/kv_cache.h"
 #include "models/model.h"
 
 namespace aerie {
@@ -63,6 +66,10 @@ class TensorParallelDriver final : public Model {
   Model& local_;
   dist::Communicator& ranks_;
   std::vector<int64_t> header_, payload_;  // reused
+  // The target store's slot copies since the last forward, (from, to) pairs (KvStore::record_copies): a draft
+  // tree's verified path moved into place, which the other ranks' mirrors repeat before the next forward.
+  std::vector<int64_t> copies_;
+  const KvStore* logged_store_ = nullptr;
   std::chrono::steady_clock::time_point last_sent_;
 };
 

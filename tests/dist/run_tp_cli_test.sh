@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Tensor-parallel Llama through the CLI (issue 22), mpirun on loopback:
 #   logits CHECKPOINT...: `aerie logits` at T=2 equals the single-process logits within 1e-4 of max |logit|;
-#   generate MODEL:       greedy `aerie generate` at T=2 gives the same ids as T=1;
 #   generate MODEL [HEAD]: greedy `aerie generate` at T=2 gives the same ids as T=1 (with HEAD: T=2 speculative
-#                         with that draft head on rank 0 gives plain T=1's ids);
+#                         with that draft head on rank 0, chains and draft trees, gives plain T=1's ids);
 #   serve MODEL HEAD:     `aerie serve` at T=2 with the head answers a greedy completion as one process does,
 #                         again after an idle spell longer than the collective timeout (the heartbeat), and
 #                         every rank exits after SIGTERM; with a hung follower, a request gets 503 and
@@ -63,6 +62,13 @@ case $mode in
       echo "T=2 with $2: $t2s"
       [[ $t1 == "$t2s" ]] || fail "T=2 speculative ids differ from plain T=1"
       grep -q '"accepted_tokens":[1-9]' "$work/t2s.json" || fail "T=2 speculative accepted no draft"
+      # Draft trees: the followers repeat rank 0's moves of each verified path into place.
+      ranks 2 "${run[@]}" --tensor-parallel 2 --draft "$2" --spec-tree-top-k 2 --spec-tree-depth 4 \
+        --spec-tree-tokens 6 >"$work/t2t.json" || fail "T=2 generate with draft trees"
+      t2t=$(grep -o '"ids":\[[0-9,]*\]' "$work/t2t.json")
+      echo "T=2 with $2, tree 2:4:6: $t2t"
+      [[ $t1 == "$t2t" ]] || fail "T=2 tree ids differ from plain T=1"
+      grep -q '"mean_acceptance_length":[2-9]' "$work/t2t.json" || fail "T=2 trees accepted less than one draft a round"
     fi ;;
   serve)
     model=$1 head=$2
