@@ -239,8 +239,9 @@ void DraftRunner::propose_trees() {
       w.run_nodes.insert(w.run_nodes.end(), frontier.begin(), frontier.end());
       w.n_frontier = frontier.size();
       const auto& nodes = w.builder.nodes();
-      w.row_of_node.assign(nodes.size(), -1);
-      for (size_t r = 0; r < w.run_nodes.size(); ++r) w.row_of_node[size_t(w.run_nodes[r])] = int32_t(r);
+      if (n_cached == 0) w.row_of_node.clear();  // nodes only grow within a round
+      w.row_of_node.resize(nodes.size(), -1);
+      for (size_t r = size_t(n_cached); r < w.run_nodes.size(); ++r) w.row_of_node[size_t(w.run_nodes[r])] = int32_t(r);
       // The frontier's rows: each one's parent row (over every run node), token and input feature (its
       // parent's output feature, the root's for the root's children).
       const int64_t hb = int64_t(ids_.size()), n = int64_t(w.run_nodes.size()), n_new = n - n_cached;

@@ -328,11 +328,6 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   int64_t deferred_rows = 0;
   for (const ScheduledRows& r : plan) deferred_rows += r.seq->deferred_rows;
   if (drafter_) run_draft(plan, first);
-  // The prompt rows the head ran this step (a prompt chunk, not deferred at K = 0, not switched off).
-  int64_t head_prompt_rows = 0;
-  for (const ScheduledRows& r : plan)
-    if (r.seq->draft_kv && r.seq->n_computed <= r.seq->n_prompt && !r.seq->speculation_off && r.seq->deferred_rows == 0)
-      head_prompt_rows += r.n_rows;
   if (token_drafter_) run_token_draft(plan, first);
   const auto t2 = Clock::now();
   // Step time, charged to each sequence's speculation figures (the time its tokens waited on).
@@ -340,7 +335,12 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   const double draft_s = std::chrono::duration<double>(t2 - t1).count();
   if (adaptive_k_) {
     size_t passes = 0;  // the drafter's passes: as many as the deepest chain
-    for (const ScheduledRows& r : plan) passes = std::max(passes, r.seq->drafts.size());
+    int64_t head_prompt_rows = 0;  // prompt rows the head ran (a prompt chunk, not deferred, not switched off)
+    for (const ScheduledRows& r : plan) {
+      passes = std::max(passes, r.seq->drafts.size());
+      if (r.seq->draft_kv && r.seq->n_computed <= r.seq->n_prompt && !r.seq->speculation_off && r.seq->deferred_rows == 0)
+        head_prompt_rows += r.n_rows;
+    }
     adaptive_k_->observe_draft(int64_t(passes), draft_s, !decode_only, deferred_rows, head_prompt_rows);
   }
   for (const ScheduledRows& r : plan) {

@@ -48,6 +48,7 @@ MoeWeights bind_moe(const WeightStore& store, const std::string& p, const Deepse
     w.router_bias = float_tensor(store, p + "gate.e_score_correction_bias", {c.n_expert});
   for (int64_t e = 0; e < c.n_expert; ++e)
     w.experts.push_back(bind_ffn(store, p + "experts." + std::to_string(e) + ".", c.n_ff_expert, c.n_embd, fp8));
+  w.owned = {0, c.n_expert};
   w.has_shared = c.n_expert_shared > 0;
   if (w.has_shared) w.shared = bind_ffn(store, p + "shared_experts.", c.n_ff_expert * c.n_expert_shared, c.n_embd, fp8);
   return w;
@@ -166,8 +167,7 @@ uint64_t DeepseekV3Model::decode_weight_bytes() const {
     }
     bytes += l.moe.router.nbytes() + (l.moe.router_bias != nullptr ? l.moe.router_bias->nbytes() : 0);
     // Under expert parallelism, this rank's expected share of the routed experts a token reads.
-    const double owned_share = double(std::min(l.moe.owned.end, config_.n_expert) - l.moe.owned.begin) /
-                               double(config_.n_expert);
+    const double owned_share = double(l.moe.owned.size()) / double(config_.n_expert);
     bytes += uint64_t(double(config_.n_expert_used) * owned_share * double(l.moe.experts[0].nbytes()) + 0.5);
     if (l.moe.has_shared && l.moe.shared_here) bytes += l.moe.shared.nbytes();
   }
@@ -177,7 +177,9 @@ uint64_t DeepseekV3Model::decode_weight_bytes() const {
 std::string DeepseekV3Model::describe() const {
   const DeepseekV3Config& c = config_;
   int64_t n_moe = 0;
-  for (const DeepseekLayerWeights& l : weights_.layers) n_moe += l.is_moe ? 1 : 0;
+  dist::Range experts{0, c.n_expert};  // this rank's
+  for (const DeepseekLayerWeights& l : weights_.layers)
+    if (l.is_moe) ++n_moe, experts = l.moe.owned;
   return str_cat("deepseek_v3: ", c.n_layer, " layers (", c.n_layer - n_moe, " dense, ", n_moe, " MoE), n_embd ",
                  c.n_embd, ", heads ", c.n_head, ", MLA q_lora ", c.q_lora_rank, " kv_lora ", c.kv_lora_rank,
                  " nope/rope/v ", c.qk_nope_head_dim, "/", c.qk_rope_head_dim, "/", c.v_head_dim, ", experts ",
@@ -187,8 +189,7 @@ std::string DeepseekV3Model::describe() const {
                  communicator_ == nullptr ? std::string()
                  : str_cat("; rank ", communicator_->rank(), " of ", communicator_->size(), ": ",
                            context_.attention_split ? str_cat(context_.mla.n_head, " heads, ") : std::string(),
-                           "experts [", dist::balanced_split(c.n_expert, communicator_->size(), communicator_->rank()).begin,
-                           ", ", dist::balanced_split(c.n_expert, communicator_->size(), communicator_->rank()).end, ")"));
+                           "experts [", experts.begin, ", ", experts.end, ")"));
 }
 
 ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {

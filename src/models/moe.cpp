@@ -118,7 +118,7 @@ void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const Router
   // 3. Each chosen expert once over its rows; out[t] += weight * expert(x[t]), experts in ascending index
   //    (this rank's experts only, under expert parallelism).
   std::memset(out, 0, size_t(n_tokens * n_embd) * sizeof(float));
-  for (int64_t e = std::max<int64_t>(w.owned.begin, 0); e < std::min(w.owned.end, s.n_expert); ++e) {
+  for (int64_t e = w.owned.begin; e < w.owned.end; ++e) {
     const int64_t begin = scratch.expert_begin[size_t(e)], count = scratch.expert_begin[size_t(e + 1)] - begin;
     if (count == 0) continue;
     float* xe = scratch.x_expert.reserve(count * n_embd);  // [count, n_embd]

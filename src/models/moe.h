@@ -45,7 +45,7 @@ struct MoeWeights {
   // Expert parallelism (issue 22): this rank runs only the routed experts in `owned` (every rank routes
   // every token the same way), and the shared experts only when shared_here (whole on one rank, or each rank
   // its slice of their n_ff); the ranks' outputs are then summed by the caller. One process: all, here.
-  dist::Range owned{0, 1 << 30};
+  dist::Range owned;                    // of [0, n_expert), set when bound
   bool shared_here = true;
 };
 
