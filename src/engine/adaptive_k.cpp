@@ -23,17 +23,18 @@ bool tracing() {
 }
 
 void trace_choice(const StepCosts& costs, std::span<const std::span<const double>> rates,
-                  std::span<AdaptiveKState* const> states, std::span<const int64_t> chosen) {
+                  std::span<AdaptiveKState* const> states, std::span<const int64_t> chosen, int64_t plain_rows) {
   const int64_t n = int64_t(rates.size());
-  int64_t most = n;
+  int64_t most = n + plain_rows;
   for (const auto& r : rates) most += int64_t(r.size());
-  std::fprintf(stderr, "adaptive-k: seqs %lld | forward ms by rows:", (long long)n);
+  std::fprintf(stderr, "adaptive-k: seqs %lld (+%lld plain) | forward ms by rows:", (long long)n, (long long)plain_rows);
   for (int64_t rows = 1; rows <= most; ++rows)
     std::fprintf(stderr, " %lld%s=%.3f", (long long)rows, costs.measured(rows) ? "" : "~", 1e3 * costs.forward(rows));
   std::fprintf(stderr, " | drafter ms by passes%s:", costs.draft_measured() ? "" : "~");
-  for (int64_t passes = 1; passes < most - n + 1 && passes <= kMaxAdaptiveK; ++passes)
+  for (int64_t passes = 1; passes < most - n - plain_rows + 1 && passes <= kMaxAdaptiveK; ++passes)
     std::fprintf(stderr, " %lld=%.3f", (long long)passes, 1e3 * costs.draft(passes));
-  std::fprintf(stderr, " | plain %.3f ms | catch-up row %.3f ms | rates0", 1e3 * costs.plain(n), 1e3 * costs.catch_up_row());
+  std::fprintf(stderr, " | plain %.3f ms | catch-up row %.3f ms | rates0", 1e3 * costs.plain(n + plain_rows),
+               1e3 * costs.catch_up_row());
   if (n > 0)
     for (double a : rates[0]) std::fprintf(stderr, " %.2f", a);
   std::fprintf(stderr, " | chosen");
@@ -58,9 +59,9 @@ void AdaptiveK::observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepte
 }
 
 void AdaptiveK::observe_forward(int64_t rows, double seconds) {
-  costs_.observe_forward(rows, seconds);
   // After a step without a drafter pass this step verified nothing either: a plain step, target-only caches.
   if (last_k_step_ == 0) costs_.observe_plain(rows, seconds);
+  else costs_.observe_forward(rows, seconds);
 }
 
 void AdaptiveK::observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows,
@@ -72,7 +73,7 @@ void AdaptiveK::observe_draft(int64_t passes, double seconds, bool prompt_rows, 
   else costs_.observe_draft(passes, seconds);
 }
 
-void AdaptiveK::choose_engine_wide() {
+void AdaptiveK::choose_engine_wide(int64_t plain_rows) {
   // Every sequence of the step at the engine-wide rates (as long as its own), into wide_k_.
   const size_t n = spans_.size();
   wide_rates_.resize(size_t(k_max_));
@@ -80,14 +81,14 @@ void AdaptiveK::choose_engine_wide() {
   wide_spans_.resize(n);
   for (size_t s = 0; s < n; ++s) wide_spans_[s] = std::span<const double>(wide_rates_).first(spans_[s].size());
   wide_k_.resize(n);
-  choose_draft_tokens(wide_spans_, costs_, wide_k_, gains_);
+  choose_draft_tokens(wide_spans_, costs_, wide_k_, gains_, plain_rows);
 }
 
 void AdaptiveK::judge_prompt(Sequence& seq, int64_t n_seqs) {
   AdaptiveKState& state = states_[seq.id];
   if (state.prompt_judged || seq.speculation_off) return;
   if (costs_.n_measured() < 1 || !costs_.draft_measured() || costs_.prompt_row() <= 0 ||
-      engine_wide_.rounds < AdaptiveKState::kMinEvidence)
+      engine_wide_.rounds < AdaptiveKState::kMinEngineEvidence)
     return;  // not yet known: optimistically on
   state.prompt_judged = true;
   const int64_t allowed = std::max<int64_t>(0, std::min(k_max_, seq.options.max_tokens - 1));
@@ -99,7 +100,10 @@ void AdaptiveK::judge_prompt(Sequence& seq, int64_t n_seqs) {
     std::fprintf(stderr, "adaptive-k: seq %llu prompt %lld: head pass %.3f ms, saves up to %.3f ms over %lld tokens -> %s\n",
                  (unsigned long long)seq.id, (long long)seq.n_prompt, 1e3 * cost, 1e3 * saved,
                  (long long)seq.options.max_tokens, saved > cost ? "on" : "off");
-  if (saved <= cost) seq.speculation_off = true;  // its head never runs: plain from the start
+  // Its head never runs (plain from the start), but for one in kExplorePrompts of those judged off.
+  if (saved > cost) return;
+  if (++prompts_off_ % AdaptiveKState::kExplorePrompts != 0) seq.speculation_off = true;
+  else state.explore = true;
 }
 
 int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results) {
@@ -109,14 +113,18 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
   for (const ScheduledRows& r : plan)
     if (r.seq->draft_kv && r.seq->draft_kv->length() == 0 && r.seq->deferred_rows == 0)
       judge_prompt(*r.seq, int64_t(plan.size()));
+  int64_t plain_rows = 0;  // decoding sequences with speculation off: one row each in the next step
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& seq = *plan[i].seq;
     seq.draft_limit = -1;  // drafts_allowed() below without this step's choice
     const StepResult& r = results[i];
-    if (r.finish == FinishReason::kNone && r.n_new_positions > 0 && !seq.prefilling() && !seq.speculation_off) {
-      seqs_.push_back(&seq);
-      seq_states_.push_back(&states_[seq.id]);  // made on a sequence's first decode step
+    if (r.finish != FinishReason::kNone || r.n_new_positions == 0 || seq.prefilling()) continue;
+    if (seq.speculation_off) {
+      ++plain_rows;
+      continue;
     }
+    seqs_.push_back(&seq);
+    seq_states_.push_back(&states_[seq.id]);  // made on a sequence's first decode step
   }
   const size_t n = seqs_.size();
   rates_.resize(n * size_t(k_max_));
@@ -133,22 +141,36 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
   // Uncalibrated: plain until a row count is trusted; from then on the choice, optimistic about the row
   // counts not yet timed (StepCosts::forward), so that it tries the K it would like and so times them.
   const bool calibrated = costs_.n_measured() >= 1;
-  if (calibrated) choose_draft_tokens(spans_, costs_, k_, gains_);
+  const int64_t step_rows = int64_t(n) + plain_rows;
+  // Plain decoding due for re-timing: no drafts this step, so that the next one is timed plain and clean.
+  const int64_t refresh = costs_.plain_samples(step_rows) < RecentMinimum::kWindow ? kPlainRefreshEarly
+                                                                                   : kPlainRefreshInterval;
+  if (calibrated && n > 0 && spec_steps_ >= refresh) {
+    for (size_t s = 0; s < n; ++s) seq_states_[s]->k = 0, seq_states_[s]->probe = false, seqs_[s]->draft_limit = 0;
+    if (tracing()) std::fprintf(stderr, "adaptive-k: plain step to re-time plain decoding at %lld rows\n", (long long)step_rows);
+    spec_steps_ = 0;
+    last_k_step_ = 0;
+    return 0;
+  }
+  if (calibrated) choose_draft_tokens(spans_, costs_, k_, gains_, plain_rows);
   else std::fill(k_.begin(), k_.end(), 0);
   // Probing's price per plain step: one caught-up head row, against a plain step's share of the forward.
   const double probe_overhead = n > 0 && costs_.catch_up_row() > 0
-                                    ? costs_.catch_up_row() / (costs_.forward(int64_t(n)) / double(n))
+                                    ? costs_.catch_up_row() / (costs_.forward(step_rows) / double(step_rows))
                                     : 0.0;
   // Where probing is dear, K = 0 is off for good when the engine-wide acceptance agrees (spec/adaptive_k.h).
   const bool dear_probes = calibrated && probe_overhead > AdaptiveKState::kMaxProbeOverhead;
-  if (dear_probes) choose_engine_wide();
+  if (dear_probes) choose_engine_wide(plain_rows);
   int64_t k_step = 0;
   for (size_t s = 0; s < n; ++s) {
     AdaptiveKState& state = *seq_states_[s];
     // A sequence with evidence of its own, or a new one (whose head has not yet caught up its prompt) where
     // the engine has evidence from others.
-    const int64_t evidence = state.acceptance.rounds == 0 ? engine_wide_.rounds : state.acceptance.rounds;
-    if (dear_probes && k_[s] == 0 && wide_k_[s] == 0 && evidence >= AdaptiveKState::kMinEvidence) {
+    // A sequence let on to explore goes by its own rounds only.
+    const int64_t evidence =
+        state.acceptance.rounds == 0 && !state.explore ? engine_wide_.rounds : state.acceptance.rounds;
+    if (dear_probes && k_[s] == 0 && wide_k_[s] == 0 && evidence >= AdaptiveKState::kMinEvidence &&
+        engine_wide_.rounds >= AdaptiveKState::kMinEngineEvidence) {
       seqs_[s]->speculation_off = true;  // probing costs more than it could find: plain from now on
       state.k = 0, state.probe = false;
     } else {
@@ -157,8 +179,9 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
     seqs_[s]->draft_limit = state.k;
     k_step = std::max(k_step, state.k);
   }
-  if (tracing()) trace_choice(costs_, spans_, seq_states_, k_);
+  if (tracing()) trace_choice(costs_, spans_, seq_states_, k_, plain_rows);
   last_k_step_ = k_step;
+  spec_steps_ = k_step > 0 ? spec_steps_ + 1 : 0;
   return k_step;
 }
 

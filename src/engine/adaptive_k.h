@@ -54,13 +54,19 @@ class AdaptiveK {
   const StepCosts& costs() const { return costs_; }
 
  private:
-  void choose_engine_wide();  // wide_k_: the step's choice were every sequence at the engine-wide rates
+  // wide_k_: the step's choice were every sequence at the engine-wide rates (plain_rows: as in choose_draft_tokens).
+  void choose_engine_wide(int64_t plain_rows);
   // Once per sequence, before the head sees its prompt: off for good where the head's pass over the prompt
   // costs more than speculation would save over its max_tokens (spec/adaptive_k.h, Prompts).
   void judge_prompt(Sequence& seq, int64_t n_seqs);
 
+  // Speculating steps between re-timings of plain decoding (spec/adaptive_k.h, Plain decoding re-timed).
+  static constexpr int64_t kPlainRefreshEarly = 8, kPlainRefreshInterval = 64;
+
   int64_t k_max_, max_length_;
   int64_t last_k_step_ = 0;  // the last step's choice: 0 means it ran no drafter pass
+  int64_t spec_steps_ = 0;   // steps chosen at K > 0 since the last at 0
+  int64_t prompts_off_ = 0;  // prompts judged off (judge_prompt)
   std::shared_ptr<AdaptiveKMemory> memory_;
   StepCosts& costs_;                  // memory_->costs
   AcceptanceEstimate& engine_wide_;  // memory_->engine_wide

@@ -28,7 +28,13 @@ double expected_tokens(std::span<const double> rates, int64_t k) {
   return e;
 }
 
-void RecentMinimum::add(double seconds) { samples_[size_t(count_++ % kWindow)] = seconds; }
+void RecentMinimum::add(double seconds) {
+  if (skip_first_) {
+    skip_first_ = false;
+    return;
+  }
+  samples_[size_t(count_++ % kWindow)] = seconds;
+}
 
 double RecentMinimum::value() const {
   if (count_ == 0) return 0;
@@ -37,7 +43,7 @@ double RecentMinimum::value() const {
 }
 
 CostCurve::CostCurve(int64_t max_count)
-    : points_(size_t(max_count + 1)), lowered_(size_t(max_count + 1), 0.0), estimate_(size_t(max_count + 1), 0.0) {
+    : points_(size_t(max_count + 1), RecentMinimum(/*skip_first=*/true)), lowered_(size_t(max_count + 1), 0.0), estimate_(size_t(max_count + 1), 0.0) {
   hull_.reserve(size_t(max_count + 1));
 }
 
@@ -95,9 +101,11 @@ double CostCurve::at(int64_t count) const {
 }
 
 double StepCosts::plain(int64_t rows) const {
-  const double polluted = forward_.at(rows);
-  if (plain_.n_measured() == 0) return polluted;
-  return polluted > 0 ? std::min(polluted, plain_.at(rows)) : plain_.at(rows);
+  return plain_.n_measured() > 0 ? plain_.at(rows) : forward_.at(rows);
+}
+
+double StepCosts::forward(int64_t rows) const {
+  return forward_.n_measured() > 0 ? forward_.at(rows) : plain_.at(rows);
 }
 
 void StepCosts::observe_catch_up(int64_t rows, double seconds) {
@@ -123,7 +131,7 @@ double StepCosts::draft(int64_t passes) const {
 }
 
 void choose_draft_tokens(std::span<const std::span<const double>> rates, const StepCosts& costs,
-                         std::span<int64_t> k, std::vector<DraftGain>& gains) {
+                         std::span<int64_t> k, std::vector<DraftGain>& gains, int64_t other_rows) {
   // Speculation must beat plain decoding by this much to be chosen (ties and noise go to plain).
   constexpr double kMinGain = 0.01;
   const int64_t n_seqs = int64_t(rates.size());
@@ -134,19 +142,21 @@ void choose_draft_tokens(std::span<const std::span<const double>> rates, const S
     for (size_t i = 0; i < rates[size_t(s)].size(); ++i)
       gains.push_back({p *= rates[size_t(s)][i], int32_t(s), int32_t(i)});
   }
-  const double plain = double(n_seqs) / costs.plain(n_seqs);
+  // The step's other decoding rows (one token each) run whatever is chosen: they share its forward.
+  const int64_t base = n_seqs + std::max<int64_t>(other_rows, 0);
+  const double plain = double(base) / costs.plain(base);
   if (gains.empty() || !(plain > 0)) return;
   // Highest gain first; equal gains (a = 1) in chain order, so that every prefix is a set of whole chains.
   std::sort(gains.begin(), gains.end(), [](const DraftGain& a, const DraftGain& b) {
     return a.gain != b.gain ? a.gain > b.gain : a.position < b.position;
   });
-  double tokens = double(n_seqs), best = plain * (1 + kMinGain);
+  double tokens = double(base), best = plain * (1 + kMinGain);
   size_t best_m = 0;
   int64_t depth = 0;
   for (size_t m = 1; m <= gains.size(); ++m) {
     tokens += gains[m - 1].gain;
     depth = std::max<int64_t>(depth, gains[m - 1].position + 1);
-    const double rate = tokens / (costs.forward(n_seqs + int64_t(m)) + costs.draft(depth));
+    const double rate = tokens / (costs.forward(base + int64_t(m)) + costs.draft(depth));
     if (rate > best) best = rate, best_m = m;
   }
   for (size_t m = 0; m < best_m; ++m) {

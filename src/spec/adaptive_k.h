@@ -17,8 +17,8 @@
 //
 // Cost (StepCosts): seconds of a target forward by its total rows, and seconds of the drafter by its passes
 // in the step (a curve too: a step's drafter time has a fixed part, so K passes cost less than K times
-// one), measured by the engine with a steady clock on decode-only steps, each figure the least of its last
-// few samples (RecentMinimum) and trusted from its second sample (the first run of a shape is cold: a
+// one), measured by the engine with a steady clock on decode-only steps, each figure the least of its
+// last few samples (RecentMinimum), the first dropped, trusted from its second (the first run of a shape is cold: a
 // 2-row forward first timed at 3x its warm figure kept speculation off for good). Until the drafter is
 // measured a pass is taken as kPriorDraftRatio of a one-row forward (an EAGLE head is one layer of a
 // deeper target). The estimate at any count (CostCurve) is the lower convex hull of the trusted (count,
@@ -30,16 +30,21 @@
 // Plain against speculation: on a target small enough to live in the CPU caches, the drafter's passes
 // evict it, so every forward in a speculating engine runs slower than in one that never drafts, plain
 // steps between probes included (the shipped model at 4 requests: 0.85 ms for 4 rows there, 0.53 ms in
-// a plain engine). Judged by those, speculation looked 1.5x faster and ran 0.84x. So the plain side of the
-// choice is StepCosts::plain: steps timed after a step with no drafter pass (the start, and spells of
-// K = 0), when the target has the caches to itself again.
+// a plain engine). Judged by those, speculation looked 1.5x faster and ran 0.84x. So the two are timed
+// apart: StepCosts::plain from steps after a step with no drafter pass (the start, spells of K = 0), when
+// the target has the caches to itself again, and StepCosts::forward from steps after a drafter pass only
+// (mixed in, the eviction of a 2-row verification read as a per-row cost over a clean 1-row step and made
+// K = 2 look 20% dearer than it ran).
 //
 // Batching: a step verifies every decoding sequence in one forward, so the cost is that of the step's
 // total rows, and the drafter's passes run batched, as many as the deepest chain. choose_draft_tokens()
 // maximises the step's expected tokens per second: every extra draft (sequence s, position i) adds
 // prod_{j<=i} a_{s,j} expected tokens and one row; taking them in decreasing order of that gain (which
 // keeps each sequence's positions in order, as the products only shrink) and keeping the best prefix
-// gives each sequence its K. For one sequence this is exactly the formula above.
+// gives each sequence its K. For one sequence this is exactly the formula above. Sequences decoding with
+// speculation off share the step too: their rows are in its forward and their tokens in its yield, so a
+// lone speculating sequence among three plain ones is weighed against a 4-row plain step, not a 1-row
+// one (which made K = 4 look 2.5x faster where it ran 0.98x).
 //
 // Probing (AdaptiveKState): a sequence at K = 0 verifies nothing, so its acceptance would never be seen to
 // rise. After `probe_interval` rounds at 0 it drafts one token (one extra row and one drafter pass); while
@@ -53,17 +58,27 @@
 // (Sequence::speculation_off, as past DraftRunner::kMaxDeferredRows) or a passing dip: off for good once
 // the sequence has kMinEvidence rounds with drafts and the choice gives it 0 both from its own rates and
 // from the engine-wide ones (longer memory, pooled over sequences: one unlucky run of rejections does not
-// switch off a good head). New sequences start from the engine-wide acceptance, and off for good at once
-// where it already says so (sparing the head its prompt rows). On a large target the head's rows are
-// cheap and probing goes on.
+// switch off a good head) once that has kMinEngineEvidence rounds (the first sequence's first rounds
+// alone, a hard opening of 0.4 acceptance where the rest ran 0.85, switched the shipped head off for a
+// whole run). New sequences start from the engine-wide acceptance, and off for good at once where it
+// already says so (sparing the head its prompt rows). On a large target the head's rows are cheap and
+// probing goes on.
+//
+// Plain decoding re-timed: while speculation stays on no step is plain, and the plain figure would be the
+// few cold steps of the start (0.66 ms for 4 rows on the shipped model, against 0.50 ms warm), which made
+// speculation look 1.3x better than it was. So after kPlainRefreshInterval speculating steps (kPlainRefreshEarly
+// while the step's row count has fewer than RecentMinimum::kWindow plain samples) one step drafts nothing,
+// and the plain step after it is timed clean: about 1.5% of the steps lose their drafts once settled.
 //
 // Prompts (AdaptiveK::judge_prompt): before the head runs a new sequence's prompt rows, their cost (the
 // head's measured seconds per prompt row times the prompt) is set against what speculation can save over
 // the sequence's max_tokens at the engine-wide acceptance and the measured step costs, with the step's
 // sequences as the batch: saving per token = plain(n) / n - min over K of (forward(n (1 + K)) +
 // draft(K)) / (n E[tokens | K]). Where the prompt costs more, the sequence decodes plainly from the start
-// (its head never runs). Judged once, when the engine has kMinEvidence rounds of acceptance and both costs
-// measured (before that, optimistically on).
+// (its head never runs). Judged once, when the engine has kMinEngineEvidence rounds of acceptance and both
+// costs measured (before that, optimistically on); one in kExplorePrompts prompts judged off drafts all the
+// same, so that the engine-wide acceptance, which nothing else would update once every sequence is off,
+// keeps being measured (at most one prompt in 16 pays a head pass it did not need).
 //
 // Exploring (AdaptiveKState): a row count the choice never visits keeps its old (maybe noisy) figure, and
 // plain decoding is never re-timed while speculation is on; so one in kExploreInterval rounds
@@ -108,28 +123,31 @@ struct AcceptanceEstimate {
 // E[tokens | K] = 1 + sum_{i<=K} prod_{j<=i} rates[j - 1].
 double expected_tokens(std::span<const double> rates, int64_t k);
 
-// The least of a figure's last kWindow samples: timing noise on a shared machine only ever adds time, and
-// the first run of a shape is cold (kernel set-up, caches), so the least recent sample is the figure; the
-// window lets it rise again when the work really grows (a longer context).
+// The least of a figure's last kWindow samples: timing noise on a shared machine only ever adds time, so
+// the least recent sample is the figure; the window lets it rise again when the work really grows (a
+// longer context). skip_first: the first sample is dropped, as a shape's first run is cold (up to 3x its
+// warm time) and a cold first figure of plain decoding went on deciding until it left the window.
 class RecentMinimum {
  public:
   static constexpr int64_t kWindow = 8;
+  explicit RecentMinimum(bool skip_first = false) : skip_first_(skip_first) {}
   void add(double seconds);
-  int64_t count() const { return count_; }  // samples ever added
+  int64_t count() const { return count_; }  // samples kept, ever
   double value() const;                     // 0 before any sample
 
  private:
   std::array<double, kWindow> samples_{};
   int64_t count_ = 0;
+  bool skip_first_;
 };
 
-// Seconds of a step by a count (a forward's total rows, a drafter's passes): per count the recent minimum,
+// Seconds of a step by a count (a forward's total rows, a drafter's passes): per count the recent figure,
 // trusted from kMinSamples samples and lowered to the least figure at or above its count (more work never
 // costs less); between and beyond, the lower convex hull of those points, flat below the first and with
 // the last segment's slope past the last (flat with one point).
 class CostCurve {
  public:
-  // A count's figure is trusted from its second sample on: the first of a shape is cold, and one cold
+  // A count's figure is trusted from its second sample on, its first run (cold) not counted: one cold
   // figure must not make a K look too dear to be tried again.
   static constexpr int64_t kMinSamples = 2;
 
@@ -156,23 +174,28 @@ class StepCosts {
   static constexpr double kPriorDraftRatio = 0.25;  // a drafter pass / a one-row forward, before measured
 
   explicit StepCosts(int64_t max_rows = 512) : forward_(max_rows), plain_(max_rows), draft_(kMaxAdaptiveK) {}
+  // A forward after a step with a drafter pass: what verification (or a plain step between speculating
+  // ones) costs with the drafter sharing the caches.
   void observe_forward(int64_t rows, double seconds) { forward_.observe(rows, seconds); }
-  // A plain step whose step before ran no drafter pass either: what plain decoding costs with the target
-  // alone in the caches.
+  // A forward after a step without a drafter pass: what plain decoding costs with the target alone in the
+  // caches.
   void observe_plain(int64_t rows, double seconds) { plain_.observe(rows, seconds); }
-  // Estimated seconds of a plain step over `rows` sequences: the least of forward(rows) and the figure of
-  // plain steps after plain steps (forward(rows) until one is trusted).
+  // Estimated seconds of a plain step over `rows` sequences: the figure of plain steps after plain steps
+  // (forward(rows) until one is trusted).
   double plain(int64_t rows) const;
   // A step's drafter time over its `passes` passes (as many as its deepest chain).
   void observe_draft(int64_t passes, double seconds) { draft_.observe(passes, seconds); }
   void observe_catch_up(int64_t rows, double seconds);  // a head pass that caught up deferred rows
   // A step whose head pass also ran `rows` prompt rows, `seconds` the head's time beyond its chains' passes.
   void observe_prompt_rows(int64_t rows, double seconds);
+  int64_t plain_samples(int64_t rows) const { return plain_.samples(rows); }
   int64_t samples(int64_t rows) const { return forward_.samples(rows); }
   bool measured(int64_t rows) const { return forward_.measured(rows); }
-  int64_t n_measured() const { return forward_.n_measured(); }  // row counts with a trusted figure
-  // Estimated seconds of a target forward over `rows` rows (0 before anything is measured).
-  double forward(int64_t rows) const { return forward_.at(rows); }
+  // Row counts with a trusted figure, either kind.
+  int64_t n_measured() const { return forward_.n_measured() + plain_.n_measured(); }
+  // Estimated seconds of a speculating step's forward over `rows` rows: the plain figure until one is
+  // trusted (optimistic, so that K is tried and timed); 0 before anything is measured.
+  double forward(int64_t rows) const;
   // Estimated seconds of `passes` drafter passes (kPriorDraftRatio of a one-row forward each, before measured).
   double draft(int64_t passes) const;
   bool draft_measured() const { return draft_.n_measured() > 0; }
@@ -201,6 +224,9 @@ struct AdaptiveKState {
   // Rounds with drafts before probes space out or speculation stops for good: a few unlucky first rounds
   // (a prior of 0.5, a cold head) must not settle it.
   static constexpr int64_t kMinEvidence = 8;
+  // Engine-wide rounds before the engine-wide acceptance may switch a sequence off (for good or from its
+  // prompt), and one in kExplorePrompts prompts judged off that goes on to refresh it.
+  static constexpr int64_t kMinEngineEvidence = 32, kExplorePrompts = 16;
   static constexpr double kMaxProbeOverhead = 0.05;
 
   AcceptanceEstimate acceptance;
@@ -211,6 +237,7 @@ struct AdaptiveKState {
   bool probe = false;          // k is a probe: its round (catch-up pass, cold head) times nothing steady
   int64_t probes = 0;          // probes made
   bool prompt_judged = false;  // whether its prompt's head pass was weighed (AdaptiveK::judge_prompt)
+  bool explore = false;        // judged off but let on to refresh the engine-wide acceptance
 };
 
 // Seconds speculation saves per generated token at `n` sequences a step and acceptance `rates` (the best K
@@ -218,14 +245,15 @@ struct AdaptiveKState {
 double saving_per_token(std::span<const double> rates, const StepCosts& costs, int64_t n);
 
 // One step's choice. rates[s] are sequence s's conditional acceptance rates, of length its most drafts
-// allowed (max_tokens, max length, K_max); writes k[s]. Uses `costs` for the forward over
-// sum(1 + k[s]) rows and max(k[s]) drafter passes. `gains` is scratch.
+// allowed (max_tokens, max length, K_max); writes k[s]. other_rows: the step's decoding sequences outside
+// the choice (speculation off: one row and one token each), which share its forward. Uses `costs` for the
+// forward over other_rows + sum(1 + k[s]) rows and max(k[s]) drafter passes. `gains` is scratch.
 struct DraftGain {
   double gain;
   int32_t seq, position;
 };
 void choose_draft_tokens(std::span<const std::span<const double>> rates, const StepCosts& costs,
-                         std::span<int64_t> k, std::vector<DraftGain>& gains);
+                         std::span<int64_t> k, std::vector<DraftGain>& gains, int64_t other_rows = 0);
 
 // After the choice: counts rounds at 0 and turns one in `probe_interval` into a one-draft probe, and one
 // in kExploreInterval at K > 0 into K -/+ 1 (when the sequence may draft at all: allowed > 0). `chosen`

@@ -18,13 +18,16 @@
 namespace aerie {
 namespace {
 
+// Observations before a figure is trusted: the first (cold) is dropped, then kMinSamples.
+constexpr int64_t kTrust = CostCurve::kMinSamples + 1;
+
 // Costs linear in rows: verify(n) = base * (1 + slope * (n - 1)), each row count measured once.
 StepCosts linear_costs(double base, double slope, double draft, int64_t max_rows = 64) {
   StepCosts c(max_rows);
   for (int64_t n = 1; n <= max_rows; ++n)
-    for (int64_t i = 0; i < CostCurve::kMinSamples; ++i) c.observe_forward(n, base * (1 + slope * double(n - 1)));
+    for (int64_t i = 0; i < kTrust; ++i) c.observe_forward(n, base * (1 + slope * double(n - 1)));
   for (int64_t p = 1; p <= kMaxAdaptiveK; ++p)
-    for (int64_t i = 0; i < CostCurve::kMinSamples; ++i) c.observe_draft(p, draft * double(p));
+    for (int64_t i = 0; i < kTrust; ++i) c.observe_draft(p, draft * double(p));
   return c;
 }
 
@@ -152,22 +155,23 @@ TEST(AdaptiveK, AcceptanceCountsFollowARound) {
 }
 
 // Each row count observed twice (a figure is trusted from its second sample).
-void observe_twice(StepCosts& c, int64_t rows, double seconds) {
-  c.observe_forward(rows, seconds);
-  c.observe_forward(rows, seconds);
+void observe_trusted(StepCosts& c, int64_t rows, double seconds) {
+  for (int64_t i = 0; i < kTrust; ++i) c.observe_forward(rows, seconds);
 }
 
 TEST(AdaptiveK, CostsInterpolateExtrapolateAndTakeTheRecentMinimum) {
   StepCosts c(16);
   EXPECT_EQ(c.n_measured(), 0);
+  c.observe_forward(2, 9.0);             // a shape's first run, cold: dropped
   c.observe_forward(2, 1.0);
-  EXPECT_EQ(c.n_measured(), 0);          // one sample: not trusted yet
+  EXPECT_EQ(c.n_measured(), 0);          // one sample kept: not trusted yet
   EXPECT_DOUBLE_EQ(c.forward(2), 0.0);
-  c.observe_forward(2, 1.5);             // slower: the least sample stands
+  c.observe_forward(2, 1.5);             // two: the least stands
   EXPECT_EQ(c.n_measured(), 1);
+  EXPECT_DOUBLE_EQ(c.forward(2), 1.0);
   EXPECT_DOUBLE_EQ(c.forward(1), 1.0);   // flat below the first
   EXPECT_DOUBLE_EQ(c.forward(40), 1.0);  // one point: flat above
-  observe_twice(c, 6, 3.0);
+  observe_trusted(c, 6, 3.0);
   EXPECT_DOUBLE_EQ(c.forward(4), 2.0);
   EXPECT_DOUBLE_EQ(c.forward(10), 5.0);
   EXPECT_DOUBLE_EQ(c.forward(20), 10.0);  // past the table, the same slope
@@ -179,22 +183,22 @@ TEST(AdaptiveK, CostsInterpolateExtrapolateAndTakeTheRecentMinimum) {
   for (int64_t i = 0; i < RecentMinimum::kWindow; ++i) c.observe_forward(6, 2.75 + 0.01 * double(i));
   EXPECT_DOUBLE_EQ(c.forward(6), 2.75);
   EXPECT_DOUBLE_EQ(c.draft(3), 3 * StepCosts::kPriorDraftRatio * 1.0);  // not measured: the prior
+  c.observe_draft(1, 5.0);  // cold, dropped
   c.observe_draft(1, 0.3);
   EXPECT_DOUBLE_EQ(c.draft(1), StepCosts::kPriorDraftRatio * 1.0);  // one sample: still the prior
   c.observe_draft(1, 0.4);
   EXPECT_DOUBLE_EQ(c.draft(1), 0.3);
   EXPECT_DOUBLE_EQ(c.draft(3), 0.3);  // one point: flat (optimistic) until more passes are timed
-  c.observe_draft(3, 0.5);
-  c.observe_draft(3, 0.5);
+  for (int64_t i = 0; i < kTrust; ++i) c.observe_draft(3, 0.5);
   EXPECT_DOUBLE_EQ(c.draft(2), 0.4);  // a fixed part and a part per pass
   EXPECT_DOUBLE_EQ(c.draft(0), 0.0);
   c.observe_forward(6, 0.0);  // not a time: ignored
   EXPECT_DOUBLE_EQ(c.forward(6), 2.75);
   // A slow (noisy) measurement above the line of the others does not bend it.
   StepCosts h(16);
-  observe_twice(h, 1, 1.0);
-  observe_twice(h, 3, 5.0);
-  observe_twice(h, 5, 3.0);
+  observe_trusted(h, 1, 1.0);
+  observe_trusted(h, 3, 5.0);
+  observe_trusted(h, 5, 3.0);
   EXPECT_DOUBLE_EQ(h.forward(3), 2.0);
   EXPECT_DOUBLE_EQ(h.forward(2), 1.5);
   EXPECT_DOUBLE_EQ(h.forward(7), 4.0);
@@ -238,13 +242,15 @@ TEST(AdaptiveK, ColdOutliersDoNotFlipAWarmChoice) {
   for (int64_t r = 1; r <= 16; ++r) EXPECT_DOUBLE_EQ(costs.forward(r), before[size_t(r)]);
   EXPECT_EQ(choose_one(rates, costs), warm);
 
-  // A first, cold sample of a new row count is not trusted: it neither bends the curve nor turns the
-  // choice off; the second (warm) one is, and the least of the two stands.
+  // A first, cold sample of a new row count is dropped: it neither bends the curve nor turns the choice
+  // off; the warm ones after it are trusted from the second.
   StepCosts fresh(16);
-  observe_twice(fresh, 1, 1.0);
+  observe_trusted(fresh, 1, 1.0);
   fresh.observe_forward(2, 3.0);  // a 2-row forward timed cold: 3x a plain step
   EXPECT_DOUBLE_EQ(fresh.forward(2), 1.0);
   EXPECT_GT(choose_one(rates, fresh), 0);
+  fresh.observe_forward(2, 1.1);
+  EXPECT_DOUBLE_EQ(fresh.forward(2), 1.0);  // one warm sample: not yet trusted
   fresh.observe_forward(2, 1.1);
   EXPECT_DOUBLE_EQ(fresh.forward(2), 1.1);
   EXPECT_GT(choose_one(rates, fresh), 0);
@@ -254,9 +260,9 @@ TEST(AdaptiveK, CostsNeverFallWithMoreRows) {
   // Plain decoding timed twice cold (2.0 s) and never again while speculation ran; 3 and 6 rows since
   // timed warm: the stale plain figure is lowered to what 3 rows cost, and the curve rises from there.
   StepCosts c(16);
-  observe_twice(c, 1, 2.0);
-  observe_twice(c, 3, 1.0);
-  observe_twice(c, 6, 1.6);
+  observe_trusted(c, 1, 2.0);
+  observe_trusted(c, 3, 1.0);
+  observe_trusted(c, 6, 1.6);
   for (int64_t r = 1; r < 16; ++r) EXPECT_LE(c.forward(r), c.forward(r + 1)) << r;
   EXPECT_DOUBLE_EQ(c.forward(1), 1.0);
   EXPECT_DOUBLE_EQ(c.forward(4), 1.2);
@@ -291,12 +297,34 @@ TEST(AdaptiveK, PlainStepsAfterPlainStepsAreThePlainSide) {
   StepCosts costs = linear_costs(0.85, 0.4, 0.1);  // 1 row 0.85, 2 rows 1.19, 3 rows 1.53 ...
   EXPECT_DOUBLE_EQ(costs.plain(1), costs.forward(1));  // nothing timed apart: the forward figure
   EXPECT_GT(choose_one(high, costs), 0);
-  for (int64_t i = 0; i < CostCurve::kMinSamples; ++i) costs.observe_plain(1, 0.5);
+  for (int64_t i = 0; i < kTrust; ++i) costs.observe_plain(1, 0.5);
   EXPECT_DOUBLE_EQ(costs.plain(1), 0.5);
   EXPECT_EQ(choose_one(high, costs), 0);
-  // The least of the two: a plain figure above the forward one does not raise it.
-  for (int64_t i = 0; i < CostCurve::kMinSamples; ++i) costs.observe_plain(2, 5.0);
-  EXPECT_DOUBLE_EQ(costs.plain(2), costs.forward(2));
+  // Timed apart: the speculating steps' figures never enter the plain side, nor plain steps theirs.
+  for (int64_t i = 0; i < kTrust; ++i) costs.observe_plain(2, 5.0);
+  EXPECT_DOUBLE_EQ(costs.plain(2), 5.0);
+  EXPECT_DOUBLE_EQ(costs.forward(2), 0.85 * 1.4);
+  // Before any speculating step is timed, a forward is taken at the plain figure (optimistic).
+  StepCosts start(16);
+  for (int64_t i = 0; i < kTrust; ++i) start.observe_plain(4, 0.5);
+  EXPECT_EQ(start.n_measured(), 1);
+  EXPECT_DOUBLE_EQ(start.forward(12), 0.5);
+}
+
+// A speculating sequence among sequences decoding plainly shares their step: weighed alone, drafts pay;
+// weighed with the 3 plain rows that run in the same forward, they do not.
+TEST(AdaptiveK, PlainSequencesInTheStepCountInTheChoice) {
+  const StepCosts costs = linear_costs(1.0, 0.15, 0.3);
+  const std::vector<double> rates(4, 0.8);
+  const std::span<const double> one[] = {rates};
+  std::vector<DraftGain> gains;
+  int64_t k = -1;
+  // Alone: plain 1 token / 1.0 s; K = 2: 2.44 tokens / (1.3 + 0.6) s.
+  choose_draft_tokens(one, costs, std::span(&k, 1), gains, 0);
+  EXPECT_GT(k, 0);
+  // With 3 plain rows: plain 4 tokens / 1.45 s = 2.76/s; K = 2: 5.44 tokens / (1.75 + 0.6) s = 2.31/s.
+  choose_draft_tokens(one, costs, std::span(&k, 1), gains, 3);
+  EXPECT_EQ(k, 0);
 }
 
 // saving_per_token: plain(n) / n less the best (forward(n (1 + K)) + draft(K)) / (n E[tokens | K]), never
