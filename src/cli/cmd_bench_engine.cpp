@@ -7,6 +7,10 @@
 // With --draft, the same runs are made without it too, so the speculative gain at each batch size is
 // visible; --num-speculative-tokens takes a list (e.g. 1,2,4,auto), each run in turn after plain, so that
 // fixed and adaptive K compare within one run. Adaptive runs report the mean K per decode step.
+// --random-range-ratio R (as vLLM's random dataset names it) draws each request's prompt length and
+// max_tokens uniformly from [L (1 - R), L (1 + R)], the same draws in every run: with R = 0 every request
+// has the same lengths, so plain decoding finishes its batch in lockstep and prefills the next prompts
+// together, which a run whose requests end at different steps (speculation, or real traffic) cannot.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,10 +47,17 @@ struct LoadResult {
   double mean_draft_tokens = 0;  // drafts per decoding sequence and step (K, 0 for plain steps)
 };
 
+// A length drawn uniformly from [length (1 - ratio), length (1 + ratio)], at least 1.
+int64_t draw_length(Rng& rng, int64_t length, double ratio) {
+  const int64_t lo = std::max<int64_t>(1, int64_t(double(length) * (1 - ratio)));
+  const int64_t hi = std::max(lo, int64_t(double(length) * (1 + ratio)));
+  return lo + int64_t(rng.next_u64() % uint64_t(hi - lo + 1));
+}
+
 LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, ThreadPool& pool, int64_t concurrency,
-                    int64_t n_requests, int64_t prompt_tokens, int64_t max_tokens) {
+                    int64_t n_requests, int64_t prompt_tokens, int64_t max_tokens, double range_ratio = 0) {
   Engine engine(target, draft, config, pool);
-  Rng rng(99);
+  Rng rng(99), lengths(7);
   struct Track {
     Clock::time_point submitted, last;
     bool first = true;
@@ -55,10 +66,10 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
   LoadResult r;
   int64_t submitted = 0, finished = 0;
   auto submit_one = [&]() {
-    std::vector<int64_t> prompt(static_cast<size_t>(prompt_tokens));
+    std::vector<int64_t> prompt(static_cast<size_t>(draw_length(lengths, prompt_tokens, range_ratio)));
     for (int64_t& id : prompt) id = 1 + int64_t(rng.next_u64() % uint64_t(target.n_vocab() - 1));
     RequestOptions options;
-    options.max_tokens = max_tokens;
+    options.max_tokens = draw_length(lengths, max_tokens, range_ratio);
     options.ignore_eos = true;
     const size_t i = size_t(submitted++);
     track[i].submitted = Clock::now();
@@ -115,6 +126,8 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   specs.push_back({"--requests", true, "requests per level (default: 2 x concurrency, at least 4)"});
   specs.push_back({"--prompt-tokens", true, "prompt length (default 128)"});
   specs.push_back({"--max-tokens", true, "tokens generated per request (default 64)"});
+  specs.push_back({"--random-range-ratio", true, "R in [0, 1): each request's prompt and max tokens drawn from "
+                                                "[L (1 - R), L (1 + R)], the same in every run (default 0)"});
   specs.push_back({"--max-batch-tokens", true, "rows per step (default 512)"});
   specs.push_back({"--max-prefill-rows-while-decoding", true, "prompt rows in a step that also decodes (default 256; 0: no cap)"});
   specs.push_back({"--kv-cache-memory", true, "KV budget in bytes (default 4 GB)"});
@@ -139,12 +152,15 @@ int run_bench_engine(const std::vector<std::string>& argv) {
                                                                  : std::vector<int64_t>{1, 4, 16, 64};
   const int64_t prompt_tokens = args.integer("--prompt-tokens", 128), max_tokens = args.integer("--max-tokens", 64);
   AERIE_CHECK(prompt_tokens >= 1 && max_tokens >= 1, "bench-engine: prompt and max tokens must be >= 1");
+  const double range_ratio = args.number("--random-range-ratio", 0.0);
+  AERIE_CHECK(range_ratio >= 0 && range_ratio < 1, "bench-engine: --random-range-ratio must be in [0, 1), got ",
+              range_ratio);
   EngineConfig config;
   config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", int64_t(4) << 30));
   config.kv_cache_dtype = kv_cache_dtype(args);
   config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
   config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 256);
-  config.max_length = prompt_tokens + max_tokens + 64;
+  config.max_length = int64_t(double(prompt_tokens + max_tokens) * (1 + range_ratio)) + 66;
   std::vector<SpecOptions> spec_runs;  // one per --num-speculative-tokens entry
   {
     std::string list = args.str("--num-speculative-tokens", "3");
@@ -178,10 +194,11 @@ int run_bench_engine(const std::vector<std::string>& argv) {
     for (const SpecOptions* spec : runs) {
       Drafter* const draft = spec ? head.get() : nullptr;
       if (spec) config.spec.num_speculative_tokens = spec->num_speculative_tokens, config.spec.adaptive_k = spec->adaptive_k;
-      const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens);
+      const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens, range_ratio);
       const std::string label = spec ? str_cat("K=", spec->adaptive_k ? "auto" : std::to_string(spec->num_speculative_tokens)) : "plain";
       nlohmann::json row = {{"concurrency", c},
                             {"requests", n},
+                            {"random_range_ratio", range_ratio},
                             {"speculative", draft != nullptr},
                             {"num_speculative_tokens", spec ? spec->num_speculative_tokens : 0},
                             {"adaptive_k", spec && spec->adaptive_k},
