@@ -1,5 +1,5 @@
 // `aerie bench` in-process on a small checkpoint: the per-step bandwidth ratio is present, finite and one
-// per timed step's worth; and --weight-memory: the command's default (serve: auto, the rest: mapped), the
+// per timed step's worth; `aerie bench-engine --random-range-ratio` on the shipped model; and --weight-memory: the command's default (serve: auto, the rest: mapped), the
 // flag over it, and its help text naming the default.
 #include <gtest/gtest.h>
 
@@ -36,6 +36,40 @@ TEST(BenchCli, ReportsThePerStepBandwidthRatio) {
     EXPECT_GE(r["read_bandwidth_gbs_max"].get<double>(), r["read_bandwidth_gbs"].get<double>());
     EXPECT_GE(r["decode_bandwidth_fraction_best"].get<double>(), r["decode_bandwidth_fraction"].get<double>());
     EXPECT_EQ(r["decode_tokens"].get<int64_t>(), 3);
+  }
+}
+
+// bench-engine with --random-range-ratio: plain and speculative runs over the same drawn request lengths
+// (so the same tokens in all), the ratio reported; a ratio outside [0, 1) refused with its name.
+TEST(BenchEngineCli, RandomRangeRatioDrawsTheSameRequestsInEveryRun) {
+  const fs::path models = fs::path(AERIE_SOURCE_DIR) / "models";
+  const std::vector<std::string> base = {"--model", (models / "aerie-tiny-llama").string(), "--draft",
+                                         (models / "aerie-tiny-llama-eagle3").string(), "--concurrency", "2",
+                                         "--requests", "5", "--prompt-tokens", "12", "--max-tokens", "10",
+                                         "--num-speculative-tokens", "2,auto", "--quiet"};
+  std::vector<std::string> argv = base;
+  for (const char* a : {"--random-range-ratio", "0.5", "--json"}) argv.push_back(a);
+  ::testing::internal::CaptureStdout();
+  const int rc = run_bench_engine(argv);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(rc, 0) << out;
+  const nlohmann::json results = nlohmann::json::parse(out.substr(out.find('[')));
+  ASSERT_EQ(results.size(), 3u) << out;  // plain, K = 2, auto
+  const double tokens = results[0]["generated_tokens_per_second"].get<double>() * results[0]["seconds"].get<double>();
+  EXPECT_GT(tokens, 5 * 5 - 0.5);  // max_tokens drawn from [5, 15]
+  for (const auto& r : results) {
+    EXPECT_DOUBLE_EQ(r["random_range_ratio"].get<double>(), 0.5);
+    EXPECT_NEAR(r["generated_tokens_per_second"].get<double>() * r["seconds"].get<double>(), tokens, 1e-6 * tokens);
+  }
+  for (const char* bad : {"1", "-0.1"}) {
+    std::vector<std::string> refused = base;
+    for (const char* a : {"--random-range-ratio", bad}) refused.push_back(a);
+    try {
+      run_bench_engine(refused);
+      ADD_FAILURE() << "accepted --random-range-ratio " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--random-range-ratio"), std::string::npos) << e.what();
+    }
   }
 }
 
