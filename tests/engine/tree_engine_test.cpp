@@ -1,7 +1,7 @@
 // EAGLE-2 draft trees on the engine path (engine/draft_runner.h, spec/draft_tree.h, spec/tree_verify.h):
 // greedy tree output equals plain output token for token, batched, paged and under preemption, with the
 // shipped trained heads (which accept: long paths are exercised) and a random head with a reduced
-// vocabulary, and on DeepSeek-V3 with its MLA head; top_k 1 is exactly the chain (same tokens, same acceptance); requests a tree cannot verify
+// vocabulary, and on DeepSeek-V3 with its MLA head and with an MHA head; top_k 1 is exactly the chain (same tokens, same acceptance); requests a tree cannot verify
 // (penalties, structured output) draft chains in the same batch; drafters without tree rows refuse.
 #include <gtest/gtest.h>
 
@@ -159,6 +159,34 @@ TEST_F(TreeEngine, DeepseekMlaHeadGreedyTreeOutputEqualsPlain) {
                   m.spec.mean_acceptance_length());
       EXPECT_GT(m.spec.mean_acceptance_length(), 1.5) << "top_k " << shape.top_k;
     }
+  }
+}
+
+// An EAGLE-3 head with MHA attention (its own KV cache, a reduced vocabulary) on a random DeepSeek-V3: the
+// target verifies tree rows in MLA's absorbed form while the head runs its levels as MHA tree rows; greedy
+// output equals plain, batched.
+TEST_F(TreeEngine, DeepseekMhaHeadGreedyTreeOutputEqualsPlain) {
+  const std::unique_ptr<Model> target = load_model(kData / "deepseek_tiny_vocab", pool);
+  const std::unique_ptr<DraftHead> head = load_drafter(kData / "deepseek_tiny_vocab_mha_head", *target, pool);
+  ASSERT_TRUE(head->reduced_vocab());
+  Rng rng(5);
+  std::vector<Job> jobs(5);
+  for (Job& j : jobs) {
+    const int64_t len = 3 + int64_t(rng.next_u64() % 20);
+    for (int64_t t = 0; t < len; ++t) j.prompt.push_back(2 + int64_t(rng.next_u64() % uint64_t(target->n_vocab() - 2)));
+    j.options.max_tokens = kMaxTokens;
+    j.options.ignore_eos = true;
+  }
+  for (const DraftTreeShape& shape : kShapes) {
+    activations_for(3 * (1 + shape.total_tokens));
+    const std::vector<Outcome> plain = run_engine(*target, nullptr, engine_config(8, 8 << 20, {}), pool, jobs);
+    EngineMetrics m;
+    const std::vector<Outcome> out = run_engine(*target, head.get(), engine_config(3, 8 << 20, shape), pool, jobs, &m);
+    for (size_t i = 0; i < jobs.size(); ++i)
+      EXPECT_EQ(out[i].tokens, plain[i].tokens) << "top_k " << shape.top_k << " depth " << shape.depth << " request "
+                                                << i << " " << out[i].error;
+    EXPECT_GT(m.spec.rounds, 0) << "top_k " << shape.top_k;
+    EXPECT_GT(m.spec.accepted_tokens, 0) << "top_k " << shape.top_k;
   }
 }
 
