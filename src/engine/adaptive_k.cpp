@@ -143,8 +143,8 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
   const bool calibrated = costs_.n_measured() >= 1;
   const int64_t step_rows = int64_t(n) + plain_rows;
   // Plain decoding due for re-timing: no drafts this step, so that the next one is timed plain and clean.
-  const int64_t refresh = costs_.plain_samples(step_rows) < RecentMinimum::kWindow ? kPlainRefreshEarly
-                                                                                   : kPlainRefreshInterval;
+  const int64_t refresh = costs_.plain_samples(step_rows) < CostCurve::kMinSamples ? kPlainRefreshEarly
+                                                                                    : kPlainRefreshInterval;
   if (calibrated && n > 0 && spec_steps_ >= refresh) {
     for (size_t s = 0; s < n; ++s) seq_states_[s]->k = 0, seq_states_[s]->probe = false, seqs_[s]->draft_limit = 0;
     if (tracing()) std::fprintf(stderr, "adaptive-k: plain step to re-time plain decoding at %lld rows\n", (long long)step_rows);

@@ -67,8 +67,8 @@
 // Plain decoding re-timed: while speculation stays on no step is plain, and the plain figure would be the
 // few cold steps of the start (0.66 ms for 4 rows on the shipped model, against 0.50 ms warm), which made
 // speculation look 1.3x better than it was. So after kPlainRefreshInterval speculating steps (kPlainRefreshEarly
-// while the step's row count has fewer than RecentMinimum::kWindow plain samples) one step drafts nothing,
-// and the plain step after it is timed clean: about 1.5% of the steps lose their drafts once settled.
+// while the step's row count has no trusted plain figure) one step drafts nothing, and the plain step after
+// it is timed clean: about 1.5% of the steps lose their drafts once settled.
 //
 // Prompts (AdaptiveK::judge_prompt): before the head runs a new sequence's prompt rows, their cost (the
 // head's measured seconds per prompt row times the prompt) is set against what speculation can save over
