@@ -160,7 +160,8 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   config.kv_cache_dtype = kv_cache_dtype(args);
   config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
   config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 256);
-  config.max_length = int64_t(double(prompt_tokens + max_tokens) * (1 + range_ratio)) + 66;
+  // The longest request draw_length can make, and room past it (drafts beyond max_tokens).
+  config.max_length = int64_t(double(prompt_tokens + max_tokens) * (1 + range_ratio)) + 64;
   std::vector<SpecOptions> spec_runs;  // one per --num-speculative-tokens entry
   {
     std::string list = args.str("--num-speculative-tokens", "3");
