@@ -6,36 +6,64 @@
 
 namespace aerie {
 
-BlockPool::BlockPool(int32_t n_blocks, int32_t block_size, bool prefix_caching)
+BlockPool::BlockPool(int32_t n_blocks, int32_t block_size, bool prefix_caching, int32_t partitions)
     : n_blocks_(n_blocks), block_size_(block_size), prefix_caching_(prefix_caching),
       by_hash_(prefix_caching ? n_blocks : 0) {
   AERIE_CHECK(n_blocks > 0 && block_size > 0, "block pool: need at least one block of at least one position");
+  AERIE_CHECK(partitions >= 1 && partitions <= n_blocks, "block pool: ", n_blocks, " blocks cannot make ", partitions,
+              " partitions of at least one block");
   blocks_.resize(size_t(n_blocks));
   // Written only as blocks are registered: untouched pages take no memory.
   if (prefix_caching)
     tokens_ = AlignedBuffer::zeroed_on_demand(size_t(n_blocks) * size_t(block_size) * sizeof(int64_t));
-  free_.reserve(size_t(n_blocks));
-  for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // hand out low ids first
+  parts_.resize(size_t(partitions));
+  for (int32_t p = 0; p < partitions; ++p) {
+    const Range r = partition_range(n_blocks, partitions, p);
+    std::vector<int32_t>& free = parts_[size_t(p)].free;
+    free.reserve(size_t(r.end - r.begin));
+    for (int64_t b = r.end - 1; b >= r.begin; --b) free.push_back(int32_t(b));  // hand out low ids first
+  }
+}
+
+int32_t BlockPool::n_free() const {
+  int32_t n = 0;
+  for (const Part& part : parts_) n += int32_t(part.free.size());
+  return n;
+}
+
+int32_t BlockPool::n_cached_idle() const {
+  int32_t n = 0;
+  for (const Part& part : parts_) n += part.n_idle;
+  return n;
+}
+
+int32_t BlockPool::roomiest_partition() const {
+  int32_t best = 0;
+  for (int32_t p = 1; p < n_partitions(); ++p)
+    if (n_available(p) > n_available(best)) best = p;
+  return best;
 }
 
 void BlockPool::lru_push_back(int32_t b) {
+  Part& part = parts_[size_t(partition_of(b))];
   Block& blk = blocks_[size_t(b)];
-  blk.lru_prev = lru_tail_;
+  blk.lru_prev = part.lru_tail;
   blk.lru_next = -1;
-  if (lru_tail_ >= 0) blocks_[size_t(lru_tail_)].lru_next = b;
-  else lru_head_ = b;
-  lru_tail_ = b;
-  ++n_idle_;
+  if (part.lru_tail >= 0) blocks_[size_t(part.lru_tail)].lru_next = b;
+  else part.lru_head = b;
+  part.lru_tail = b;
+  ++part.n_idle;
 }
 
 void BlockPool::lru_remove(int32_t b) {
+  Part& part = parts_[size_t(partition_of(b))];
   Block& blk = blocks_[size_t(b)];
   if (blk.lru_prev >= 0) blocks_[size_t(blk.lru_prev)].lru_next = blk.lru_next;
-  else lru_head_ = blk.lru_next;
+  else part.lru_head = blk.lru_next;
   if (blk.lru_next >= 0) blocks_[size_t(blk.lru_next)].lru_prev = blk.lru_prev;
-  else lru_tail_ = blk.lru_prev;
+  else part.lru_tail = blk.lru_prev;
   blk.lru_prev = blk.lru_next = -1;
-  --n_idle_;
+  --part.n_idle;
 }
 
 void BlockPool::unregister(int32_t b) {
@@ -45,13 +73,16 @@ void BlockPool::unregister(int32_t b) {
   blk.registered = false;
 }
 
-std::optional<int32_t> BlockPool::allocate() {
+std::optional<int32_t> BlockPool::allocate(int32_t partition) {
+  AERIE_CHECK(partition >= 0 && partition < n_partitions(), "block pool: partition ", partition, " of ",
+              n_partitions());
+  Part& part = parts_[size_t(partition)];
   int32_t b;
-  if (!free_.empty()) {
-    b = free_.back();
-    free_.pop_back();
-  } else if (lru_head_ >= 0) {
-    b = lru_head_;  // least recently released cached block
+  if (!part.free.empty()) {
+    b = part.free.back();
+    part.free.pop_back();
+  } else if (part.lru_head >= 0) {
+    b = part.lru_head;  // least recently released cached block
     lru_remove(b);
     unregister(b);
   } else {
@@ -77,7 +108,7 @@ void BlockPool::release(int32_t b) {
   AERIE_CHECK(blk.refs > 0, "block pool: release of unheld block ", b);
   if (--blk.refs > 0) return;
   if (blk.registered) lru_push_back(b);
-  else free_.push_back(b);
+  else parts_[size_t(partition_of(b))].free.push_back(b);
 }
 
 uint64_t BlockPool::chain_hash(uint64_t parent, std::span<const int64_t> tokens) {
@@ -130,11 +161,12 @@ uint64_t BlockPool::register_full(int32_t b, uint64_t parent_hash, std::span<con
   return hash;
 }
 
-bool BlockTable::reserve(BlockPool& pool, int64_t n_positions) {
+bool BlockTable::reserve(BlockPool& pool, int64_t n_positions, int32_t start) {
   const int64_t need = (n_positions + pool.block_size() - 1) / pool.block_size() - int64_t(blocks.size());
   if (need <= 0) return true;
-  if (need > pool.n_available()) return false;
-  for (int64_t i = 0; i < need; ++i) blocks.push_back(*pool.allocate());
+  const int32_t part = !blocks.empty() ? partition(pool) : start >= 0 ? start : pool.roomiest_partition();
+  if (need > pool.n_available(part)) return false;
+  for (int64_t i = 0; i < need; ++i) blocks.push_back(*pool.allocate(part));
   return true;
 }
 
@@ -172,6 +204,10 @@ int64_t BlockTable::match_prefix(BlockPool& pool, std::span<const int64_t> token
     const auto chunk = tokens.subspan(blocks.size() * size_t(bs), size_t(bs));
     const std::optional<int32_t> b = pool.find(parent, chunk);
     if (!b) break;
+    if (!blocks.empty() && pool.partition_of(*b) != partition(pool)) {  // recomputed elsewhere after an eviction
+      pool.release(*b);
+      break;
+    }
     blocks.push_back(*b);
     parent = BlockPool::chain_hash(parent, chunk);
   }

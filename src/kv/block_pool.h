@@ -5,7 +5,10 @@
 //   - prefix caching: a FULL block can be registered under (parent block's hash, its tokens); a later
 //     sequence whose prompt starts with the same tokens finds it and skips recomputing it;
 //   - eviction: a registered block nobody holds stays cached, and is reused least-recently-released first
-//     only when no never-used block is left.
+//     only when no never-used block is left;
+//   - partitions: with P > 1 the ids split into P equal runs (data-parallel attention, issue 22: partition r's
+//     blocks live in rank r's memory only). A sequence takes every block from the partition of its first
+//     one, so its cache stays on one rank; free lists and eviction are per partition.
 // Not thread-safe: the engine's step loop owns it.
 #pragma once
 
@@ -21,22 +24,41 @@ namespace aerie {
 
 class BlockPool {
  public:
-  BlockPool(int32_t n_blocks, int32_t block_size, bool prefix_caching = true);
+  BlockPool(int32_t n_blocks, int32_t block_size, bool prefix_caching = true, int32_t partitions = 1);
 
   int32_t n_blocks() const { return n_blocks_; }
   int32_t block_size() const { return block_size_; }
   bool prefix_caching() const { return prefix_caching_; }
+  int32_t n_partitions() const { return int32_t(parts_.size()); }
 
-  int32_t n_free() const { return int32_t(free_.size()); }  // never used, or evicted
-  int32_t n_cached_idle() const { return n_idle_; }         // registered, held by nobody: evictable
+  int32_t n_free() const;         // never used, or evicted
+  int32_t n_cached_idle() const;  // registered, held by nobody: evictable
   int32_t n_available() const { return n_free() + n_cached_idle(); }
   int32_t n_in_use() const { return n_blocks_ - n_available(); }  // held by at least one sequence
   int32_t refcount(int32_t block) const { return blocks_[size_t(block)].refs; }
   bool is_registered(int32_t block) const { return blocks_[size_t(block)].registered; }
 
-  // A block with refcount 1, or nullopt when every block is held. Evicts the least recently released
-  // cached block when no free block is left.
-  std::optional<int32_t> allocate();
+  // Partitions: blocks [begin, end) of partition p of P over n blocks, and the partition a block is in.
+  struct Range {
+    int64_t begin = 0, end = 0;
+  };
+  static Range partition_range(int64_t n_blocks, int64_t partitions, int64_t p) {
+    return {p * n_blocks / partitions, (p + 1) * n_blocks / partitions};
+  }
+  static int64_t partition_of(int64_t block, int64_t n_blocks, int64_t partitions) {
+    return ((block + 1) * partitions - 1) / n_blocks;
+  }
+  int32_t partition_of(int32_t block) const { return int32_t(partition_of(block, n_blocks_, n_partitions())); }
+  int32_t n_available(int32_t partition) const {
+    const Part& part = parts_[size_t(partition)];
+    return int32_t(part.free.size()) + part.n_idle;
+  }
+  // The partition with the most blocks available (the lowest on a tie): where a new sequence starts.
+  int32_t roomiest_partition() const;
+
+  // A block of `partition` with refcount 1, or nullopt when every block there is held. Evicts the partition's
+  // least recently released cached block when no free block is left.
+  std::optional<int32_t> allocate(int32_t partition = 0);
   void retain(int32_t block);
   // Drops one reference; at zero a registered block becomes cached-idle, any other block free.
   void release(int32_t block);
@@ -68,12 +90,16 @@ class BlockPool {
   void unregister(int32_t block);
   std::span<const int64_t> tokens_of(int32_t block) const;
 
+  struct Part {
+    std::vector<int32_t> free;  // stack of free block ids
+    int32_t lru_head = -1, lru_tail = -1, n_idle = 0;
+  };
+
   int32_t n_blocks_, block_size_;
   bool prefix_caching_;
   std::vector<Block> blocks_;
-  AlignedBuffer tokens_;         // int64 [n_blocks, block_size] content of registered blocks, zeroed on demand
-  std::vector<int32_t> free_;    // stack of free block ids
-  int32_t lru_head_ = -1, lru_tail_ = -1, n_idle_ = 0;
+  AlignedBuffer tokens_;    // int64 [n_blocks, block_size] content of registered blocks, zeroed on demand
+  std::vector<Part> parts_;  // [partitions]
   BlockIndex by_hash_;
   int64_t lookups_ = 0, hits_ = 0;
 };
@@ -85,15 +111,19 @@ struct BlockTable {
   int64_t n_registered = 0;     // leading full blocks registered in (or found from) the prefix cache
   uint64_t last_hash = BlockPool::kRootHash;  // chain hash of the last registered block
 
-  // Blocks for `n_positions` in total; false (and nothing allocated) when the pool cannot supply them.
-  bool reserve(BlockPool& pool, int64_t n_positions);
+  // Blocks for `n_positions` in total; false (and nothing allocated) when the pool cannot supply them. They
+  // come from the partition of the first block; an empty table starts in `start` (-1: the pool's roomiest).
+  bool reserve(BlockPool& pool, int64_t n_positions, int32_t start = -1);
+  // The partition of the first block; -1 while the table holds none.
+  int32_t partition(const BlockPool& pool) const { return blocks.empty() ? -1 : pool.partition_of(blocks[0]); }
   // Keeps the first n positions, releasing blocks no longer needed (rollback of rejected drafts).
   void truncate(BlockPool& pool, int64_t n);
   // Releases every block.
   void release_all(BlockPool& pool);
   // Looks up the longest cached prefix of `tokens` in whole blocks, at most max_positions of them
   // (default tokens.size() - 1, so that at least one token is left to compute logits from), chained from
-  // `root`. The table must be empty. Returns the number of positions reused.
+  // `root`, all in the partition of the first block found. The table must be empty. Returns the number of
+  // positions reused.
   int64_t match_prefix(BlockPool& pool, std::span<const int64_t> tokens, int64_t max_positions = -1,
                        uint64_t root = BlockPool::kRootHash);
   // Registers the full blocks among positions [0, n_tokens) not yet registered; `tokens` holds at least

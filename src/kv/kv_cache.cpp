@@ -30,7 +30,8 @@ KvStore::KvStore(int64_t n_layer, int64_t row_width, int64_t n_blocks, int64_t b
       keys_(AlignedBuffer::zeroed_on_demand(size_t(n_layer * layer_bytes_))),
       values_(AlignedBuffer::zeroed_on_demand(with_values ? size_t(n_layer * layer_bytes_) : 0)),
       key_scales_(AlignedBuffer::zeroed_on_demand(size_t(n_layer * layer_scales_) * sizeof(float))),
-      value_scales_(AlignedBuffer::zeroed_on_demand(with_values ? size_t(n_layer * layer_scales_) * sizeof(float) : 0)) {
+      value_scales_(AlignedBuffer::zeroed_on_demand(with_values ? size_t(n_layer * layer_scales_) * sizeof(float) : 0)),
+      local_end_(n_blocks * block_size) {
   AERIE_CHECK(n_layer > 0 && row_width > 0 && n_blocks > 0 && block_size > 0, "KV store: empty geometry");
   AERIE_CHECK(row_width % scale_width_ == 0, "KV store: scale groups of ", scale_width_, " values do not divide rows of ",
               row_width);
@@ -78,8 +79,16 @@ void KvStore::write(int64_t layer, int64_t slot, const float* key, const float* 
   }
 }
 
+void KvStore::set_local_blocks(int64_t begin, int64_t end) {
+  AERIE_CHECK(0 <= begin && begin <= end && end <= n_blocks_, "KV store: local blocks [", begin, ", ", end,
+              ") outside its ", n_blocks_);
+  local_begin_ = begin * block_size_;
+  local_end_ = end * block_size_;
+}
+
 void KvStore::copy_slot(int64_t from, int64_t to) {
   if (copy_log_ != nullptr) copy_log_->insert(copy_log_->end(), {from, to});
+  if (to < local_begin_ || to >= local_end_) return;  // another rank's block
   const size_t row_bytes = size_t(row_width_) * kv_dtype_size(dtype_);
   const int64_t n_groups = int64_t(n_scale_groups(dtype_, row_width_, scale_width_));
   for (int which = 0; which < (has_values_ ? 2 : 1); ++which) {

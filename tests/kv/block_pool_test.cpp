@@ -1,5 +1,5 @@
 // BlockPool and BlockTable: allocation, sharing, prefix caching (hits, misses, chain), LRU eviction,
-// rollback, and a random workload after which nothing leaks.
+// rollback, partitions (data-parallel attention), and random workloads after which nothing leaks.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -157,6 +157,116 @@ TEST(BlockTable, RandomWorkloadLeavesNothingHeld) {
   for (BlockTable& t : tables) t.release_all(pool);
   EXPECT_EQ(pool.n_in_use(), 0);
   EXPECT_EQ(pool.n_available(), 64);
+  EXPECT_GT(pool.hits(), 0);
+}
+
+
+TEST(BlockPool, PartitionsHandOutOnlyTheirOwnBlocks) {
+  BlockPool pool(10, 4, /*prefix_caching=*/true, /*partitions=*/3);  // [0, 3) [3, 6) [6, 10)
+  const std::vector<int32_t> part_of = {0, 0, 0, 1, 1, 1, 2, 2, 2, 2};
+  for (int32_t b = 0; b < 10; ++b) EXPECT_EQ(pool.partition_of(b), part_of[size_t(b)]) << b;
+  for (int32_t p = 0; p < 3; ++p) {
+    const BlockPool::Range r = BlockPool::partition_range(10, 3, p);
+    EXPECT_EQ(r.begin, p == 0 ? 0 : p == 1 ? 3 : 6);
+    EXPECT_EQ(r.end, p == 0 ? 3 : p == 1 ? 6 : 10);
+  }
+  EXPECT_EQ(pool.roomiest_partition(), 2);
+  std::vector<int32_t> got;
+  while (std::optional<int32_t> b = pool.allocate(1)) got.push_back(*b);
+  EXPECT_EQ(got, (std::vector<int32_t>{3, 4, 5}));
+  EXPECT_EQ(pool.n_available(1), 0);
+  EXPECT_EQ(pool.n_available(), 7);  // the others still have theirs
+  pool.release(4);
+  EXPECT_EQ(pool.allocate(1), std::optional<int32_t>(4));
+  EXPECT_THROW(pool.allocate(3), Error);
+  EXPECT_THROW(BlockPool(2, 4, true, 3), Error);  // fewer blocks than partitions
+}
+
+TEST(BlockTable, NewTablesStartInTheRoomiestPartitionAndStayInIt) {
+  BlockPool pool(8, 4, /*prefix_caching=*/false, /*partitions=*/2);
+  BlockTable a, b;
+  ASSERT_TRUE(a.reserve(pool, 4));   // partition 0 (a tie goes to the lower)
+  ASSERT_TRUE(b.reserve(pool, 4));   // partition 1, now the roomier
+  EXPECT_EQ(a.partition(pool), 0);
+  EXPECT_EQ(b.partition(pool), 1);
+  ASSERT_TRUE(a.reserve(pool, 16));  // the rest of partition 0
+  EXPECT_FALSE(a.reserve(pool, 20)); // partition 1's free blocks are not a's
+  for (int32_t blk : a.blocks) EXPECT_EQ(pool.partition_of(blk), 0);
+  EXPECT_EQ(pool.n_available(1), 3);
+  a.release_all(pool);
+  b.release_all(pool);
+  EXPECT_EQ(pool.n_available(), 8);
+}
+
+TEST(BlockTable, APrefixChainThatCrossesPartitionsStopsAtTheCrossing) {
+  BlockPool pool(8, 4, /*prefix_caching=*/true, /*partitions=*/2);
+  const std::vector<int64_t> prompt = iota_tokens(9);
+  BlockTable a;
+  ASSERT_TRUE(a.reserve(pool, 9));  // partition 0: blocks 0, 1, 2
+  a.n_tokens = 9;
+  a.register_full_blocks(pool, prompt);
+  ASSERT_EQ(a.partition(pool), 0);
+  a.release_all(pool);  // blocks 0 and 1 cached, 0 least recently released
+  // Partition 0 runs out: its free blocks, then its oldest cached block (the chain's first) go.
+  BlockTable filler;
+  ASSERT_TRUE(filler.reserve(pool, 4));  // partition 0 (4 available against 4: the lower)
+  ASSERT_EQ(filler.partition(pool), 0);
+  ASSERT_TRUE(filler.reserve(pool, 12));
+  EXPECT_FALSE(pool.is_registered(a.blocks.empty() ? 0 : a.blocks[0]));
+  // The first block is recomputed in partition 1 and registered there; the second is still cached in 0.
+  BlockTable c;
+  EXPECT_EQ(c.match_prefix(pool, prompt), 0);
+  ASSERT_TRUE(c.reserve(pool, 4));
+  ASSERT_EQ(c.partition(pool), 1);
+  c.n_tokens = 4;
+  c.register_full_blocks(pool, prompt);
+  c.release_all(pool);
+  // A later sequence finds the chain's first block in partition 1 and must not take the second from 0.
+  BlockTable d;
+  EXPECT_EQ(d.match_prefix(pool, prompt), 4);
+  ASSERT_EQ(d.blocks.size(), 1u);
+  EXPECT_EQ(d.partition(pool), 1);
+  d.release_all(pool);
+  filler.release_all(pool);
+  EXPECT_EQ(pool.n_in_use(), 0);
+}
+
+TEST(BlockTable, RandomWorkloadOverPartitionsKeepsEachTableInOne) {
+  BlockPool pool(60, 4, /*prefix_caching=*/true, /*partitions=*/3);
+  std::mt19937 rng(11);
+  std::vector<BlockTable> tables(12);
+  std::vector<std::vector<int64_t>> tokens(12);
+  for (int step = 0; step < 5000; ++step) {
+    const size_t i = rng() % tables.size();
+    BlockTable& t = tables[i];
+    switch (rng() % 5) {
+      case 0:
+        t.release_all(pool);
+        tokens[i] = iota_tokens(int64_t(rng() % 30 + 2), rng() % 2 ? 100 : int64_t(rng() % 50));
+        t.match_prefix(pool, tokens[i]);
+        break;
+      case 1:
+      case 2: {
+        const int64_t n = std::min<int64_t>(t.n_tokens + int64_t(rng() % 6 + 1), int64_t(tokens[i].size()));
+        if (n > t.n_tokens && t.reserve(pool, n)) {
+          t.n_tokens = n;
+          t.register_full_blocks(pool, tokens[i]);
+        }
+        break;
+      }
+      case 3:
+        t.truncate(pool, std::max<int64_t>(t.n_registered * 4, t.n_tokens - int64_t(rng() % 3)));
+        break;
+      default:
+        t.release_all(pool);
+    }
+    for (const BlockTable& u : tables)
+      for (int32_t b : u.blocks) ASSERT_EQ(pool.partition_of(b), u.partition(pool)) << "step " << step;
+  }
+  for (BlockTable& t : tables) t.release_all(pool);
+  EXPECT_EQ(pool.n_in_use(), 0);
+  EXPECT_EQ(pool.n_available(), 60);
+  for (int32_t p = 0; p < 3; ++p) EXPECT_EQ(pool.n_available(p), 20);
   EXPECT_GT(pool.hits(), 0);
 }
 
