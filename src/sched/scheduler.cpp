@@ -54,8 +54,16 @@ void Scheduler::preempt(Sequence* seq) {
   add(seq);
 }
 
-bool Scheduler::reserve(Sequence* seq, int64_t n_rows) {
-  if (!seq->table.reserve(pool_, seq->n_computed + n_rows)) return false;
+Sequence* Scheduler::victim_for(const Sequence* seq) const {
+  const int32_t partition = seq->table.partition(pool_);
+  if (pool_.n_partitions() > 1 && partition >= 0)
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it)
+      if ((*it)->table.partition(pool_) == partition) return *it;
+  return running_.back();
+}
+
+bool Scheduler::reserve(Sequence* seq, int64_t n_rows, int32_t partition) {
+  if (!seq->table.reserve(pool_, seq->n_computed + n_rows, partition)) return false;
   // The head writes up to n_rows rows with target features, then K-1 rows on its own features.
   if (draft_pool_ && !seq->draft_table.reserve(*draft_pool_, seq->n_computed + n_rows + config_.max_draft_tokens))
     return false;
@@ -82,14 +90,50 @@ int64_t Scheduler::match_prefix(Sequence* seq) {
   return matched;
 }
 
-void Scheduler::admit_prefix(Sequence* seq) {
+const std::vector<int64_t>& Scheduler::partition_load() {
+  partition_load_.assign(size_t(pool_.n_partitions()), 0);
+  for (const Sequence* s : running_) {
+    const int32_t p = s->table.partition(pool_);
+    if (p >= 0) ++partition_load_[size_t(p)];
+  }
+  return partition_load_;
+}
+
+int32_t Scheduler::least_busy_partition(const std::vector<int64_t>& load) const {
+  int32_t best = 0;
+  for (int32_t p = 1; p < pool_.n_partitions(); ++p)
+    if (load[size_t(p)] < load[size_t(best)] ||
+        (load[size_t(p)] == load[size_t(best)] && pool_.n_available(p) > pool_.n_available(best)))
+      best = p;
+  return best;
+}
+
+int32_t Scheduler::admit_prefix(Sequence* seq) {
   // A sequence that still owes prompt log-probabilities computes every prompt position itself: positions
   // taken from the prefix cache would have no logits (vLLM skips the lookup for such requests too). Its
   // own full blocks are still registered for others.
-  const int64_t matched = seq->wants_prompt_logprobs() ? 0 : match_prefix(seq);
+  int64_t matched = seq->wants_prompt_logprobs() ? 0 : match_prefix(seq);
+  int32_t start = -1;
+  if (pool_.n_partitions() > 1) {
+    // Data-parallel attention: a sequence's partition is the rank that runs its attention. It starts in
+    // the least busy one, unless it found a cached prefix in a partition running at most one sequence more
+    // than that (recomputing the prefix costs less than a rank doing more than its share for the whole
+    // request): a shared system prompt must not pull every request onto one rank.
+    const std::vector<int64_t>& load = partition_load();
+    start = least_busy_partition(load);
+    const int32_t found = seq->table.partition(pool_);
+    if (found >= 0 && load[size_t(found)] <= load[size_t(start)] + 1) {
+      start = -1;
+    } else if (found >= 0) {
+      seq->table.release_all(pool_);
+      if (draft_pool_) seq->draft_table.release_all(*draft_pool_);
+      matched = 0;
+    }
+  }
   if (draft_pool_ && seq->draft_table.blocks.empty()) seq->draft_table.last_hash = draft_root(*seq);
   seq->n_computed = matched;
   if (seq->preemptions == 0) seq->n_cached_prompt = std::min(matched, seq->n_prompt);
+  return start;
 }
 
 int64_t Scheduler::prompt_chunk(const Sequence* seq, int64_t budget, int64_t prompt_logprob_rows) const {
@@ -113,7 +157,7 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
     const int64_t want = 1 + int64_t(seq->drafts.size());
     if (want > budget) break;  // a verification is never split
     if (!reserve(seq, want)) {
-      Sequence* victim = running_.back();
+      Sequence* victim = victim_for(seq);
       preempted.push_back(victim);
       preempt(victim);
       continue;  // the same index: this sequence again with the freed blocks, or the next one
@@ -135,7 +179,7 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
     }
     if (!reserve(seq, want)) {
       // The newest sequence makes room unless this step already runs it (a decode planned above).
-      Sequence* victim = running_.back();
+      Sequence* victim = victim_for(seq);
       if (std::any_of(rows.begin(), rows.end(), [&](const ScheduledRows& r) { return r.seq == victim; })) break;
       preempted.push_back(victim);
       preempt(victim);
@@ -150,9 +194,10 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
   while (!waiting_.empty() && budget > 0 && int64_t(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     if (seq->wants_prompt_logprobs() && prompt_logprob_rows == 0) break;  // it stays first in line
-    admit_prefix(seq);
+    const int32_t partition = admit_prefix(seq);
     const int64_t want = prompt_chunk(seq, budget, prompt_logprob_rows);
-    if (!reserve(seq, want)) {
+    // The least busy partition may be short of blocks where another has them.
+    if (!reserve(seq, want, partition) && !(partition >= 0 && reserve(seq, want))) {
       release(seq);  // gives back the matched prefix too; it stays first in line
       break;
     }

@@ -67,9 +67,20 @@ class Scheduler {
   const std::vector<Sequence*>& running() const { return running_; }
 
  private:
-  bool reserve(Sequence* seq, int64_t n_rows);
+  // Blocks for n_rows more; a table without blocks starts in `partition` (-1: the pool's roomiest).
+  bool reserve(Sequence* seq, int64_t n_rows, int32_t partition = -1);
   void preempt(Sequence* seq);
-  void admit_prefix(Sequence* seq);
+  // Who makes room when seq cannot get blocks: the newest running sequence, among those whose blocks come
+  // from seq's partition of the pool when it has several (preempting another partition's frees nothing
+  // seq can use). It may be seq itself.
+  Sequence* victim_for(const Sequence* seq) const;
+  // Takes what the prefix cache holds of seq's tokens. With a partitioned pool (data-parallel attention)
+  // it returns the partition seq starts in when it found nothing there, else -1 (see the .cpp).
+  int32_t admit_prefix(Sequence* seq);
+  // Running sequences per partition of the pool, and the least busy partition (fewest running sequences,
+  // then most blocks available).
+  const std::vector<int64_t>& partition_load();
+  int32_t least_busy_partition(const std::vector<int64_t>& load) const;
   int64_t match_prefix(Sequence* seq);  // positions found in the prefix cache (target and head alike)
   // The rows of seq's next prompt chunk within `budget` and the step's prompt-logprobs rows left.
   int64_t prompt_chunk(const Sequence* seq, int64_t budget, int64_t prompt_logprob_rows) const;
@@ -79,6 +90,7 @@ class Scheduler {
   BlockPool& pool_;
   BlockPool* draft_pool_;
   std::vector<ScheduledRows> rows_;  // the last plan
+  std::vector<int64_t> partition_load_;
   std::vector<Sequence*> running_;  // in arrival order
   std::deque<Sequence*> waiting_;   // in arrival order
 };

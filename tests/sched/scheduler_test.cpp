@@ -1,7 +1,8 @@
 // The scheduler on its own (no model): token budget and sequence cap, verifications never split, prefix
 // hits at admission, preemption of the newest sequence when blocks run out, and update() — the only
 // writer of a sequence's progress — appending tokens, cutting rejected positions (blocks back to the
-// pool) and registering full blocks.
+// pool) and registering full blocks; over a partitioned pool (data-parallel attention), where new
+// sequences start and whom a sequence short of blocks preempts.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -240,6 +241,95 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndAdmitsFromThePrefixCache) {
   s.remove(old);
   s.remove(young);
   EXPECT_EQ(f.pool.n_in_use(), 0);
+}
+
+TEST(Scheduler, PartitionedPoolSpreadsSequencesAndKeepsASharedPrefixWhileItIsFair) {
+  KvStore store{1, 2, 16, kBlock, true, KvDType::kBF16};
+  BlockPool pool{16, kBlock, true, /*partitions=*/2};  // blocks 0-7 and 8-15: two ranks
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  auto make = [&](std::vector<int64_t> prompt, uint64_t arrival) {
+    auto seq = std::make_unique<Sequence>();
+    seq->tokens = std::move(prompt);
+    seq->n_prompt = int64_t(seq->tokens.size());
+    seq->arrival = arrival;
+    seq->options.max_tokens = 100;
+    seq->kv.emplace(store, seq->table, pool);
+    seqs.push_back(std::move(seq));
+    return seqs.back().get();
+  };
+  Scheduler s(SchedulerConfig{}, pool, nullptr);
+  Sequence* a = make({1, 2, 3, 4, 5, 6, 7, 8, 9}, 0);  // a shared 8-token "system prompt", then its own
+  s.add(a);
+  std::vector<Sequence*> preempted;
+  std::vector<ScheduledRows> plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 1u);
+  Fixture::compute(*a, 9);
+  StepResult r;
+  r.n_new_positions = 9;
+  r.tokens = {50};
+  s.update(*a, r);  // registers [1..4] and [5..8]
+  ASSERT_EQ(a->table.partition(pool), 0);
+  std::vector<Sequence*> later;
+  for (int i = 0; i < 4; ++i) {
+    later.push_back(make({1, 2, 3, 4, 5, 6, 7, 8, 20 + i}, uint64_t(1 + i)));
+    s.add(later.back());
+  }
+  plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 5u);
+  // b joins a's rank (1 against 0 running: within one), c would make it 2 against 0 and starts on the other
+  // rank, recomputing the prefix; d finds it there or on rank 0 (2 against 1), e then evens them out.
+  std::vector<int32_t> parts;
+  for (Sequence* seq : later) parts.push_back(seq->table.partition(pool));
+  EXPECT_EQ(parts, (std::vector<int32_t>{0, 1, 0, 1}));
+  EXPECT_EQ(later[0]->n_computed, 8);  // took a's two blocks
+  EXPECT_EQ(later[0]->table.blocks[0], a->table.blocks[0]);
+  EXPECT_EQ(later[1]->n_computed, 0);  // recomputes them on rank 1
+  EXPECT_EQ(later[2]->n_computed, 8);
+  for (Sequence* seq : later)
+    for (int32_t b : seq->table.blocks) EXPECT_EQ(pool.partition_of(b), seq->table.partition(pool));
+  for (auto& seq : seqs) s.remove(seq.get());
+  EXPECT_EQ(pool.n_in_use(), 0);
+}
+
+TEST(Scheduler, ASequenceShortOfBlocksPreemptsOnlyInItsOwnPartition) {
+  KvStore store{1, 2, 8, kBlock, true, KvDType::kBF16};
+  BlockPool pool{8, kBlock, false, /*partitions=*/2};  // 4 blocks a partition
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  auto make = [&](std::vector<int64_t> prompt, uint64_t arrival) {
+    auto seq = std::make_unique<Sequence>();
+    seq->tokens = std::move(prompt);
+    seq->n_prompt = int64_t(seq->tokens.size());
+    seq->arrival = arrival;
+    seq->options.max_tokens = 100;
+    seq->kv.emplace(store, seq->table, pool);
+    seqs.push_back(std::move(seq));
+    return seqs.back().get();
+  };
+  Scheduler s(SchedulerConfig{}, pool, nullptr);
+  Sequence* a = make({1, 2, 3, 4, 5, 6, 7, 8}, 0);    // partition 0, 2 blocks
+  Sequence* b = make({9, 9, 9, 9, 9, 9, 9}, 1);        // partition 1
+  Sequence* c = make({7, 7, 7, 7, 7, 7, 7, 7}, 2);     // partition 0 again, 2 blocks: 0 is full
+  for (Sequence* seq : {a, b, c}) s.add(seq);
+  std::vector<Sequence*> preempted;
+  std::vector<ScheduledRows> plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(a->table.partition(pool), 0);
+  EXPECT_EQ(b->table.partition(pool), 1);
+  EXPECT_EQ(c->table.partition(pool), 0);
+  for (const ScheduledRows& p : plan) {
+    Fixture::compute(*p.seq, p.n_rows);
+    StepResult r;
+    r.n_new_positions = p.n_rows;
+    r.tokens = {50};
+    s.update(*p.seq, r);
+  }
+  // a needs a third block: b, the newest-but-one, lives in partition 1 and frees nothing a can use; c goes.
+  plan = s.plan(preempted);
+  ASSERT_EQ(preempted.size(), 1u);
+  EXPECT_EQ(preempted[0], c);
+  EXPECT_EQ(b->preemptions, 0);
+  for (auto& seq : seqs) s.remove(seq.get());
+  EXPECT_EQ(pool.n_in_use(), 0);
 }
 
 }  // namespace
