@@ -25,7 +25,6 @@ import os
 import struct
 
 import numpy as np
-import torch
 
 BLOCK = 128
 E4M3_MAX = 448.0
@@ -119,9 +118,11 @@ def dequantize_blocks(codes, scale_inv, block=BLOCK):
 
 
 def float_to_bf16_bits(values):
-    """float array -> uint16 bfloat16 bits, round to nearest even (torch's conversion)."""
-    t = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).to(torch.bfloat16)
-    return t.view(torch.int16).numpy().view(np.uint16)
+    """float array -> uint16 bfloat16 bits, round to nearest even (torch's conversion; NaN -> 0x7FC0)."""
+    f = np.ascontiguousarray(values, dtype=np.float32)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FC0), rounded)
 
 
 def bf16_bits_to_float(bits):
@@ -217,6 +218,7 @@ def to_float64(dtype, bits):
 def load_float64(folder, block=BLOCK):
     """{name: torch float64 tensor} with every F8_E4M3 weight dequantised by its `<name>_scale_inv` tiles
     (the scale tensors are consumed). Also returns {name: stored dtype} of the original tensors."""
+    import torch  # only the references read checkpoints back; writing one needs numpy alone
     raw = load_raw(folder)
     out, dtypes = {}, {}
     for name, (dtype, bits) in raw.items():
