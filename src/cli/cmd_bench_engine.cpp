@@ -45,6 +45,7 @@ struct LoadResult {
   std::vector<double> ttft, itl;
   double acceptance_length = 0;
   double mean_draft_tokens = 0;  // drafts per decoding sequence and step (K, 0 for plain steps)
+  std::vector<int64_t> attention_rows_per_rank;  // --data-parallel: rows each rank's attention ran
 };
 
 // A length drawn uniformly from [length (1 - ratio), length (1 + ratio)], at least 1.
@@ -110,6 +111,7 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.acceptance_length = engine.metrics().spec.mean_acceptance_length();
   r.mean_draft_tokens = engine.metrics().spec.mean_draft_tokens();
+  r.attention_rows_per_rank = engine.metrics().attention_rows_per_rank;
   return r;
 }
 
@@ -214,6 +216,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
                             {"itl_p50_ms", 1e3 * percentile(r.itl, 0.5)},
                             {"itl_p99_ms", 1e3 * percentile(r.itl, 0.99)},
                             {"mean_acceptance_length", r.acceptance_length}};
+      if (!r.attention_rows_per_rank.empty()) row["attention_rows_per_rank"] = r.attention_rows_per_rank;
       if (!json) {
         std::printf("concurrency %3lld %-6s: %7.1f tokens/s, %5.2f req/s | decode-only steps %7.1f tokens/s, "
                     "prefill steps %6.1f prompt tokens/s | TTFT p50 %7.1f ms p99 %7.1f ms | "
@@ -223,6 +226,10 @@ int run_bench_engine(const std::vector<std::string>& argv) {
                     row["prefill_tokens_per_second"].get<double>(), row["ttft_p50_ms"].get<double>(),
                     row["ttft_p99_ms"].get<double>(), row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>());
         if (draft) std::printf(" | acceptance length %.2f, mean K %.2f", r.acceptance_length, r.mean_draft_tokens);
+        if (!r.attention_rows_per_rank.empty()) {
+          std::printf(" | attention rows per rank:");
+          for (int64_t rows : r.attention_rows_per_rank) std::printf(" %lld", (long long)rows);
+        }
         std::printf("\n");
         std::fflush(stdout);
       }

@@ -137,23 +137,36 @@ int follow_tensor_parallel(const std::filesystem::path& model_dir, dist::Communi
   ThreadPool pool(thread_count(args));
   const std::unique_ptr<Model> model = load_model_verbose(model_dir, pool, /*quiet=*/true, weights, &ranks);
   run_tensor_parallel_follower(*model, ranks);
+  const auto* deepseek = dynamic_cast<const DeepseekV3Model*>(model.get());
+  if (deepseek != nullptr && deepseek->kv_partitions() > 1)
+    std::fprintf(stderr, "aerie: rank %d ran the attention of %lld rows (data-parallel attention)\n", ranks.rank(),
+                 (long long)deepseek->owned_rows_run());
   return 0;
 }
 
 int64_t parallel_ranks(const Args& args, ParallelLayout* layout) {
-  const int64_t t = args.integer("--tensor-parallel", 1), e = args.integer("--expert-parallel", 1);
+  const int64_t t = args.integer("--tensor-parallel", 1), e = args.integer("--expert-parallel", 1),
+                d = args.integer("--data-parallel", 1);
   AERIE_CHECK(t >= 1, "--tensor-parallel must be 1 or more, got ", t);
   AERIE_CHECK(e >= 1, "--expert-parallel must be 1 or more, got ", e);
+  AERIE_CHECK(d >= 1, "--data-parallel must be 1 or more, got ", d);
   AERIE_CHECK(t == 1 || e == 1 || t == e, "--tensor-parallel ", t, " and --expert-parallel ", e, " differ: tensor "
               "parallelism already shares the routed experts out over its ranks; give one of the two");
-  if (layout != nullptr) *layout = t == 1 && e > 1 ? ParallelLayout::kExpert : ParallelLayout::kTensor;
-  return std::max(t, e);
+  AERIE_CHECK(d == 1 || t == 1, "--data-parallel ", d, " and --tensor-parallel ", t, " exclude each other: data-parallel "
+              "attention keeps every head of a sequence on one rank");
+  AERIE_CHECK(d == 1 || e == 1 || d == e, "--data-parallel ", d, " and --expert-parallel ", e, " differ: the same ",
+              "ranks run attention by sequence and share the experts out");
+  if (layout != nullptr)
+    *layout = d > 1 ? ParallelLayout::kData : t == 1 && e > 1 ? ParallelLayout::kExpert : ParallelLayout::kTensor;
+  return std::max({t, e, d});
 }
 
 std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args) {
   ParallelLayout layout;
   const int64_t t = parallel_ranks(args, &layout);
-  const char* flag = layout == ParallelLayout::kExpert ? "--expert-parallel" : "--tensor-parallel";
+  const char* flag = layout == ParallelLayout::kData     ? "--data-parallel"
+                     : layout == ParallelLayout::kExpert ? "--expert-parallel"
+                                                         : "--tensor-parallel";
   std::unique_ptr<dist::Communicator> ranks = dist::make_world_communicator();
   AERIE_CHECK(ranks->size() == t, flag, " ", t, " needs exactly ", t, " ranks: run `mpirun -np ", t,
               " aerie ... ", flag, " ", t, "`; this run has ", ranks->size(),
@@ -227,6 +240,11 @@ std::vector<OptionSpec> model_options() {
       {"--expert-parallel", true,
        "E: share DeepSeek-V3's routed experts out over the E ranks of `mpirun -np E`, keeping attention and dense "
        "layers whole on every rank (default 1; one all-reduce per MoE layer)"},
+      {"--data-parallel", true,
+       "D: DeepSeek-V3 over the D ranks of `mpirun -np D` with data-parallel attention: each request's attention and "
+       "KV cache live on one rank (the KV pool is split D ways, each rank holding the size one process would), "
+       "the routed experts are shared out as with --expert-parallel (default 1; serve, generate, bench-engine, "
+       "logits, bench; --expert-parallel may be given too, equal to D)"},
       {"--kv-cache-dtype", true,
        "auto (default, = bf16), bf16, f32 or fp8: how KV cache rows are stored (2, 4 or 1 byte a value; fp8 "
        "E4M3 adds an f32 scale per kv head per position), target and draft head alike"},

@@ -27,8 +27,8 @@ struct WeightChoice {
   WeightFormat format = WeightFormat::kAsStored;
   int64_t int8_group = 0;
   int64_t int4_group = 128;
-  int64_t tensor_parallel = 1;  // ranks the model is spread over: --tensor-parallel or --expert-parallel
-  ParallelLayout layout = ParallelLayout::kTensor;  // kExpert under --expert-parallel
+  int64_t tensor_parallel = 1;  // ranks the model is spread over: --tensor-, --expert- or --data-parallel
+  ParallelLayout layout = ParallelLayout::kTensor;  // kExpert under --expert-parallel, kData under --data-parallel
 };
 // With weights.tensor_parallel > 1, `ranks` (from tensor_parallel_ranks) must be given: commands that pass
 // none are refused, naming the ones that run tensor parallel.
@@ -40,8 +40,8 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
 // T`). Every rank runs the same steps; on ranks other than 0, stdout goes to /dev/null so only rank 0
 // writes output (callers also write files and summaries on rank 0 only).
 std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args);
-// The ranks --tensor-parallel T or --expert-parallel E ask for (both given: they must be equal), and with
-// `layout` which of the two layouts (models/model.h).
+// The ranks --tensor-parallel T, --expert-parallel E or --data-parallel D ask for (E given with T or D must
+// equal it; T and D exclude each other), and with `layout` which layout (models/model.h).
 int64_t parallel_ranks(const Args& args, ParallelLayout* layout = nullptr);
 
 // The target model of an engine command (serve, generate, bench-engine) on rank 0: this rank's weights

@@ -45,9 +45,24 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   in.max_length = config.max_length > 0 ? config.max_length : target.max_position_embeddings();
   in.min_useful_length = std::min<int64_t>(64, in.max_length);
   plan_ = plan_memory(in);
+  // Data-parallel attention: each rank keeps its own partition of the plan's size (kv/block_pool.h), and this
+  // process writes only its own.
+  const int partitions = target.kv_partitions();
+  AERIE_CHECK(partitions >= 1, "a target with ", partitions, " KV partitions");
+  if (partitions > 1) {
+    plan_.n_blocks *= partitions;
+    plan_.n_tokens *= partitions;
+    plan_.summary += str_cat("; that on each of ", partitions, " ranks (data-parallel attention: ",
+                             plan_.n_blocks, " blocks in all)");
+  }
   store_ = std::make_unique<KvStore>(tg.n_layer, tg.row_width, plan_.n_blocks, config.block_size, tg.values, dtype,
                                      tg.scale_width);
-  pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
+  pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching,
+                                      partitions);
+  if (partitions > 1) {
+    const BlockPool::Range mine = BlockPool::partition_range(plan_.n_blocks, partitions, target.kv_partition());
+    store_->set_local_blocks(mine.begin, mine.end);
+  }
   int64_t max_k = 0;
   std::vector<int64_t> draft_to_target;
   if (drafter) {
@@ -104,6 +119,7 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
     drafter_ = std::make_unique<DraftRunner>(*draft, *scheduler_, std::move(draft_to_target), config.spec, plan_.max_length);
   if (token_drafter) token_drafter_ = std::make_unique<TokenDraftRunner>(*token_drafter, plan_.max_length, max_k);
   metrics_.kv_blocks_total = plan_.n_blocks;
+  if (partitions > 1) metrics_.attention_rows_per_rank.assign(size_t(partitions), 0);
 }
 
 Engine::~Engine() = default;
@@ -460,6 +476,13 @@ bool Engine::step_once() {
     results_[i].clear();
     Sequence& seq = *plan[i].seq;
     if (!seq.scheduled_seen) seq.first_scheduled = scheduled_at, seq.scheduled_seen = true;
+  }
+  if (pool_->n_partitions() > 1) {  // data-parallel attention: whose rank runs each sequence's target rows
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    for (const ScheduledRows& r : plan) {
+      const int32_t p = r.seq->table.partition(*pool_);
+      if (p >= 0) metrics_.attention_rows_per_rank[size_t(p)] += r.n_rows;
+    }
   }
   run(plan, 0);
   post_events(plan);

@@ -37,6 +37,9 @@ struct EngineMetrics {
   int64_t requests_submitted = 0, requests_finished = 0, requests_cancelled = 0, requests_failed = 0, preemptions = 0;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, prefilled_tokens = 0, generated_tokens = 0;
   int64_t steps = 0;
+  // Data-parallel attention: target rows (prompt chunks, decode and verification rows) scheduled for the
+  // sequences of each rank's KV partition, [ranks]; empty otherwise.
+  std::vector<int64_t> attention_rows_per_rank;
   SpecStats spec;                // summed over requests
   int64_t finished_stop = 0, finished_length = 0;  // requests_finished by reason
   Histogram time_to_first_token;  // seconds

@@ -113,11 +113,31 @@ void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const Sequence
   const trace::Where layer_trace(ctx.trace_scope, int(cache_layer));
   ops::rms_norm(x, n_tokens, n_embd, *w.attn_norm, ctx.eps, cur, pool);
   AERIE_TRACE("attn_norm", cur, n_tokens, n_embd);
-  mla_attention(cur, n_tokens, sequences, positions, cache_layer, w.attn, ctx.mla, ctx.inv_freq, ctx.path, scratch.mla,
-                block_out, pool);
-  if (ctx.ranks != nullptr && ctx.attention_split)  // this rank's heads' share of o_proj
+  const OwnedRows* owned = ctx.owned;
+  if (owned == nullptr || owned->all) {
+    mla_attention(cur, n_tokens, sequences, positions, cache_layer, w.attn, ctx.mla, ctx.inv_freq, ctx.path,
+                  scratch.mla, block_out, pool);
+    if (trace::enabled()) trace_mla(w.attn, ctx.mla, scratch.mla, n_tokens);
+  } else {  // data-parallel attention: this rank's sequences only, zeros in the other rows
+    std::fill(block_out, block_out + n_tokens * n_embd, 0.0f);
+    if (owned->n_rows > 0) {
+      float* in = scratch.owned_in.reserve(owned->n_rows * n_embd);
+      float* out = scratch.owned_out.reserve(owned->n_rows * n_embd);
+      for (size_t i = 0; i < owned->sequences.size(); ++i) {
+        const SequenceRows& s = owned->sequences[i];
+        std::copy_n(cur + owned->source_rows[i] * n_embd, s.n_rows * n_embd, in + s.row_begin * n_embd);
+      }
+      mla_attention(in, owned->n_rows, owned->sequences, owned->positions.data(), cache_layer, w.attn, ctx.mla,
+                    ctx.inv_freq, ctx.path, scratch.mla, out, pool);
+      for (size_t i = 0; i < owned->sequences.size(); ++i) {
+        const SequenceRows& s = owned->sequences[i];
+        std::copy_n(out + s.row_begin * n_embd, s.n_rows * n_embd, block_out + owned->source_rows[i] * n_embd);
+      }
+    }
+  }
+  // This rank's heads' share of o_proj, or its sequences' rows.
+  if (ctx.ranks != nullptr && (ctx.attention_split || owned != nullptr))
     ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
-  if (trace::enabled()) trace_mla(w.attn, ctx.mla, scratch.mla, n_tokens);
   AERIE_TRACE("attn_out", block_out, n_tokens, n_embd);
   ops::add_inplace(x, block_out, n_tokens * n_embd);
   ops::rms_norm(x, n_tokens, n_embd, *w.ffn_norm, ctx.eps, cur, pool);
@@ -189,6 +209,7 @@ std::string DeepseekV3Model::describe() const {
                  communicator_ == nullptr ? std::string()
                  : str_cat("; rank ", communicator_->rank(), " of ", communicator_->size(), ": ",
                            context_.attention_split ? str_cat(context_.mla.n_head, " heads, ") : std::string(),
+                           data_parallel_ ? "attention of its own sequences, " : "",
                            "experts [", experts.begin, ", ", experts.end, ")"));
 }
 
@@ -203,6 +224,7 @@ ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {
   ops::embedding(*weights_.embed, batch.token_ids.data(), n_tokens, x);
   const trace::Where model_trace("target", trace::kNoLayer);
   AERIE_TRACE("embed", x, n_tokens, c.n_embd);
+  if (data_parallel_) gather_owned(batch);
   for (int64_t il = 0; il < c.n_layer; ++il) {
     capture_.capture(batch, int(il), x, n_tokens, c.n_embd);
     deepseek_decoder_layer(x, n_tokens, batch.sequences, positions_.data(), il, weights_.layers[size_t(il)], context_,

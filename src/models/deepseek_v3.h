@@ -46,6 +46,16 @@ struct DeepseekV3Weights {
 // is_moe_layer(layer). The MTP drafter binds layer num_hidden_layers with it.
 DeepseekLayerWeights bind_deepseek_layer(const WeightStore& store, const DeepseekV3Config& config, int64_t layer);
 
+// Data-parallel attention (issue 22): the sequences of a batch whose attention this rank runs, their rows
+// gathered in batch order into a sub-batch.
+struct OwnedRows {
+  std::vector<SequenceRows> sequences;  // row_begin counts rows of the sub-batch
+  std::vector<int64_t> source_rows;     // [sequences] each one's first row in the whole batch
+  std::vector<int64_t> positions;       // [n_rows]
+  int64_t n_rows = 0;
+  bool all = false;  // every row of the batch: attention runs on the batch as it is
+};
+
 // Everything a decoder layer needs besides its weights (shared with drafters that reuse the geometry).
 struct DeepseekLayerContext {
   MlaShape mla;
@@ -60,11 +70,15 @@ struct DeepseekLayerContext {
   dist::Communicator* ranks = nullptr;
   bool attention_split = false;
   bool dense_split = false;
+  // Data-parallel attention: this rank runs attention for these rows only and zeros the others, and the ranks
+  // sum their outputs (one all-reduce), as under attention_split. Null: every row.
+  const OwnedRows* owned = nullptr;
 };
 DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& config, const std::vector<float>& inv_freq);
 
 struct DeepseekLayerScratch {
   ScratchBuffer cur, block_out;  // [n_tokens, n_embd] each
+  ScratchBuffer owned_in, owned_out;  // [owned rows, n_embd] each (data-parallel attention)
   MlaScratch mla;
   FfnScratch ffn;
   MoeScratch moe;
@@ -93,7 +107,11 @@ MlaShape deepseek_mla_shape(const DeepseekV3Config& config);
 //     one all-reduce after attention and one after the FFN or MoE block;
 //   ParallelLayout::kExpert: only the routed experts (and the shared experts' n_ff where it splits) are
 //     shared out; attention and dense layers run whole on every rank; one all-reduce per MoE layer.
-// Both split the output head by vocabulary. The router runs on every rank, so no routing is exchanged. FP8
+//   ParallelLayout::kData: weights as kExpert; each sequence's attention (its q/kv projections, its cache rows,
+//     the attention itself, o_proj) runs only on the rank whose partition of the engine's KV pool holds its
+//     blocks (kv_partitions() = ranks), the others contributing zero rows to the all-reduce after attention;
+//     a rank's KV memory is its own sequences'.
+// All split the output head by vocabulary. The router runs on every rank, so no routing is exchanged. FP8
 // projections split on their 128x128 tiles only: a split that would cut one is refused (or, for the shared
 // experts, left whole on rank 0).
 class DeepseekV3Model final : public Model {
@@ -129,6 +147,10 @@ class DeepseekV3Model final : public Model {
   // routing every rank computes alike: [ranks] (one entry in one process). Rank r runs experts
   // dist::balanced_split(n_routed_experts, ranks, r).
   std::vector<int64_t> expert_load() const;
+  // Data-parallel attention: rows whose attention this rank has run since load.
+  int64_t owned_rows_run() const { return owned_rows_run_; }
+  int kv_partitions() const override { return data_parallel_ ? communicator_->size() : 1; }
+  int kv_partition() const override { return data_parallel_ ? communicator_->rank() : 0; }
 
  private:
   DeepseekV3Config config_;
@@ -142,6 +164,11 @@ class DeepseekV3Model final : public Model {
   ShardStore shards_;                           // what weights_' shards own (several ranks only)
   dist::Range vocab_;                           // this rank's rows of the output head (several ranks only)
   LinearWeight whole_output_;                   // the unsplit head (several ranks only)
+  bool data_parallel_ = false;                  // ParallelLayout::kData
+  OwnedRows owned_;                             // this forward's sequences of this rank (data parallel)
+  int64_t owned_rows_run_ = 0;
+
+  void gather_owned(const StepBatch& batch);
 
   void shard_weights(ParallelLayout layout);  // models/deepseek_v3_parallel.cpp
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kv/block_pool.h"
 #include "models/deepseek_v3.h"
 
 namespace aerie {
@@ -83,9 +84,36 @@ void DeepseekV3Model::shard_weights(ParallelLayout layout) {
   whole_output_ = weights_.output;  // what a draft head on rank 0 borrows (output_head())
   weights_.output = column_shard(weights_.output, vocab_, shards_);
   if (split) context_.mla.n_head = heads.size();
+  data_parallel_ = layout == ParallelLayout::kData;
+  if (data_parallel_) context_.owned = &owned_;
   context_.ranks = communicator_;
   context_.attention_split = split;
   context_.dense_split = split;
+}
+
+void DeepseekV3Model::gather_owned(const StepBatch& batch) {
+  const int n_ranks = communicator_->size(), rank = communicator_->rank();
+  owned_.sequences.clear();
+  owned_.source_rows.clear();
+  owned_.positions.clear();
+  owned_.n_rows = 0;
+  for (const SequenceRows& s : batch.sequences) {
+    // The partition of its first block (kv/block_pool.h); an unpaged cache (one sequence run on every rank,
+    // as `logits` does) is rank 0's.
+    const std::span<const int32_t> blocks = s.kv->block_ids();
+    const int64_t owner =
+        s.kv->paged() && !blocks.empty() ? BlockPool::partition_of(blocks[0], s.kv->store().n_blocks(), n_ranks) : 0;
+    if (owner != rank) continue;
+    SequenceRows mine = s;
+    mine.row_begin = owned_.n_rows;
+    owned_.sequences.push_back(mine);
+    owned_.source_rows.push_back(s.row_begin);
+    owned_.positions.insert(owned_.positions.end(), positions_.begin() + s.row_begin,
+                            positions_.begin() + s.row_begin + s.n_rows);
+    owned_.n_rows += s.n_rows;
+  }
+  owned_.all = owned_.n_rows == int64_t(batch.token_ids.size());
+  owned_rows_run_ += owned_.n_rows;
 }
 
 std::vector<int64_t> DeepseekV3Model::expert_load() const {

@@ -61,8 +61,9 @@ struct ForwardOutput {
 
 // How a model spreads over several ranks (models/registry.h LoadOptions::layout; issue 22): kTensor splits
 // attention heads and FFNs over the ranks (and shards a MoE's routed experts), kExpert shards only the
-// routed experts and keeps the rest whole on every rank.
-enum class ParallelLayout { kTensor, kExpert };
+// routed experts and keeps the rest whole on every rank, kData does as kExpert and runs each sequence's
+// attention on one rank only, the one whose partition of the KV pool holds its cache (Model::kv_partitions).
+enum class ParallelLayout { kTensor, kExpert, kData };
 
 // The architecture a model implements; models/registry.cpp picks it from config.json's "architectures",
 // and drafters state which ones they fit (spec/drafter_registry.cpp).
@@ -98,6 +99,12 @@ class Model {
   // The model whose weights this process holds: itself, or for a driver of several ranks its rank-0 model
   // (what a drafter that needs the concrete target, such as DeepSeek's MTP layer, binds to).
   virtual const Model& local() const { return *this; }
+  // Data-parallel attention (issue 22): the engine splits its KV block pool into kv_partitions() partitions
+  // (kv/block_pool.h), one per rank, and keeps each sequence's cache in one; only the rank of that partition
+  // runs the sequence's attention and writes its rows, so a rank holds only its own sequences' KV.
+  // kv_partition() is this process's. One partition, this one, otherwise.
+  virtual int kv_partitions() const { return 1; }
+  virtual int kv_partition() const { return 0; }
 };
 
 }  // namespace aerie

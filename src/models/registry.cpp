@@ -39,8 +39,11 @@ nlohmann::json read_json(const std::filesystem::path& path) {
 std::unique_ptr<Model> load_llama(const std::filesystem::path& dir, const nlohmann::json& json,
                                   ThreadPool& pool, const LoadOptions& options) {
   LlamaConfig config = parse_llama_config(json, (dir / "config.json").string());
-  AERIE_CHECK(!tensor_parallel(options) || options.layout == ParallelLayout::kTensor, dir.string(),
+  AERIE_CHECK(!tensor_parallel(options) || options.layout != ParallelLayout::kExpert, dir.string(),
               ": --expert-parallel shards a mixture of experts; LlamaForCausalLM has none (use --tensor-parallel)");
+  AERIE_CHECK(!tensor_parallel(options) || options.layout != ParallelLayout::kData, dir.string(),
+              ": --data-parallel pairs attention by sequence with expert-parallel MoE layers; LlamaForCausalLM has no "
+              "experts to share (use --tensor-parallel)");
   AERIE_CHECK(!tensor_parallel(options) || options.weights == WeightFormat::kAsStored, dir.string(),
               ": tensor parallelism splits F32/BF16/F16 weights only; int8 and int4 projections (--weights int8 or "
               "int4) cannot be split yet");

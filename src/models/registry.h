@@ -33,7 +33,8 @@ struct LoadOptions {
   dist::Communicator* communicator = nullptr;
   // With a communicator: kTensor splits attention heads and FFNs (and, for DeepSeek-V3, shards the routed
   // experts); kExpert (DeepSeek-V3 only) shards the routed experts and keeps attention and dense layers whole
-  // on every rank.
+  // on every rank; kData (DeepSeek-V3 only) does as kExpert and runs each sequence's attention on the one rank
+  // that holds its KV (Model::kv_partitions).
   ParallelLayout layout = ParallelLayout::kTensor;
 };
 

@@ -59,6 +59,8 @@ class TensorParallelDriver final : public Model {
   ModelFamily family() const override { return local_.family(); }
   const std::string& architecture() const override { return local_.architecture(); }
   const Model& local() const override { return local_; }
+  int kv_partitions() const override { return local_.kv_partitions(); }
+  int kv_partition() const override { return local_.kv_partition(); }
 
  private:
   void send(std::vector<int64_t>& header, std::vector<int64_t>& payload);

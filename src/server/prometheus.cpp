@@ -152,6 +152,13 @@ std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, in
   metric(out, "aerie_prefilled_tokens_total", "counter", "Prompt tokens computed.", double(m.prefilled_tokens));
   metric(out, "aerie_generation_tokens_total", "counter", "Tokens generated.", double(m.generated_tokens));
   metric(out, "aerie_engine_steps_total", "counter", "Engine steps.", double(m.steps));
+  if (!m.attention_rows_per_rank.empty()) {  // data-parallel attention
+    out += "# HELP aerie_attention_rows_total Target rows whose attention each rank ran (data-parallel attention).\n"
+           "# TYPE aerie_attention_rows_total counter\n";
+    for (size_t r = 0; r < m.attention_rows_per_rank.size(); ++r)
+      out += "aerie_attention_rows_total{rank=\"" + std::to_string(r) + "\"} " +
+             std::to_string(m.attention_rows_per_rank[r]) + "\n";
+  }
 
   const SpecStats& s = m.spec;
   metric(out, "aerie_spec_decode_rounds_total", "counter", "Verification forwards that carried drafts.", double(s.rounds));

@@ -7,16 +7,22 @@
 #                         again after an idle spell longer than the collective timeout (the heartbeat), and
 #                         every rank exits after SIGTERM; with a hung follower, a request gets 503 and
 #                         the job exits non-zero;
-#   refusals MODEL MQA:   T=3 on MODEL (2 kv heads), T=2 on MQA (1 kv head), T=2 without mpirun, and
-#                         `aerie bench-accept` with T=2 each fail with their message.
+#   refusals MODEL MQA:   T=3 on MODEL (2 kv heads), T=2 on MQA (1 kv head), T=2 without mpirun,
+#                         `aerie bench-accept` with T=2, and --data-parallel on Llama or beside an unequal
+#                         --expert-parallel or any --tensor-parallel each fail with their message.
 #   deepseek-logits CHECKPOINT...: DeepSeek-V3 `aerie logits` with --tensor-parallel 2 and 3 and
 #                         --expert-parallel 2 and 3 each equal one process within 1e-4 (FP8 checkpoints whose
 #                         heads cut a 128x128 tile: expert parallel only, and tensor parallel's refusal); then
 #                         an FP8 checkpoint made here with tile-aligned heads, at --tensor-parallel 2 and
 #                         --expert-parallel 2 and 4;
+#                         --data-parallel 3 on every checkpoint (one sequence: rank 0 runs its attention,
+#                         the others add zero rows), and 2 on the tile-aligned one;
 #   deepseek-generate MODEL HEAD: greedy `aerie generate` with --expert-parallel 2 and the MTP drafter, and
 #                         with --expert-parallel 3 and HEAD, gives one process's plain ids and reports every
-#                         rank's expert load.
+#                         rank's expert load;
+#   deepseek-serve MODEL HEAD: `aerie serve --data-parallel 2` with HEAD answers four concurrent greedy
+#                         completions as one process does, both ranks run attention for some of them
+#                         (aerie_attention_rows_total), and both ranks exit after SIGTERM.
 # usage: run_tp_cli_test.sh MPIRUN AERIE COMPARE MODE ARGS...
 set -uo pipefail
 mpirun=$1 aerie=$2 compare=$3 mode=$4
@@ -141,7 +147,13 @@ case $mode in
     expect_error "LlamaForCausalLM has none" \
       ranks 2 "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --expert-parallel 2
     expect_error "--tensor-parallel 2 and --expert-parallel 3 differ" \
-      "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --tensor-parallel 2 --expert-parallel 3 ;;
+      "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --tensor-parallel 2 --expert-parallel 3
+    expect_error "LlamaForCausalLM has no experts to share" \
+      ranks 2 "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --data-parallel 2
+    expect_error "--data-parallel 2 and --tensor-parallel 2 exclude each other" \
+      "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --data-parallel 2 --tensor-parallel 2
+    expect_error "--data-parallel 2 and --expert-parallel 3 differ" \
+      "$aerie" logits --model "$model" --ids 1,2 --out "$work/x.npy" --quiet --data-parallel 2 --expert-parallel 3 ;;
   deepseek-logits)
     # same_logits NAME MODEL RANKS FLAG: the run at RANKS ranks with FLAG equals $work/NAME.t1.npy.
     same_logits() {
@@ -152,6 +164,7 @@ case $mode in
     for model in "$@"; do
       name=$(basename "$model")
       "$aerie" logits --model "$model" --ids $ids --out "$work/$name.t1.npy" --quiet || fail "one-process logits on $name"
+      same_logits "$name" "$model" 3 --data-parallel
       for n in 2 3; do
         same_logits "$name" "$model" $n --expert-parallel
         if grep -q '"quant_method": *"fp8"' "$model/config.json"; then
@@ -171,7 +184,8 @@ case $mode in
     "$aerie" logits --model "$work/fp8_tiles" --ids $ids --out "$work/fp8_tiles.t1.npy" --quiet || fail "FP8 one process"
     same_logits fp8_tiles "$work/fp8_tiles" 2 --tensor-parallel
     same_logits fp8_tiles "$work/fp8_tiles" 2 --expert-parallel
-    same_logits fp8_tiles "$work/fp8_tiles" 4 --expert-parallel ;;
+    same_logits fp8_tiles "$work/fp8_tiles" 4 --expert-parallel
+    same_logits fp8_tiles "$work/fp8_tiles" 2 --data-parallel ;;
   deepseek-generate)
     model=$1 head=$2
     run=("$aerie" generate --model "$model" --prompt "Once upon a time, a little fox" --max-tokens 32 --ignore-eos --json
@@ -189,6 +203,50 @@ case $mode in
     grep -q '"expert_rows_per_rank":\[[1-9][0-9]*,[1-9][0-9]*\]' "$work/e2.json" || fail "no expert load of 2 ranks"
     grep -q '"expert_rows_per_rank":\[[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*\]' "$work/e3.json" ||
       fail "no expert load of 3 ranks" ;;
+  deepseek-serve)
+    model=$1 head=$2
+    prompts=("Once upon a time" "The king said" "In the morning, the little" "She looked at the sea and")
+    port_of() {
+      for _ in $(seq 120); do grep -q "ready" "$1" && break; sleep 0.5; done
+      grep -o 'http://127.0.0.1:[0-9]*' "$1" | head -1 | sed 's/.*://'
+    }
+    # complete_all LOG TAG: the four prompts at once (the same server, concurrently), texts in $work/TAG.N.
+    complete_all() {
+      local port pids=(); port=$(port_of "$1")
+      for i in "${!prompts[@]}"; do
+        curl -s --max-time 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+          -d "{\"model\":\"m\",\"prompt\":\"${prompts[$i]}\",\"max_tokens\":24,\"temperature\":0}" |
+          grep -o '"text":"[^"]*"' >"$work/$2.$i" &
+        pids+=($!)
+      done
+      wait "${pids[@]}"  # the curls, not the server
+    }
+    "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 2>"$work/one.log" &
+    one=$!
+    complete_all "$work/one.log" one
+    kill -TERM $one; wait $one
+    AERIE_TEST_TAG=$work ranks 2 "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 \
+      --draft "$head" --data-parallel 2 2>"$work/dp.log" &
+    dp=$!
+    port=$(port_of "$work/dp.log")
+    complete_all "$work/dp.log" dp
+    curl -s --max-time 10 "http://127.0.0.1:$port/metrics" >"$work/metrics"
+    for p in $(pgrep -f -- "--data-parallel 2"); do
+      env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)
+      grep -qx "AERIE_TEST_TAG=$work" <<<"$env" && grep -qx 'OMPI_COMM_WORLD_RANK=0' <<<"$env" && kill -TERM "$p"
+    done
+    wait $dp || fail "D=2 serve exited $? after SIGTERM"
+    for i in "${!prompts[@]}"; do
+      echo "one process: $(cat "$work/one.$i")"; echo "D=2:         $(cat "$work/dp.$i")"
+      [[ -s $work/one.$i ]] && cmp -s "$work/one.$i" "$work/dp.$i" || fail "D=2 completion $i differs"
+    done
+    grep aerie_attention_rows_total "$work/metrics"
+    grep -q 'aerie_attention_rows_total{rank="0"} [1-9]' "$work/metrics" &&
+      grep -q 'aerie_attention_rows_total{rank="1"} [1-9]' "$work/metrics" ||
+      { cat "$work/dp.log"; fail "rank 0 did not schedule rows for both ranks"; }
+    grep -q "rank 1 ran the attention of [1-9][0-9]* rows" "$work/dp.log" ||
+      { cat "$work/dp.log"; fail "rank 1 ran no attention"; }
+    grep -q "timed out" "$work/dp.log" && { cat "$work/dp.log"; fail "a collective timed out"; } ;;
   *) fail "unknown mode $mode" ;;
 esac
 ((failed == 0)) && echo "ok: $mode"
