@@ -20,9 +20,10 @@
 #   deepseek-generate MODEL HEAD: greedy `aerie generate` with --expert-parallel 2 and the MTP drafter, and
 #                         with --expert-parallel 3 and HEAD, gives one process's plain ids and reports every
 #                         rank's expert load;
-#   deepseek-serve MODEL HEAD: `aerie serve --data-parallel 2` with HEAD answers four concurrent greedy
-#                         completions as one process does, both ranks run attention for some of them
-#                         (aerie_attention_rows_total), and both ranks exit after SIGTERM.
+#   deepseek-serve MODEL HEAD: `aerie serve --data-parallel 2` with HEAD, drafting chains and then trees,
+#                         answers four concurrent greedy completions as one process does, both ranks run
+#                         attention for some of them (aerie_attention_rows_total, and rank 1's own count),
+#                         and both ranks exit after SIGTERM.
 # usage: run_tp_cli_test.sh MPIRUN AERIE COMPARE MODE ARGS...
 set -uo pipefail
 mpirun=$1 aerie=$2 compare=$3 mode=$4
@@ -225,28 +226,36 @@ case $mode in
     one=$!
     complete_all "$work/one.log" one
     kill -TERM $one; wait $one
-    AERIE_TEST_TAG=$work ranks 2 "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 \
-      --draft "$head" --data-parallel 2 2>"$work/dp.log" &
-    dp=$!
-    port=$(port_of "$work/dp.log")
-    complete_all "$work/dp.log" dp
-    curl -s --max-time 10 "http://127.0.0.1:$port/metrics" >"$work/metrics"
-    for p in $(pgrep -f -- "--data-parallel 2"); do
-      env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)
-      grep -qx "AERIE_TEST_TAG=$work" <<<"$env" && grep -qx 'OMPI_COMM_WORLD_RANK=0' <<<"$env" && kill -TERM "$p"
-    done
-    wait $dp || fail "D=2 serve exited $? after SIGTERM"
-    for i in "${!prompts[@]}"; do
-      echo "one process: $(cat "$work/one.$i")"; echo "D=2:         $(cat "$work/dp.$i")"
-      [[ -s $work/one.$i ]] && cmp -s "$work/one.$i" "$work/dp.$i" || fail "D=2 completion $i differs"
-    done
-    grep aerie_attention_rows_total "$work/metrics"
-    grep -q 'aerie_attention_rows_total{rank="0"} [1-9]' "$work/metrics" &&
-      grep -q 'aerie_attention_rows_total{rank="1"} [1-9]' "$work/metrics" ||
-      { cat "$work/dp.log"; fail "rank 0 did not schedule rows for both ranks"; }
-    grep -q "rank 1 ran the attention of [1-9][0-9]* rows" "$work/dp.log" ||
-      { cat "$work/dp.log"; fail "rank 1 ran no attention"; }
-    grep -q "timed out" "$work/dp.log" && { cat "$work/dp.log"; fail "a collective timed out"; } ;;
+    # serve_dp TAG ARGS...: the four at once from `serve --data-parallel 2 ARGS`, its metrics in $work/TAG.metrics,
+    # then SIGTERM to rank 0: both ranks exit 0.
+    serve_dp() {
+      local tag=$1 port dp; shift
+      AERIE_TEST_TAG=$work ranks 2 "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 \
+        --data-parallel 2 "$@" 2>"$work/$tag.log" &
+      dp=$!
+      port=$(port_of "$work/$tag.log")
+      complete_all "$work/$tag.log" "$tag"
+      curl -s --max-time 10 "http://127.0.0.1:$port/metrics" >"$work/$tag.metrics"
+      for p in $(pgrep -f -- "--data-parallel 2"); do
+        env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)
+        grep -qx "AERIE_TEST_TAG=$work" <<<"$env" && grep -qx 'OMPI_COMM_WORLD_RANK=0' <<<"$env" && kill -TERM "$p"
+      done
+      wait $dp || fail "$tag: D=2 serve exited $? after SIGTERM"
+      for i in "${!prompts[@]}"; do
+        echo "one process: $(cat "$work/one.$i")"; echo "$tag:$(printf '%*s' $((11 - ${#tag})) '') $(cat "$work/$tag.$i")"
+        [[ -s $work/one.$i ]] && cmp -s "$work/one.$i" "$work/$tag.$i" || fail "$tag: completion $i differs"
+      done
+      grep aerie_attention_rows_total "$work/$tag.metrics"
+      grep -q 'aerie_attention_rows_total{rank="0"} [1-9]' "$work/$tag.metrics" &&
+        grep -q 'aerie_attention_rows_total{rank="1"} [1-9]' "$work/$tag.metrics" ||
+        { cat "$work/$tag.log"; fail "$tag: rank 0 did not schedule rows for both ranks"; }
+      grep -q "rank 1 ran the attention of [1-9][0-9]* rows" "$work/$tag.log" ||
+        { cat "$work/$tag.log"; fail "$tag: rank 1 ran no attention"; }
+      grep -q "timed out" "$work/$tag.log" && { cat "$work/$tag.log"; fail "$tag: a collective timed out"; }
+    }
+    serve_dp chain --draft "$head"
+    # Draft trees: each rank moves only its own sequences' verified paths into place.
+    serve_dp tree --draft "$head" --spec-tree-top-k 2 --spec-tree-depth 3 --spec-tree-tokens 4 ;;
   *) fail "unknown mode $mode" ;;
 esac
 ((failed == 0)) && echo "ok: $mode"

@@ -69,6 +69,31 @@ TEST(KvTreePath, PagedScrambledBlocks) {
   }
 }
 
+TEST(KvTreePath, AStoreLeavesOtherRanksBlocksAlone) {
+  // Data-parallel attention: this rank's store holds blocks [4, 8) only. A path moved in a sequence of
+  // another rank's blocks (0-3) is logged for the followers but neither read nor written here: their bytes
+  // stay zero (their pages untouched). The rank's own sequences move as usual.
+  BlockPool pool(8, 4, /*prefix_caching=*/false, /*partitions=*/2);
+  KvStore store(kLayers, kWidth, 8, 4, true, KvDType::kF32);
+  store.set_local_blocks(4, 8);
+  std::vector<int64_t> log;
+  store.record_copies(&log);
+  BlockTable foreign, own;
+  ASSERT_TRUE(foreign.reserve(pool, 16, /*start=*/0));
+  KvCache kv(store, foreign, pool);
+  kv.advance(14);  // rows another rank wrote
+  kv.keep_tree_path(5, std::vector<int64_t>{0, 2, 3, 7});
+  EXPECT_EQ(kv.length(), 9);
+  EXPECT_EQ(log.size(), 6u);  // three moves (rows 2, 3, 7 to 1, 2, 3), each (from, to)
+  for (int64_t l = 0; l < kLayers; ++l)
+    for (int64_t b = 0; b < 4 * 4 * kWidth * int64_t(sizeof(float)); ++b)
+      ASSERT_EQ(store.key_bytes(l)[b], std::byte{0}) << "layer " << l << " byte " << b;
+  ASSERT_TRUE(own.reserve(pool, 16, /*start=*/1));
+  KvCache mine(store, own, pool);
+  check_keeps_path(mine);
+  EXPECT_THROW(store.set_local_blocks(4, 9), Error);
+}
+
 TEST(KvTreePath, RejectsUnorderedRows) {
   KvCache kv(kLayers, kHeadKv, kHeadDim, 32, KvDType::kF32);
   fill(kv, 10);
