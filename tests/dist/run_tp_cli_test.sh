@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tensor-parallel Llama through the CLI (issue 22), mpirun on loopback:
 #   logits CHECKPOINT...: `aerie logits` at T=2 equals the single-process logits within 1e-4 of max |logit|;
+#   logits-at N CHECKPOINT...: the same at T=N (checkpoints whose kv heads N divides);
 #   generate MODEL [HEAD]: greedy `aerie generate` at T=2 gives the same ids as T=1 (with HEAD: T=2 speculative
 #                         with that draft head on rank 0, chains and draft trees, gives plain T=1's ids);
 #   serve MODEL HEAD:     `aerie serve` at T=2 with the head answers a greedy completion as one process does,
@@ -16,7 +17,7 @@
 #                         an FP8 checkpoint made here with tile-aligned heads, at --tensor-parallel 2 and
 #                         --expert-parallel 2 and 4;
 #                         --data-parallel 3 on every checkpoint (one sequence: rank 0 runs its attention,
-#                         the others add zero rows), and 2 on the tile-aligned one;
+#                         the others add zero rows), and 2 and 4 on the tile-aligned one;
 #   deepseek-generate MODEL HEAD: greedy `aerie generate` with --expert-parallel 2 and the MTP drafter, and
 #                         with --expert-parallel 3 and HEAD, gives one process's plain ids and reports every
 #                         rank's expert load;
@@ -51,6 +52,16 @@ case $mode in
       ranks 2 "$aerie" logits --model "$model" --ids $ids --out "$work/$name.t2.npy" --quiet --tensor-parallel 2 ||
         fail "T=2 logits on $name"
       "$compare" "$work/$name.t1.npy" "$work/$name.t2.npy" 1e-4 || fail "T=2 logits differ on $name"
+    done ;;
+  logits-at)
+    # logits-at N CHECKPOINT...: the same at --tensor-parallel N.
+    n=$1; shift
+    for model in "$@"; do
+      name=$(basename "$model")
+      "$aerie" logits --model "$model" --ids $ids --out "$work/$name.t1.npy" --quiet || fail "T=1 logits on $name"
+      ranks "$n" "$aerie" logits --model "$model" --ids $ids --out "$work/$name.t$n.npy" --quiet --tensor-parallel "$n" ||
+        fail "T=$n logits on $name"
+      "$compare" "$work/$name.t1.npy" "$work/$name.t$n.npy" 1e-4 || fail "T=$n logits differ on $name"
     done ;;
   generate)
     model=$1
@@ -186,7 +197,8 @@ case $mode in
     same_logits fp8_tiles "$work/fp8_tiles" 2 --tensor-parallel
     same_logits fp8_tiles "$work/fp8_tiles" 2 --expert-parallel
     same_logits fp8_tiles "$work/fp8_tiles" 4 --expert-parallel
-    same_logits fp8_tiles "$work/fp8_tiles" 2 --data-parallel ;;
+    same_logits fp8_tiles "$work/fp8_tiles" 2 --data-parallel
+    same_logits fp8_tiles "$work/fp8_tiles" 4 --data-parallel ;;
   deepseek-generate)
     model=$1 head=$2
     run=("$aerie" generate --model "$model" --prompt "Once upon a time, a little fox" --max-tokens 32 --ignore-eos --json
