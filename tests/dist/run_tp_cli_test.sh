@@ -16,8 +16,9 @@
 #                         heads cut a 128x128 tile: expert parallel only, and tensor parallel's refusal); then
 #                         an FP8 checkpoint made here with tile-aligned heads, at --tensor-parallel 2 and
 #                         --expert-parallel 2 and 4;
-#                         --data-parallel 3 on every checkpoint (one sequence: rank 0 runs its attention,
-#                         the others add zero rows), and 2 and 4 on the tile-aligned one;
+#                         every layout at 4 ranks on the first checkpoint; --data-parallel 3 on every
+#                         checkpoint (one sequence: rank 0 runs its attention, the others add zero rows),
+#                         and 2 and 4 on the tile-aligned one;
 #   deepseek-generate MODEL HEAD: greedy `aerie generate` with --expert-parallel 2 and the MTP drafter, and
 #                         with --expert-parallel 3 and HEAD, gives one process's plain ids and reports every
 #                         rank's expert load;
@@ -187,6 +188,8 @@ case $mode in
         fi
       done
     done
+    # Four ranks, one head and two experts each, in every layout.
+    for flag in --tensor-parallel --expert-parallel --data-parallel; do same_logits bf16_qlora_yarn "$1" 4 $flag; done
     # FP8 heads of 192 q rows and 256 kv_b rows: two heads a rank keep whole tiles.
     /usr/bin/python3 "$(dirname "$0")/../../tools/deepseek/make_deepseek_checkpoint.py" --out "$work/fp8_tiles" --fp8 \
       --seed 7 --hidden-size 128 --num-heads 4 --qk-nope-head-dim 128 --qk-rope-head-dim 64 --v-head-dim 128 \
