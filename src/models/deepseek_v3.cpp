@@ -104,6 +104,49 @@ DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& c, const std
   return context;
 }
 
+namespace {
+
+// Data-parallel attention: MLA over this rank's sequences only (their rows gathered into a sub-batch), then
+// every rank sends its rows' outputs to every rank (all_to_all_v with this rank's piece repeated), and each
+// places the pieces at their rows: block_out [n_tokens, n_embd] ends the same on every rank.
+void data_parallel_attention(const float* cur, int64_t n_tokens, std::span<const SequenceRows> sequences,
+                             int64_t cache_layer, const DeepseekLayerWeights& w, const DeepseekLayerContext& ctx,
+                             DeepseekLayerScratch& scratch, float* block_out, ThreadPool& pool) {
+  const OwnedRows& owned = *ctx.owned;
+  const int64_t n_embd = w.attn_norm->dim(0);
+  const int n_ranks = ctx.ranks->size();
+  float* in = scratch.owned_in.reserve(std::max<int64_t>(owned.n_rows, 1) * n_embd);
+  float* out = scratch.owned_out.reserve(std::max<int64_t>(owned.n_rows, 1) * n_embd);
+  if (owned.n_rows > 0) {
+    for (size_t i = 0; i < owned.sequences.size(); ++i) {
+      const SequenceRows& s = owned.sequences[i];
+      std::copy_n(cur + owned.source_rows[i] * n_embd, s.n_rows * n_embd, in + s.row_begin * n_embd);
+    }
+    mla_attention(in, owned.n_rows, owned.sequences, owned.positions.data(), cache_layer, w.attn, ctx.mla,
+                  ctx.inv_freq, ctx.path, scratch.mla, out, pool);
+  }
+  const size_t piece = size_t(owned.n_rows * n_embd);
+  float* send = scratch.gather_send.reserve(std::max<int64_t>(int64_t(piece) * n_ranks, 1));
+  for (int r = 0; r < n_ranks; ++r) std::copy_n(out, piece, send + size_t(r) * piece);
+  scratch.send_counts.assign(size_t(n_ranks), int(piece));
+  scratch.recv_counts.resize(size_t(n_ranks));
+  for (int r = 0; r < n_ranks; ++r) scratch.recv_counts[size_t(r)] = int(owned.rows_per_rank[size_t(r)] * n_embd);
+  // The pieces arrive in rank order into `in` (free again), each rank's rows in batch order.
+  float* recv = scratch.owned_in.reserve(std::max<int64_t>(n_tokens, 1) * n_embd);
+  ctx.ranks->all_to_all_v(std::span<const float>(send, piece * size_t(n_ranks)), scratch.send_counts,
+                          std::span<float>(recv, size_t(n_tokens * n_embd)), scratch.recv_counts);
+  const float* from = recv;
+  for (int r = 0; r < n_ranks; ++r)
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      if (owned.owner[i] != r) continue;
+      const size_t n = size_t(sequences[i].n_rows * n_embd);
+      std::copy_n(from, n, block_out + sequences[i].row_begin * n_embd);
+      from += n;
+    }
+}
+
+}  // namespace
+
 void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
                             const int64_t* positions, int64_t cache_layer, const DeepseekLayerWeights& w,
                             const DeepseekLayerContext& ctx, DeepseekLayerScratch& scratch, ThreadPool& pool) {
@@ -114,30 +157,15 @@ void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const Sequence
   ops::rms_norm(x, n_tokens, n_embd, *w.attn_norm, ctx.eps, cur, pool);
   AERIE_TRACE("attn_norm", cur, n_tokens, n_embd);
   const OwnedRows* owned = ctx.owned;
-  if (owned == nullptr || owned->all) {
+  if (owned == nullptr) {
     mla_attention(cur, n_tokens, sequences, positions, cache_layer, w.attn, ctx.mla, ctx.inv_freq, ctx.path,
                   scratch.mla, block_out, pool);
+    if (ctx.ranks != nullptr && ctx.attention_split)  // this rank's heads' share of o_proj
+      ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
     if (trace::enabled()) trace_mla(w.attn, ctx.mla, scratch.mla, n_tokens);
-  } else {  // data-parallel attention: this rank's sequences only, zeros in the other rows
-    std::fill(block_out, block_out + n_tokens * n_embd, 0.0f);
-    if (owned->n_rows > 0) {
-      float* in = scratch.owned_in.reserve(owned->n_rows * n_embd);
-      float* out = scratch.owned_out.reserve(owned->n_rows * n_embd);
-      for (size_t i = 0; i < owned->sequences.size(); ++i) {
-        const SequenceRows& s = owned->sequences[i];
-        std::copy_n(cur + owned->source_rows[i] * n_embd, s.n_rows * n_embd, in + s.row_begin * n_embd);
-      }
-      mla_attention(in, owned->n_rows, owned->sequences, owned->positions.data(), cache_layer, w.attn, ctx.mla,
-                    ctx.inv_freq, ctx.path, scratch.mla, out, pool);
-      for (size_t i = 0; i < owned->sequences.size(); ++i) {
-        const SequenceRows& s = owned->sequences[i];
-        std::copy_n(out + s.row_begin * n_embd, s.n_rows * n_embd, block_out + owned->source_rows[i] * n_embd);
-      }
-    }
+  } else {
+    data_parallel_attention(cur, n_tokens, sequences, cache_layer, w, ctx, scratch, block_out, pool);
   }
-  // This rank's heads' share of o_proj, or its sequences' rows.
-  if (ctx.ranks != nullptr && (ctx.attention_split || owned != nullptr))
-    ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
   AERIE_TRACE("attn_out", block_out, n_tokens, n_embd);
   ops::add_inplace(x, block_out, n_tokens * n_embd);
   ops::rms_norm(x, n_tokens, n_embd, *w.ffn_norm, ctx.eps, cur, pool);

@@ -53,7 +53,8 @@ struct OwnedRows {
   std::vector<int64_t> source_rows;     // [sequences] each one's first row in the whole batch
   std::vector<int64_t> positions;       // [n_rows]
   int64_t n_rows = 0;
-  bool all = false;  // every row of the batch: attention runs on the batch as it is
+  std::vector<int32_t> owner;          // [batch sequences] the rank that runs each one's attention
+  std::vector<int64_t> rows_per_rank;  // [ranks]
 };
 
 // Everything a decoder layer needs besides its weights (shared with drafters that reuse the geometry).
@@ -70,8 +71,8 @@ struct DeepseekLayerContext {
   dist::Communicator* ranks = nullptr;
   bool attention_split = false;
   bool dense_split = false;
-  // Data-parallel attention: this rank runs attention for these rows only and zeros the others, and the ranks
-  // sum their outputs (one all-reduce), as under attention_split. Null: every row.
+  // Data-parallel attention: this rank runs attention for these rows only, and the ranks exchange their rows'
+  // outputs (an all-gather, as one all-to-all), so that every rank holds every row's. Null: every row.
   const OwnedRows* owned = nullptr;
 };
 DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& config, const std::vector<float>& inv_freq);
@@ -79,6 +80,8 @@ DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& config, cons
 struct DeepseekLayerScratch {
   ScratchBuffer cur, block_out;  // [n_tokens, n_embd] each
   ScratchBuffer owned_in, owned_out;  // [owned rows, n_embd] each (data-parallel attention)
+  ScratchBuffer gather_send;          // [ranks, owned rows, n_embd]: this rank's outputs, once per rank
+  std::vector<int> send_counts, recv_counts;  // [ranks] floats
   MlaScratch mla;
   FfnScratch ffn;
   MoeScratch moe;
@@ -109,8 +112,9 @@ MlaShape deepseek_mla_shape(const DeepseekV3Config& config);
 //     shared out; attention and dense layers run whole on every rank; one all-reduce per MoE layer.
 //   ParallelLayout::kData: weights as kExpert; each sequence's attention (its q/kv projections, its cache rows,
 //     the attention itself, o_proj) runs only on the rank whose partition of the engine's KV pool holds its
-//     blocks (kv_partitions() = ranks), the others contributing zero rows to the all-reduce after attention;
-//     a rank's KV memory is its own sequences'.
+//     blocks (kv_partitions() = ranks); the ranks then exchange their rows' attention outputs (one all-to-all
+//     that gathers every row on every rank, half the bytes of an all-reduce); a rank's KV memory is its own
+//     sequences'.
 // All split the output head by vocabulary. The router runs on every rank, so no routing is exchanged. FP8
 // projections split on their 128x128 tiles only: a split that would cut one is refused (or, for the shared
 // experts, left whole on rank 0).

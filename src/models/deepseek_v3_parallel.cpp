@@ -97,12 +97,16 @@ void DeepseekV3Model::gather_owned(const StepBatch& batch) {
   owned_.source_rows.clear();
   owned_.positions.clear();
   owned_.n_rows = 0;
+  owned_.owner.clear();
+  owned_.rows_per_rank.assign(size_t(n_ranks), 0);
   for (const SequenceRows& s : batch.sequences) {
     // The partition of its first block (kv/block_pool.h); an unpaged cache (one sequence run on every rank,
     // as `logits` does) is rank 0's.
     const std::span<const int32_t> blocks = s.kv->block_ids();
     const int64_t owner =
         s.kv->paged() && !blocks.empty() ? BlockPool::partition_of(blocks[0], s.kv->store().n_blocks(), n_ranks) : 0;
+    owned_.owner.push_back(int32_t(owner));
+    owned_.rows_per_rank[size_t(owner)] += s.n_rows;
     if (owner != rank) continue;
     SequenceRows mine = s;
     mine.row_begin = owned_.n_rows;
@@ -112,7 +116,6 @@ void DeepseekV3Model::gather_owned(const StepBatch& batch) {
                             positions_.begin() + s.row_begin + s.n_rows);
     owned_.n_rows += s.n_rows;
   }
-  owned_.all = owned_.n_rows == int64_t(batch.token_ids.size());
   owned_rows_run_ += owned_.n_rows;
 }
 
