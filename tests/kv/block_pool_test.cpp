@@ -121,9 +121,12 @@ TEST(BlockTable, RollbackReleasesWholeBlocksOnly) {
   t.release_all(pool);
 }
 
-TEST(BlockTable, RandomWorkloadLeavesNothingHeld) {
-  BlockPool pool(64, 4);
-  std::mt19937 rng(7);
+// 5000 random steps of 12 tables over `pool` (4-position blocks): new prompts that often share a prefix,
+// prefill chunks and accepted drafts, rollbacks, cancellations; `check` runs after every step. Leaves every
+// table released.
+template <typename Check>
+void random_workload(BlockPool& pool, uint32_t seed, Check check) {
+  std::mt19937 rng(seed);
   std::vector<BlockTable> tables(12);
   std::vector<std::vector<int64_t>> tokens(12);
   for (int step = 0; step < 5000; ++step) {
@@ -150,16 +153,22 @@ TEST(BlockTable, RandomWorkloadLeavesNothingHeld) {
       default:  // cancel
         t.release_all(pool);
     }
+    check(tables, step);
+  }
+  for (BlockTable& t : tables) t.release_all(pool);
+}
+
+TEST(BlockTable, RandomWorkloadLeavesNothingHeld) {
+  BlockPool pool(64, 4);
+  random_workload(pool, 7, [&](const std::vector<BlockTable>& tables, int) {
     int64_t held = 0;
     for (const BlockTable& u : tables) held += int64_t(u.blocks.size());
     ASSERT_GE(held, pool.n_in_use());  // shared blocks count once in the pool
-  }
-  for (BlockTable& t : tables) t.release_all(pool);
+  });
   EXPECT_EQ(pool.n_in_use(), 0);
   EXPECT_EQ(pool.n_available(), 64);
   EXPECT_GT(pool.hits(), 0);
 }
-
 
 TEST(BlockPool, PartitionsHandOutOnlyTheirOwnBlocks) {
   BlockPool pool(10, 4, /*prefix_caching=*/true, /*partitions=*/3);  // [0, 3) [3, 6) [6, 10)
@@ -233,37 +242,10 @@ TEST(BlockTable, APrefixChainThatCrossesPartitionsStopsAtTheCrossing) {
 
 TEST(BlockTable, RandomWorkloadOverPartitionsKeepsEachTableInOne) {
   BlockPool pool(60, 4, /*prefix_caching=*/true, /*partitions=*/3);
-  std::mt19937 rng(11);
-  std::vector<BlockTable> tables(12);
-  std::vector<std::vector<int64_t>> tokens(12);
-  for (int step = 0; step < 5000; ++step) {
-    const size_t i = rng() % tables.size();
-    BlockTable& t = tables[i];
-    switch (rng() % 5) {
-      case 0:
-        t.release_all(pool);
-        tokens[i] = iota_tokens(int64_t(rng() % 30 + 2), rng() % 2 ? 100 : int64_t(rng() % 50));
-        t.match_prefix(pool, tokens[i]);
-        break;
-      case 1:
-      case 2: {
-        const int64_t n = std::min<int64_t>(t.n_tokens + int64_t(rng() % 6 + 1), int64_t(tokens[i].size()));
-        if (n > t.n_tokens && t.reserve(pool, n)) {
-          t.n_tokens = n;
-          t.register_full_blocks(pool, tokens[i]);
-        }
-        break;
-      }
-      case 3:
-        t.truncate(pool, std::max<int64_t>(t.n_registered * 4, t.n_tokens - int64_t(rng() % 3)));
-        break;
-      default:
-        t.release_all(pool);
-    }
+  random_workload(pool, 11, [&](const std::vector<BlockTable>& tables, int step) {
     for (const BlockTable& u : tables)
       for (int32_t b : u.blocks) ASSERT_EQ(pool.partition_of(b), u.partition(pool)) << "step " << step;
-  }
-  for (BlockTable& t : tables) t.release_all(pool);
+  });
   EXPECT_EQ(pool.n_in_use(), 0);
   EXPECT_EQ(pool.n_available(), 60);
   for (int32_t p = 0; p < 3; ++p) EXPECT_EQ(pool.n_available(p), 20);

@@ -17,8 +17,11 @@ namespace {
 constexpr int64_t kBlock = 4;
 
 struct Fixture {
-  KvStore store{1, 2, 8, kBlock, true, KvDType::kBF16};  // 8 blocks of 4 positions
-  BlockPool pool{8, kBlock, true};
+  // 8 blocks of 4 positions by default; with partitions > 1, a data-parallel pool of that many ranks.
+  explicit Fixture(int32_t n_blocks = 8, bool prefix_caching = true, int32_t partitions = 1)
+      : store(1, 2, n_blocks, kBlock, true, KvDType::kBF16), pool(n_blocks, kBlock, prefix_caching, partitions) {}
+  KvStore store;
+  BlockPool pool;
   std::vector<std::unique_ptr<Sequence>> seqs;
 
   Sequence* make(std::vector<int64_t> prompt, uint64_t arrival) {
@@ -244,21 +247,10 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndAdmitsFromThePrefixCache) {
 }
 
 TEST(Scheduler, PartitionedPoolSpreadsSequencesAndKeepsASharedPrefixWhileItIsFair) {
-  KvStore store{1, 2, 16, kBlock, true, KvDType::kBF16};
-  BlockPool pool{16, kBlock, true, /*partitions=*/2};  // blocks 0-7 and 8-15: two ranks
-  std::vector<std::unique_ptr<Sequence>> seqs;
-  auto make = [&](std::vector<int64_t> prompt, uint64_t arrival) {
-    auto seq = std::make_unique<Sequence>();
-    seq->tokens = std::move(prompt);
-    seq->n_prompt = int64_t(seq->tokens.size());
-    seq->arrival = arrival;
-    seq->options.max_tokens = 100;
-    seq->kv.emplace(store, seq->table, pool);
-    seqs.push_back(std::move(seq));
-    return seqs.back().get();
-  };
+  Fixture f(16, true, /*partitions=*/2);  // blocks 0-7 and 8-15: two ranks
+  BlockPool& pool = f.pool;
   Scheduler s(SchedulerConfig{}, pool, nullptr);
-  Sequence* a = make({1, 2, 3, 4, 5, 6, 7, 8, 9}, 0);  // a shared 8-token "system prompt", then its own
+  Sequence* a = f.make({1, 2, 3, 4, 5, 6, 7, 8, 9}, 0);  // a shared 8-token "system prompt", then its own
   s.add(a);
   std::vector<Sequence*> preempted;
   std::vector<ScheduledRows> plan = s.plan(preempted);
@@ -271,7 +263,7 @@ TEST(Scheduler, PartitionedPoolSpreadsSequencesAndKeepsASharedPrefixWhileItIsFai
   ASSERT_EQ(a->table.partition(pool), 0);
   std::vector<Sequence*> later;
   for (int i = 0; i < 4; ++i) {
-    later.push_back(make({1, 2, 3, 4, 5, 6, 7, 8, 20 + i}, uint64_t(1 + i)));
+    later.push_back(f.make({1, 2, 3, 4, 5, 6, 7, 8, 20 + i}, uint64_t(1 + i)));
     s.add(later.back());
   }
   plan = s.plan(preempted);
@@ -287,28 +279,17 @@ TEST(Scheduler, PartitionedPoolSpreadsSequencesAndKeepsASharedPrefixWhileItIsFai
   EXPECT_EQ(later[2]->n_computed, 8);
   for (Sequence* seq : later)
     for (int32_t b : seq->table.blocks) EXPECT_EQ(pool.partition_of(b), seq->table.partition(pool));
-  for (auto& seq : seqs) s.remove(seq.get());
+  for (auto& seq : f.seqs) s.remove(seq.get());
   EXPECT_EQ(pool.n_in_use(), 0);
 }
 
 TEST(Scheduler, ASequenceShortOfBlocksPreemptsOnlyInItsOwnPartition) {
-  KvStore store{1, 2, 8, kBlock, true, KvDType::kBF16};
-  BlockPool pool{8, kBlock, false, /*partitions=*/2};  // 4 blocks a partition
-  std::vector<std::unique_ptr<Sequence>> seqs;
-  auto make = [&](std::vector<int64_t> prompt, uint64_t arrival) {
-    auto seq = std::make_unique<Sequence>();
-    seq->tokens = std::move(prompt);
-    seq->n_prompt = int64_t(seq->tokens.size());
-    seq->arrival = arrival;
-    seq->options.max_tokens = 100;
-    seq->kv.emplace(store, seq->table, pool);
-    seqs.push_back(std::move(seq));
-    return seqs.back().get();
-  };
+  Fixture f(8, false, /*partitions=*/2);  // 4 blocks a partition
+  BlockPool& pool = f.pool;
   Scheduler s(SchedulerConfig{}, pool, nullptr);
-  Sequence* a = make({1, 2, 3, 4, 5, 6, 7, 8}, 0);    // partition 0, 2 blocks
-  Sequence* b = make({9, 9, 9, 9, 9, 9, 9}, 1);        // partition 1
-  Sequence* c = make({7, 7, 7, 7, 7, 7, 7, 7}, 2);     // partition 0 again, 2 blocks: 0 is full
+  Sequence* a = f.make({1, 2, 3, 4, 5, 6, 7, 8}, 0);    // partition 0, 2 blocks
+  Sequence* b = f.make({9, 9, 9, 9, 9, 9, 9}, 1);        // partition 1
+  Sequence* c = f.make({7, 7, 7, 7, 7, 7, 7, 7}, 2);     // partition 0 again, 2 blocks: 0 is full
   for (Sequence* seq : {a, b, c}) s.add(seq);
   std::vector<Sequence*> preempted;
   std::vector<ScheduledRows> plan = s.plan(preempted);
@@ -328,7 +309,7 @@ TEST(Scheduler, ASequenceShortOfBlocksPreemptsOnlyInItsOwnPartition) {
   ASSERT_EQ(preempted.size(), 1u);
   EXPECT_EQ(preempted[0], c);
   EXPECT_EQ(b->preemptions, 0);
-  for (auto& seq : seqs) s.remove(seq.get());
+  for (auto& seq : f.seqs) s.remove(seq.get());
   EXPECT_EQ(pool.n_in_use(), 0);
 }
 
