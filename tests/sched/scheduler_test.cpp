@@ -39,6 +39,14 @@ struct Fixture {
     seq.kv->check_room(n);
     seq.kv->advance(n);
   }
+  // A step's forward over n rows of seq, then the engine's update with one sampled token.
+  static void step(Scheduler& s, Sequence& seq, int64_t n, int64_t token) {
+    compute(seq, n);
+    StepResult r;
+    r.n_new_positions = n;
+    r.tokens = {token};
+    s.update(seq, r);
+  }
 };
 
 TEST(Scheduler, BudgetChunksPromptsAndNeverSplitsAVerification) {
@@ -138,11 +146,7 @@ TEST(Scheduler, AnOlderPromptDoesNotStarveANewerDecode) {
   std::vector<Sequence*> preempted;
   std::vector<ScheduledRows> plan = s.plan(preempted);
   ASSERT_EQ(plan.size(), 1u);
-  Fixture::compute(*a, 2);
-  StepResult r;
-  r.n_new_positions = 2;
-  r.tokens = {9};
-  s.update(*a, r);
+  Fixture::step(s, *a, 2, 9);
   Sequence* b = f.make({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0);  // arrived first (re-admitted after preemption)
   s.add(b);
   plan = s.plan(preempted);
@@ -151,11 +155,9 @@ TEST(Scheduler, AnOlderPromptDoesNotStarveANewerDecode) {
   EXPECT_EQ(plan[0].n_rows, 1);
   EXPECT_EQ(plan[1].seq, b);
   EXPECT_EQ(plan[1].n_rows, 3);
-  Fixture::compute(*a, 1);
-  r.n_new_positions = 1;
-  r.tokens = {8};
-  s.update(*a, r);
+  Fixture::step(s, *a, 1, 8);
   Fixture::compute(*b, 3);
+  StepResult r;
   r.n_new_positions = 3;
   r.tokens = {};
   s.update(*b, r);
@@ -255,11 +257,7 @@ TEST(Scheduler, PartitionedPoolSpreadsSequencesAndKeepsASharedPrefixWhileItIsFai
   std::vector<Sequence*> preempted;
   std::vector<ScheduledRows> plan = s.plan(preempted);
   ASSERT_EQ(plan.size(), 1u);
-  Fixture::compute(*a, 9);
-  StepResult r;
-  r.n_new_positions = 9;
-  r.tokens = {50};
-  s.update(*a, r);  // registers [1..4] and [5..8]
+  Fixture::step(s, *a, 9, 50);  // registers [1..4] and [5..8]
   ASSERT_EQ(a->table.partition(pool), 0);
   std::vector<Sequence*> later;
   for (int i = 0; i < 4; ++i) {
@@ -297,13 +295,7 @@ TEST(Scheduler, ASequenceShortOfBlocksPreemptsOnlyInItsOwnPartition) {
   EXPECT_EQ(a->table.partition(pool), 0);
   EXPECT_EQ(b->table.partition(pool), 1);
   EXPECT_EQ(c->table.partition(pool), 0);
-  for (const ScheduledRows& p : plan) {
-    Fixture::compute(*p.seq, p.n_rows);
-    StepResult r;
-    r.n_new_positions = p.n_rows;
-    r.tokens = {50};
-    s.update(*p.seq, r);
-  }
+  for (const ScheduledRows& p : plan) Fixture::step(s, *p.seq, p.n_rows, 50);
   // a needs a third block: b, the newest-but-one, lives in partition 1 and frees nothing a can use; c goes.
   plan = s.plan(preempted);
   ASSERT_EQ(preempted.size(), 1u);
