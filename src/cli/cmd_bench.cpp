@@ -9,6 +9,7 @@
 // Each figure is given for BF16 activations split (hi + lo, near-f32 results; the library's default) and
 // rounded (one bf16, as llama.cpp does), since the mode halves or doubles the work of a BF16 GEMM.
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <cstdio>
 
@@ -126,7 +127,9 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
       {"decode_step_ms_best", 1e3 * decode_best},
       {"decode_weight_bytes", model.decode_weight_bytes()},
       {"tensor_parallel", ranks.size()},
-      {"decode_collective_share", collective_s / std::max(1e-12, median(step_s) * double(step_s.size()))},
+      // Of the timed steps' total time: a few slow steps (a rank waiting on the other) would put the share
+      // over 100% of the median step times the count.
+      {"decode_collective_share", collective_s / std::max(1e-12, std::accumulate(step_s.begin(), step_s.end(), 0.0))},
       {"decode_weight_gbs", bytes / decode_median / 1e9},
       {"decode_bandwidth_fraction", median(fraction)},
       {"decode_bandwidth_fraction_best", *std::max_element(fraction.begin(), fraction.end())},
