@@ -59,10 +59,7 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
                                      tg.scale_width);
   pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching,
                                       partitions);
-  if (partitions > 1) {
-    const BlockPool::Range mine = BlockPool::partition_range(plan_.n_blocks, partitions, target.kv_partition());
-    store_->set_local_blocks(mine.begin, mine.end);
-  }
+  store_->set_local_partition(partitions, target.kv_partition());
   int64_t max_k = 0;
   std::vector<int64_t> draft_to_target;
   if (drafter) {

@@ -79,11 +79,12 @@ void KvStore::write(int64_t layer, int64_t slot, const float* key, const float* 
   }
 }
 
-void KvStore::set_local_blocks(int64_t begin, int64_t end) {
-  AERIE_CHECK(0 <= begin && begin <= end && end <= n_blocks_, "KV store: local blocks [", begin, ", ", end,
-              ") outside its ", n_blocks_);
-  local_begin_ = begin * block_size_;
-  local_end_ = end * block_size_;
+void KvStore::set_local_partition(int64_t partitions, int64_t partition) {
+  AERIE_CHECK(partitions >= 1 && partitions <= n_blocks_ && partition >= 0 && partition < partitions,
+              "KV store: partition ", partition, " of ", partitions, " over ", n_blocks_, " blocks");
+  const BlockPool::Range blocks = BlockPool::partition_range(n_blocks_, partitions, partition);
+  local_begin_ = blocks.begin * block_size_;
+  local_end_ = blocks.end * block_size_;
 }
 
 void KvStore::copy_slot(int64_t from, int64_t to) {

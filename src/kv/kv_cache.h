@@ -54,10 +54,10 @@ class KvStore {
   // When set, copy_slot appends (from, to) to `log` (null: nothing recorded): how a tensor-parallel driver
   // learns the moves a draft tree's verification made, for the other ranks' mirrors of this store.
   void record_copies(std::vector<int64_t>* log) { copy_log_ = log; }
-  // Data-parallel attention (issue 22): this process writes only blocks [begin, end), its partition of the
-  // pool; copy_slot leaves other blocks' slots alone (they live on another rank), so their pages are never
-  // touched here. Default: every block.
-  void set_local_blocks(int64_t begin, int64_t end);
+  // Data-parallel attention (issue 22): this process writes only partition `partition` of `partitions` of the
+  // blocks (BlockPool::partition_range); copy_slot leaves other blocks' slots alone (they live on another
+  // rank), so their pages are never touched here. One partition (the default): every block.
+  void set_local_partition(int64_t partitions, int64_t partition);
   // [n_blocks * block_size, row_width] stored values of one layer, as raw bytes (tests of the memory).
   std::byte* key_bytes(int64_t layer) { return keys_.as<std::byte>() + layer * layer_bytes_; }
 
@@ -68,7 +68,7 @@ class KvStore {
   AlignedBuffer keys_, values_;               // [n_layer, n_blocks * block_size, row_width] dtype
   AlignedBuffer key_scales_, value_scales_;  // FP8: [n_layer, n_blocks * block_size, row_width / scale_width] f32
   std::vector<int64_t>* copy_log_ = nullptr;  // record_copies
-  int64_t local_begin_ = 0, local_end_;         // set_local_blocks: slots [begin, end) * block_size
+  int64_t local_begin_ = 0, local_end_;         // set_local_partition: slots [begin, end) * block_size
 };
 
 class KvCache {

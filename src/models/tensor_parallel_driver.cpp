@@ -140,10 +140,7 @@ void run_tensor_parallel_follower(Model& local, dist::Communicator& ranks) {
       store = std::make_unique<KvStore>(geometry[0], geometry[1], geometry[2], geometry[3], geometry[4] != 0,
                                         KvDType(geometry[5]), geometry[6]);
       pool = std::make_unique<BlockPool>(int32_t(geometry[2]), int32_t(geometry[3]), false);
-      if (local.kv_partitions() > 1) {  // data-parallel attention: only this rank's partition is written here
-        const BlockPool::Range mine = BlockPool::partition_range(geometry[2], local.kv_partitions(), local.kv_partition());
-        store->set_local_blocks(mine.begin, mine.end);
-      }
+      store->set_local_partition(local.kv_partitions(), local.kv_partition());  // data-parallel attention
     }
     const int64_t* seq_fields = payload.data() + n_tokens;
     const int64_t* block_ids = seq_fields + kPerSequence * n_seqs;

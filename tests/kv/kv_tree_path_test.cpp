@@ -75,7 +75,7 @@ TEST(KvTreePath, AStoreLeavesOtherRanksBlocksAlone) {
   // stay zero (their pages untouched). The rank's own sequences move as usual.
   BlockPool pool(8, 4, /*prefix_caching=*/false, /*partitions=*/2);
   KvStore store(kLayers, kWidth, 8, 4, true, KvDType::kF32);
-  store.set_local_blocks(4, 8);
+  store.set_local_partition(2, 1);
   std::vector<int64_t> log;
   store.record_copies(&log);
   BlockTable foreign, own;
@@ -91,7 +91,7 @@ TEST(KvTreePath, AStoreLeavesOtherRanksBlocksAlone) {
   ASSERT_TRUE(own.reserve(pool, 16, /*start=*/1));
   KvCache mine(store, own, pool);
   check_keeps_path(mine);
-  EXPECT_THROW(store.set_local_blocks(4, 9), Error);
+  EXPECT_THROW(store.set_local_partition(2, 2), Error);
 }
 
 TEST(KvTreePath, RejectsUnorderedRows) {
