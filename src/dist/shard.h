@@ -14,6 +14,7 @@ struct Range {
   int64_t begin = 0;
   int64_t end = 0;
   int64_t size() const { return end - begin; }
+  bool operator==(const Range&) const = default;
 };
 
 // [n * rank / n_ranks, n * (rank + 1) / n_ranks): sizes differ by at most one, the ranges tile [0, n) in rank

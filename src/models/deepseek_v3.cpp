@@ -104,79 +104,44 @@ DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& c, const std
   return context;
 }
 
-namespace {
-
-// Data-parallel attention: MLA over this rank's sequences only (their rows gathered into a sub-batch), then
-// every rank sends its rows' outputs to every rank (all_to_all_v with this rank's piece repeated), and each
-// places the pieces at their rows: block_out [n_tokens, n_embd] ends the same on every rank.
-void data_parallel_attention(const float* cur, int64_t n_tokens, std::span<const SequenceRows> sequences,
-                             int64_t cache_layer, const DeepseekLayerWeights& w, const DeepseekLayerContext& ctx,
-                             DeepseekLayerScratch& scratch, float* block_out, ThreadPool& pool) {
-  const OwnedRows& owned = *ctx.owned;
-  const int64_t n_embd = w.attn_norm->dim(0);
-  const int n_ranks = ctx.ranks->size();
-  float* in = scratch.owned_in.reserve(std::max<int64_t>(owned.n_rows, 1) * n_embd);
-  float* out = scratch.owned_out.reserve(std::max<int64_t>(owned.n_rows, 1) * n_embd);
-  if (owned.n_rows > 0) {
-    for (size_t i = 0; i < owned.sequences.size(); ++i) {
-      const SequenceRows& s = owned.sequences[i];
-      std::copy_n(cur + owned.source_rows[i] * n_embd, s.n_rows * n_embd, in + s.row_begin * n_embd);
-    }
-    mla_attention(in, owned.n_rows, owned.sequences, owned.positions.data(), cache_layer, w.attn, ctx.mla,
-                  ctx.inv_freq, ctx.path, scratch.mla, out, pool);
-  }
-  const size_t piece = size_t(owned.n_rows * n_embd);
-  float* send = scratch.gather_send.reserve(std::max<int64_t>(int64_t(piece) * n_ranks, 1));
-  for (int r = 0; r < n_ranks; ++r) std::copy_n(out, piece, send + size_t(r) * piece);
-  scratch.send_counts.assign(size_t(n_ranks), int(piece));
-  scratch.recv_counts.resize(size_t(n_ranks));
-  for (int r = 0; r < n_ranks; ++r) scratch.recv_counts[size_t(r)] = int(owned.rows_per_rank[size_t(r)] * n_embd);
-  // The pieces arrive in rank order into `in` (free again), each rank's rows in batch order.
-  float* recv = scratch.owned_in.reserve(std::max<int64_t>(n_tokens, 1) * n_embd);
-  ctx.ranks->all_to_all_v(std::span<const float>(send, piece * size_t(n_ranks)), scratch.send_counts,
-                          std::span<float>(recv, size_t(n_tokens * n_embd)), scratch.recv_counts);
-  const float* from = recv;
-  for (int r = 0; r < n_ranks; ++r)
-    for (size_t i = 0; i < sequences.size(); ++i) {
-      if (owned.owner[i] != r) continue;
-      const size_t n = size_t(sequences[i].n_rows * n_embd);
-      std::copy_n(from, n, block_out + sequences[i].row_begin * n_embd);
-      from += n;
-    }
-}
-
-}  // namespace
-
 void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
                             const int64_t* positions, int64_t cache_layer, const DeepseekLayerWeights& w,
                             const DeepseekLayerContext& ctx, DeepseekLayerScratch& scratch, ThreadPool& pool) {
   const int64_t n_embd = w.attn_norm->dim(0);
-  float* cur = scratch.cur.reserve(n_tokens * n_embd);              // [n_tokens, n_embd] normalised input
-  float* block_out = scratch.block_out.reserve(n_tokens * n_embd);  // [n_tokens, n_embd] block output
+  // [n_tokens, n_embd] each: the normalised input, the block output. Rows kept local (data-parallel
+  // attention) may be none on this rank this step: it then serves only its experts to the others.
+  float* cur = scratch.cur.reserve(std::max<int64_t>(n_tokens, 1) * n_embd);
+  float* block_out = scratch.block_out.reserve(std::max<int64_t>(n_tokens, 1) * n_embd);
   const trace::Where layer_trace(ctx.trace_scope, int(cache_layer));
-  ops::rms_norm(x, n_tokens, n_embd, *w.attn_norm, ctx.eps, cur, pool);
-  AERIE_TRACE("attn_norm", cur, n_tokens, n_embd);
-  const OwnedRows* owned = ctx.owned;
-  if (owned == nullptr) {
+  if (n_tokens > 0) {
+    ops::rms_norm(x, n_tokens, n_embd, *w.attn_norm, ctx.eps, cur, pool);
+    AERIE_TRACE("attn_norm", cur, n_tokens, n_embd);
     mla_attention(cur, n_tokens, sequences, positions, cache_layer, w.attn, ctx.mla, ctx.inv_freq, ctx.path,
                   scratch.mla, block_out, pool);
     if (ctx.ranks != nullptr && ctx.attention_split)  // this rank's heads' share of o_proj
       ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
     if (trace::enabled()) trace_mla(w.attn, ctx.mla, scratch.mla, n_tokens);
-  } else {
-    data_parallel_attention(cur, n_tokens, sequences, cache_layer, w, ctx, scratch, block_out, pool);
+    AERIE_TRACE("attn_out", block_out, n_tokens, n_embd);
+    ops::add_inplace(x, block_out, n_tokens * n_embd);
+    ops::rms_norm(x, n_tokens, n_embd, *w.ffn_norm, ctx.eps, cur, pool);
+    AERIE_TRACE("ffn_norm", cur, n_tokens, n_embd);
   }
-  AERIE_TRACE("attn_out", block_out, n_tokens, n_embd);
-  ops::add_inplace(x, block_out, n_tokens * n_embd);
-  ops::rms_norm(x, n_tokens, n_embd, *w.ffn_norm, ctx.eps, cur, pool);
-  AERIE_TRACE("ffn_norm", cur, n_tokens, n_embd);
-  if (w.is_moe) {
-    moe_ffn(cur, n_tokens, w.moe, ctx.router, scratch.moe, block_out, pool);
+  if (ctx.rows_local) {  // every rank takes part in the MoE exchange, rows or not
+    if (w.is_moe) {
+      dispatch_moe(cur, n_tokens, w.moe, ctx.router, *ctx.ranks, scratch.moe, scratch.dispatch, block_out, pool);
+    } else if (n_tokens > 0) {
+      swiglu_ffn(cur, n_tokens, w.dense, scratch.ffn, block_out, pool);
+    }
   } else {
-    swiglu_ffn(cur, n_tokens, w.dense, scratch.ffn, block_out, pool);
+    if (w.is_moe) {
+      moe_ffn(cur, n_tokens, w.moe, ctx.router, scratch.moe, block_out, pool);
+    } else {
+      swiglu_ffn(cur, n_tokens, w.dense, scratch.ffn, block_out, pool);
+    }
+    if (ctx.ranks != nullptr && (w.is_moe || ctx.dense_split))  // this rank's experts, or its n_ff slice
+      ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
   }
-  if (ctx.ranks != nullptr && (w.is_moe || ctx.dense_split))  // this rank's experts, or its n_ff slice
-    ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
+  if (n_tokens == 0) return;
   AERIE_TRACE("ffn_out", block_out, n_tokens, n_embd);
   ops::add_inplace(x, block_out, n_tokens * n_embd);
   AERIE_TRACE("out", x, n_tokens, n_embd);
@@ -248,11 +213,11 @@ ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {
   capture_.begin(batch);
   fill_positions(batch.sequences, n_tokens, positions_);
 
+  if (data_parallel_) return forward_rows_local(batch);
   float* x = x_.reserve(n_tokens * c.n_embd);  // [n_tokens, n_embd] residual stream
   ops::embedding(*weights_.embed, batch.token_ids.data(), n_tokens, x);
   const trace::Where model_trace("target", trace::kNoLayer);
   AERIE_TRACE("embed", x, n_tokens, c.n_embd);
-  if (data_parallel_) gather_owned(batch);
   for (int64_t il = 0; il < c.n_layer; ++il) {
     capture_.capture(batch, int(il), x, n_tokens, c.n_embd);
     deepseek_decoder_layer(x, n_tokens, batch.sequences, positions_.data(), il, weights_.layers[size_t(il)], context_,

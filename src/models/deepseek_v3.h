@@ -22,6 +22,7 @@
 #include "models/forward_helpers.h"
 #include "models/model.h"
 #include "models/moe.h"
+#include "models/moe_dispatch.h"
 #include "models/tensor_parallel.h"
 
 namespace aerie {
@@ -46,15 +47,17 @@ struct DeepseekV3Weights {
 // is_moe_layer(layer). The MTP drafter binds layer num_hidden_layers with it.
 DeepseekLayerWeights bind_deepseek_layer(const WeightStore& store, const DeepseekV3Config& config, int64_t layer);
 
-// Data-parallel attention (issue 22): the sequences of a batch whose attention this rank runs, their rows
-// gathered in batch order into a sub-batch.
+// Data-parallel attention (issue 22): the sequences of a batch that this rank runs, their rows gathered in
+// batch order into a sub-batch that stays on this rank through every layer.
 struct OwnedRows {
   std::vector<SequenceRows> sequences;  // row_begin counts rows of the sub-batch
   std::vector<int64_t> source_rows;     // [sequences] each one's first row in the whole batch
+  std::vector<int64_t> token_ids;       // [n_rows]
   std::vector<int64_t> positions;       // [n_rows]
   int64_t n_rows = 0;
-  std::vector<int32_t> owner;          // [batch sequences] the rank that runs each one's attention
-  std::vector<int64_t> rows_per_rank;  // [ranks]
+  std::vector<int32_t> owner;           // [batch sequences] the rank that runs each one
+  std::vector<int32_t> row_owner;       // [batch rows] the same, per row
+  std::vector<int64_t> local_row;       // [batch rows] the row's index in the sub-batch on its owner
 };
 
 // Everything a decoder layer needs besides its weights (shared with drafters that reuse the geometry).
@@ -71,20 +74,19 @@ struct DeepseekLayerContext {
   dist::Communicator* ranks = nullptr;
   bool attention_split = false;
   bool dense_split = false;
-  // Data-parallel attention: this rank runs attention for these rows only, and the ranks exchange their rows'
-  // outputs (an all-gather, as one all-to-all), so that every rank holds every row's. Null: every row.
-  const OwnedRows* owned = nullptr;
+  // Data-parallel attention: the rows given are this rank's own sequences' (possibly none), attention and
+  // dense layers run on them alone, and MoE layers exchange rows with the expert-owning ranks
+  // (models/moe_dispatch.h), so nothing else is summed or gathered.
+  bool rows_local = false;
 };
 DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& config, const std::vector<float>& inv_freq);
 
 struct DeepseekLayerScratch {
   ScratchBuffer cur, block_out;  // [n_tokens, n_embd] each
-  ScratchBuffer owned_in, owned_out;  // [owned rows, n_embd] each (data-parallel attention)
-  ScratchBuffer gather_send;          // [ranks, owned rows, n_embd]: this rank's outputs, once per rank
-  std::vector<int> send_counts, recv_counts;  // [ranks] floats
   MlaScratch mla;
   FfnScratch ffn;
   MoeScratch moe;
+  MoeDispatchScratch dispatch;  // data-parallel attention
 };
 
 // One decoder layer in place on the residual stream x [n_tokens, n_embd]:
@@ -110,11 +112,12 @@ MlaShape deepseek_mla_shape(const DeepseekV3Config& config);
 //     one all-reduce after attention and one after the FFN or MoE block;
 //   ParallelLayout::kExpert: only the routed experts (and the shared experts' n_ff where it splits) are
 //     shared out; attention and dense layers run whole on every rank; one all-reduce per MoE layer.
-//   ParallelLayout::kData: weights as kExpert; each sequence's attention (its q/kv projections, its cache rows,
-//     the attention itself, o_proj) runs only on the rank whose partition of the engine's KV pool holds its
-//     blocks (kv_partitions() = ranks); the ranks then exchange their rows' attention outputs (one all-to-all
-//     that gathers every row on every rank, half the bytes of an all-reduce); a rank's KV memory is its own
-//     sequences'.
+//   ParallelLayout::kData: routed experts as kExpert, everything else whole on every rank (the shared experts
+//     too). Each sequence runs only on the rank whose partition of the engine's KV pool holds its blocks
+//     (kv_partitions() = ranks): its embedding, attention (a rank's KV memory is its own sequences'), norms
+//     and dense layers; its rows leave that rank only to reach the owners of their chosen experts and come
+//     back (models/moe_dispatch.h), to be gathered on rank 0 at a captured layer, and for the output head
+//     (the logit rows, gathered on every rank).
 // All split the output head by vocabulary. The router runs on every rank, so no routing is exchanged. FP8
 // projections split on their 128x128 tiles only: a split that would cut one is refused (or, for the shared
 // experts, left whole on rank 0).
@@ -173,11 +176,21 @@ class DeepseekV3Model final : public Model {
   int64_t owned_rows_run_ = 0;
 
   void gather_owned(const StepBatch& batch);
+  // Data-parallel forward: every layer over this rank's rows only (models/deepseek_v3_parallel.cpp).
+  ForwardOutput forward_rows_local(const StepBatch& batch);
+  // The batch rows `rows` (ascending; all of them when all_rows) of the local stream x, placed in batch order
+  // into a [n_tokens, n_embd] buffer that it returns, on rank `root` (-1: every rank; a rank that receives
+  // nothing gets an unfilled buffer).
+  const float* gather_rows(const float* x, int64_t n_tokens, bool all_rows, std::span<const int64_t> rows, int root);
 
   void shard_weights(ParallelLayout layout);  // models/deepseek_v3_parallel.cpp
 
   // Activations, reused across forwards.
   ScratchBuffer x_;
+  ScratchBuffer gathered_, gather_send_, gather_recv_;  // gather_rows
+  std::vector<int> gather_send_counts_, gather_recv_counts_;
+  std::vector<char> gather_want_;
+  std::vector<int64_t> gather_rows_;
   HiddenCapture capture_;  // ForwardOutput::hidden points into it
   ForwardEnd end_;         // final norm, output head, logit rows
   std::vector<int64_t> positions_;

@@ -81,12 +81,12 @@ void trace_routes(const int32_t* chosen, const float* chosen_weight, int64_t n_t
 
 }  // namespace
 
-void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& s, MoeScratch& scratch,
-             float* out, ThreadPool& pool) {
-  const int64_t n_embd = w.router.n_in(), k = s.n_expert_used;
-  // 1. Router: logits [n_tokens, n_expert] -> sigmoid scores -> chosen experts and weights per token.
-  float* logits = scratch.logits.reserve(n_tokens * s.n_expert);
-  linear(x, n_tokens, w.router, logits, pool);
+void moe_route(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& s, MoeScratch& scratch,
+               ThreadPool& pool) {
+  const int64_t k = s.n_expert_used;
+  // Router: logits [n_tokens, n_expert] -> sigmoid scores -> chosen experts and weights per token.
+  float* logits = scratch.logits.reserve(std::max<int64_t>(n_tokens, 1) * s.n_expert);
+  if (n_tokens > 0) linear(x, n_tokens, w.router, logits, pool);
   AERIE_TRACE("router_logits", logits, n_tokens, s.n_expert);  // before the sigmoid overwrites them
   scratch.bias.resize(size_t(s.n_expert));
   for (int64_t e = 0; e < s.n_expert; ++e)
@@ -98,49 +98,69 @@ void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const Router
     for (int64_t e = 0; e < s.n_expert; ++e) scores[e] = 1.0f / (1.0f + std::exp(-scores[e]));
     route_token(scores, scratch.bias.data(), s, scratch.chosen.data() + t * k, scratch.chosen_weight.data() + t * k);
   }
-
   if (trace::enabled()) trace_routes(scratch.chosen.data(), scratch.chosen_weight.data(), n_tokens, k);
+}
 
-  // 2. Group (token, slot) pairs by expert, tokens ascending within an expert (a counting sort):
-  //    chosen = [t0: 5 2 | t1: 2 7]  ->  expert 2: (t0,1) (t1,0);  expert 5: (t0,0);  expert 7: (t1,1)
-  scratch.expert_begin.assign(size_t(s.n_expert + 1), 0);
-  for (int32_t e : scratch.chosen) ++scratch.expert_begin[size_t(e) + 1];
-  for (int64_t e = 0; e < s.n_expert; ++e) scratch.expert_begin[size_t(e + 1)] += scratch.expert_begin[size_t(e)];
-  scratch.by_expert.resize(size_t(n_tokens * k));
+void count_routed_rows(const int32_t* chosen, int64_t n_pairs, int64_t n_expert, std::vector<int64_t>& rows) {
+  rows.resize(size_t(n_expert), 0);
+  for (int64_t p = 0; p < n_pairs; ++p) ++rows[size_t(chosen[p])];
+}
+
+void moe_run_experts(const float* x, int64_t x_stride, int64_t n_rows, const int32_t* chosen, const float* weight,
+                     int64_t k, const MoeWeights& w, MoeScratch& scratch, float* out, ThreadPool& pool) {
+  const int64_t n_embd = w.router.n_in(), n_expert = int64_t(w.experts.size());
+  // Group the (row, slot) pairs of this rank's experts by expert, rows ascending within one (a counting sort):
+  //   chosen = [r0: 5 2 | r1: 2 7]  ->  expert 2: (r0,1) (r1,0);  expert 5: (r0,0);  expert 7: (r1,1)
+  auto mine = [&](int32_t e) { return e >= w.owned.begin && e < w.owned.end; };
+  scratch.expert_begin.assign(size_t(n_expert + 1), 0);
+  for (int64_t p = 0; p < n_rows * k; ++p)
+    if (mine(chosen[p])) ++scratch.expert_begin[size_t(chosen[p]) + 1];
+  for (int64_t e = 0; e < n_expert; ++e) scratch.expert_begin[size_t(e + 1)] += scratch.expert_begin[size_t(e)];
+  scratch.by_expert.resize(size_t(scratch.expert_begin.back()));
   std::vector<int64_t>& fill = scratch.expert_fill;
   fill.assign(scratch.expert_begin.begin(), scratch.expert_begin.end() - 1);
-  for (int64_t p = 0; p < n_tokens * k; ++p) scratch.by_expert[size_t(fill[size_t(scratch.chosen[size_t(p)])]++)] = p;
+  for (int64_t p = 0; p < n_rows * k; ++p)
+    if (mine(chosen[p])) scratch.by_expert[size_t(fill[size_t(chosen[p])]++)] = p;
 
-  scratch.routed_rows.resize(size_t(s.n_expert), 0);
-  for (int64_t e = 0; e < s.n_expert; ++e)
-    scratch.routed_rows[size_t(e)] += scratch.expert_begin[size_t(e + 1)] - scratch.expert_begin[size_t(e)];
-
-  // 3. Each chosen expert once over its rows; out[t] += weight * expert(x[t]), experts in ascending index
-  //    (this rank's experts only, under expert parallelism).
-  std::memset(out, 0, size_t(n_tokens * n_embd) * sizeof(float));
+  // Each chosen expert once over its rows; out[r] += weight * expert(x[r]), experts in ascending index.
+  if (n_rows > 0) std::memset(out, 0, size_t(n_rows * n_embd) * sizeof(float));
   for (int64_t e = w.owned.begin; e < w.owned.end; ++e) {
     const int64_t begin = scratch.expert_begin[size_t(e)], count = scratch.expert_begin[size_t(e + 1)] - begin;
     if (count == 0) continue;
     float* xe = scratch.x_expert.reserve(count * n_embd);  // [count, n_embd]
     float* ye = scratch.y_expert.reserve(count * n_embd);  // [count, n_embd]
     for (int64_t j = 0; j < count; ++j)
-      std::memcpy(xe + j * n_embd, x + (scratch.by_expert[size_t(begin + j)] / k) * n_embd, size_t(n_embd) * sizeof(float));
+      std::memcpy(xe + j * n_embd, x + (scratch.by_expert[size_t(begin + j)] / k) * x_stride,
+                  size_t(n_embd) * sizeof(float));
     swiglu_ffn(xe, count, w.experts[size_t(e)], scratch.ffn, ye, pool);
     for (int64_t j = 0; j < count; ++j) {
       const int64_t p = scratch.by_expert[size_t(begin + j)];
-      const float weight = scratch.chosen_weight[size_t(p)];
+      const float wt = weight[p];
       float* dst = out + (p / k) * n_embd;
       const float* src = ye + j * n_embd;
-      for (int64_t i = 0; i < n_embd; ++i) dst[i] += weight * src[i];
+      for (int64_t i = 0; i < n_embd; ++i) dst[i] += wt * src[i];
     }
   }
+}
+
+void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& s, MoeScratch& scratch,
+             float* out, ThreadPool& pool) {
+  const int64_t n_embd = w.router.n_in(), k = s.n_expert_used;
+  moe_route(x, n_tokens, w, s, scratch, pool);
+  count_routed_rows(scratch.chosen.data(), n_tokens * k, s.n_expert, scratch.routed_rows);
+  moe_run_experts(x, n_embd, n_tokens, scratch.chosen.data(), scratch.chosen_weight.data(), k, w, scratch, out, pool);
   AERIE_TRACE("routed_out", out, n_tokens, n_embd);
-  if (w.has_shared && w.shared_here) {
-    float* shared = scratch.shared_out.reserve(n_tokens * n_embd);
-    swiglu_ffn(x, n_tokens, w.shared, scratch.ffn, shared, pool);
-    AERIE_TRACE("shared_out", shared, n_tokens, n_embd);
-    ops::add_inplace(out, shared, n_tokens * n_embd);
-  }
+  if (w.has_shared && w.shared_here) add_shared_experts(x, n_tokens, w, scratch, out, pool);
+}
+
+void add_shared_experts(const float* x, int64_t n_tokens, const MoeWeights& w, MoeScratch& scratch, float* out,
+                        ThreadPool& pool) {
+  const int64_t n_embd = w.router.n_in();
+  if (n_tokens == 0) return;
+  float* shared = scratch.shared_out.reserve(n_tokens * n_embd);
+  swiglu_ffn(x, n_tokens, w.shared, scratch.ffn, shared, pool);
+  AERIE_TRACE("shared_out", shared, n_tokens, n_embd);
+  ops::add_inplace(out, shared, n_tokens * n_embd);
 }
 
 }  // namespace aerie

@@ -72,4 +72,19 @@ struct MoeScratch {
 void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& shape, MoeScratch& scratch,
              float* out, ThreadPool& pool);
 
+// The parts of moe_ffn, for a caller that moves rows between ranks in between (models/moe_dispatch.h):
+// moe_route fills scratch.chosen and scratch.chosen_weight ([n_tokens, n_expert_used] each) from x.
+void moe_route(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& shape, MoeScratch& scratch,
+               ThreadPool& pool);
+// rows[e] += the pairs of chosen [n_pairs] that name expert e (rows grows to n_expert).
+void count_routed_rows(const int32_t* chosen, int64_t n_pairs, int64_t n_expert, std::vector<int64_t>& rows);
+// out[r] = sum, in ascending expert index, of weight[r, j] * expert_e(x[r]) over the slots j of row r whose
+// expert e = chosen[r, j] is one of w.owned (any other value, -1 included, is skipped).
+//   x: row r at x + r * x_stride (n_embd floats); chosen, weight: [n_rows, k]; out: [n_rows, n_embd]
+void moe_run_experts(const float* x, int64_t x_stride, int64_t n_rows, const int32_t* chosen, const float* weight,
+                     int64_t k, const MoeWeights& w, MoeScratch& scratch, float* out, ThreadPool& pool);
+// out += shared_experts(x) over n_tokens rows (whatever w.shared_here says).
+void add_shared_experts(const float* x, int64_t n_tokens, const MoeWeights& w, MoeScratch& scratch, float* out,
+                        ThreadPool& pool);
+
 }  // namespace aerie
