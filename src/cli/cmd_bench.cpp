@@ -83,13 +83,15 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
   const double bytes = double(model.decode_weight_bytes());
   std::vector<double> step_s, probe_gbs, fraction;
   double collective_s = 0;  // this rank's time in the all-reduces of the timed decode steps (tensor parallel)
+  double collective_bytes = 0;  // and what it sent in them
   for (int64_t i = -2; i < cfg.decode_tokens; ++i) {
     const int64_t id = prompt[size_t(i + 2) % prompt.size()];
     const double gbs = i >= 0 ? probe.measure_gbs(pool) : 0.0;
-    const double collective_before = ranks.collective_seconds();
+    const double collective_before = ranks.collective_seconds(), bytes_before = ranks.collective_bytes();
     const double s = timed_forward(model, kv, std::span(&id, 1));
     if (i < 0) continue;
     collective_s += ranks.collective_seconds() - collective_before;
+    collective_bytes += ranks.collective_bytes() - bytes_before;
     step_s.push_back(s);
     probe_gbs.push_back(gbs);
     fraction.push_back(bytes / s / 1e9 / gbs);
@@ -130,6 +132,7 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
       // Of the timed steps' total time: a few slow steps (a rank waiting on the other) would put the share
       // over 100% of the median step times the count.
       {"decode_collective_share", collective_s / std::max(1e-12, std::accumulate(step_s.begin(), step_s.end(), 0.0))},
+      {"decode_collective_kib_per_token", collective_bytes / 1024.0 / double(step_s.size())},
       {"decode_weight_gbs", bytes / decode_median / 1e9},
       {"decode_bandwidth_fraction", median(fraction)},
       {"decode_bandwidth_fraction_best", *std::max_element(fraction.begin(), fraction.end())},
@@ -172,9 +175,10 @@ void print_human(const nlohmann::json& r) {
               r["decode_weight_gbs"].get<double>(), 100.0 * r["decode_bandwidth_fraction"].get<double>(),
               100.0 * r["decode_bandwidth_fraction_best"].get<double>());
   if (r["tensor_parallel"].get<int>() > 1)
-    std::printf("  tensor parallel %d: rank 0's decode steps spent %.1f%% of their time in all-reduces; the weight "
-                "bytes and bandwidth above are rank 0's\n",
-                r["tensor_parallel"].get<int>(), 100.0 * r["decode_collective_share"].get<double>());
+    std::printf("  %d ranks: rank 0's decode steps spent %.1f%% of their time in collectives and sent %.1f KiB a "
+                "token; the weight bytes and bandwidth above are rank 0's\n",
+                r["tensor_parallel"].get<int>(), 100.0 * r["decode_collective_share"].get<double>(),
+                r["decode_collective_kib_per_token"].get<double>());
   std::printf("  forward over k tokens (relative to k=%lld):", r["forward_k_list"][0]["k"].get<long long>());
   for (const auto& v : r["forward_k_list"])
     std::printf(" k=%lld %.2fx", v["k"].get<long long>(), v["relative_to_first"].get<double>());

@@ -46,6 +46,9 @@ struct LoadResult {
   double acceptance_length = 0;
   double mean_draft_tokens = 0;  // drafts per decoding sequence and step (K, 0 for plain steps)
   std::vector<int64_t> attention_rows_per_rank;  // --data-parallel: rows each rank's attention ran
+  // Several ranks: what rank 0 handed the others in collectives (dist::Communicator::collective_bytes) in the
+  // decode-only steps and in the others.
+  double decode_collective_bytes = 0, prefill_collective_bytes = 0;
 };
 
 // A length drawn uniformly from [length (1 - ratio), length (1 + ratio)], at least 1.
@@ -56,7 +59,8 @@ int64_t draw_length(Rng& rng, int64_t length, double ratio) {
 }
 
 LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, ThreadPool& pool, int64_t concurrency,
-                    int64_t n_requests, int64_t prompt_tokens, int64_t max_tokens, double range_ratio = 0) {
+                    int64_t n_requests, int64_t prompt_tokens, int64_t max_tokens, double range_ratio,
+                    const dist::Communicator& ranks) {
   Engine engine(target, draft, config, pool);
   Rng rng(99), lengths(7);
   struct Track {
@@ -95,16 +99,20 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
   while (submitted < std::min(concurrency, n_requests)) submit_one();
   while (finished < n_requests) {
     const int64_t prefilled = engine.metrics().prefilled_tokens, generated = r.tokens;
+    const double bytes_before = ranks.collective_bytes();
     const auto step_start = Clock::now();
     engine.step();
     const double step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+    const double step_bytes = ranks.collective_bytes() - bytes_before;
     const int64_t step_prefill = engine.metrics().prefilled_tokens - prefilled;
     if (step_prefill == 0) {
       r.decode_seconds += step_seconds;
       r.decode_tokens += r.tokens - generated;
+      r.decode_collective_bytes += step_bytes;
     } else {
       r.prefill_seconds += step_seconds;
       r.prefill_tokens += step_prefill;
+      r.prefill_collective_bytes += step_bytes;
     }
     while (submitted < n_requests && submitted - finished < concurrency) submit_one();
   }
@@ -184,7 +192,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   for (const SpecOptions& spec : spec_runs) {
     config.spec.num_speculative_tokens = spec.num_speculative_tokens;
     config.spec.adaptive_k = false;  // every row count up to K_max once
-    run_load(*target, head.get(), config, pool, 4, 8, prompt_tokens, std::min<int64_t>(max_tokens, 8));
+    run_load(*target, head.get(), config, pool, 4, 8, prompt_tokens, std::min<int64_t>(max_tokens, 8), 0, *ranks);
   }
   nlohmann::json results = nlohmann::json::array();
   for (int64_t c : levels) {
@@ -197,7 +205,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
     for (const SpecOptions* spec : runs) {
       Drafter* const draft = spec ? head.get() : nullptr;
       if (spec) config.spec.num_speculative_tokens = spec->num_speculative_tokens, config.spec.adaptive_k = spec->adaptive_k;
-      const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens, range_ratio);
+      const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens, range_ratio, *ranks);
       const std::string label = spec ? str_cat("K=", spec->adaptive_k ? "auto" : std::to_string(spec->num_speculative_tokens)) : "plain";
       nlohmann::json row = {{"concurrency", c},
                             {"requests", n},
@@ -217,6 +225,10 @@ int run_bench_engine(const std::vector<std::string>& argv) {
                             {"itl_p99_ms", 1e3 * percentile(r.itl, 0.99)},
                             {"mean_acceptance_length", r.acceptance_length}};
       if (!r.attention_rows_per_rank.empty()) row["attention_rows_per_rank"] = r.attention_rows_per_rank;
+      if (ranks->size() > 1) {
+        row["collective_kib_per_decoded_token"] = r.decode_collective_bytes / 1024.0 / double(std::max<int64_t>(r.decode_tokens, 1));
+        row["collective_kib_per_prompt_token"] = r.prefill_collective_bytes / 1024.0 / double(std::max<int64_t>(r.prefill_tokens, 1));
+      }
       if (!json) {
         std::printf("concurrency %3lld %-6s: %7.1f tokens/s, %5.2f req/s | decode-only steps %7.1f tokens/s, "
                     "prefill steps %6.1f prompt tokens/s | TTFT p50 %7.1f ms p99 %7.1f ms | "
@@ -230,6 +242,10 @@ int run_bench_engine(const std::vector<std::string>& argv) {
           std::printf(" | attention rows per rank:");
           for (int64_t rows : r.attention_rows_per_rank) std::printf(" %lld", (long long)rows);
         }
+        if (ranks->size() > 1)
+          std::printf(" | rank 0 sent %.1f KiB per decoded token, %.1f per prompt token",
+                      row["collective_kib_per_decoded_token"].get<double>(),
+                      row["collective_kib_per_prompt_token"].get<double>());
         std::printf("\n");
         std::fflush(stdout);
       }

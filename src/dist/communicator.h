@@ -56,6 +56,11 @@ class Communicator {
   // it ran: the communication share of a tensor-parallel run. Always 0 for the single-process communicator.
   double collective_seconds() const { return collective_seconds_; }
   int64_t collective_calls() const { return collective_calls_; }
+  // Bytes this rank has handed to the other ranks in collectives so far: its all-to-all pieces for other
+  // ranks, 2 (n-1)/n of an all-reduce's buffer (what each rank of a ring sends), and at a broadcast's root
+  // the buffer once per other rank. The communication volume of a parallel layout, independent of the
+  // transport's algorithms; always 0 for the single-process communicator.
+  double collective_bytes() const { return collective_bytes_; }
 
  protected:
   bool throw_on_failure_ = false;
@@ -63,10 +68,12 @@ class Communicator {
     collective_seconds_ += seconds;
     ++collective_calls_;
   }
+  void count_bytes(double bytes) { collective_bytes_ += bytes; }
 
  private:
   double collective_seconds_ = 0.0;
   int64_t collective_calls_ = 0;
+  double collective_bytes_ = 0.0;
 };
 
 // The single-process communicator: rank 0 of 1; all_reduce_sum and broadcast leave data as it is,

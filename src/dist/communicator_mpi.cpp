@@ -50,6 +50,7 @@ class MpiCommunicator final : public Communicator {
     check_not_broken("all_reduce_sum");
     maybe_inject_fault(rank_, "all_reduce_sum");
     AERIE_CHECK(data.size() <= size_t(INT_MAX), "all_reduce_sum: ", data.size(), " floats is over MPI's int count");
+    count_bytes(2.0 * double(size_ - 1) / double(size_) * double(data.size() * sizeof(float)));
     MPI_Request request;
     check(MPI_Iallreduce(MPI_IN_PLACE, data.data(), int(data.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
           "all_reduce_sum");
@@ -61,6 +62,7 @@ class MpiCommunicator final : public Communicator {
     maybe_inject_fault(rank_, "broadcast");
     AERIE_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of ", size_);
     AERIE_CHECK(data.size() <= size_t(INT_MAX), "broadcast: ", data.size(), " bytes is over MPI's int count");
+    if (rank_ == root) count_bytes(double(size_ - 1) * double(data.size()));
     MPI_Request request;
     check(MPI_Ibcast(data.data(), int(data.size()), MPI_BYTE, root, MPI_COMM_WORLD, &request), "broadcast");
     wait(request, "broadcast");
@@ -86,6 +88,7 @@ class MpiCommunicator final : public Communicator {
                     recv_total <= INT_MAX,
                 "all_to_all_v: counts (send ", send_total, ", receive ", recv_total, ") overrun the buffers (",
                 send.size(), ", ", recv.size(), ")");
+    count_bytes(double(send_total - send_counts[rank_]) * double(sizeof(float)));
     MPI_Request request;
     check(MPI_Ialltoallv(send.data(), send_counts.data(), send_offsets.data(), MPI_FLOAT, recv.data(),
                          recv_counts.data(), recv_offsets.data(), MPI_FLOAT, MPI_COMM_WORLD, &request),

@@ -143,15 +143,7 @@ void moe_run_experts(const float* x, int64_t x_stride, int64_t n_rows, const int
   }
 }
 
-void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& s, MoeScratch& scratch,
-             float* out, ThreadPool& pool) {
-  const int64_t n_embd = w.router.n_in(), k = s.n_expert_used;
-  moe_route(x, n_tokens, w, s, scratch, pool);
-  count_routed_rows(scratch.chosen.data(), n_tokens * k, s.n_expert, scratch.routed_rows);
-  moe_run_experts(x, n_embd, n_tokens, scratch.chosen.data(), scratch.chosen_weight.data(), k, w, scratch, out, pool);
-  AERIE_TRACE("routed_out", out, n_tokens, n_embd);
-  if (w.has_shared && w.shared_here) add_shared_experts(x, n_tokens, w, scratch, out, pool);
-}
+namespace {
 
 void add_shared_experts(const float* x, int64_t n_tokens, const MoeWeights& w, MoeScratch& scratch, float* out,
                         ThreadPool& pool) {
@@ -161,6 +153,18 @@ void add_shared_experts(const float* x, int64_t n_tokens, const MoeWeights& w, M
   swiglu_ffn(x, n_tokens, w.shared, scratch.ffn, shared, pool);
   AERIE_TRACE("shared_out", shared, n_tokens, n_embd);
   ops::add_inplace(out, shared, n_tokens * n_embd);
+}
+
+}  // namespace
+
+void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& s, MoeScratch& scratch,
+             float* out, ThreadPool& pool) {
+  const int64_t n_embd = w.router.n_in(), k = s.n_expert_used;
+  moe_route(x, n_tokens, w, s, scratch, pool);
+  count_routed_rows(scratch.chosen.data(), n_tokens * k, s.n_expert, scratch.routed_rows);
+  moe_run_experts(x, n_embd, n_tokens, scratch.chosen.data(), scratch.chosen_weight.data(), k, w, scratch, out, pool);
+  AERIE_TRACE("routed_out", out, n_tokens, n_embd);
+  if (w.has_shared && w.shared_here) add_shared_experts(x, n_tokens, w, scratch, out, pool);
 }
 
 }  // namespace aerie

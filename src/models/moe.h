@@ -83,8 +83,5 @@ void count_routed_rows(const int32_t* chosen, int64_t n_pairs, int64_t n_expert,
 //   x: row r at x + r * x_stride (n_embd floats); chosen, weight: [n_rows, k]; out: [n_rows, n_embd]
 void moe_run_experts(const float* x, int64_t x_stride, int64_t n_rows, const int32_t* chosen, const float* weight,
                      int64_t k, const MoeWeights& w, MoeScratch& scratch, float* out, ThreadPool& pool);
-// out += shared_experts(x) over n_tokens rows (whatever w.shared_here says).
-void add_shared_experts(const float* x, int64_t n_tokens, const MoeWeights& w, MoeScratch& scratch, float* out,
-                        ThreadPool& pool);
 
 }  // namespace aerie

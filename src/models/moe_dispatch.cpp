@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "dist/shard.h"
+#include "ops/ops.h"
 
 namespace aerie {
 
@@ -91,6 +92,9 @@ void dispatch_moe(const float* x, int64_t n_rows, const MoeWeights& w, const Rou
     }
   float* partial = d.partial.reserve(std::max<int64_t>(n_recv, 1) * n_embd);
   moe_run_experts(recv + 2 * k, record, n_recv, d.chosen.data(), d.weight.data(), k, w, moe, partial, pool);
+  // This rank's rows' shared experts now, while slower ranks still run theirs, not after the combine.
+  float* shared = d.shared.reserve(std::max<int64_t>(n_rows, 1) * n_embd);
+  if (w.has_shared && n_rows > 0) swiglu_ffn(x, n_rows, w.shared, moe.ffn, shared, pool);
   for (int r = 0; r < n_ranks; ++r) {
     d.send_counts[size_t(r)] = int(d.rows_from[size_t(r)] * n_embd);
     d.recv_counts[size_t(r)] = int(d.rows_to[size_t(r)] * n_embd);
@@ -106,7 +110,7 @@ void dispatch_moe(const float* x, int64_t n_rows, const MoeWeights& w, const Rou
     const float* src = back + i * n_embd;
     for (int64_t c = 0; c < n_embd; ++c) dst[c] += src[c];
   }
-  if (w.has_shared) add_shared_experts(x, n_rows, w, moe, out, pool);
+  if (w.has_shared && n_rows > 0) ops::add_inplace(out, shared, n_rows * n_embd);
 }
 
 }  // namespace aerie

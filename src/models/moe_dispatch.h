@@ -7,9 +7,10 @@
 //   3. dispatch: each row goes once to each rank owning one of its chosen experts, with those (expert,
 //      weight) pairs in a header (one all-to-all):
 //        record = [expert_0 .. expert_{k-1} | weight_0 .. weight_{k-1} | x (n_embd)], expert -1 = elsewhere;
-//   4. each rank runs its experts over the rows it received (moe_run_experts: one pass per expert) and
-//      sends every row's weighted partial sum back to where it came from (one all-to-all);
-//   5. the sender adds the partials in rank order, then its rows' shared experts (whole on every rank).
+//   4. each rank runs its experts over the rows it received (moe_run_experts: one pass per expert), then its
+//      own rows' shared experts (whole on every rank; run here, they overlap the slower ranks' experts), and
+//      sends every received row's weighted partial sum back to where it came from (one all-to-all);
+//   5. the sender adds the partials in rank order, then the shared experts' output.
 //
 // Example, 2 ranks, experts 0-3 on rank 0 and 4-7 on rank 1, k = 2: rank 0's row a chose {1, 6} and row b
 // chose {2, 3}; rank 1's row c chose {0, 5}. Rank 0 sends a and b to itself and a to rank 1; rank 1 sends c to
@@ -37,7 +38,7 @@ struct MoeDispatchScratch {
   std::vector<int64_t> send_row;                // [rows sent] the local row of each record, in send order
   std::vector<int32_t> chosen;                  // [rows received, k] experts (-1: not this rank's)
   std::vector<float> weight;                    // [rows received, k]
-  ScratchBuffer send, recv, partial, back;
+  ScratchBuffer send, recv, partial, back, shared;
 };
 
 // out [n_rows, n_embd] = MoE(x [n_rows, n_embd]) for this rank's rows; every rank must call it for every MoE

@@ -2,6 +2,7 @@
 // against values each rank can compute on its own. Values are small integers, so float sums are exact in any
 // order. Exits 0 when all match on every rank, 1 otherwise (each rank prints its first mismatch).
 // With AERIE_DIST_FAULT set, the fault tests (run_fault_test.sh) use it as the job that must stop.
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 
@@ -55,6 +56,16 @@ int main() {
   comm->broadcast(bytes, n_ranks - 1);
   for (size_t i = 0; i < bytes.size(); ++i) expect(bytes[i] == std::byte(i * 7 % 251), rank, "broadcast", i);
   comm->barrier();
+  // collective_bytes: what this rank handed the others, by the definitions in dist/communicator.h.
+  double want_bytes = 0;
+  for (size_t n : {size_t(1), size_t(4096), size_t(1) << 20})
+    want_bytes += 2.0 * double(n_ranks - 1) / double(n_ranks) * double(n * sizeof(float));
+  int64_t pieces = 0;  // floats of this rank's all-to-all pieces for the others (added as one figure)
+  for (int d = 0; d < n_ranks; ++d)
+    if (d != rank) pieces += rank + d + 1;
+  want_bytes += double(pieces) * double(sizeof(float));
+  if (rank == n_ranks - 1) want_bytes += double(n_ranks - 1) * double(bytes.size());
+  expect(comm->collective_bytes() == want_bytes, rank, "collective_bytes", 0);
   if (rank == 0 && failures == 0) std::printf("mpi_collectives: %d ranks agree\n", n_ranks);
   return failures == 0 ? 0 : 1;
 }
