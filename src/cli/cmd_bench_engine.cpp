@@ -11,10 +11,16 @@
 // max_tokens uniformly from [L (1 - R), L (1 + R)], the same draws in every run: with R = 0 every request
 // has the same lengths, so plain decoding finishes its batch in lockstep and prefills the next prompts
 // together, which a run whose requests end at different steps (speculation, or real traffic) cannot.
+// K = auto runs its load twice with one engine memory (AdaptiveKMemory): the row is the second, an engine
+// that has learned its costs and the head's acceptance as a running server has; the first is reported as
+// the cold engine's figures (during its first few dozen rounds it still speculates to measure, which at
+// R = 0 also breaks the lockstep above).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +30,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "sample/sampling.h"
+#include "spec/adaptive_k.h"
 
 namespace aerie::cli {
 namespace {
@@ -205,6 +212,15 @@ int run_bench_engine(const std::vector<std::string>& argv) {
     for (const SpecOptions* spec : runs) {
       Drafter* const draft = spec ? head.get() : nullptr;
       if (spec) config.spec.num_speculative_tokens = spec->num_speculative_tokens, config.spec.adaptive_k = spec->adaptive_k;
+      // K = auto: the engine learns what a step costs and what the head earns (spec/adaptive_k.h), over its
+      // first few dozen rounds, and a server keeps that for its lifetime. The load runs twice with one memory:
+      // cold (an engine's first requests, reported as cold_*) and then as a server that has been up.
+      std::optional<LoadResult> cold;
+      config.spec.adaptive_memory = nullptr;
+      if (spec && spec->adaptive_k) {
+        config.spec.adaptive_memory = std::make_shared<AdaptiveKMemory>(config.max_batch_tokens);
+        cold = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens, range_ratio, *ranks);
+      }
       const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens, range_ratio, *ranks);
       const std::string label = spec ? str_cat("K=", spec->adaptive_k ? "auto" : std::to_string(spec->num_speculative_tokens)) : "plain";
       nlohmann::json row = {{"concurrency", c},
@@ -224,6 +240,10 @@ int run_bench_engine(const std::vector<std::string>& argv) {
                             {"itl_p50_ms", 1e3 * percentile(r.itl, 0.5)},
                             {"itl_p99_ms", 1e3 * percentile(r.itl, 0.99)},
                             {"mean_acceptance_length", r.acceptance_length}};
+      if (cold) {
+        row["cold_generated_tokens_per_second"] = double(cold->tokens) / cold->seconds;
+        row["cold_mean_draft_tokens"] = cold->mean_draft_tokens;
+      }
       if (!r.attention_rows_per_rank.empty()) row["attention_rows_per_rank"] = r.attention_rows_per_rank;
       if (ranks->size() > 1) {
         row["collective_kib_per_decoded_token"] = r.decode_collective_bytes / 1024.0 / double(std::max<int64_t>(r.decode_tokens, 1));
@@ -238,6 +258,9 @@ int run_bench_engine(const std::vector<std::string>& argv) {
                     row["prefill_tokens_per_second"].get<double>(), row["ttft_p50_ms"].get<double>(),
                     row["ttft_p99_ms"].get<double>(), row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>());
         if (draft) std::printf(" | acceptance length %.2f, mean K %.2f", r.acceptance_length, r.mean_draft_tokens);
+        if (cold)
+          std::printf(" | cold engine: %.1f tokens/s, mean K %.2f", row["cold_generated_tokens_per_second"].get<double>(),
+                      cold->mean_draft_tokens);
         if (!r.attention_rows_per_rank.empty()) {
           std::printf(" | attention rows per rank:");
           for (int64_t rows : r.attention_rows_per_rank) std::printf(" %lld", (long long)rows);

@@ -40,7 +40,8 @@ TEST(BenchCli, ReportsThePerStepBandwidthRatio) {
 }
 
 // bench-engine with --random-range-ratio: plain and speculative runs over the same drawn request lengths
-// (so the same tokens in all), the ratio reported; a ratio outside [0, 1) refused with its name.
+// (so the same tokens in all), the ratio reported, auto's cold engine reported beside it; a ratio outside
+// [0, 1) refused with its name.
 TEST(BenchEngineCli, RandomRangeRatioDrawsTheSameRequestsInEveryRun) {
   const fs::path models = fs::path(AERIE_SOURCE_DIR) / "models";
   const std::vector<std::string> base = {"--model", (models / "aerie-tiny-llama").string(), "--draft",
@@ -60,7 +61,10 @@ TEST(BenchEngineCli, RandomRangeRatioDrawsTheSameRequestsInEveryRun) {
   for (const auto& r : results) {
     EXPECT_DOUBLE_EQ(r["random_range_ratio"].get<double>(), 0.5);
     EXPECT_NEAR(r["generated_tokens_per_second"].get<double>() * r["seconds"].get<double>(), tokens, 1e-6 * tokens);
+    // Only auto runs its load cold first (its row is the engine that has learned), and says how that went.
+    EXPECT_EQ(r.contains("cold_generated_tokens_per_second"), r["adaptive_k"].get<bool>()) << r.dump();
   }
+  EXPECT_GT(results[2]["cold_generated_tokens_per_second"].get<double>(), 0.0);
   for (const char* bad : {"1", "-0.1"}) {
     std::vector<std::string> refused = base;
     for (const char* a : {"--random-range-ratio", bad}) refused.push_back(a);
