@@ -51,13 +51,12 @@ DeepseekLayerWeights bind_deepseek_layer(const WeightStore& store, const Deepsee
 // batch order into a sub-batch that stays on this rank through every layer.
 struct OwnedRows {
   std::vector<SequenceRows> sequences;  // row_begin counts rows of the sub-batch
-  std::vector<int64_t> source_rows;     // [sequences] each one's first row in the whole batch
   std::vector<int64_t> token_ids;       // [n_rows]
   std::vector<int64_t> positions;       // [n_rows]
   int64_t n_rows = 0;
-  std::vector<int32_t> owner;           // [batch sequences] the rank that runs each one
-  std::vector<int32_t> row_owner;       // [batch rows] the same, per row
+  std::vector<int32_t> row_owner;       // [batch rows] the rank that runs the row's sequence
   std::vector<int64_t> local_row;       // [batch rows] the row's index in the sub-batch on its owner
+  std::vector<int64_t> rows_per_rank;   // [ranks]
 };
 
 // Everything a decoder layer needs besides its weights (shared with drafters that reuse the geometry).
@@ -118,9 +117,9 @@ MlaShape deepseek_mla_shape(const DeepseekV3Config& config);
 //     and dense layers; its rows leave that rank only to reach the owners of their chosen experts and come
 //     back (models/moe_dispatch.h), to be gathered on rank 0 at a captured layer, and for the output head
 //     (the logit rows, gathered on every rank).
-// All split the output head by vocabulary. The router runs on every rank, so no routing is exchanged. FP8
-// projections split on their 128x128 tiles only: a split that would cut one is refused (or, for the shared
-// experts, left whole on rank 0).
+// All split the output head by vocabulary. Under kTensor and kExpert the router runs on every rank over every
+// row, so no routing is exchanged (kData sends it with the rows). FP8 projections split on their 128x128
+// tiles only: a split that would cut one is refused (or, for the shared experts, left whole on rank 0).
 class DeepseekV3Model final : public Model {
  public:
   DeepseekV3Model(DeepseekV3Config config, WeightStore store, ThreadPool& pool,

@@ -98,21 +98,19 @@ void DeepseekV3Model::gather_owned(const StepBatch& batch) {
   const int n_ranks = communicator_->size(), rank = communicator_->rank();
   const int64_t n_tokens = int64_t(batch.token_ids.size());
   owned_.sequences.clear();
-  owned_.source_rows.clear();
   owned_.token_ids.clear();
   owned_.positions.clear();
   owned_.n_rows = 0;
-  owned_.owner.clear();
   owned_.row_owner.resize(size_t(n_tokens));
   owned_.local_row.resize(size_t(n_tokens));
-  std::vector<int64_t> rows_of(size_t(n_ranks), 0);  // rows each rank holds so far
+  std::vector<int64_t>& rows_of = owned_.rows_per_rank;  // rows each rank holds so far
+  rows_of.assign(size_t(n_ranks), 0);
   for (const SequenceRows& s : batch.sequences) {
     // The partition of its first block (kv/block_pool.h); an unpaged cache (one sequence run on every rank,
     // as `logits` does) is rank 0's.
     const std::span<const int32_t> blocks = s.kv->block_ids();
     const int64_t owner =
         s.kv->paged() && !blocks.empty() ? BlockPool::partition_of(blocks[0], s.kv->store().n_blocks(), n_ranks) : 0;
-    owned_.owner.push_back(int32_t(owner));
     for (int64_t r = 0; r < s.n_rows; ++r) {
       owned_.row_owner[size_t(s.row_begin + r)] = int32_t(owner);
       owned_.local_row[size_t(s.row_begin + r)] = rows_of[size_t(owner)] + r;
@@ -122,7 +120,6 @@ void DeepseekV3Model::gather_owned(const StepBatch& batch) {
     SequenceRows mine = s;
     mine.row_begin = owned_.n_rows;
     owned_.sequences.push_back(mine);
-    owned_.source_rows.push_back(s.row_begin);
     owned_.token_ids.insert(owned_.token_ids.end(), batch.token_ids.begin() + s.row_begin,
                             batch.token_ids.begin() + s.row_begin + s.n_rows);
     owned_.positions.insert(owned_.positions.end(), positions_.begin() + s.row_begin,
