@@ -209,14 +209,19 @@ case $mode in
     "${run[@]}" >"$work/t1.json" || fail "one-process generate"
     ranks 2 "${run[@]}" --expert-parallel 2 --draft mtp >"$work/e2.json" || fail "--expert-parallel 2 generate with MTP"
     ranks 3 "${run[@]}" --expert-parallel 3 --draft "$head" >"$work/e3.json" || fail "--expert-parallel 3 generate"
+    # Data parallel: the one sequence's rows stay on rank 0, the MTP head reads the gathered last layer, and
+    # rank 1 only serves its experts (whose load every rank learns from the dispatch counts).
+    ranks 2 "${run[@]}" --data-parallel 2 --draft mtp >"$work/d2.json" || fail "--data-parallel 2 generate with MTP"
     t1=$(grep -o '"ids":\[[0-9,]*\]' "$work/t1.json")
-    for f in e2 e3; do
+    for f in e2 e3 d2; do
       got=$(grep -o '"ids":\[[0-9,]*\]' "$work/$f.json")
       echo "$f $got"
       [[ $t1 == "$got" ]] || fail "$f speculative ids differ from plain one-process ids"
       grep -q '"accepted_tokens":[1-9]' "$work/$f.json" || fail "$f accepted no draft"
     done
-    grep -q '"expert_rows_per_rank":\[[1-9][0-9]*,[1-9][0-9]*\]' "$work/e2.json" || fail "no expert load of 2 ranks"
+    for f in e2 d2; do
+      grep -q '"expert_rows_per_rank":\[[1-9][0-9]*,[1-9][0-9]*\]' "$work/$f.json" || fail "$f: no expert load of 2 ranks"
+    done
     grep -q '"expert_rows_per_rank":\[[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*\]' "$work/e3.json" ||
       fail "no expert load of 3 ranks" ;;
   deepseek-serve)
