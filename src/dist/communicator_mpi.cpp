@@ -74,8 +74,11 @@ class MpiCommunicator final : public Communicator {
     maybe_inject_fault(rank_, "all_to_all_v");
     AERIE_CHECK(send_counts.size() == size_t(size_) && recv_counts.size() == size_t(size_),
                 "all_to_all_v: one send and one receive count per rank (", size_, ")");
-    // Displacements: piece r starts after pieces 0..r-1.
-    std::vector<int> send_offsets(static_cast<size_t>(size_)), recv_offsets(static_cast<size_t>(size_));
+    // Displacements: piece r starts after pieces 0..r-1 (members: no allocation per call once grown).
+    std::vector<int>& send_offsets = send_offsets_;
+    std::vector<int>& recv_offsets = recv_offsets_;
+    send_offsets.resize(static_cast<size_t>(size_));
+    recv_offsets.resize(static_cast<size_t>(size_));
     long long send_total = 0, recv_total = 0;
     for (int r = 0; r < size_; ++r) {
       AERIE_CHECK(send_counts[r] >= 0 && recv_counts[r] >= 0, "all_to_all_v: negative count for rank ", r);
@@ -166,6 +169,7 @@ class MpiCommunicator final : public Communicator {
   std::string broken_;  // why a collective failed under throw_on_failure; empty while all is well
   int rank_ = 0;
   int size_ = 1;
+  std::vector<int> send_offsets_, recv_offsets_;  // all_to_all_v's displacements, reused
 };
 
 }  // namespace
