@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
+#include "dist/shard.h"
 #include "io/trace.h"
 #include "ops/ops.h"
 
@@ -21,13 +23,31 @@ LogitRows ForwardEnd::finish(std::span<const SequenceRows> sequences, const floa
   }
   float* logits = logits_.reserve(out.n_rows * out.n_vocab);  // [n_rows, n_vocab]
   if (head.ranks != nullptr) {
+    const int n_ranks = head.ranks->size(), rank = head.ranks->rank();
     const int64_t n_slice = head.output.n_out();
+    const dist::Range mine{head.vocab_begin, head.vocab_begin + n_slice};
+    AERIE_CHECK(dist::balanced_split(head.n_vocab, n_ranks, rank) == mine,
+                "output head: rank ", rank, " holds vocabulary [", head.vocab_begin, ", ", head.vocab_begin + n_slice,
+                "), not its balanced share of ", head.n_vocab);
     float* slice = slice_.reserve(out.n_rows * n_slice);  // [n_rows, n_slice] this rank's logits
     linear(head_in, out.n_rows, head.output, slice, pool);
-    std::memset(logits, 0, size_t(out.n_rows * out.n_vocab) * sizeof(float));
-    for (int64_t i = 0; i < out.n_rows; ++i)
-      std::memcpy(logits + i * out.n_vocab + head.vocab_begin, slice + i * n_slice, size_t(n_slice) * sizeof(float));
-    head.ranks->all_reduce_sum(std::span<float>(logits, size_t(out.n_rows * out.n_vocab)));
+    // Only rank 0 samples: a gather there moves half the bytes of all-reducing zero-filled full rows.
+    send_counts_.assign(size_t(n_ranks), 0);
+    recv_counts_.assign(size_t(n_ranks), 0);
+    send_counts_[0] = int(out.n_rows * n_slice);
+    if (rank == 0)
+      for (int r = 0; r < n_ranks; ++r)
+        recv_counts_[size_t(r)] = int(out.n_rows * dist::balanced_split(head.n_vocab, n_ranks, r).size());
+    float* gathered = gathered_.reserve(rank == 0 ? out.n_rows * out.n_vocab : 1);
+    head.ranks->all_to_all_v(std::span<const float>(slice, size_t(out.n_rows * n_slice)), send_counts_,
+                             std::span<float>(gathered, rank == 0 ? size_t(out.n_rows * out.n_vocab) : 0), recv_counts_);
+    if (rank != 0) return LogitRows{nullptr, out.n_rows, out.n_vocab};
+    const float* from = gathered;  // rank r's [n_rows, its vocabulary], in rank order
+    for (int r = 0; r < n_ranks; ++r) {
+      const dist::Range v = dist::balanced_split(head.n_vocab, n_ranks, r);
+      for (int64_t i = 0; i < out.n_rows; ++i, from += v.size())
+        std::memcpy(logits + i * out.n_vocab + v.begin, from, size_t(v.size()) * sizeof(float));
+    }
   } else {
     linear(head_in, out.n_rows, head.output, logits, pool);
   }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "dist/communicator.h"
@@ -26,9 +27,10 @@ struct OutputHead {
   float eps = 0.0f;              // the norm's epsilon
   const LinearWeight& output;    // [n_vocab, n_embd]
   const char* trace_scope = "head";  // AERIE_TRACE_DIR names of the normed rows and logits (io/trace.h)
-  // Tensor parallel, split by vocabulary: `output` is this rank's rows [vocab_begin, vocab_begin +
-  // output.n_out()) of an n_vocab head; each rank writes its slice into zeroed full rows and one
-  // all_reduce_sum over `ranks` fills in the rest (exact: every logit has one non-zero term). Null: whole.
+  // Several ranks, split by vocabulary: `output` is this rank's rows [vocab_begin, vocab_begin +
+  // output.n_out()) of an n_vocab head, dist::balanced_split(n_vocab, ranks, rank); each rank computes its
+  // slice and one all-to-all gathers the slices on rank 0, the only rank that samples: the logits are rank
+  // 0's alone (null on the others). Null ranks: the whole head here.
   dist::Communicator* ranks = nullptr;
   int64_t vocab_begin = 0;
   int64_t n_vocab = 0;
@@ -57,6 +59,8 @@ class ForwardEnd {
   ScratchBuffer head_in_;     // [n_logit_rows, n_embd] the rows entering the projection
   ScratchBuffer logits_;      // [n_logit_rows, n_vocab]
   ScratchBuffer slice_;       // [n_logit_rows, this rank's vocabulary] under a vocabulary split
+  ScratchBuffer gathered_;    // [ranks, n_logit_rows, rank's vocabulary] the slices, on rank 0
+  std::vector<int> send_counts_, recv_counts_;
 };
 
 }  // namespace aerie
