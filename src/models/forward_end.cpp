@@ -21,7 +21,8 @@ LogitRows ForwardEnd::finish(std::span<const SequenceRows> sequences, const floa
     if (head.norm != nullptr) ops::rms_norm(row, 1, n_embd, *head.norm, head.eps, head_in + i * n_embd, pool);
     else std::memcpy(head_in + i * n_embd, row, size_t(n_embd) * sizeof(float));
   }
-  float* logits = logits_.reserve(out.n_rows * out.n_vocab);  // [n_rows, n_vocab]
+  // [n_rows, n_vocab]; under a vocabulary split rank 0's alone
+  float* logits = head.ranks == nullptr || head.ranks->rank() == 0 ? logits_.reserve(out.n_rows * out.n_vocab) : nullptr;
   if (head.ranks != nullptr) {
     const int n_ranks = head.ranks->size(), rank = head.ranks->rank();
     const int64_t n_slice = head.output.n_out();

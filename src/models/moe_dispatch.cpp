@@ -16,10 +16,12 @@ void dispatch_moe(const float* x, int64_t n_rows, const MoeWeights& w, const Rou
   const int64_t record = 2 * k + n_embd, stride = 1 + n_expert;
   AERIE_CHECK(w.owned == dist::balanced_split(n_expert, n_ranks, rank) && (!w.has_shared || w.shared_here),
               "dispatch_moe: rank ", rank, " does not hold its balanced share of the experts and every shared one");
-  d.expert_rank.resize(size_t(n_expert));
-  for (int r = 0; r < n_ranks; ++r) {
-    const dist::Range e = dist::balanced_split(n_expert, n_ranks, r);
-    std::fill(d.expert_rank.begin() + e.begin, d.expert_rank.begin() + e.end, r);
+  if (d.expert_rank.size() != size_t(n_expert)) {  // once: a scratch serves one model over one set of ranks
+    d.expert_rank.resize(size_t(n_expert));
+    for (int r = 0; r < n_ranks; ++r) {
+      const dist::Range e = dist::balanced_split(n_expert, n_ranks, r);
+      std::fill(d.expert_rank.begin() + e.begin, d.expert_rank.begin() + e.end, r);
+    }
   }
 
   // 1. Route this rank's rows.
@@ -28,19 +30,19 @@ void dispatch_moe(const float* x, int64_t n_rows, const MoeWeights& w, const Rou
   const float* chosen_weight = moe.chosen_weight.data();
 
   // 2. Rows for each rank (a row once per rank owning any of its experts), and the step's load.
+  d.row_to.assign(size_t(n_rows * n_ranks), 0);
   d.rows_to.assign(size_t(n_ranks), 0);
   for (int64_t t = 0; t < n_rows; ++t)
-    for (int r = 0; r < n_ranks; ++r)
-      for (int64_t j = 0; j < k; ++j)
-        if (d.expert_rank[size_t(chosen[t * k + j])] == r) {
-          ++d.rows_to[size_t(r)];
-          break;
-        }
+    for (int64_t j = 0; j < k; ++j) {
+      const int r = d.expert_rank[size_t(chosen[t * k + j])];
+      if (d.row_to[size_t(t * n_ranks + r)] == 0) d.row_to[size_t(t * n_ranks + r)] = 1, ++d.rows_to[size_t(r)];
+    }
   d.count_send.assign(size_t(n_ranks * stride), 0.0f);
+  for (int64_t p = 0; p < n_rows * k; ++p) d.count_send[size_t(1 + chosen[p])] += 1.0f;  // piece 0's histogram
   for (int r = 0; r < n_ranks; ++r) {
     float* piece = d.count_send.data() + r * stride;
+    if (r > 0) std::copy_n(d.count_send.data() + 1, n_expert, piece + 1);
     piece[0] = float(d.rows_to[size_t(r)]);
-    for (int64_t p = 0; p < n_rows * k; ++p) piece[1 + chosen[p]] += 1.0f;
   }
   d.count_recv.resize(size_t(n_ranks * stride));
   d.send_counts.assign(size_t(n_ranks), int(stride));
@@ -63,14 +65,12 @@ void dispatch_moe(const float* x, int64_t n_rows, const MoeWeights& w, const Rou
   float* rec = send;
   for (int r = 0; r < n_ranks; ++r) {
     for (int64_t t = 0; t < n_rows; ++t) {
-      bool any = false;
+      if (d.row_to[size_t(t * n_ranks + r)] == 0) continue;
       for (int64_t j = 0; j < k; ++j) {
         const bool here = d.expert_rank[size_t(chosen[t * k + j])] == r;
         rec[j] = here ? float(chosen[t * k + j]) : -1.0f;
         rec[k + j] = here ? chosen_weight[t * k + j] : 0.0f;
-        any = any || here;
       }
-      if (!any) continue;
       std::memcpy(rec + 2 * k, x + t * n_embd, size_t(n_embd) * sizeof(float));
       d.send_row.push_back(t);
       rec += record;

@@ -35,6 +35,7 @@ struct MoeDispatchScratch {
   std::vector<float> count_send, count_recv;    // [ranks, 1 + n_expert]: rows sent, then the histogram
   std::vector<int> send_counts, recv_counts;    // [ranks] floats of one all-to-all
   std::vector<int64_t> rows_to, rows_from;      // [ranks] rows sent to / received from each rank
+  std::vector<char> row_to;                     // [rows, ranks] whether the row goes to the rank
   std::vector<int64_t> send_row;                // [rows sent] the local row of each record, in send order
   std::vector<int32_t> chosen;                  // [rows received, k] experts (-1: not this rank's)
   std::vector<float> weight;                    // [rows received, k]
