@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-20}"
 jobs="${AERIE_JOBS:-$(nproc)}"
-all_targets="openai_request tool_parser json_schema jinja tokenizer safetensors torch_zip pickle"
+all_targets="openai_request tool_parser json_schema jinja tokenizer safetensors torch_zip pickle gguf"
 read -r -a targets <<< "${FUZZ_TARGETS:-$all_targets}"
 
 if [[ "${AERIE_FUZZ_ENGINE:-driver}" == libfuzzer ]]; then

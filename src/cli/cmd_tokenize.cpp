@@ -6,13 +6,14 @@
 #include "cli/common.h"
 #include "cli/prompt.h"
 #include "core/error.h"
+#include "tokenizer/tokenizer_gguf.h"
 
 namespace aerie::cli {
 namespace {
 
 std::vector<OptionSpec> tokenize_options() {
   return {
-      {"--model", true, "checkpoint folder holding tokenizer.json (only the tokenizer is loaded)"},
+      {"--model", true, "checkpoint folder holding tokenizer.json, or a GGUF file (only the tokenizer is loaded)"},
       {"--text", true, "text to encode (BOS added as the tokenizer's post-processor says)"},
       {"--file", true, "encode the text of a file"},
       {"--chat", true, "a conversation JSON file (list of messages, or {\"messages\", \"tools\"}), rendered "
@@ -71,7 +72,7 @@ int run_tokenize(const std::vector<std::string>& argv) {
   const int sources = int(args.has("--text")) + int(args.has("--file")) + int(args.has("--chat"));
   AERIE_CHECK(sources == 1, "give exactly one of --text, --file and --chat");
   const std::filesystem::path dir = args.has("--tokenizer") ? args.str("--tokenizer") : args.str("--model");
-  const Tokenizer tokenizer = Tokenizer::load(dir);
+  const Tokenizer tokenizer = load_model_tokenizer(dir);
 
   std::string text;
   std::vector<int32_t> ids;

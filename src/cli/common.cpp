@@ -217,7 +217,7 @@ int thread_count(const Args& args) {
 
 std::vector<OptionSpec> model_options() {
   return {
-      {"--model", true, "checkpoint folder (config.json + safetensors or pytorch_model.bin)"},
+      {"--model", true, "checkpoint folder (config.json + safetensors or pytorch_model.bin), or a GGUF file"},
       {"--threads", true, "worker threads (default: every core)"},
       {"--quiet", false, "no loading messages"},
       {"--bf16-activations", true,

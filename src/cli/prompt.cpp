@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "io/generation_config.h"
+#include "tokenizer/tokenizer_gguf.h"
 #include "tokenizer/chat_template.h"
 
 namespace aerie::cli {
@@ -62,11 +63,11 @@ bool prompt_needs_tokenizer(const Args& args) {
 std::unique_ptr<Tokenizer> load_tokenizer_for(const Args& args, const std::filesystem::path& model_dir,
                                               bool required) {
   const std::filesystem::path dir = args.has("--tokenizer") ? std::filesystem::path(args.str("--tokenizer")) : model_dir;
-  if (!std::filesystem::exists(dir / "tokenizer.json")) {
+  if (!has_model_tokenizer(dir)) {
     AERIE_CHECK(!required, dir.string(), " has no tokenizer.json: text prompts need one (use --ids, or --tokenizer DIR)");
     return nullptr;
   }
-  return std::make_unique<Tokenizer>(Tokenizer::load(dir));
+  return std::make_unique<Tokenizer>(load_model_tokenizer(dir));
 }
 
 std::string render_chat(const Tokenizer& tokenizer, const nlohmann::ordered_json& messages,

@@ -4,38 +4,58 @@
 #include <cmath>
 #include <utility>
 
+#include "core/error.h"
+
 namespace aerie {
 namespace {
 
 struct DTypeInfo {
   DType dtype;
   std::string_view name;
-  size_t size;
+  size_t size;          // bytes per block (per element for element types)
+  int64_t block_elems;  // 1 for element types
 };
 
-constexpr std::array<DTypeInfo, 11> kDTypes{{
-    {DType::kF32, "F32", 4},
-    {DType::kBF16, "BF16", 2},
-    {DType::kF16, "F16", 2},
-    {DType::kF8E4M3, "F8_E4M3", 1},
-    {DType::kI64, "I64", 8},
-    {DType::kI32, "I32", 4},
-    {DType::kI16, "I16", 2},
-    {DType::kI8, "I8", 1},
-    {DType::kU8, "U8", 1},
-    {DType::kBool, "BOOL", 1},
-    {DType::kF64, "F64", 8},
+// Block sizes from llama.cpp's format (ggml-common.h): Q8_0 = f16 d + 32 x i8; Q4_0 = f16 d + 16 bytes of
+// nibbles; Q4_K = f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; Q5_K = Q4_K + 32 bytes
+// of high bits; Q6_K = 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 x i8 scales, f16 d.
+constexpr std::array<DTypeInfo, 16> kDTypes{{
+    {DType::kF32, "F32", 4, 1},
+    {DType::kBF16, "BF16", 2, 1},
+    {DType::kF16, "F16", 2, 1},
+    {DType::kF8E4M3, "F8_E4M3", 1, 1},
+    {DType::kI64, "I64", 8, 1},
+    {DType::kI32, "I32", 4, 1},
+    {DType::kI16, "I16", 2, 1},
+    {DType::kI8, "I8", 1, 1},
+    {DType::kU8, "U8", 1, 1},
+    {DType::kBool, "BOOL", 1, 1},
+    {DType::kF64, "F64", 8, 1},
+    {DType::kQ8_0, "Q8_0", 34, 32},
+    {DType::kQ4_0, "Q4_0", 18, 32},
+    {DType::kQ4_K, "Q4_K", 144, 256},
+    {DType::kQ5_K, "Q5_K", 176, 256},
+    {DType::kQ6_K, "Q6_K", 210, 256},
 }};
 
 }  // namespace
 
-size_t dtype_size(DType dtype) { return kDTypes[size_t(dtype)].size; }
+bool dtype_is_block(DType dtype) { return kDTypes[size_t(dtype)].block_elems > 1; }
+
+size_t dtype_size(DType dtype) {
+  AERIE_CHECK(!dtype_is_block(dtype), "dtype_size: ", dtype_name(dtype),
+              " is a block-quantised type, addressed by whole rows only (dtype_row_bytes)");
+  return kDTypes[size_t(dtype)].size;
+}
+
+int64_t dtype_block_elems(DType dtype) { return kDTypes[size_t(dtype)].block_elems; }
+size_t dtype_block_bytes(DType dtype) { return kDTypes[size_t(dtype)].size; }
 
 std::string_view dtype_name(DType dtype) { return kDTypes[size_t(dtype)].name; }
 
 bool dtype_from_name(std::string_view name, DType* out) {
   for (const DTypeInfo& info : kDTypes) {
-    if (info.name == name) {
+    if (info.name == name && info.block_elems == 1) {
       *out = info.dtype;
       return true;
     }

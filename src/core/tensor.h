@@ -37,7 +37,10 @@ struct Tensor {
   const void* data = nullptr;
 
   int64_t numel() const { return shape.numel(); }
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  // Block types (dtype_is_block): numel / block values, whole blocks along the last dimension.
+  size_t nbytes() const {
+    return size_t(numel() / dtype_block_elems(dtype)) * dtype_block_bytes(dtype);
+  }
   int64_t dim(int i) const { return shape[i]; }
   bool empty() const { return data == nullptr; }
   template <typename T>

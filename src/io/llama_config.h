@@ -38,6 +38,13 @@ struct LlamaConfig {
   std::vector<int64_t> bos_token_ids;  // bos_token_id: an int or a list
   std::vector<int64_t> eos_token_ids;  // eos_token_id: an int or a list
   std::string torch_dtype;           // "bfloat16", "float32", ...
+  // Set by the GGUF loader, never by config.json (models/gguf_loader.h):
+  //   q/k rows in llama.cpp's order: within each head, rows i and i + head_dim/2 of the Hugging Face weight
+  //   are adjacent (2i, 2i + 1), so RoPE rotates adjacent pairs. The same permutation of q and k leaves every
+  //   q.k, and so the model, unchanged; no copy of the weights is made to undo it.
+  bool qk_rows_interleaved = false;
+  //   rope_freqs.weight, llama.cpp's form of Llama 3.1's scaling: inv_freq[i] = theta^(-2i/head_dim) / f[i].
+  std::vector<float> rope_freq_factors;  // [head_dim / 2] or empty
 };
 
 // Parses a config.json object. `source` names the file in errors. Throws aerie::Error naming the key on an

@@ -118,8 +118,8 @@ void read_file_into(std::shared_ptr<MappedFile> file, const fs::path& path, Weig
   }
 }
 
-void read_files(const CheckpointFiles& checkpoint, const WeightLoadOptions& options, WeightStore& store,
-                WeightMemoryReport& report) {
+void read_files(const CheckpointFiles& checkpoint, const WeightLoadOptions& options,
+                const WeightStore::FileReader& reader, WeightStore& store, WeightMemoryReport& report) {
   std::vector<uint64_t> sizes;
   for (const fs::path& path : checkpoint.paths) {
     sizes.push_back(checked_file_size(path));
@@ -132,7 +132,7 @@ void read_files(const CheckpointFiles& checkpoint, const WeightLoadOptions& opti
   if (choice.memory == WeightMemory::kHugePages) files = copy_files(checkpoint.paths, sizes, options, system, report);
   for (size_t i = 0; i < checkpoint.paths.size(); ++i) {
     const fs::path& path = checkpoint.paths[i];
-    read_file_into(files.empty() ? std::make_shared<MappedFile>(path.string()) : files[i], path, store);
+    reader(files.empty() ? std::make_shared<MappedFile>(path.string()) : files[i], path, store);
     if (checkpoint.index.empty()) continue;
     for (const std::string& name : checkpoint.listed[i])
       AERIE_CHECK(store.contains(name), path.string(), ": tensor '", name, "' listed in ",
@@ -162,13 +162,23 @@ WeightStore WeightStore::open_dir(const fs::path& dir, const WeightLoadOptions& 
     const fs::path path = dir / name;
     if (!fs::exists(path)) continue;
     const CheckpointFiles files = name.extension() == ".json" ? list_shards(path) : CheckpointFiles{{path}, {}, {}};
-    read_files(files, options, store, store.memory_report_);
+    read_files(files, options, read_file_into, store, store.memory_report_);
     if (options.progress)
       options.progress(LoadProgress{int64_t(store.size()), int64_t(store.size()), 0, store.total_bytes()});
     return store;
   }
   throw Error(str_cat(dir.string(), ": no weights found (expected model.safetensors[.index.json] or "
                                     "pytorch_model.bin[.index.json])"));
+}
+
+WeightStore WeightStore::open_files(const std::vector<fs::path>& paths, const WeightLoadOptions& options,
+                                    const FileReader& reader, std::string source) {
+  WeightStore store;
+  store.source_ = std::move(source);
+  read_files(CheckpointFiles{paths, {}, {}}, options, reader, store, store.memory_report_);
+  if (options.progress)
+    options.progress(LoadProgress{int64_t(store.size()), int64_t(store.size()), 0, store.total_bytes()});
+  return store;
 }
 
 WeightStore WeightStore::open_file(const fs::path& file) {
@@ -246,6 +256,19 @@ void WeightStore::add(const std::string& name, const Tensor& tensor, std::shared
   AERIE_CHECK(!contains(name), file->path(), ": tensor '", name, "' appears twice in the checkpoint");
   tensors_[name] = tensor;
   if (std::find(files_.begin(), files_.end(), file) == files_.end()) files_.push_back(std::move(file));
+}
+
+void WeightStore::add_view(const std::string& name, const Tensor& tensor) {
+  AERIE_CHECK(!contains(name), source_, ": tensor '", name, "' appears twice in the checkpoint");
+  tensors_[name] = tensor;
+}
+
+void WeightStore::rename(const std::string& from, const std::string& to) {
+  auto node = tensors_.extract(from);
+  AERIE_CHECK(!node.empty(), source_, ": missing tensor '", from, "'");
+  AERIE_CHECK(!contains(to), source_, ": tensors '", from, "' and '", to, "' would both be named '", to, "'");
+  node.key() = to;
+  tensors_.insert(std::move(node));
 }
 
 void WeightStore::add_owned(const std::string& name, DType dtype, const Shape& shape, std::vector<uint8_t> bytes) {

@@ -51,6 +51,12 @@ class WeightStore {
   // Opens the checkpoint in `dir` (see above). Throws aerie::Error if there is none or it is malformed.
   static WeightStore open_dir(const std::filesystem::path& dir, const ProgressFn& progress = nullptr);
   static WeightStore open_dir(const std::filesystem::path& dir, const WeightLoadOptions& options);
+  // Reads one file of a checkpoint into a store (a format's parser: safetensors, GGUF).
+  using FileReader = std::function<void(std::shared_ptr<MappedFile>, const std::filesystem::path&, WeightStore&)>;
+  // Opens `paths` with `reader`, mapped or copied into huge pages as `options` says (the folder formats use
+  // this too). `source` names the checkpoint in errors.
+  static WeightStore open_files(const std::vector<std::filesystem::path>& paths, const WeightLoadOptions& options,
+                                const FileReader& reader, std::string source);
   // Opens one file: *.safetensors or a torch zip (*.bin / *.pt).
   static WeightStore open_file(const std::filesystem::path& file);
 
@@ -79,6 +85,12 @@ class WeightStore {
 
   // Used by the readers: adds a tensor that views into `file`. Throws on a duplicate name.
   void add(const std::string& name, const Tensor& tensor, std::shared_ptr<MappedFile> file);
+  // A view into bytes the store already holds (a slice of one of its tensors: one expert of a stacked
+  // [n_expert, ...] tensor). Throws on a duplicate name.
+  void add_view(const std::string& name, const Tensor& tensor);
+  // Gives tensor `from` the name `to` (a format's names mapped onto the publisher's). Throws when `from` is
+  // missing or `to` is taken.
+  void rename(const std::string& from, const std::string& to);
   // Owned tensors (converted from a layout that cannot be viewed, e.g. non-contiguous torch storage).
   void add_owned(const std::string& name, DType dtype, const Shape& shape, std::vector<uint8_t> bytes);
   // Replaces (or adds) `name` by an owned tensor: a derived form of the weights (quantised at load, scales

@@ -19,11 +19,10 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   linear(x, n_tokens, w.q, q, pool, w.q_bias);
   linear(x, n_tokens, w.k, k, pool, w.k_bias);
   linear(x, n_tokens, w.v, v, pool, w.v_bias);
-  const ops::RopeLayout half_split = ops::RopeLayout::kHalfSplit;  // HF Llama's rotate_half over whole heads
-  ops::rope(q, ops::rope_whole_heads(n_tokens, shape.n_head, shape.head_dim, half_split), positions, inv_freq, 1.0f,
-            pool);
-  ops::rope(k, ops::rope_whole_heads(n_tokens, shape.n_head_kv, shape.head_dim, half_split), positions, inv_freq,
+  ops::rope(q, ops::rope_whole_heads(n_tokens, shape.n_head, shape.head_dim, shape.rope_layout), positions, inv_freq,
             1.0f, pool);
+  ops::rope(k, ops::rope_whole_heads(n_tokens, shape.n_head_kv, shape.head_dim, shape.rope_layout), positions,
+            inv_freq, 1.0f, pool);
 
   for (const SequenceRows& seq : sequences) {
     KvCache& kv = *seq.kv;

@@ -11,6 +11,7 @@
 #include "models/linear.h"
 #include "models/model.h"
 #include "models/scratch.h"
+#include "ops/ops.h"
 
 namespace aerie {
 
@@ -30,6 +31,8 @@ struct AttentionShape {
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
   float scale = 0.0f;  // multiplies q.k
+  // Which values of a head RoPE pairs: HF Llama's halves, or adjacent pairs (GGUF's permuted q/k rows).
+  ops::RopeLayout rope_layout = ops::RopeLayout::kHalfSplit;
 };
 
 struct AttentionScratch {

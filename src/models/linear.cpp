@@ -86,9 +86,10 @@ LinearWeight bind_linear(const WeightStore& store, const std::string& name, int6
                 ", expected F32 [", n_out, ", n_groups] with n_groups dividing ", n_in);
     w.scale = scale;
   } else {
-    AERIE_CHECK(w.weight->dtype == DType::kF32 || w.weight->dtype == DType::kBF16 || w.weight->dtype == DType::kF16,
-                store.source(), ": tensor '", weight_name, "' has dtype ", dtype_name(w.weight->dtype),
-                " (expected F32, BF16, F16, F8_E4M3, I8 or U8 int4)");
+    const DType d = w.weight->dtype;
+    AERIE_CHECK(d == DType::kF32 || d == DType::kBF16 || d == DType::kF16 || dtype_is_block(d), store.source(),
+                ": tensor '", weight_name, "' has dtype ", dtype_name(d),
+                " (expected F32, BF16, F16, F8_E4M3, I8, U8 int4 or a GGUF block type)");
   }
   return w;
 }

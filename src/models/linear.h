@@ -4,7 +4,8 @@
 // matrix with its F32 `<name>.weight_scale` [n_out, n_groups] (ops::matmul_int8; models/quantize.h), or a
 // U8 matrix of packed int4 values [n_out, n_in / 2] with `<name>.weight_scale` F32 and `<name>.weight_zero`
 // U8 [n_out, n_groups] and, for GPTQ's act-order checkpoints, `<name>.weight_perm` I32 [n_in] (ops/int4.h;
-// models/int4_weights.h). Every projection of every model and draft head goes through here, output
+// models/int4_weights.h), or a GGUF block-quantised matrix (DType::kQ4_K ...: ops/ggml_blocks.h, which
+// ops::matmul reads in place). Every projection of every model and draft head goes through here, output
 // heads included.
 #pragma once
 

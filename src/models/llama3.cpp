@@ -51,8 +51,14 @@ LlamaModel::LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool, 
     : config_(std::move(config)), store_(std::move(store)), pool_(pool) {
   weights_ = bind_llama_weights(store_, config_);
   inv_freq_ = llama3_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
+  if (!config_.rope_freq_factors.empty()) {
+    AERIE_CHECK(config_.rope_freq_factors.size() == inv_freq_.size(), store_.source(), ": rope_freqs.weight has ",
+                config_.rope_freq_factors.size(), " factors for ", inv_freq_.size(), " frequencies");
+    for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= config_.rope_freq_factors[i];
+  }
   attn_shape_ = AttentionShape{config_.n_head, config_.n_head_kv, config_.head_dim,
                                float(1.0 / std::sqrt(double(config_.head_dim)))};
+  if (config_.qk_rows_interleaved) attn_shape_.rope_layout = ops::RopeLayout::kInterleaved;
   if (communicator != nullptr && communicator->size() > 1) {
     communicator_ = communicator;
     shard_weights();

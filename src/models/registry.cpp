@@ -9,6 +9,7 @@
 #include "io/deepseek_config.h"
 #include "io/llama_config.h"
 #include "models/deepseek_v3.h"
+#include "models/gguf_loader.h"
 #include "models/int4_weights.h"
 #include "models/llama3.h"
 
@@ -76,6 +77,7 @@ std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const 
 }  // namespace
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& dir, ThreadPool& pool, const LoadOptions& options) {
+  if (is_gguf_file(dir)) return load_gguf_model(dir, pool, options);
   const std::filesystem::path config_path = dir / "config.json";
   const nlohmann::json json = read_json(config_path);
   std::string architecture;

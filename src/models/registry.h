@@ -38,7 +38,8 @@ struct LoadOptions {
   ParallelLayout layout = ParallelLayout::kTensor;
 };
 
-// Reads DIR/config.json, picks the architecture and loads the weights. Throws aerie::Error for an
+// Reads DIR/config.json, picks the architecture and loads the weights; or, when DIR is a GGUF file (or one
+// shard of a split GGUF), loads that (models/gguf_loader.h). Throws aerie::Error for an
 // unknown architecture (naming it and the supported ones), a bad config or bad weights.
 std::unique_ptr<Model> load_model(const std::filesystem::path& dir, ThreadPool& pool,
                                   const LoadOptions& options = {});

@@ -264,6 +264,45 @@ def pickle_seeds():
     return seeds
 
 
+# --- GGUF -----------------------------------------------------------------------------------------------
+def gguf_bytes(kv, tensors, alignment=32):
+    """A GGUF v3 file: kv is [(key, type id, packed value bytes)], tensors [(name, ne, ggml type, data)]."""
+    def string(s):
+        b = s.encode()
+        return struct.pack("<Q", len(b)) + b
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for key, type_id, value in kv:
+        out += string(key) + struct.pack("<I", type_id) + value
+    offset, blobs = 0, []
+    for name, ne, ggml_type, data in tensors:
+        out += string(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+        out += struct.pack("<IQ", ggml_type, offset)
+        blobs.append(data + b"\0" * (-len(data) % alignment))
+        offset += len(blobs[-1])
+    out += b"\0" * (-len(out) % alignment)
+    return out + b"".join(blobs)
+
+
+def gguf_seeds():
+    def string(s):
+        b = s.encode()
+        return struct.pack("<Q", len(b)) + b
+    tokens = struct.pack("<IQ", 8, 3) + string("a") + string("b") + string("ab")
+    types = struct.pack("<IQ", 5, 3) + struct.pack("<3i", 1, 1, 3)
+    kv = [("general.architecture", 8, string("llama")), ("llama.block_count", 4, struct.pack("<I", 2)),
+          ("llama.rope.freq_base", 6, struct.pack("<f", 5e5)), ("tokenizer.ggml.add_bos_token", 7, b"\1"),
+          ("tokenizer.ggml.tokens", 9, tokens), ("tokenizer.ggml.token_type", 9, types)]
+    f32 = struct.pack("<6f", 1, 2, 3, 4, 5, 6)
+    q8_0 = struct.pack("<e", 0.5) + bytes(range(32))
+    q4_k = struct.pack("<ee", 0.25, 0.125) + bytes(range(12)) + bytes(128)
+    q6_k = bytes(range(128)) + bytes(64) + bytes(range(16)) + struct.pack("<e", 0.01)
+    return [
+        ("small", gguf_bytes(kv, [("w", [2, 3], 0, f32), ("q", [32], 8, q8_0)])),
+        ("k-types", gguf_bytes(kv[:1], [("a", [256], 12, q4_k), ("b", [256], 14, q6_k), ("h", [4], 1, bytes(8))])),
+        ("no-tensors", gguf_bytes(kv, [])),
+    ]
+
+
 def main():
     write_seeds("jinja", jinja_seeds())
     write_seeds("openai_request", request_seeds())
@@ -273,6 +312,7 @@ def main():
     write_seeds("safetensors", safetensors_seeds())
     write_seeds("torch_zip", torch_zip_seeds())
     write_seeds("pickle", pickle_seeds())
+    write_seeds("gguf", gguf_seeds())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,37 @@
+// A GGUF model file as a target: the file's metadata becomes the config.json it stands for
+// (io/gguf_config.h), its tensors keep their bytes and dtypes (block-quantised types included: ops read them
+// in place) and are renamed from llama.cpp's names to the publisher's, so LlamaModel and DeepseekV3Model
+// bind them through the same tables as a Hugging Face folder.
+//
+//   llama (LlamaForCausalLM)            blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, ...
+//     llama.cpp's converter permutes q_proj/k_proj rows within each head (HF rows i and i + head_dim/2 become
+//     2i and 2i + 1); the model rotates adjacent pairs instead of halves (LlamaConfig::qk_rows_interleaved),
+//     which gives the same q.k for every pair of positions, so nothing is copied to undo it.
+//     rope_freqs.weight (Llama 3.1's scaling, per-frequency divisors) -> LlamaConfig::rope_freq_factors.
+//   deepseek2 (DeepseekV3ForCausalLM)   blk.N.attn_kv_a_mqa.weight -> ...self_attn.kv_a_proj_with_mqa.weight;
+//     the stacked experts ffn_{gate,up,down}_exps [n_expert, ...] are viewed one expert at a time as
+//     mlp.experts.E.{gate,up,down}_proj.weight (no copy).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "core/thread_pool.h"
+#include "io/gguf.h"
+#include "models/model.h"
+
+namespace aerie {
+
+struct LoadOptions;
+
+// Loads a GGUF file (or split GGUF) as a Model. Throws aerie::Error naming the file and the problem: an
+// architecture other than llama / deepseek2, a missing tensor, a shape that disagrees with the metadata,
+// a ggml type aerie does not read, or load options a GGUF cannot take (--weights int8/int4: the file's
+// weights are used as stored).
+std::unique_ptr<Model> load_gguf_model(const std::filesystem::path& path, ThreadPool& pool, const LoadOptions& options);
+
+// The GGUF tensors of one architecture renamed to the Hugging Face names in place; the stacked expert
+// tensors of deepseek2 viewed per expert. Exposed for tests.
+void rename_gguf_tensors(const GgufMetadata& metadata, WeightStore& store);
+
+}  // namespace aerie
