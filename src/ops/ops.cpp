@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/thread_scratch.h"
 #include "ops/cpu/kernels.h"
+#include "ops/ggml_blocks.h"
 #include "ops/ref/ref_ops.h"
 
 #define AERIE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -67,6 +68,7 @@ void set_bf16_activations(Bf16Activations mode) { g_bf16_mode = mode; }
 Bf16Activations bf16_activations() { return g_bf16_mode; }
 
 const char* matmul_isa(DType weight_dtype) {
+  if (dtype_is_block(weight_dtype)) return matmul_blocks_isa(weight_dtype);
   const CpuFeatures& f = cpu_features();
   if (weight_dtype == DType::kBF16 && f.avx512_bf16) return "avx512_bf16";
   if (f.has_avx2_tier()) return "avx2";
@@ -74,6 +76,7 @@ const char* matmul_isa(DType weight_dtype) {
 }
 
 void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias, float* y, ThreadPool& pool) {
+  if (dtype_is_block(w.dtype)) return matmul_blocks(x, n_rows, w, bias, y, pool);
   AERIE_CHECK(w.shape.ndim() == 2 && is_float_dtype(w.dtype), "matmul: weight must be a 2-D F32/BF16/F16 tensor, got ",
               dtype_name(w.dtype), " ", w.shape.str());
   const int64_t n_out = w.dim(0), n_in = w.dim(1);
@@ -224,6 +227,15 @@ void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const 
 }
 
 void embedding(const Tensor& table, const int64_t* ids, int64_t n_rows, float* out) {
+  if (dtype_is_block(table.dtype)) {  // a GGUF token table: each requested row dequantised
+    AERIE_CHECK(table.shape.ndim() == 2, "embedding: table must be 2-D, got ", table.shape.str());
+    for (int64_t r = 0; r < n_rows; ++r) {
+      AERIE_CHECK(ids[r] >= 0 && ids[r] < table.dim(0), "embedding: token id ", ids[r], " outside the table's ",
+                  table.dim(0), " rows");
+      dequantize_block_rows(table, ids[r], ids[r] + 1, out + r * table.dim(1));
+    }
+    return;
+  }
   AERIE_CHECK(table.shape.ndim() == 2 && is_float_dtype(table.dtype), "embedding: table must be 2-D F32/BF16/F16");
   ref::embedding(table, ids, n_rows, out);
 }

@@ -15,7 +15,8 @@
 namespace aerie::ops {
 
 // y[r, o] = sum_i x[r, i] * w[o, i]  (+ bias[o] when bias is non-null)
-//   x: [n_rows, n_in] f32;  w: [n_out, n_in] F32|BF16|F16;  bias: [n_out] any float dtype or null
+//   x: [n_rows, n_in] f32;  w: [n_out, n_in] F32|BF16|F16, or a block type (forwarded to ops/ggml_blocks.h's
+//   matmul_blocks);  bias: [n_out] any float dtype or null
 //   y: [n_rows, n_out] f32 (overwritten)
 // Small n_rows (decode, verification of K drafts) stream each weight row once for all rows, so a
 // forward over 8 tokens costs little more than over 1; large n_rows use a GEMM (oneDNN where it wins).
@@ -84,7 +85,8 @@ void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, co
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
                ThreadPool& pool);
 
-// out[r, :] = table[ids[r], :] converted to f32.   table: [n_vocab, n] F32|BF16|F16
+// out[r, :] = table[ids[r], :] converted to f32.   table: [n_vocab, n] F32|BF16|F16 or a block type (those
+// rows dequantised, ids checked against n_vocab)
 void embedding(const Tensor& table, const int64_t* ids, int64_t n_rows, float* out);
 
 // x[i] += y[i]
@@ -116,7 +118,7 @@ Bf16Activations bf16_activations();
 inline constexpr int64_t kGemmMinRows = 32;
 
 // Which kernel family matmul would use for this weight dtype ("avx512_bf16", "avx512", "avx2",
-// "scalar"); for bench output and logs.
+// "scalar"; for block types matmul_blocks_isa's "avx512_vnni", "avx2", "scalar"); for bench output and logs.
 const char* matmul_isa(DType weight_dtype);
 
 }  // namespace aerie::ops

@@ -24,7 +24,8 @@ void matmul_fp8_block(const float* x, int64_t n_rows, const Tensor& w, const Ten
                       float* y, ThreadPool& pool);
 
 // Rows [row_begin, row_end) of a weight as f32: an F8_E4M3 matrix with its scale_inv, or a float matrix
-// (F32/BF16/F16, scale_inv null).  out: [row_end - row_begin, n_in] f32.
+// (F32/BF16/F16, scale_inv null), or a block-quantised one (ops/ggml_blocks.h, scale_inv null).
+// out: [row_end - row_begin, n_in] f32.
 // For small slices the model needs transposed (MLA's absorbed kv_b), not for whole matrices.
 void dequantize_rows(const Tensor& w, const Tensor* scale_inv, int64_t row_begin, int64_t row_end, float* out);
 

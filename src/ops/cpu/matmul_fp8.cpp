@@ -5,6 +5,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "ops/cpu/kernels_fp8.h"
+#include "ops/ggml_blocks.h"
 #include "ops/ops_fp8.h"
 #include "ops/ref/ref_ops.h"
 
@@ -76,6 +77,7 @@ void matmul_fp8_block(const float* x, int64_t n_rows, const Tensor& w, const Ten
 }
 
 void dequantize_rows(const Tensor& w, const Tensor* scale_inv, int64_t row_begin, int64_t row_end, float* out) {
+  if (dtype_is_block(w.dtype) && scale_inv == nullptr) return dequantize_block_rows(w, row_begin, row_end, out);
   const int64_t n_in = w.dim(1);
   AERIE_CHECK(w.shape.ndim() == 2 && row_begin >= 0 && row_begin <= row_end && row_end <= w.dim(0),
               "dequantize_rows: rows [", row_begin, ", ", row_end, ") of ", w.shape.str());
