@@ -1,10 +1,10 @@
 // The activation packing of both integer tiers (int8 per 32 inputs, in each weight type's unpack order,
 // ggml_blocks_kernels.h) and the AVX2 kernels on it. A 64-value register of the AVX-512 kernel is two
 // 256-bit halves here; vpmaddubsw (unsigned quants x signed activations, pairs into int16) then vpmaddwd
-// with ones (pairs into int32) gives the int32 lanes vpdpbusd gives, exactly: a pair of products is at most
-// 2 * 63 * 127 < 2^15 for the 4-6-bit quants, and Q8_0 multiplies |q| by the activation carrying q's sign
-// (at most 2 * 128 * 127). The float steps per lane and the horizontal sum are the AVX-512 kernel's, so
-// both tiers give the same bits.
+// with ones (pairs into int32) gives the int32 lanes vpdpbusd gives, exactly: for the 4-6-bit quants the two
+// registers of a group are added as int16 pairs, at most 2 * 2 * 63 * 127 = 32004 < 2^15, and Q8_0
+// multiplies |q| by the activation carrying q's sign (at most 2 * 128 * 127 a pair, widened per register).
+// The float steps per lane and the horizontal sum are the AVX-512 kernel's, so both tiers give the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -17,30 +17,38 @@ namespace aerie::ops::cpu {
 namespace {
 
 #define AERIE_UNROLL _Pragma("GCC unroll 8")
+// The per-unit steps must inline into their loops: called, the accumulators would live in memory.
+#define AERIE_ALWAYS_INLINE inline __attribute__((always_inline))
 
-// Which natural 16-value piece of a unit each packed piece holds, and which 32-value block feeds each lane
-// of each scale group (lane l of group k reads packed bytes 64 * k * registers_per_group + 4l ...).
+// Which natural 8-value piece of a unit each packed piece holds, and which 32-value block feeds each lane of
+// each scale group (lane l of group k reads packed bytes 64 * k * registers_per_group + 4l ...).
 struct PackTables {
   int n_pieces = 0;
-  std::array<int, 16> piece{};
+  std::array<int, 32> piece{};
   std::array<int32_t, 64> lane_block{};
 };
 
 constexpr PackTables make_tables(DType dtype) {
   PackTables t;
   const UnitLayout l = unit_layout(dtype);
-  t.n_pieces = int(l.values / 16);
-  constexpr std::array<int, 8> kQ0 = {0, 2, 4, 6, 1, 3, 5, 7};  // first halves of blocks 0-3, then second
-  // Sub-block s holds pieces 2s, 2s + 1; group L: first halves of 4L, 4L + 2, 4L + 1, 4L + 3, then second halves.
+  t.n_pieces = int(l.values / 8);
+  // In 16-value pieces: Q8_0 / Q4_0 first halves of blocks 0-3, then second halves; Q4_K / Q5_K sub-block s
+  // is pieces 2s, 2s + 1, group L holds first halves of 4L, 4L + 2, 4L + 1, 4L + 3, then second halves.
+  constexpr std::array<int, 8> kQ0 = {0, 2, 4, 6, 1, 3, 5, 7};
   constexpr std::array<int, 16> kK45 = {0, 4, 2, 6, 1, 5, 3, 7, 8, 12, 10, 14, 9, 13, 11, 15};
-  for (int p = 0; p < t.n_pieces; ++p)
-    t.piece[size_t(p)] = dtype == DType::kQ8_0 || dtype == DType::kQ4_0 ? kQ0[size_t(p)]
-                         : dtype == DType::kQ6_K                        ? p
-                                                                        : kK45[size_t(p)];
+  for (int p = 0; p < t.n_pieces; ++p) {
+    if (dtype == DType::kQ6_K) {  // 8-value pieces: the first 8 of each 16 of a half, then the last 8
+      const int reg = p / 8, i = p % 8;
+      t.piece[size_t(p)] = 16 * (reg / 2) + 2 * i + reg % 2;
+    } else {
+      const int sixteen = dtype == DType::kQ8_0 || dtype == DType::kQ4_0 ? kQ0[size_t(p / 2)] : kK45[size_t(p / 2)];
+      t.piece[size_t(p)] = 2 * sixteen + p % 2;
+    }
+  }
   const int registers_per_group = int(l.values / 64) / l.groups;
   for (int k = 0; k < l.groups; ++k)
     for (int lane = 0; lane < 16; ++lane)
-      t.lane_block[size_t(k * 16 + lane)] = t.piece[size_t((64 * k * registers_per_group + 4 * lane) / 16)] / 2;
+      t.lane_block[size_t(k * 16 + lane)] = t.piece[size_t((64 * k * registers_per_group + 4 * lane) / 8)] / 4;
   return t;
 }
 
@@ -91,7 +99,7 @@ void pack_unit(DType dtype, const float* x, int64_t n_values, uint8_t* record) {
   alignas(32) float d[8] = {};             // per 32-value block
   int32_t block_sum[8] = {};
   for (int64_t b = 0; b < n_values / 32; ++b) d[b] = quantize32(x + 32 * b, q + 32 * b, &block_sum[b]);
-  for (int p = 0; p < t.n_pieces; ++p) std::memcpy(record + 16 * p, q + 16 * t.piece[size_t(p)], 16);
+  for (int p = 0; p < t.n_pieces; ++p) std::memcpy(record + 8 * p, q + 8 * t.piece[size_t(p)], 8);
   const __m256 dv = _mm256_load_ps(d);
   for (int i = 0; i < l.groups * 16; i += 8) {
     const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.lane_block.data() + i));
@@ -251,7 +259,7 @@ struct Q5_K {
 
 struct Q6_K {
   static constexpr DType kType = DType::kQ6_K;
-  static constexpr int kRegisters = 1;
+  static constexpr int kRegisters = 2;
   static constexpr bool kSigned = false;
   struct Unit {
     __m256 v[2];  // lane 8i + l = d * sc[8i + l]
@@ -262,18 +270,25 @@ struct Q6_K {
     return Unit{{_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d),
                  _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), d)}};
   }
-  // Group k = 2 * half + n: ql[64 half ..] nibble n, and qh[32 half ..] bits 2 (2n + h) .. + 1.
-  static void quants(const uint8_t* p, int k, int h, __m256i* q) {
-    const __m256i v = load256(p + 64 * (k / 2) + 32 * h);
-    const __m256i high = bits_to_4(load256(p + 128 + 32 * (k / 2)), 2 * (2 * (k % 2) + h), 0x30);
-    q[0] = _mm256_or_si256(k % 2 == 0 ? low_nibbles(v) : high_nibbles(v), high);
+  // 32 values 32m .. 32m + 31 in order: nibble (m / 2) % 2 of ql[64 (m / 4) + 32 (m % 2) ..], and qh[32 (m / 4) ..]
+  // bits 2 (m % 4) .. + 1 moved to bits 4-5.
+  static __m256i natural(const uint8_t* p, int m) {
+    const int half = m / 4, quarter = m % 4;
+    const __m256i v = load256(p + 64 * half + 32 * (quarter % 2));
+    const __m256i high = bits_to_4(load256(p + 128 + 32 * half), 2 * quarter, 0x30);
+    return _mm256_or_si256(quarter < 2 ? low_nibbles(v) : high_nibbles(v), high);
   }
-  // Lanes 4j .. 4j + 3 of half h of group k: sc[4k + 2h + j].
+  // Half h of group k: values v = 128k + 64h .. + 63 (a, b: their first and last 32); register 0 takes the
+  // first 8 of each 16, register 1 the last 8 (64-bit unpacks, then the 64-bit lanes back in order).
+  static void quants(const uint8_t* p, int k, int h, __m256i* q) {
+    const __m256i a = natural(p, 4 * k + 2 * h), b = natural(p, 4 * k + 2 * h + 1);
+    q[0] = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(a, b), _MM_SHUFFLE(3, 1, 2, 0));
+    q[1] = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64(a, b), _MM_SHUFFLE(3, 1, 2, 0));
+  }
+  // Lanes 2i, 2i + 1 of half h of group k: sc[8k + 4h + i].
   static __m256 scale(const Unit& u, int k, int h) {
-    const int first = 4 * k + 2 * h;
-    return _mm256_permutevar8x32_ps(u.v[first / 8],
-                                    _mm256_setr_epi32(first % 8, first % 8, first % 8, first % 8, first % 8 + 1,
-                                                      first % 8 + 1, first % 8 + 1, first % 8 + 1));
+    const int f = 4 * h;
+    return _mm256_permutevar8x32_ps(u.v[k], _mm256_setr_epi32(f, f, f + 1, f + 1, f + 2, f + 2, f + 3, f + 3));
   }
 };
 
@@ -287,7 +302,8 @@ inline float hsum_halves(__m256 lo, __m256 hi) {
 
 // One unit of one weight row for R activation rows: total[r][h] accumulates lanes 8h .. 8h + 8.
 template <class T, int R>
-inline void unit_step(const uint8_t* p, const Int8Units& x, int64_t row0, int64_t u, __m256 (&total)[R][2]) {
+AERIE_ALWAYS_INLINE void unit_step(const uint8_t* p, const Int8Units& x, int64_t row0, int64_t u,
+                                   __m256 (&total)[R][2]) {
   constexpr UnitLayout kL = unit_layout(T::kType);
   const typename T::Unit wu = T::begin(p);
   const __m256i ones = _mm256_set1_epi16(1);

@@ -11,8 +11,8 @@
 // output's instruction sequence depends on the shape only, never on how many rows or weight rows share a
 // pass, and ends in hsum512's fixed tree: a k-row call gives the bits of k one-row calls.
 //
-// Per 64 weight values and activation row: one vpdpbusd, a convert, a multiply and an FMA (Q6_K), or half of
-// those three (the paired registers of the other types); the weight side (loads, nibble masks, scale decoding
+// Per 64 weight values and activation row: one vpdpbusd, and half a convert, a multiply and an FMA (two
+// registers share their lanes' scales: ggml_blocks_kernels.h); the weight side (loads, nibble masks, scale decoding
 // and permutes) is paid once per pass for up to kMaxRowsPerPass rows, so verifying 8 drafts streams the
 // weights once. One row, 1 Zen 4 core, Llama-8B shapes: ~30 vector instructions per 144-byte Q4_K super-block
 // and weight row, 26 GB/s from cache: decode is about as much compute- as memory-bound there.
@@ -28,6 +28,8 @@ namespace aerie::ops::cpu {
 namespace {
 
 #define AERIE_UNROLL _Pragma("GCC unroll 8")
+// The per-unit steps must inline into their loops: called, the accumulators would live in memory.
+#define AERIE_ALWAYS_INLINE inline __attribute__((always_inline))
 
 constexpr int64_t kPrefetchBytes = 32 * 1024;  // how far ahead the first pass prefetches the next rows
 constexpr int kMaxRowsPerPass = 8;
@@ -62,7 +64,8 @@ inline __m512 four_scales(const uint8_t* p, int64_t stride) {
   return _mm512_permutexvar_ps(quarter, _mm512_castps128_ps512(f));
 }
 
-// Per type: Unit = the scale vector v of one unit; quants(p, k, q) = group k's registers (unsigned);
+// Per type: Unit = the scale vector v of one unit; quants(p, k, q) = group k's registers (unsigned, kGroups
+// groups of kRegisters as the unit layout has them);
 // scale(unit, k) = their lanes' weight scales; kOffset = what the quants carry on top of the value;
 // dest(k, j, quarter) = the unit-relative index of the first of the 16 values in that quarter of register j.
 struct Unit {
@@ -71,7 +74,7 @@ struct Unit {
 
 struct Q8_0 {
   static constexpr DType kType = DType::kQ8_0;
-  static constexpr int kRegisters = 2, kOffset = 128;
+  static constexpr int kGroups = 1, kRegisters = 2, kOffset = 128;
   template <int G>
   static void begin(const uint8_t* const (&wp)[G], Unit (&wu)[G]) {
     for (int g = 0; g < G; ++g) wu[g] = {four_scales(wp[g], 34)};
@@ -86,7 +89,7 @@ struct Q8_0 {
 
 struct Q4_0 {
   static constexpr DType kType = DType::kQ4_0;
-  static constexpr int kRegisters = 2, kOffset = 8;
+  static constexpr int kGroups = 1, kRegisters = 2, kOffset = 8;
   template <int G>
   static void begin(const uint8_t* const (&wp)[G], Unit (&wu)[G]) {
     for (int g = 0; g < G; ++g) wu[g] = {four_scales(wp[g], 18)};
@@ -155,7 +158,7 @@ inline int k_dest(int k, int j, int quarter) { return 32 * (4 * k + kLaneSub[qua
 
 struct Q4_K {
   static constexpr DType kType = DType::kQ4_K;
-  static constexpr int kRegisters = 2, kOffset = 0;
+  static constexpr int kGroups = 2, kRegisters = 2, kOffset = 0;
   template <int G>
   static void begin(const uint8_t* const (&wp)[G], Unit (&wu)[G]) {
     k_scales<G>(wp, wu);
@@ -167,7 +170,7 @@ struct Q4_K {
 
 struct Q5_K {
   static constexpr DType kType = DType::kQ5_K;
-  static constexpr int kRegisters = 2, kOffset = 0;
+  static constexpr int kGroups = 2, kRegisters = 2, kOffset = 0;
   template <int G>
   static void begin(const uint8_t* const (&wp)[G], Unit (&wu)[G]) {
     k_scales<G>(wp, wu);
@@ -187,9 +190,10 @@ struct Q5_K {
   static int dest(int k, int j, int quarter) { return k_dest(k, j, quarter); }
 };
 
-struct Q6_K {
+// Q6_K in natural order (dequantisation): 4 groups of one register, values 64k .. 64k + 63.
+struct Q6_KNatural {
   static constexpr DType kType = DType::kQ6_K;
-  static constexpr int kRegisters = 1, kOffset = 32;
+  static constexpr int kGroups = 4, kRegisters = 1, kOffset = 32;
   template <int G>
   static void begin(const uint8_t* const (&wp)[G], Unit (&wu)[G]) {
     for (int g = 0; g < G; ++g) {
@@ -214,10 +218,35 @@ struct Q6_K {
   static int dest(int k, int, int quarter) { return 64 * k + 16 * quarter; }
 };
 
+// Q6_K for the kernels: group h = half h of the super-block, its natural registers 2h, 2h + 1 regrouped by
+// 8-byte lanes: register 0 the first 8 values of each scale group of 16, register 1 the last 8.
+struct Q6_K {
+  static constexpr DType kType = DType::kQ6_K;
+  static constexpr int kGroups = 2, kRegisters = 2, kOffset = 32;
+  template <int G>
+  static void begin(const uint8_t* const (&wp)[G], Unit (&wu)[G]) {
+    Q6_KNatural::begin<G>(wp, wu);
+  }
+  static void quants(const uint8_t* p, int k, __m512i* q) {
+    __m512i n[2];
+    Q6_KNatural::quants(p, 2 * k, &n[0]);
+    Q6_KNatural::quants(p, 2 * k + 1, &n[1]);
+    q[0] = _mm512_permutex2var_epi64(n[0], _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), n[1]);
+    q[1] = _mm512_permutex2var_epi64(n[0], _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15), n[1]);
+  }
+  // Lanes 2i, 2i + 1 of group k: sc[8k + i].
+  static __m512 scale(const Unit& u, int k) {
+    const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    return _mm512_permutexvar_ps(_mm512_add_epi32(pairs, _mm512_set1_epi32(8 * k)), u.v);
+  }
+};
+
 // One unit u of G weight rows (wp[g]) against R packed rows (xr[r]: their unit 0).
 template <class T, int R, int G>
-inline void unit_step(const uint8_t* const (&wp)[G], const uint8_t* const (&xr)[R], int64_t u, __m512 (&total)[R][G]) {
+AERIE_ALWAYS_INLINE void unit_step(const uint8_t* const (&wp)[G], const uint8_t* const (&xr)[R], int64_t u,
+                                   __m512 (&total)[R][G]) {
   constexpr UnitLayout kL = unit_layout(T::kType);
+  static_assert(T::kGroups == kL.groups && T::kRegisters * T::kGroups * 64 == kL.values);
   Unit wu[G];
   T::template begin<G>(wp, wu);
   AERIE_UNROLL for (int k = 0; k < kL.groups; ++k) {
@@ -351,7 +380,7 @@ inline void dequantize_unit(const uint8_t* p, int64_t n_values, Store&& store) {
   const uint8_t* const wp[1] = {p};
   Unit wu[1];
   T::template begin<1>(wp, wu);
-  AERIE_UNROLL for (int k = 0; k < kL.groups; ++k) {
+  AERIE_UNROLL for (int k = 0; k < T::kGroups; ++k) {
     __m512i q[T::kRegisters];
     T::quants(p, k, q);
     const __m512 ws = T::scale(wu[0], k);
@@ -390,7 +419,7 @@ void dequantize_any(const BlockMatrix& w, int64_t o_begin, int64_t o_end, Store&
     case DType::kQ4_0: return dequantize_rows<Q4_0>(w, o_begin, o_end, store);
     case DType::kQ4_K: return dequantize_rows<Q4_K>(w, o_begin, o_end, store);
     case DType::kQ5_K: return dequantize_rows<Q5_K>(w, o_begin, o_end, store);
-    default: return dequantize_rows<Q6_K>(w, o_begin, o_end, store);
+    default: return dequantize_rows<Q6_KNatural>(w, o_begin, o_end, store);
   }
 }
 

@@ -13,7 +13,9 @@
 //               4L + 3 (the low and high nibbles of qs[64L .. 64L + 32) and qs[64L + 32 .. 64L + 64)), register
 //               0 their first 16 values, register 1 their last 16, in the 16-byte lanes 0-3 of both:
 //               sub-blocks 4L, 4L + 2, 4L + 1, 4L + 3, so lanes 4i .. 4i + 3 of both belong to one sub-block.
-//   Q6_K:       4 groups of 1 register, values 64k .. 64k + 64 in order.
+//   Q6_K:       2 groups of 2 registers: group h holds the 8 scale groups of 16 values of half h (values 128h
+//               ..), register 0 the first 8 values of each (8 bytes a scale group), register 1 the last 8, so
+//               lanes 2i, 2i + 1 of both belong to scale group 8h + i.
 // A tier's integer sums per lane are exact, and both integer tiers then do the same float operations per
 // lane (convert, scale, fused multiply-add, one fixed horizontal sum), so they give the same bits.
 #pragma once
@@ -56,14 +58,14 @@ constexpr UnitLayout make_unit_layout(int64_t values, int64_t weight_bytes, int 
   l.bytes = l.sums_at + (sums ? 64 : 0);
   return l;
 }
-// Q8_0 / Q4_0: 256 bytes per 128 inputs; Q4_K / Q5_K: 448 per 256; Q6_K: 768 per 256.
+// Q8_0 / Q4_0: 256 bytes per 128 inputs; Q4_K / Q5_K: 448 per 256; Q6_K: 512 per 256.
 constexpr UnitLayout unit_layout(DType dtype) {
   switch (dtype) {
     case DType::kQ8_0: return make_unit_layout(128, 4 * 34, 1, true, false);
     case DType::kQ4_0: return make_unit_layout(128, 4 * 18, 1, true, false);
     case DType::kQ4_K: return make_unit_layout(256, 144, 2, false, true);
     case DType::kQ5_K: return make_unit_layout(256, 176, 2, false, true);
-    default: return make_unit_layout(256, 210, 4, true, false);  // Q6_K
+    default: return make_unit_layout(256, 210, 2, true, false);  // Q6_K
   }
 }
 // The offset the bias part takes away (the quants' zero: Q8_0's int8 read as unsigned, Q4_0's 8, Q6_K's 32).
