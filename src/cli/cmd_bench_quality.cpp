@@ -1,6 +1,8 @@
 // aerie bench-quality: what quantising the weights costs in accuracy. One token sequence is scored by the
 // model as stored with split bf16 activations (float32-exact: the reference) and by a quantised copy
-// (--weights int8 or int4) the way decoding runs it: in forwards of --chunk rows (default 16, below the
+// (--weights int8 or int4), or by another file of the same model as stored (--reference: a GGUF Q4_K_M
+// against the BF16 GGUF or Hugging Face folder it was made from, as llama.cpp's `llama-perplexity
+// --kl-divergence` compares them), the way decoding runs it: in forwards of --chunk rows (default 16, below the
 // GEMM threshold, so the decode and verification kernels run) with the activation mode of
 // --bf16-activations (default rounded, what generate and serve use). Per position: KL(reference ||
 // quantised) of the next-token distributions, whether the greedy (top-1) tokens agree and the largest logit
@@ -12,10 +14,13 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "cli/common.h"
+#include "cli/prompt.h"
 #include "core/error.h"
+#include "tokenizer/tokenizer_gguf.h"
 
 namespace aerie::cli {
 namespace {
@@ -37,12 +42,11 @@ std::vector<float> sequence_logits(Model& model, const std::vector<int64_t>& ids
   return logits;
 }
 
+// Figures over the scored positions of every chunk.
 struct Quality {
-  double mean_kl = 0, max_kl = 0, max_logit_diff = 0, max_logit = 0;
-  int64_t agree = 0;
+  double sum_kl = 0, max_kl = 0, max_logit_diff = 0, max_logit = 0;
+  int64_t agree = 0, rows = 0;
 };
-
-Quality compare(const std::vector<float>& p, const std::vector<float>& q, int64_t n_rows, int64_t vocab);
 
 // log-softmax of one row, in double.
 std::vector<double> log_softmax(const float* x, int64_t n) {
@@ -55,9 +59,10 @@ std::vector<double> log_softmax(const float* x, int64_t n) {
   return out;
 }
 
-Quality compare(const std::vector<float>& p, const std::vector<float>& q, int64_t n_rows, int64_t vocab) {
-  Quality out;
-  for (int64_t r = 0; r < n_rows; ++r) {
+// Adds rows [row_begin, row_end) of one chunk's logits p (reference) and q (scored), [rows, vocab], to `out`.
+void compare(const std::vector<float>& p, const std::vector<float>& q, int64_t row_begin, int64_t row_end,
+             int64_t vocab, Quality& out) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
     const float* pr = p.data() + r * vocab;
     const float* qr = q.data() + r * vocab;
     const std::vector<double> lp = log_softmax(pr, vocab), lq = log_softmax(qr, vocab);
@@ -67,17 +72,18 @@ Quality compare(const std::vector<float>& p, const std::vector<float>& q, int64_
       out.max_logit_diff = std::max(out.max_logit_diff, std::abs(double(pr[i]) - double(qr[i])));
       out.max_logit = std::max(out.max_logit, std::abs(double(pr[i])));
     }
-    out.mean_kl += kl / double(n_rows);
+    out.sum_kl += kl;
     out.max_kl = std::max(out.max_kl, kl);
     out.agree += std::max_element(pr, pr + vocab) - pr == std::max_element(qr, qr + vocab) - qr;
+    out.rows += 1;
   }
-  return out;
 }
 
-void print(const char* what, const Quality& x, int64_t n_rows) {
+void print(const char* what, const Quality& x) {
+  const int64_t n_rows = x.rows;
   std::printf("%s: mean KL %.5f nats (max %.4f), top-1 agreement %.1f%% (%lld/%lld), max |logit diff| %.3f of max "
               "|logit| %.2f\n",
-              what, x.mean_kl, x.max_kl, 100.0 * double(x.agree) / double(n_rows), (long long)x.agree,
+              what, x.sum_kl / double(n_rows), x.max_kl, 100.0 * double(x.agree) / double(n_rows), (long long)x.agree,
               (long long)n_rows, x.max_logit_diff, x.max_logit);
 }
 
@@ -89,6 +95,14 @@ int run_bench_quality(const std::vector<std::string>& argv) {
   specs.push_back({"--prompt-tokens", true, "length of the seeded pseudo-random sequence (default 128)"});
   specs.push_back({"--seed", true, "seed of that sequence (default 1)"});
   specs.push_back({"--chunk", true, "rows per forward of the scored runs (default 16: the decode/verify kernels)"});
+  specs.push_back({"--file", true, "score this text, encoded with --model's tokenizer (no special tokens)"});
+  specs.push_back({"--ctx", true,
+                   "score the ids in chunks of this many, each from an empty cache and its first token made BOS when "
+                   "the tokenizer adds one, counting only each chunk's second half (llama-perplexity's rule, for "
+                   "figures beside its --kl-divergence); default: one chunk, every position counted"});
+  specs.push_back({"--reference", true,
+                   "score --model as stored against this model as stored (e.g. the BF16 GGUF or folder a quantised "
+                   "GGUF was made from) instead of against a --weights copy of itself"});
   specs.push_back({"--help", false, "this text"});
   const Args args(argv, specs);
   if (args.has("--help")) {
@@ -96,8 +110,12 @@ int run_bench_quality(const std::vector<std::string>& argv) {
     return 0;
   }
   const WeightChoice quantised = weight_choice(args);
-  AERIE_CHECK(quantised.format != WeightFormat::kAsStored, "bench-quality compares a quantised copy with the "
-              "model as stored: give --weights int8 or int4");
+  const bool versus_reference = args.has("--reference");
+  AERIE_CHECK(versus_reference || quantised.format != WeightFormat::kAsStored,
+              "bench-quality compares a quantised copy with the model as stored: give --weights int8 or int4, or "
+              "--reference MODEL (the file a quantised GGUF was made from)");
+  AERIE_CHECK(!versus_reference || quantised.format == WeightFormat::kAsStored,
+              "--reference compares two models as stored: leave out --weights");
   apply_bf16_activations(args, ops::Bf16Activations::kRounded);
   const ops::Bf16Activations mode = ops::bf16_activations();
   const int64_t chunk = args.integer("--chunk", 16);
@@ -106,10 +124,18 @@ int run_bench_quality(const std::vector<std::string>& argv) {
   const bool quiet = args.has("--quiet");
   WeightChoice stored = quantised;
   stored.format = WeightFormat::kAsStored;
-  std::unique_ptr<Model> reference = load_model_verbose(args.required("--model"), pool, quiet, stored);
+  const std::string reference_path = versus_reference ? args.str("--reference") : args.required("--model");
+  std::unique_ptr<Model> reference = load_model_verbose(reference_path, pool, quiet, stored);
   std::unique_ptr<Model> model = load_model_verbose(args.required("--model"), pool, quiet, quantised);
+  AERIE_CHECK(model->n_vocab() == reference->n_vocab(), "--model has ", model->n_vocab(),
+              " logits per position but --reference has ", reference->n_vocab(), ": not the same model");
   std::vector<int64_t> ids;
-  if (args.has("--ids")) {
+  std::optional<int32_t> bos;
+  if (args.has("--file")) {
+    const Tokenizer tokenizer = load_model_tokenizer(args.required("--model"));
+    for (int32_t id : tokenizer.encode(read_text_file(args.str("--file"), "--file"), false)) ids.push_back(id);
+    if (!tokenizer.encode("", true).empty()) bos = tokenizer.bos_id();
+  } else if (args.has("--ids")) {
     ids = args.integers("--ids");
   } else {
     const int64_t n = args.integer("--prompt-tokens", 128);
@@ -118,16 +144,32 @@ int run_bench_quality(const std::vector<std::string>& argv) {
     for (int64_t i = 0; i < n; ++i) ids.push_back(int64_t(rng() % uint64_t(reference->n_vocab())));
   }
   const int64_t vocab = reference->n_vocab(), n = int64_t(ids.size());
-  ops::set_bf16_activations(ops::Bf16Activations::kSplit);
-  const std::vector<float> p = sequence_logits(*reference, ids, n);
-  ops::set_bf16_activations(mode);
-  const std::vector<float> stored_logits = sequence_logits(*reference, ids, chunk);
-  const std::vector<float> q = sequence_logits(*model, ids, chunk);
+  const int64_t ctx = args.integer("--ctx", n);
+  AERIE_CHECK(ctx >= 2 && ctx <= n, "--ctx must be in [2, ", n, "] (the number of ids), got ", ctx);
+  Quality stored_quality, model_quality;
+  for (int64_t begin = 0; begin + ctx <= n; begin += ctx) {
+    std::vector<int64_t> piece(ids.begin() + begin, ids.begin() + begin + ctx);
+    if (args.has("--ctx") && bos) piece[0] = *bos;
+    ops::set_bf16_activations(ops::Bf16Activations::kSplit);
+    const std::vector<float> p = sequence_logits(*reference, piece, ctx);
+    ops::set_bf16_activations(mode);
+    const std::vector<float> stored_logits = sequence_logits(*reference, piece, chunk);
+    const std::vector<float> q = sequence_logits(*model, piece, chunk);
+    // llama-perplexity counts positions [ctx / 2, ctx - 1) of each chunk: the logits that predict a token.
+    const int64_t first = args.has("--ctx") ? ctx / 2 : 0, last = args.has("--ctx") ? ctx - 1 : ctx;
+    compare(p, stored_logits, first, last, vocab, stored_quality);
+    compare(p, q, first, last, vocab, model_quality);
+  }
   const char* mode_name = mode == ops::Bf16Activations::kSplit ? "split" : "rounded";
-  std::printf("%lld positions, reference: as stored, split activations, one prefill; scored: forwards of %lld rows, "
-              "%s activations\n", (long long)n, (long long)chunk, mode_name);
-  print("as stored", compare(p, stored_logits, n, vocab), n);
-  print(quantised.format == WeightFormat::kInt8 ? "int8     " : "int4     ", compare(p, q, n, vocab), n);
+  std::printf("%lld positions scored in %lld chunks of %lld, reference: %s as stored, split activations, one prefill "
+              "per chunk; scored: forwards of %lld rows, %s activations\n",
+              (long long)model_quality.rows, (long long)(n / ctx), (long long)ctx, reference_path.c_str(),
+              (long long)chunk, mode_name);
+  print("reference", stored_quality);
+  const char* label = versus_reference                         ? "--model  "
+                      : quantised.format == WeightFormat::kInt8 ? "int8     "
+                                                                : "int4     ";
+  print(label, model_quality);
   std::printf("weight bytes per decode step %.3f GB vs %.3f GB as stored\n", double(model->decode_weight_bytes()) / 1e9,
               double(reference->decode_weight_bytes()) / 1e9);
   return 0;

@@ -9,8 +9,6 @@
 #include "tokenizer/chat_template.h"
 
 namespace aerie::cli {
-namespace {
-
 std::string read_text_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
   AERIE_CHECK(in.good(), what, " ", path, ": cannot open");
@@ -18,6 +16,8 @@ std::string read_text_file(const std::string& path, const char* what) {
   out << in.rdbuf();
   return out.str();
 }
+
+namespace {
 
 nlohmann::ordered_json parse_json_arg(const std::string& text, const std::string& what) {
   try {

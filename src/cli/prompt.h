@@ -25,6 +25,8 @@
 namespace aerie::cli {
 
 std::vector<OptionSpec> prompt_options();
+// The whole file; "<what> <path>: cannot open" when it cannot be read.
+std::string read_text_file(const std::string& path, const char* what);
 
 // The tokenizer of `model_dir` (or --tokenizer DIR). Null when the folder has no tokenizer.json and none
 // is needed; an aerie::Error when one is needed (text or chat input) and missing or broken.
