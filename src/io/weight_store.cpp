@@ -221,6 +221,21 @@ uint64_t WeightStore::total_bytes() const {
   return total;
 }
 
+std::string WeightStore::matrix_dtypes() const {
+  std::map<DType, std::pair<uint64_t, int64_t>> by_dtype;  // bytes, count
+  for (const auto& [name, t] : tensors_) {
+    if (t.shape.ndim() < 2) continue;
+    by_dtype[t.dtype].first += t.nbytes();
+    by_dtype[t.dtype].second += 1;
+  }
+  std::vector<std::pair<uint64_t, std::string>> parts;
+  for (const auto& [dtype, v] : by_dtype) parts.emplace_back(v.first, str_cat(dtype_name(dtype), " x ", v.second));
+  std::sort(parts.rbegin(), parts.rend());
+  std::string out;
+  for (const auto& [bytes, text] : parts) out += (out.empty() ? "" : ", ") + text;
+  return out;
+}
+
 uint64_t WeightStore::prefault(const ProgressFn& progress) const {
   LoadProgress p;
   p.tensors_total = int64_t(tensors_.size());

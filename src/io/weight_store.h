@@ -71,6 +71,8 @@ class WeightStore {
   std::vector<std::string> names() const;  // sorted
   size_t size() const { return tensors_.size(); }
   uint64_t total_bytes() const;  // sum of tensor byte sizes
+  // The dtypes of the matrices (2-D and up), most bytes first: "Q4_K x 97, Q6_K x 17" (a GGUF mix), "BF16 x 113".
+  std::string matrix_dtypes() const;
   // Where the tensors came from (the folder or file), for error messages.
   const std::string& source() const { return source_; }
 

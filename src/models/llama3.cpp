@@ -127,7 +127,7 @@ std::string LlamaModel::describe() const {
   const LlamaConfig& c = config_;
   return str_cat("llama: ", c.n_layer, " layers, n_embd ", c.n_embd, ", n_ff ", c.n_ff, ", heads ", c.n_head,
                  "/", c.n_head_kv, " x ", c.head_dim, ", vocab ", c.n_vocab, ", ",
-                 dtype_name(weights_.embed->dtype), c.tie_word_embeddings ? ", tied head" : "",
+                 store_.matrix_dtypes(), c.tie_word_embeddings ? ", tied head" : "",
                  c.rope_scaling.enabled ? ", llama3 rope scaling" : "",
                  communicator_ == nullptr
                      ? std::string()
