@@ -100,11 +100,15 @@ WeightChoice weight_choice(const Args& args, WeightMemory memory_default) {
   c.int8_group = args.integer("--int8-group", 0);
   AERIE_CHECK(c.int8_group == 0 || (c.int8_group > 0 && c.int8_group % 32 == 0), "--int8-group must be 0 (one "
               "scale per output channel) or a positive multiple of 32, got ", c.int8_group);
-  AERIE_CHECK(c.int8_group == 0 || c.format == WeightFormat::kInt8, "--int8-group needs --weights int8");
+  // The groups apply to the target (--weights) and the draft head (--draft-weights, cli/draft.h).
+  const std::string draft_format = args.str("--draft-weights", "");
+  AERIE_CHECK(c.int8_group == 0 || c.format == WeightFormat::kInt8 || draft_format == "int8",
+              "--int8-group needs --weights int8 or --draft-weights int8");
   c.int4_group = args.integer("--int4-group", 128);
   AERIE_CHECK(c.int4_group == 0 || (c.int4_group > 0 && c.int4_group % 64 == 0), "--int4-group must be 0 (one "
               "group per output channel) or a positive multiple of 64, got ", c.int4_group);
-  AERIE_CHECK(!args.has("--int4-group") || c.format == WeightFormat::kInt4, "--int4-group needs --weights int4");
+  AERIE_CHECK(!args.has("--int4-group") || c.format == WeightFormat::kInt4 || draft_format == "int4",
+              "--int4-group needs --weights int4 or --draft-weights int4");
   c.tensor_parallel = parallel_ranks(args, &c.layout);
   return c;
 }

@@ -44,6 +44,9 @@ std::vector<OptionSpec> draft_options() {
       {"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)"},
       {"--ngram-max", true, "with --draft ngram: the longest n-gram matched, tried first (default 5, or --ngram-min)"},
       {"--draft-layers", true, "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (default: its config)"},
+      {"--draft-weights", true, "as-stored, int8 or int4: the draft head's projections (default: as --weights "
+                                "says; a GGUF target's weights are used as stored, so this is how its head is "
+                                "quantised)"},
       {"--draft-layer-ids-are-outputs", false, "the head's eagle_aux_hidden_state_layer_ids count layer outputs (SGLang): add 1"},
   };
 }
@@ -57,8 +60,9 @@ std::unique_ptr<Drafter> load_draft_verbose(const Args& args, const Model& targe
   if (args.has("--draft-layers"))
     for (int64_t layer : args.integers("--draft-layers")) options.target_layers.push_back(int(layer));
   options.aux_layer_ids_are_outputs = args.has("--draft-layer-ids-are-outputs");
-  const WeightChoice weights = weight_choice(args);  // the head's format follows the target's
-  options.weights = weights.format;
+  const WeightChoice weights = weight_choice(args);  // the head's format follows the target's unless given
+  options.weights = args.has("--draft-weights") ? parse_weight_format(args.str("--draft-weights"), "--draft-weights")
+                                                : weights.format;
   options.int8_group = weights.int8_group;
   options.int4_group = weights.int4_group;
   options.ngram = ngram;
