@@ -88,25 +88,35 @@ json llama_config(const GgufMetadata& m, const WeightStore& store) {
   return c;
 }
 
-json deepseek2_config(const GgufMetadata& m, const WeightStore& store) {
+// MLA sizes. The current converter writes the absorbed MQA view llama.cpp computes with: head_count_kv 1,
+// key_length = kv_lora_rank + qk_rope, value_length = kv_lora_rank, and the per-head sizes in
+// key_length_mla = qk_nope + qk_rope and value_length_mla = v_head_dim (with kv_b_proj split into attn_k_b /
+// attn_v_b). Older files (no *_mla keys, one attn_kv_b) had key_length = qk_nope + qk_rope and
+// value_length = v_head_dim. llama.cpp tells the two apart by the *_mla keys too (hparams.is_mla()).
+void deepseek2_attention(const GgufMetadata& m, json& c) {
   const std::string a = "deepseek2";
-  json c;
-  c["architectures"] = json::array({"DeepseekV3ForCausalLM"});
-  require_integer(m, a, "embedding_length", c, "hidden_size");
-  require_integer(m, a, "feed_forward_length", c, "intermediate_size");
-  require_integer(m, a, "block_count", c, "num_hidden_layers");
-  require_integer(m, a, "attention.head_count", c, "num_attention_heads");
-  copy_integer(m, a, "attention.head_count_kv", c, "num_key_value_heads");
-  copy_integer(m, a, "context_length", c, "max_position_embeddings");
-  copy_number(m, a, "rope.freq_base", c, "rope_theta");
-  copy_number(m, a, "attention.layer_norm_rms_epsilon", c, "rms_norm_eps");
-  const int64_t q_lora = m.integer(a + ".attention.q_lora_rank", 0);
+  const int64_t q_lora = m.integer(a + ".attention.q_lora_rank", 0);  // 0 or absent: q_proj, no q LoRA
   c["q_lora_rank"] = q_lora > 0 ? json(q_lora) : json(nullptr);
-  require_integer(m, a, "attention.kv_lora_rank", c, "kv_lora_rank");
-  const int64_t rope_dim = m.integer(a + ".rope.dimension_count");
-  c["qk_rope_head_dim"] = rope_dim;
-  c["qk_nope_head_dim"] = m.integer(a + ".attention.key_length") - rope_dim;
-  require_integer(m, a, "attention.value_length", c, "v_head_dim");
+  const int64_t kv_lora = m.integer(a + ".attention.kv_lora_rank");
+  const int64_t rope = m.integer(a + ".rope.dimension_count");
+  c["kv_lora_rank"] = kv_lora;
+  c["qk_rope_head_dim"] = rope;
+  int64_t key = m.integer(a + ".attention.key_length"), value = m.integer(a + ".attention.value_length");
+  if (m.has(a + ".attention.key_length_mla") || m.has(a + ".attention.value_length_mla")) {
+    AERIE_CHECK(key == kv_lora + rope && value == kv_lora, m.source(), ": deepseek2.attention.key_length ", key,
+                " / value_length ", value, " are not the latent view kv_lora_rank + rope = ", kv_lora + rope, " / ",
+                kv_lora, " that files with attention.key_length_mla / value_length_mla carry");
+    key = m.integer(a + ".attention.key_length_mla");
+    value = m.integer(a + ".attention.value_length_mla");
+  }
+  c["qk_nope_head_dim"] = key - rope;
+  c["v_head_dim"] = value;
+  // head_count_kv is the absorbed view's 1 (or, in older files, n_head): the config's n_head either way.
+  c["num_key_value_heads"] = c["num_attention_heads"];
+}
+
+void deepseek2_moe(const GgufMetadata& m, json& c) {
+  const std::string a = "deepseek2";
   require_integer(m, a, "expert_feed_forward_length", c, "moe_intermediate_size");
   require_integer(m, a, "expert_count", c, "n_routed_experts");
   copy_integer(m, a, "expert_shared_count", c, "n_shared_experts");
@@ -115,29 +125,70 @@ json deepseek2_config(const GgufMetadata& m, const WeightStore& store) {
   c["topk_group"] = m.integer(a + ".expert_group_used_count", 1);
   copy_integer(m, a, "leading_dense_block_count", c, "first_k_dense_replace");
   copy_number(m, a, "expert_weights_scale", c, "routed_scaling_factor");
-  if (m.has(a + ".expert_weights_norm")) c["norm_topk_prob"] = m.boolean(a + ".expert_weights_norm", false);
-  // llama.cpp's gating ids: 1 softmax (DeepSeek-V2), 2 sigmoid (V3).
-  const int64_t gating = m.integer(a + ".expert_gating_func", 2);
+  c["norm_topk_prob"] = m.boolean(a + ".expert_weights_norm", false);  // the converter writes only true
+  // llama.cpp's gating ids: 1 softmax (DeepSeek-V2; also what llama.cpp assumes when the key is absent),
+  // 2 sigmoid (V3).
+  const int64_t gating = m.integer(a + ".expert_gating_func", 1);
   AERIE_CHECK(gating == 2, m.source(), ": deepseek2.expert_gating_func ", gating,
-              " (softmax routing, DeepSeek-V2) is not supported: DeepSeek-V3 routes by sigmoid (2)");
+              m.has(a + ".expert_gating_func") ? "" : " (absent: llama.cpp's default)",
+              " is softmax routing (DeepSeek-V2), which is not supported: DeepSeek-V3 routes by sigmoid (2)");
   c["scoring_func"] = "sigmoid";
   c["topk_method"] = "noaux_tc";
-  copy_integer(m, a, "nextn_predict_layers", c, "num_nextn_predict_layers");
+}
+
+// YaRN as llama.cpp computes it for deepseek2 (llama-context.cpp, models/deepseek2.cpp): the softmax scale
+// gets yarn_mscale(factor, L)^2 with L = yarn_log_multiplier / 0.1 (the converter stores 0.1 *
+// mscale_all_dim), and cos/sin are not scaled: DeepSeek's mscale = mscale_all_dim. Without the key llama.cpp
+// scales the softmax by yarn_mscale(factor, 1)^2 and cos/sin by yarn_mscale(factor, 1) as well.
+void deepseek2_rope_scaling(const GgufMetadata& m, json& c) {
+  const std::string a = "deepseek2";
   const std::string scaling = m.string(a + ".rope.scaling.type", "none");
-  if (scaling == "yarn") {
-    json s;
-    s["type"] = "yarn";
-    s["factor"] = m.number(a + ".rope.scaling.factor");
-    s["original_max_position_embeddings"] = m.integer(a + ".rope.scaling.original_context_length");
-    // llama.cpp stores 0.1 * mscale_all_dim as yarn_log_multiplier (DeepSeek's mscale_all_dim = mscale).
-    const double mscale_all_dim = m.number(a + ".rope.scaling.yarn_log_multiplier", 0.0) / 0.1;
+  if (scaling == "none") return;
+  AERIE_CHECK(scaling == "yarn", m.source(), ": deepseek2.rope.scaling.type '", scaling,
+              "' is not supported (none or yarn)");
+  for (const char* key : {"rope.scaling.attn_factor", "rope.scaling.yarn_ext_factor"}) {
+    const double v = m.number(a + "." + key, 1.0);
+    AERIE_CHECK(v == 1.0 || (v < 0 && std::string(key) == "rope.scaling.yarn_ext_factor"), m.source(), ": deepseek2.",
+                key, " = ", v, " is not supported (1, as DeepSeek-V3's conversion leaves it)");
+  }
+  json s;
+  s["type"] = "yarn";
+  s["factor"] = m.number(a + ".rope.scaling.factor");
+  s["original_max_position_embeddings"] = m.integer(a + ".rope.scaling.original_context_length");
+  copy_number(m, a, "rope.scaling.yarn_beta_fast", s, "beta_fast");
+  copy_number(m, a, "rope.scaling.yarn_beta_slow", s, "beta_slow");
+  if (m.has(a + ".rope.scaling.yarn_log_multiplier")) {
+    const double mscale_all_dim = m.number(a + ".rope.scaling.yarn_log_multiplier") / 0.1;
     s["mscale"] = mscale_all_dim;
     s["mscale_all_dim"] = mscale_all_dim;
-    c["rope_scaling"] = s;
   } else {
-    AERIE_CHECK(scaling == "none", m.source(), ": deepseek2.rope.scaling.type '", scaling,
-                "' is not supported (none or yarn)");
+    const double factor = s["factor"].get<double>();
+    s["mscale"] = 1.0;
+    s["mscale_all_dim"] = 1.0;
+    s["attention_factor"] = factor > 1 ? 0.1 * std::log(factor) + 1.0 : 1.0;
   }
+  c["rope_scaling"] = s;
+}
+
+json deepseek2_config(const GgufMetadata& m, const WeightStore& store) {
+  const std::string a = "deepseek2";
+  json c;
+  c["architectures"] = json::array({"DeepseekV3ForCausalLM"});
+  require_integer(m, a, "embedding_length", c, "hidden_size");
+  require_integer(m, a, "feed_forward_length", c, "intermediate_size");
+  require_integer(m, a, "attention.head_count", c, "num_attention_heads");
+  // block_count counts the MTP layer(s) a file keeps after the decoder layers (nextn_predict_layers).
+  const int64_t n_mtp = m.integer(a + ".nextn_predict_layers", 0), n_blocks = m.integer(a + ".block_count");
+  AERIE_CHECK(n_mtp >= 0 && n_mtp < n_blocks, m.source(), ": deepseek2.nextn_predict_layers ", n_mtp,
+              " leaves no decoder layer of block_count ", n_blocks);
+  c["num_hidden_layers"] = n_blocks - n_mtp;
+  c["num_nextn_predict_layers"] = n_mtp;
+  copy_integer(m, a, "context_length", c, "max_position_embeddings");
+  copy_number(m, a, "rope.freq_base", c, "rope_theta");
+  copy_number(m, a, "attention.layer_norm_rms_epsilon", c, "rms_norm_eps");
+  deepseek2_attention(m, c);
+  deepseek2_moe(m, c);
+  deepseek2_rope_scaling(m, c);
   c["vocab_size"] = vocab_rows(m, store);
   c["tie_word_embeddings"] = !store.contains("output.weight");
   set_special_ids(m, c);

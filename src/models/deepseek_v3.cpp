@@ -21,6 +21,17 @@ const Tensor* float_tensor(const WeightStore& store, const std::string& name, co
   return t;
 }
 
+}  // namespace
+
+const Tensor* bind_table(const WeightStore& store, const std::string& name, const Shape& shape) {
+  const Tensor* t = &store.get(name, shape);
+  AERIE_CHECK(is_float(t->dtype) || dtype_is_block(t->dtype), store.source(), ": tensor '", name, "' has dtype ",
+              dtype_name(t->dtype), " (expected F32, BF16, F16 or a GGUF block type)");
+  return t;
+}
+
+namespace {
+
 MlaWeights bind_mla(const WeightStore& store, const std::string& p, const DeepseekV3Config& c) {
   const bool fp8 = c.quantization.enabled;
   const int64_t q_width = c.n_head * c.qk_head_dim();
@@ -34,7 +45,12 @@ MlaWeights bind_mla(const WeightStore& store, const std::string& p, const Deepse
   }
   w.kv_a = bind_linear(store, p + "kv_a_proj_with_mqa", c.kv_cache_width(), c.n_embd, fp8);
   w.kv_a_norm = float_tensor(store, p + "kv_a_layernorm.weight", {c.kv_lora_rank});
-  w.kv_b = bind_linear(store, p + "kv_b_proj", c.n_head * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank, fp8);
+  if (store.contains(p + "kv_b_proj.weight") || !store.contains(p + "k_b_proj.weight")) {
+    w.kv_b = bind_linear(store, p + "kv_b_proj", c.n_head * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank, fp8);
+  } else {  // a GGUF's attn_k_b / attn_v_b (models/gguf_loader.h), stacked heads viewed 2-D
+    w.k_b = bind_linear(store, p + "k_b_proj", c.n_head * c.kv_lora_rank, c.qk_nope_head_dim, false);
+    w.v_b = bind_linear(store, p + "v_b_proj", c.n_head * c.v_head_dim, c.kv_lora_rank, false);
+  }
   w.o = bind_linear(store, p + "o_proj", c.n_embd, c.n_head * c.v_head_dim, fp8);
   return w;
 }
@@ -73,7 +89,7 @@ DeepseekLayerWeights bind_deepseek_layer(const WeightStore& store, const Deepsee
 
 DeepseekV3Weights bind_deepseek_v3_weights(const WeightStore& store, const DeepseekV3Config& c) {
   DeepseekV3Weights w;
-  w.embed = float_tensor(store, "model.embed_tokens.weight", {c.n_vocab, c.n_embd});
+  w.embed = bind_table(store, "model.embed_tokens.weight", {c.n_vocab, c.n_embd});
   for (int64_t i = 0; i < c.n_layer; ++i) w.layers.push_back(bind_deepseek_layer(store, c, i));
   w.norm = float_tensor(store, "model.norm.weight", {c.n_embd});
   w.output = bind_linear(store, "lm_head", c.n_vocab, c.n_embd, false);  // int8 when quantised
@@ -169,11 +185,7 @@ KvCache DeepseekV3Model::make_kv_cache(int64_t capacity, KvDType dtype) const {
 uint64_t DeepseekV3Model::decode_weight_bytes() const {
   uint64_t bytes = weights_.output.nbytes() + weights_.norm->nbytes();
   for (const DeepseekLayerWeights& l : weights_.layers) {
-    const MlaWeights& a = l.attn;
-    bytes += l.attn_norm->nbytes() + l.ffn_norm->nbytes() + a.kv_a_norm->nbytes();
-    for (const LinearWeight* lw : {&a.q, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.o})
-      if (lw->weight != nullptr) bytes += lw->nbytes();
-    if (a.q_a_norm != nullptr) bytes += a.q_a_norm->nbytes();
+    bytes += l.attn_norm->nbytes() + l.ffn_norm->nbytes() + l.attn.nbytes();
     if (!l.is_moe) {
       bytes += l.dense.nbytes();
       continue;

@@ -1,6 +1,7 @@
 // DeepSeek-V3 (DeepseekV3ForCausalLM): MLA attention over a latent-only cache, dense SwiGLU layers then
 // routed MoE layers with shared experts, RMSNorm, YaRN RoPE, untied head. Weights are the checkpoint's
-// own tensors viewed in place, BF16 or FP8 block-quantised (kept FP8 in memory). The checkpoint's MTP
+// own tensors viewed in place, BF16 or FP8 block-quantised (kept FP8 in memory), or a GGUF file's
+// (models/gguf_loader.h: its block types read in place, kv_b split per head). The checkpoint's MTP
 // layers (model.layers.{num_hidden_layers}.*) are not bound here; the MTP drafter binds them.
 //
 // Hidden-state capture (as LlamaModel): layer i < n_layer is the residual stream ENTERING decoder layer i
@@ -42,6 +43,10 @@ struct DeepseekV3Weights {
   const Tensor* norm = nullptr;    // model.norm.weight [n_embd]
   LinearWeight output;             // lm_head [n_vocab, n_embd]
 };
+
+// A token table (or a head read as one matrix) of the given shape: F32, BF16, F16 or a GGUF block type
+// (ops::embedding and ops::matmul read each in place); an aerie::Error names the tensor otherwise.
+const Tensor* bind_table(const WeightStore& store, const std::string& name, const Shape& shape);
 
 // Binds decoder layer `layer` (model.layers.{layer}.*) by the config's rules: dense or MoE by
 // is_moe_layer(layer). The MTP drafter binds layer num_hidden_layers with it.
@@ -119,7 +124,9 @@ MlaShape deepseek_mla_shape(const DeepseekV3Config& config);
 //     (the logit rows, gathered on every rank).
 // All split the output head by vocabulary. Under kTensor and kExpert the router runs on every rank over every
 // row, so no routing is exchanged (kData sends it with the rows). FP8 projections split on their 128x128
-// tiles only: a split that would cut one is refused (or, for the shared experts, left whole on rank 0).
+// tiles only, and the columns of GGUF block projections (o_proj, down_proj) on their blocks: a split that
+// would cut one is refused (or, for the shared experts, left whole on rank 0). GGUF files' split k_b / v_b
+// share out their heads' rows like kv_b's.
 class DeepseekV3Model final : public Model {
  public:
   DeepseekV3Model(DeepseekV3Config config, WeightStore store, ThreadPool& pool,

@@ -10,11 +10,15 @@
 namespace aerie {
 namespace {
 
-// Rank `rank`'s part of a dimension n of w: balanced, in whole 128-row/column tiles when w is FP8.
-dist::Range split_dim(const LinearWeight& w, int64_t n, int n_ranks, int rank) {
-  if (!w.is_fp8()) return dist::balanced_split(n, n_ranks, rank);
-  const dist::Range tiles = dist::balanced_split((n + kFp8Tile - 1) / kFp8Tile, n_ranks, rank);
-  return {std::min(tiles.begin * kFp8Tile, n), std::min(tiles.end * kFp8Tile, n)};
+// The granule an FFN's n_ff splits in: whole FP8 tiles or GGUF blocks of each projection (powers of two, so
+// the largest is a multiple of the others).
+int64_t ffn_unit(const FfnWeights& w) { return std::max({split_unit(w.gate), split_unit(w.up), split_unit(w.down)}); }
+
+// Rank `rank`'s part of n_ff: balanced, in whole units of ffn_unit.
+dist::Range split_ff(const FfnWeights& w, int64_t n, int n_ranks, int rank) {
+  const int64_t unit = ffn_unit(w);
+  const dist::Range units = dist::balanced_split((n + unit - 1) / unit, n_ranks, rank);
+  return {std::min(units.begin * unit, n), std::min(units.end * unit, n)};
 }
 
 bool ffn_splits(const FfnWeights& w, dist::Range ff) {
@@ -26,7 +30,7 @@ bool ffn_splits(const FfnWeights& w, dist::Range ff) {
 // ranks).
 bool ffn_splits_everywhere(const FfnWeights& w, int n_ranks) {
   for (int r = 0; r < n_ranks; ++r)
-    if (!ffn_splits(w, split_dim(w.gate, w.gate.n_out(), n_ranks, r))) return false;
+    if (!ffn_splits(w, split_ff(w, w.gate.n_out(), n_ranks, r))) return false;
   return true;
 }
 
@@ -53,14 +57,21 @@ void DeepseekV3Model::shard_weights(ParallelLayout layout) {
         LinearWeight& q = a.q_b.weight != nullptr ? a.q_b : a.q;
         const LinearWeight whole_o = a.o;
         q = column_shard(q, {heads.begin * qk, heads.end * qk}, shards_);
-        a.kv_b = column_shard(a.kv_b, {heads.begin * kv_b_head, heads.end * kv_b_head}, shards_);
+        if (a.has_split_kv_b()) {  // the heads' rows of the stacked k_b / v_b: views
+          a.k_b = column_shard(a.k_b, {heads.begin * c.kv_lora_rank, heads.end * c.kv_lora_rank}, shards_);
+          a.v_b = column_shard(a.v_b, {heads.begin * c.v_head_dim, heads.end * c.v_head_dim}, shards_);
+        } else {
+          a.kv_b = column_shard(a.kv_b, {heads.begin * kv_b_head, heads.end * kv_b_head}, shards_);
+        }
         a.o = row_shard(a.o, {heads.begin * c.v_head_dim, heads.end * c.v_head_dim}, shards_);
         release_unsharded_pages(whole_o);  // copied out and never read again here
         if (!layer.is_moe) {
           const FfnWeights whole = layer.dense;
-          const dist::Range ff = split_dim(whole.gate, c.n_ff, n_ranks, rank);
+          const dist::Range ff = split_ff(whole, c.n_ff, n_ranks, rank);
           AERIE_CHECK(ffn_splits(whole, ff), "intermediate_size ", c.n_ff, " has no part for rank ", rank,
-                      whole.gate.is_fp8() ? " in whole 128-wide FP8 tiles" : "");
+                      ffn_unit(whole) > 1 ? str_cat(" in whole ", ffn_unit(whole), "-wide ",
+                                                    whole.gate.is_fp8() ? "FP8 tiles" : "blocks")
+                                          : std::string());
           layer.dense = shard_ffn(whole, ff, shards_);
           release_unsharded_pages(whole.down);
         }
@@ -72,7 +83,7 @@ void DeepseekV3Model::shard_weights(ParallelLayout layout) {
           // Each rank's rows meet the shared experts on that rank: whole everywhere.
         } else if (moe.has_shared && ffn_splits_everywhere(moe.shared, n_ranks)) {
           const FfnWeights whole = moe.shared;
-          moe.shared = shard_ffn(whole, split_dim(whole.gate, whole.gate.n_out(), n_ranks, rank), shards_);
+          moe.shared = shard_ffn(whole, split_ff(whole, whole.gate.n_out(), n_ranks, rank), shards_);
           release_unsharded_pages(whole.down);
         } else {
           moe.shared_here = rank == 0;  // whole on rank 0, added once by the sum

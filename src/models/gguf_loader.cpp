@@ -56,6 +56,13 @@ const std::pair<const char*, const char*> kModelNames[] = {
     {"output_norm.weight", "model.norm.weight"},
     {"output.weight", "lm_head.weight"},
 };
+// llama.cpp's split of kv_b_proj, heads stacked (no Hugging Face name: named after kv_b_proj), viewed 2-D
+// as MlaWeights::k_b / v_b take them: attn_k_b [n_head, kv_lora, dn] -> [n_head * kv_lora, dn], attn_v_b
+// [n_head, dv, kv_lora] -> [n_head * dv, kv_lora].
+const std::pair<const char*, const char*> kHeadStackNames[] = {
+    {"attn_k_b.weight", "self_attn.k_b_proj.weight"},
+    {"attn_v_b.weight", "self_attn.v_b_proj.weight"},
+};
 // Stacked experts: [n_expert, n_out, n_in] -> mlp.experts.E.<name>.
 const std::pair<const char*, const char*> kExpertNames[] = {
     {"ffn_gate_exps.weight", "gate_proj.weight"},
@@ -75,6 +82,15 @@ void rename_layer_tensor(WeightStore& store, const std::string& name, int64_t la
   for (const auto& [gguf, hf] : kLayerNames) {
     if (key != gguf) continue;
     store.rename(name, prefix + hf);
+    return;
+  }
+  for (const auto& [gguf, hf] : kHeadStackNames) {
+    if (key != gguf) continue;
+    const Tensor& stacked = store.get(name);
+    AERIE_CHECK(stacked.shape.ndim() == 3, store.source(), ": tensor '", name, "' has shape ", stacked.shape.str(),
+                ", expected [n_head, n_out, n_in]");
+    store.add_view(prefix + hf,
+                   Tensor{stacked.dtype, Shape{stacked.dim(0) * stacked.dim(1), stacked.dim(2)}, stacked.data});
     return;
   }
   for (const auto& [gguf, hf] : kExpertNames) {
@@ -105,18 +121,48 @@ LlamaConfig gguf_llama_config(const GgufModel& gguf, const nlohmann::json& json)
   return config;
 }
 
+// Every layer's kv_b (the MTP layer's too, when the file has it), under the file's own names before they
+// become views: llama.cpp's split attn_k_b [n_head, kv_lora, dn] + attn_v_b [n_head, dv, kv_lora] (current
+// converters), or one attn_kv_b (older ones).
+void check_kv_b(const WeightStore& store, const DeepseekV3Config& c) {
+  for (int64_t il = 0; il < c.n_layer + c.num_nextn_predict_layers; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const Tensor* k_b = store.find(p + "attn_k_b.weight");
+    const Tensor* v_b = store.find(p + "attn_v_b.weight");
+    // A file may count an MTP layer it left out (llama.cpp's trunk-only files): --draft mtp says so.
+    if (il >= c.n_layer && !store.contains(p + "attn_norm.weight")) continue;
+    if (k_b == nullptr && v_b == nullptr) {
+      AERIE_CHECK(store.contains(p + "attn_kv_b.weight"), store.source(), ": missing tensors '", p,
+                  "attn_k_b.weight' and '", p, "attn_v_b.weight' (or, from older converters, '", p,
+                  "attn_kv_b.weight')");
+      continue;
+    }
+    const auto check = [&](const Tensor* t, const char* name, const char* other, const Shape& shape, const char* dims) {
+      AERIE_CHECK(t != nullptr, store.source(), ": missing tensor '", p, name, "' (the file has '", p, other,
+                  "': llama.cpp splits kv_b_proj into both)");
+      AERIE_CHECK(t->shape == shape, store.source(), ": tensor '", p, name, "' has shape ", t->shape.str(),
+                  ", expected ", dims, " = ", shape.str());
+    };
+    check(k_b, "attn_k_b.weight", "attn_v_b.weight", Shape{c.n_head, c.kv_lora_rank, c.qk_nope_head_dim},
+          "[n_head, kv_lora_rank, qk_nope_head_dim]");
+    check(v_b, "attn_v_b.weight", "attn_k_b.weight", Shape{c.n_head, c.v_head_dim, c.kv_lora_rank},
+          "[n_head, v_head_dim, kv_lora_rank]");
+  }
+}
+
 }  // namespace
 
 void rename_gguf_tensors(const GgufMetadata& metadata, WeightStore& store) {
   static const std::regex layer_name(R"(^blk\.([0-9]{1,6})\.(.+)$)");
-  const int64_t n_layer = metadata.integer(metadata.string("general.architecture") + ".block_count");
+  // deepseek2 files count the MTP layer(s) they keep (nextn_predict_layers) in block_count, after the decoder
+  // layers, as the HF checkpoint numbers them.
+  const int64_t n_blocks = metadata.integer(metadata.string("general.architecture") + ".block_count");
   for (const std::string& name : store.names()) {
     std::smatch m;
     if (std::regex_match(name, m, layer_name)) {
       const int64_t layer = std::stoll(m[1].str());
-      // deepseek2 files keep the MTP layer(s) after the decoder layers, as the HF checkpoint does.
-      AERIE_CHECK(layer < n_layer + metadata.integer("deepseek2.nextn_predict_layers", 0), store.source(), ": tensor '",
-                  name, "' belongs to layer ", layer, " of a ", n_layer, "-layer model");
+      AERIE_CHECK(layer < n_blocks, store.source(), ": tensor '", name, "' belongs to layer ", layer, " of a ",
+                  n_blocks, "-layer model");
       rename_layer_tensor(store, name, layer, m[2].str());
       continue;
     }
@@ -148,6 +194,7 @@ std::unique_ptr<Model> load_gguf_model(const std::filesystem::path& path, Thread
     return std::make_unique<LlamaModel>(std::move(config), std::move(gguf.store), pool, options.communicator);
   }
   DeepseekV3Config config = parse_deepseek_v3_config(json, path.string());
+  check_kv_b(gguf.store, config);
   rename_gguf_tensors(gguf.metadata, gguf.store);
   return std::make_unique<DeepseekV3Model>(std::move(config), std::move(gguf.store), pool, options.communicator,
                                            options.layout);

@@ -10,7 +10,13 @@
 //     rope_freqs.weight (Llama 3.1's scaling, per-frequency divisors) -> LlamaConfig::rope_freq_factors.
 //   deepseek2 (DeepseekV3ForCausalLM)   blk.N.attn_kv_a_mqa.weight -> ...self_attn.kv_a_proj_with_mqa.weight;
 //     the stacked experts ffn_{gate,up,down}_exps [n_expert, ...] are viewed one expert at a time as
-//     mlp.experts.E.{gate,up,down}_proj.weight (no copy).
+//     mlp.experts.E.{gate,up,down}_proj.weight (no copy). Current converters split kv_b_proj per head into
+//     attn_k_b [n_head, kv_lora, qk_nope] (W_k transposed) and attn_v_b [n_head, v_head_dim, kv_lora]: viewed
+//     2-D as self_attn.k_b_proj / v_b_proj.weight (MlaWeights::k_b / v_b; no Hugging Face name exists), each
+//     layer's shapes checked under the file's names first; older files' attn_kv_b is kv_b_proj itself.
+//     block_count counts the MTP layer a file keeps (nextn_predict_layers) after the decoder layers, as
+//     blk.L.* and blk.L.nextn.{eh_proj, enorm, hnorm, embed_tokens, shared_head_head, shared_head_norm}:
+//     model.layers.L.* for the MTP drafter (--draft mtp).
 #pragma once
 
 #include <filesystem>

@@ -89,6 +89,56 @@ void project_values(const float* o_lat, std::span<const int64_t> rows, const Lin
   });
 }
 
+// Rows [row_begin, row_begin + n_rows) of w as a projection [n_rows, n_in], viewed in place (`view` holds
+// the header; any dtype, block types included: they are addressed by whole rows).
+LinearWeight row_view(const LinearWeight& w, int64_t row_begin, int64_t n_rows, Tensor& view) {
+  const Tensor& t = *w.weight;
+  const size_t row_bytes = dtype_row_bytes(t.dtype, t.dim(1));
+  view = Tensor{t.dtype, Shape{n_rows, t.dim(1)},
+                static_cast<const std::byte*>(t.data) + size_t(row_begin) * row_bytes};
+  return float_linear(&view);
+}
+
+// The per-head products of split weights (k_b, v_b: [n_head * n_out, n_in], head h's rows [h n_out, (h + 1)
+// n_out)): for every head h and listed row r,
+//   out[r, h, :n_out] = W_h in[r, h, :n_in]
+// where `in` rows hold n_head heads of in_head floats (the head's first n_in used), `out` rows n_head heads
+// of out_head floats. Each head is one linear() on its rows gathered into [rows, n_in].
+void per_head_linear(const float* in, int64_t in_head, std::span<const int64_t> rows, const LinearWeight& stacked,
+                     int64_t n_head, MlaScratch& scratch, float* out, int64_t out_head, ThreadPool& pool) {
+  const int64_t n_in = stacked.n_in(), n_out = stacked.n_out() / n_head, n_rows = int64_t(rows.size());
+  float* head_in = scratch.head_in.reserve(n_rows * n_in);     // [rows, n_in]
+  float* head_out = scratch.head_out.reserve(n_rows * n_out);  // [rows, n_out]
+  for (int64_t h = 0; h < n_head; ++h) {
+    for (int64_t i = 0; i < n_rows; ++i)
+      std::memcpy(head_in + i * n_in, in + (rows[size_t(i)] * n_head + h) * in_head, size_t(n_in) * sizeof(float));
+    Tensor view;
+    linear(head_in, n_rows, row_view(stacked, h * n_out, n_out, view), head_out, pool);
+    for (int64_t i = 0; i < n_rows; ++i)
+      std::memcpy(out + (rows[size_t(i)] * n_head + h) * out_head, head_out + i * n_out, size_t(n_out) * sizeof(float));
+  }
+}
+
+// The absorbed form's two products, from kv_b or from k_b / v_b:
+//   q_lat[r, h] = (q_nope[r, h] W_k[h]) | q_pe[r, h]     q: [n_tokens, n_head, dn + dr] -> q_lat: [.., kv_lora + dr]
+//   attn[r, h]  = W_v[h] o_lat[r, h, :kv_lora]           o_lat: [n_tokens, n_head, kv_lora + dr] -> attn: [.., dv]
+void absorbed_queries(const float* q, std::span<const int64_t> rows, const MlaWeights& w, const MlaShape& s,
+                      MlaScratch& scratch, float* q_lat, ThreadPool& pool) {
+  if (!w.has_split_kv_b()) return absorb_queries(q, rows, w.kv_b, s, q_lat, pool);
+  const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, width = s.cache_width();
+  per_head_linear(q, dn + dr, rows, w.k_b, s.n_head, scratch, q_lat, width, pool);
+  for (int64_t r : rows)
+    for (int64_t h = 0; h < s.n_head; ++h)
+      std::memcpy(q_lat + (r * s.n_head + h) * width + s.kv_lora_rank, q + (r * s.n_head + h) * (dn + dr) + dn,
+                  size_t(dr) * sizeof(float));
+}
+
+void absorbed_values(const float* o_lat, std::span<const int64_t> rows, const MlaWeights& w, const MlaShape& s,
+                     MlaScratch& scratch, float* attn, ThreadPool& pool) {
+  if (!w.has_split_kv_b()) return project_values(o_lat, rows, w.kv_b, s, attn, pool);
+  per_head_linear(o_lat, s.cache_width(), rows, w.v_b, s.n_head, scratch, attn, s.v_head_dim, pool);
+}
+
 // Expanded form for one sequence: keys and values of all its positions through kv_b, ordinary attention.
 // Heads are padded to D = max(dn + dr, dv) with zeros so one attention call takes q.k and v alike.
 void expanded_attention(const float* q, const SequenceRows& seq, int64_t pos0, int64_t layer, const MlaWeights& w,
@@ -166,8 +216,9 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
     const int64_t pos0 = seq.kv->length();  // the first row's slot (a tree row's position is its depth's)
     // Rows into the cache's blocks, converted to its dtype.
     seq.kv->write_rows(layer, pos0, seq.n_rows, kv_a + seq.row_begin * width, nullptr);
-    // Draft tree rows take the absorbed form, whose attention has a tree form (ops/tree_attention.h).
-    seq_absorbed[i] = seq.tree_parent != nullptr || path == MlaPath::kAbsorbed ||
+    // Draft tree rows take the absorbed form, whose attention has a tree form (ops/tree_attention.h); so
+    // does every row of split k_b / v_b weights (the expanded form needs kv_b's W_k).
+    seq_absorbed[i] = seq.tree_parent != nullptr || path == MlaPath::kAbsorbed || w.has_split_kv_b() ||
                       (path == MlaPath::kAuto && seq.n_rows <= kMlaAbsorbedMaxRows);
     if (seq_absorbed[i])
       for (int64_t r = 0; r < seq.n_rows; ++r) absorbed_rows.push_back(seq.row_begin + r);
@@ -176,7 +227,7 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   if (!absorbed_rows.empty()) {
     float* q_lat = scratch.q_lat.reserve(n_tokens * h_n * width);  // [n_tokens, n_head, kv_lora + dr]
     float* o_lat = scratch.o_lat.reserve(n_tokens * h_n * width);  // [n_tokens, n_head, kv_lora + dr]
-    absorb_queries(q, absorbed_rows, w.kv_b, s, q_lat, pool);
+    absorbed_queries(q, absorbed_rows, w, s, scratch, q_lat, pool);
     for (size_t i = 0; i < sequences.size(); ++i) {
       if (!seq_absorbed[i]) continue;
       const SequenceRows& seq = sequences[i];
@@ -192,11 +243,18 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
       ops::attention(q_lat + seq.row_begin * h_n * width, seq.n_rows, pos0, cache, cache, pos0 + seq.n_rows, h_n, 1,
                      width, s.scale, o_lat + seq.row_begin * h_n * width, pool);
     }
-    project_values(o_lat, absorbed_rows, w.kv_b, s, attn, pool);
+    absorbed_values(o_lat, absorbed_rows, w, s, scratch, attn, pool);
   }
   for (size_t i = 0; i < sequences.size(); ++i)
     if (!seq_absorbed[i]) expanded_attention(q, sequences[i], positions[sequences[i].row_begin], layer, w, s, scratch, attn, pool);
   linear(attn, n_tokens, w.o, out, pool);
+}
+
+uint64_t MlaWeights::nbytes() const {
+  uint64_t bytes = kv_a_norm->nbytes() + (q_a_norm != nullptr ? q_a_norm->nbytes() : 0);
+  for (const LinearWeight* lw : {&q, &q_a, &q_b, &kv_a, &kv_b, &k_b, &v_b, &o})
+    if (lw->weight != nullptr) bytes += lw->nbytes();
+  return bytes;
 }
 
 void trace_mla(const MlaWeights& w, const MlaShape& s, MlaScratch& scratch, int64_t n_tokens) {

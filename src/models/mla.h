@@ -14,8 +14,13 @@
 //   o_lat = sum_t softmax(scale * q_lat . cache[t]) cache[t][:kv_lora]
 //   out_h = W_v o_lat                           [dv]
 // which is the same function (q_nope . (W_k latent) = (q_nope W_k) . latent) reading only the latent cache.
-// Finally out = o_proj(concat_h out_h). Checked against deepseek-ai/DeepSeek-V3 inference/model.py (MLA,
-// attn_impl "naive" and "absorb") and transformers' modeling_deepseek_v3.py.
+// Finally out = o_proj(concat_h out_h).
+// llama.cpp's GGUF files hold kv_b split per head instead (attn_k_b = W_k[h]^T [kv_lora, dn], attn_v_b =
+// W_v[h] [dv, kv_lora]), possibly block-quantised: q_lat and out_h are then one linear() per head on views
+// of those rows, the weights read in place. Without W_k in kv_b's orientation such weights take the
+// absorbed form for every row (as llama.cpp does for these files).
+// Checked against deepseek-ai/DeepSeek-V3 inference/model.py (MLA, attn_impl "naive" and "absorb") and
+// transformers' modeling_deepseek_v3.py.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +42,15 @@ struct MlaWeights {
   LinearWeight q_b;                   // q_b_proj [n_head * (dn + dr), q_lora_rank]
   LinearWeight kv_a;                  // kv_a_proj_with_mqa [kv_lora + dr, n_in]
   const Tensor* kv_a_norm = nullptr;  // kv_a_layernorm [kv_lora]
-  LinearWeight kv_b;                  // kv_b_proj [n_head * (dn + dv), kv_lora]
+  LinearWeight kv_b;                  // kv_b_proj [n_head * (dn + dv), kv_lora]; null with k_b / v_b
+  // Or kv_b split per head as llama.cpp stores it (GGUF attn_k_b / attn_v_b), stacked heads viewed 2-D:
+  LinearWeight k_b;                   // [n_head * kv_lora, dn]: rows [h kv_lora, (h + 1) kv_lora) = W_k[h]^T
+  LinearWeight v_b;                   // [n_head * dv, kv_lora]: rows [h dv, (h + 1) dv) = W_v[h]
   LinearWeight o;                     // o_proj [n_out, n_head * dv]
   bool has_q_lora() const { return q_a.weight != nullptr; }
+  bool has_split_kv_b() const { return k_b.weight != nullptr; }
+  // Bytes of every projection and norm (what one token's decode step reads).
+  uint64_t nbytes() const;
 };
 
 struct MlaShape {
@@ -56,12 +67,14 @@ struct MlaShape {
 };
 
 // Which form a sequence's rows use. kAuto: absorbed for chunks of at most kMlaAbsorbedMaxRows rows
-// (decode, verification of drafts), expanded for longer prompt chunks.
+// (decode, verification of drafts), expanded for longer prompt chunks. Weights with k_b / v_b take the
+// absorbed form whatever the path.
 enum class MlaPath { kAuto, kAbsorbed, kExpanded };
 inline constexpr int64_t kMlaAbsorbedMaxRows = 16;
 
 struct MlaScratch {
   ScratchBuffer q, q_a, kv_a, q_lat, o_lat, attn;              // every row
+  ScratchBuffer head_in, head_out;  // k_b / v_b: one head's inputs and outputs of the absorbed rows [rows, *]
   ScratchBuffer latent, kv_full, q_full, k_full, v_full, o_full;  // one expanded sequence
   std::vector<int64_t> absorbed_rows;   // rows of the sequences that take the absorbed form, ascending
   std::vector<uint8_t> seq_absorbed;    // [n_seqs] 1 when that sequence takes the absorbed form

@@ -5,30 +5,43 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 #include "core/error.h"
 
 namespace aerie {
 namespace {
 
-// A split of `n` at [begin, end) keeps whole FP8 tiles: both ends on a tile edge (or end == n).
-bool tile_aligned(dist::Range r, int64_t n) {
-  return r.begin % kFp8Tile == 0 && (r.end % kFp8Tile == 0 || r.end == n);
+// A split of `n` at [begin, end) keeps whole units (FP8 tiles, GGUF blocks): both ends on a unit edge (or
+// end == n).
+bool aligned(dist::Range r, int64_t n, int64_t unit) {
+  return r.begin % unit == 0 && (r.end % unit == 0 || r.end == n);
 }
 
+// `what`: "rows" (a view: GGUF block rows split anywhere) or "columns" (copied: whole blocks only).
 void check_splittable(const LinearWeight& w, dist::Range r, int64_t n, const char* what) {
   AERIE_CHECK(!w.is_int8() && !w.is_int4() && w.weight->shape.ndim() == 2,
-              "tensor parallelism splits F32/BF16/F16 and FP8 projections only so far; this one is ",
-              dtype_name(w.weight->dtype), w.is_int8() ? " (int8)" : w.is_int4() ? " (int4)" : "");
-  AERIE_CHECK(!w.is_fp8() || tile_aligned(r, n), "an FP8 projection splits on its 128x128 scale tiles only: ", what,
-              " [", r.begin, ", ", r.end, ") of ", n, " cuts a tile");
+              "tensor parallelism splits F32/BF16/F16, FP8 and GGUF block projections only so far; this one is ",
+              dtype_name(w.weight->dtype),
+              w.is_int8()   ? " (int8)"
+              : w.is_int4() ? " (int4)"
+                            : "");
+  AERIE_CHECK(!w.is_fp8() || aligned(r, n, kFp8Tile),
+              "an FP8 projection splits on its 128x128 scale tiles only: ", what, " [", r.begin, ", ", r.end, ") of ",
+              n, " cuts a tile");
+  const int64_t block = dtype_block_elems(w.weight->dtype);
+  AERIE_CHECK(std::string_view(what) == "rows" || aligned(r, n, block), "a ", dtype_name(w.weight->dtype),
+              " projection splits on its blocks of ", block, " values only: ", what, " [", r.begin, ", ", r.end,
+              ") of ", n, " cuts a block");
 }
 
 }  // namespace
 
+int64_t split_unit(const LinearWeight& w) { return w.is_fp8() ? kFp8Tile : dtype_block_elems(w.weight->dtype); }
+
 bool splittable(const LinearWeight& w, dist::Range rows_or_columns, int64_t n) {
   if (w.is_int8() || w.is_int4()) return false;
-  return !w.is_fp8() || tile_aligned(rows_or_columns, n);
+  return aligned(rows_or_columns, n, split_unit(w));
 }
 
 const Tensor* ShardStore::keep(const Tensor& t) { return &tensors_.emplace_back(t); }
@@ -46,7 +59,7 @@ LinearWeight column_shard(const LinearWeight& w, dist::Range rows, ShardStore& s
               ", ", rows.end, ") outside ", w.n_out());
   check_splittable(w, rows, w.n_out(), "rows");
   const int64_t n_in = w.n_in();
-  const size_t row_bytes = size_t(n_in) * dtype_size(w.weight->dtype);
+  const size_t row_bytes = dtype_row_bytes(w.weight->dtype, n_in);  // a block type's rows are whole blocks
   Tensor view{w.weight->dtype, Shape{rows.size(), n_in},
               static_cast<const std::byte*>(w.weight->data) + size_t(rows.begin) * row_bytes};
   LinearWeight shard = float_linear(store.keep(view));
@@ -62,16 +75,17 @@ LinearWeight column_shard(const LinearWeight& w, dist::Range rows, ShardStore& s
 
 namespace {
 
-// Columns [begin, end) of the row-major matrix t ([rows, n]) copied into store: [rows, end - begin].
+// Columns [begin, end) of the row-major matrix t ([rows, n]) copied into store: [rows, end - begin]. A block
+// type's columns are whole blocks (check_splittable), copied as their bytes.
 const Tensor* copy_columns(const Tensor& t, dist::Range columns, ShardStore& store) {
   const int64_t rows = t.dim(0), n = t.dim(1);
-  const size_t element = dtype_size(t.dtype);
-  AlignedBuffer& buffer = store.new_buffer(size_t(rows * columns.size()) * element);
+  const size_t row_bytes = dtype_row_bytes(t.dtype, n), part_bytes = dtype_row_bytes(t.dtype, columns.size());
+  const size_t begin_bytes = dtype_row_bytes(t.dtype, columns.begin);
+  AlignedBuffer& buffer = store.new_buffer(size_t(rows) * part_bytes);
   const auto* source = static_cast<const std::byte*>(t.data);
   auto* target = buffer.as<std::byte>();
   for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(target + size_t(r * columns.size()) * element, source + size_t(r * n + columns.begin) * element,
-                size_t(columns.size()) * element);
+    std::memcpy(target + size_t(r) * part_bytes, source + size_t(r) * row_bytes + begin_bytes, part_bytes);
   return store.keep(Tensor{t.dtype, Shape{rows, columns.size()}, buffer.data()});
 }
 

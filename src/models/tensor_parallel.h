@@ -5,7 +5,8 @@
 // copied once at load into memory the ShardStore owns (1/T of the matrix per rank). The partial outputs of a
 // row-split projection are summed over ranks by one all_reduce_sum; its bias stays on rank 0 only so the sum
 // adds it once. F32/BF16/F16 weights split anywhere; FP8 weights split on their 128x128 scale tiles (the
-// shard keeps whole tiles and views or copies their scales alike); int8 and int4 are refused.
+// shard keeps whole tiles and views or copies their scales alike); GGUF block types (Q8_0 ... Q6_K) rows
+// anywhere and columns on their blocks; int8 and int4 are refused.
 #pragma once
 
 #include <deque>
@@ -38,7 +39,10 @@ class ShardStore {
 
 constexpr int64_t kFp8Tile = 128;  // FP8 checkpoints scale 128x128 tiles (models/linear.h)
 
-// Whether w can be split at rows_or_columns (of n): a float matrix anywhere, an FP8 one on tile edges.
+// The granule a split of w keeps whole: 128 for FP8 (its scale tiles), a GGUF block type's block (32 or 256
+// values along a row; rows split anywhere, but splittable does not tell rows from columns), 1 for floats.
+int64_t split_unit(const LinearWeight& w);
+// Whether w can be split at rows_or_columns (of n): on split_unit edges; never int8 / int4.
 bool splittable(const LinearWeight& w, dist::Range rows_or_columns, int64_t n);
 // Rows `rows` of w ([n_out, n_in] -> [rows.size(), n_in]), a view.
 LinearWeight column_shard(const LinearWeight& w, dist::Range rows, ShardStore& store);

@@ -110,10 +110,7 @@ int64_t MlaEagleHead::to_target(int64_t draft_id) const {
 uint64_t MlaEagleHead::weight_bytes() const {
   const MlaHeadWeights& w = weights_;
   uint64_t bytes = w.output.nbytes() + w.norm->nbytes() + w.attn_norm->nbytes() + w.hidden_norm->nbytes() +
-                   w.ffn_norm->nbytes() + w.mlp.nbytes() + w.attn.kv_a_norm->nbytes();
-  for (const LinearWeight* lw : {&w.attn.q, &w.attn.q_a, &w.attn.q_b, &w.attn.kv_a, &w.attn.kv_b, &w.attn.o})
-    if (lw->weight != nullptr) bytes += lw->nbytes();
-  if (w.attn.q_a_norm != nullptr) bytes += w.attn.q_a_norm->nbytes();
+                   w.ffn_norm->nbytes() + w.mlp.nbytes() + w.attn.nbytes();
   return bytes;
 }
 

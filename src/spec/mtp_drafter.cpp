@@ -32,9 +32,10 @@ MtpWeights bind_mtp_weights(const DeepseekV3Model& target) {
   w.eh_proj = bind_linear(store, p + "eh_proj", c.n_embd, 2 * c.n_embd, c.quantization.enabled);
   w.block = bind_deepseek_layer(store, c, c.n_layer);
   w.head_norm = float_tensor(store, p + "shared_head.norm.weight", {c.n_embd});
-  w.head = float_linear(float_tensor(store, p + "shared_head.head.weight", {c.n_vocab, c.n_embd}));
-  w.embed = store.contains(p + "embed_tokens.weight") ? float_tensor(store, p + "embed_tokens.weight", {c.n_vocab, c.n_embd})
-                                                       : &target.token_embedding();
+  w.head = float_linear(bind_table(store, p + "shared_head.head.weight", {c.n_vocab, c.n_embd}));
+  w.embed = store.contains(p + "embed_tokens.weight")
+                ? bind_table(store, p + "embed_tokens.weight", {c.n_vocab, c.n_embd})
+                : &target.token_embedding();
   return w;
 }
 
@@ -55,10 +56,7 @@ uint64_t MtpDrafter::weight_bytes() const {
   const MtpWeights& w = weights_;
   const DeepseekLayerWeights& l = w.block;
   uint64_t bytes = w.enorm->nbytes() + w.hnorm->nbytes() + w.eh_proj.nbytes() + w.head_norm->nbytes() +
-                   w.head.nbytes() + l.attn_norm->nbytes() + l.ffn_norm->nbytes() + l.attn.kv_a_norm->nbytes();
-  for (const LinearWeight* lw : {&l.attn.q, &l.attn.q_a, &l.attn.q_b, &l.attn.kv_a, &l.attn.kv_b, &l.attn.o})
-    if (lw->weight != nullptr) bytes += lw->nbytes();
-  if (l.attn.q_a_norm != nullptr) bytes += l.attn.q_a_norm->nbytes();
+                   w.head.nbytes() + l.attn_norm->nbytes() + l.ffn_norm->nbytes() + l.attn.nbytes();
   if (!l.is_moe) return bytes + l.dense.nbytes();
   bytes += l.moe.router.nbytes() + (l.moe.router_bias != nullptr ? l.moe.router_bias->nbytes() : 0);
   bytes += uint64_t(config_.n_expert_used) * l.moe.experts[0].nbytes();

@@ -35,7 +35,7 @@ struct MtpWeights {
   LinearWeight eh_proj;              // [H, 2H]
   DeepseekLayerWeights block;        // the decoder layer
   const Tensor* head_norm = nullptr; // shared_head.norm.weight
-  LinearWeight head;                 // shared_head.head.weight [V, H] (a float matrix)
+  LinearWeight head;                 // shared_head.head.weight [V, H] (a float or GGUF block matrix)
 };
 
 // Binds model.layers.{num_hidden_layers}.* of the target's checkpoint; an aerie::Error names what is

@@ -19,6 +19,9 @@
 #                         every layout at 4 ranks on the first checkpoint; --data-parallel 3 on every
 #                         checkpoint (one sequence: rank 0 runs its attention, the others add zero rows),
 #                         and 2 and 4 on the tile-aligned one;
+#   deepseek-gguf-logits FILE...: DeepSeek-V3 GGUF files at --expert-parallel and --data-parallel 2 and 3 and
+#                         --tensor-parallel 2 each equal one process within 1e-4; a Q8_0 file's --tensor-parallel 3
+#                         refusal;
 #   deepseek-generate MODEL HEAD: greedy `aerie generate` with --expert-parallel 2 and the MTP drafter, and
 #                         with --expert-parallel 3 and HEAD, gives one process's plain ids and reports every
 #                         rank's expert load;
@@ -202,6 +205,24 @@ case $mode in
     same_logits fp8_tiles "$work/fp8_tiles" 4 --expert-parallel
     same_logits fp8_tiles "$work/fp8_tiles" 2 --data-parallel
     same_logits fp8_tiles "$work/fp8_tiles" 4 --data-parallel ;;
+  deepseek-gguf-logits)
+    # GGUF deepseek2 files (block types read in place, kv_b split into attn_k_b / attn_v_b): --expert-parallel
+    # and --data-parallel 2 and 3 and --tensor-parallel 2 each equal one process within 1e-4; a Q8_0 file at
+    # --tensor-parallel 3 (one head's o_proj columns cut a block) is refused naming --expert-parallel.
+    for model in "$@"; do
+      name=$(basename "$model" .gguf)
+      "$aerie" logits --model "$model" --ids $ids --out "$work/$name.t1.npy" --quiet || fail "one-process logits on $name"
+      for run in "2 --expert-parallel" "3 --expert-parallel" "2 --data-parallel" "3 --data-parallel" "2 --tensor-parallel"; do
+        read -r n flag <<<"$run"
+        ranks "$n" "$aerie" logits --model "$model" --ids $ids --out "$work/$name$flag$n.npy" --quiet "$flag" "$n" ||
+          { fail "$flag $n logits on $name"; continue; }
+        "$compare" "$work/$name.t1.npy" "$work/$name$flag$n.npy" 1e-4 || fail "$flag $n logits differ on $name"
+      done
+      if [[ $name == *q8_0 ]]; then
+        expect_error "a Q8_0 projection splits on its blocks of 32 values only" \
+          ranks 3 "$aerie" logits --model "$model" --ids $ids --out "$work/x.npy" --quiet --tensor-parallel 3
+      fi
+    done ;;
   deepseek-generate)
     model=$1 head=$2
     run=("$aerie" generate --model "$model" --prompt "Once upon a time, a little fox" --max-tokens 32 --ignore-eos --json

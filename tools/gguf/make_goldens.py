@@ -1,13 +1,19 @@
 #!/usr/bin/python3
-"""Reference logits for the Llama GGUF test files (tests/data/gguf/goldens), from two independent sources:
+"""Reference logits for the GGUF test files (tests/data/gguf/goldens), from two independent sources:
 
-  <stem>.logits.npy     the float64 PyTorch reference (tools/reference/llama_ref.py) on the file's weights
-                        dequantised by numpy (ggml_quantize.dequantize, checked bit for bit against ggml's own),
-                        q/k rows put back in Hugging Face order: what the file's weights compute exactly;
+  <stem>.logits.npy     the float64 PyTorch reference on the file's weights dequantised by numpy
+                        (ggml_quantize.dequantize, checked bit for bit against ggml's own) and written back in
+                        the Hugging Face layout: what the file's weights compute exactly. Llama:
+                        tools/reference/llama_ref.py, q/k rows put back in Hugging Face order. DeepSeek-V3
+                        (deepseek2): tools/deepseek/deepseek_ref.py, kv_b_proj rebuilt from attn_k_b / attn_v_b
+                        (head h: k_b[h]^T over v_b[h]), the stacked experts unstacked;
+  <stem>.mtp_logits.npy deepseek2 files with an MTP layer: that layer's logits from the same reference
+                        (deepseek_ref.py --out-mtp: row t from the target's final-normed state t and token t + 1);
   <stem>.llama_cpp.npy  llama.cpp's own logits for the same file (an F32 KV cache, flash attention off),
                         written only when --llama-cpp-logits names the tool (tools/gguf/README.md).
 
-Each is [n_ids, n_vocab] float32 for the ids of tests/data/llama/bf16_gqa_rope_scaled_tied/golden.json.
+Each is [n_ids, n_vocab] float32 for the ids of the source folder's golden.json (Llama files:
+tests/data/llama/bf16_gqa_rope_scaled_tied's; deepseek2 files: their source's).
 
   make_goldens.py [--llama-cpp-logits /tmp/perf/llama_cpp_logits] [--only STEM ...]
 """
@@ -27,11 +33,11 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 from checkpoint_io import write_safetensors  # noqa: E402
 from gguf_file import GGUFModel  # noqa: E402
-from hf_to_gguf import unpermute_rotate_half  # noqa: E402
+from hf_to_gguf import DEEPSEEK_LAYER_NAMES, DEEPSEEK_MTP_NAMES, unpermute_rotate_half  # noqa: E402
 
 DATA = os.path.join(ROOT, "tests", "data")
 GGUF = os.path.join(DATA, "gguf")
-IDS_SOURCE = os.path.join(DATA, "llama", "bf16_gqa_rope_scaled_tied", "golden.json")
+LLAMA_IDS_SOURCE = "llama/bf16_gqa_rope_scaled_tied"
 
 # Each file and the Hugging Face folder whose config.json it was converted from.
 FILES = {
@@ -42,6 +48,8 @@ FILES = {
     "llama_k256_q5_k_m": "gguf/llama_k256_src",
     "llama_k256_q6_k": "gguf/llama_k256_src",
     "llama_k256_q4_0": "gguf/llama_k256_src",
+    "deepseek2_mtp_f32": "deepseek/bf16_qlora_yarn",
+    "deepseek2_qproj_q8_0": "deepseek/bf16_qproj_noyarn",
 }
 
 LAYER_NAMES = {
@@ -55,10 +63,8 @@ MODEL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.we
                "output.weight": "lm_head.weight"}
 
 
-def dequantised_folder(path, source, out):
-    """Writes the GGUF's weights as an F32 Hugging Face folder (the source's config.json) into `out`."""
-    model = GGUFModel(path)
-    config = json.load(open(os.path.join(DATA, source, "config.json")))
+def llama_state(model, config):
+    """The Llama GGUF's tensors as Hugging Face float32 tensors."""
     n_head, n_head_kv = config["num_attention_heads"], config.get("num_key_value_heads", config["num_attention_heads"])
     state = {}
     for name in model.tensors:
@@ -74,6 +80,46 @@ def dequantised_folder(path, source, out):
         elif key == "attn_k.weight":
             w = unpermute_rotate_half(w, n_head_kv)
         state[f"model.layers.{layer}.{LAYER_NAMES[key]}"] = w
+    return state
+
+
+DEEPSEEK_NAMES = {gguf: hf for hf, gguf in list(DEEPSEEK_LAYER_NAMES.items()) + list(DEEPSEEK_MTP_NAMES.items())}
+EXPERT_PROJ = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
+
+
+def deepseek_state(model, config):
+    """The deepseek2 GGUF's tensors as Hugging Face float32 tensors: kv_b_proj [n_head * (nope + v), kv_lora] from
+    attn_k_b [n_head, kv_lora, nope] (transposed back) and attn_v_b [n_head, v, kv_lora]; experts unstacked."""
+    state, split = {}, {}
+    for name in model.tensors:
+        w = model.tensor(name)
+        if name in MODEL_NAMES:
+            state[MODEL_NAMES[name]] = w
+            continue
+        _, layer, key = name.split(".", 2)
+        prefix = f"model.layers.{layer}."
+        if key in ("attn_k_b.weight", "attn_v_b.weight"):
+            split.setdefault(prefix, {})[key] = w
+        elif key in EXPERT_PROJ:
+            for e in range(w.shape[0]):
+                state[f"{prefix}mlp.experts.{e}.{EXPERT_PROJ[key]}.weight"] = w[e]
+        elif key == "attn_kv_b.weight":
+            state[prefix + "self_attn.kv_b_proj.weight"] = w
+        else:
+            state[prefix + DEEPSEEK_NAMES[key]] = w
+    for prefix, kv in split.items():
+        k_b, v_b = kv["attn_k_b.weight"], kv["attn_v_b.weight"]
+        kv_b = np.concatenate([k_b.transpose(0, 2, 1), v_b], axis=1)  # [n_head, nope + v, kv_lora]
+        state[prefix + "self_attn.kv_b_proj.weight"] = kv_b.reshape(-1, kv_b.shape[-1])
+    return state
+
+
+def dequantised_folder(path, source, out):
+    """Writes the GGUF's weights as an F32 Hugging Face folder (the source's config.json) into `out`."""
+    model = GGUFModel(path)
+    config = json.load(open(os.path.join(DATA, source, "config.json")))
+    deepseek = model.get("general.architecture") == "deepseek2"
+    state = (deepseek_state if deepseek else llama_state)(model, config)
     config["torch_dtype"] = "float32"
     config["tie_word_embeddings"] = "lm_head.weight" not in state
     with open(os.path.join(out, "config.json"), "w") as f:
@@ -81,6 +127,20 @@ def dequantised_folder(path, source, out):
     entries = [(n, list(state[n].shape)) for n in sorted(state)]
     write_safetensors(os.path.join(out, "model.safetensors"), entries, "f32",
                       lambda n: [np.ascontiguousarray(state[n], dtype=np.float32).reshape(-1)])
+    return deepseek
+
+
+def reference_logits(folder, deepseek, ids, out, mtp):
+    if not deepseek:
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "reference", "llama_ref.py"), "--model", folder,
+                        "--compute", "f64", "--ids", ids, "--out-logits", out + ".logits.npy"],
+                       check=True, stdout=subprocess.DEVNULL)
+        return
+    command = [sys.executable, os.path.join(ROOT, "tools", "deepseek", "deepseek_ref.py"), "--model", folder, "--ids",
+               ids, "--out-logits", out + ".logits.npy"]
+    if mtp:
+        command += ["--out-mtp", out + ".mtp_logits.npy"]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
 
 
 def main():
@@ -88,19 +148,19 @@ def main():
     parser.add_argument("--llama-cpp-logits", help="the llama_cpp_logits tool (tools/gguf/llama_cpp_logits.cpp)")
     parser.add_argument("--only", nargs="*", help="file stems to redo (default: all)")
     args = parser.parse_args()
-    ids = ",".join(str(i) for i in json.load(open(IDS_SOURCE))["ids"])
     os.makedirs(os.path.join(GGUF, "goldens"), exist_ok=True)
     for stem, source in FILES.items():
         if args.only and stem not in args.only:
             continue
+        ids_source = source if source.startswith("deepseek/") else LLAMA_IDS_SOURCE
+        ids = ",".join(str(i) for i in json.load(open(os.path.join(DATA, ids_source, "golden.json")))["ids"])
         path = os.path.join(GGUF, stem + ".gguf")
         out = os.path.join(GGUF, "goldens", stem)
         folder = tempfile.mkdtemp(prefix="aerie_gguf_golden_")
         try:
-            dequantised_folder(path, source, folder)
-            subprocess.run([sys.executable, os.path.join(ROOT, "tools", "reference", "llama_ref.py"), "--model", folder,
-                            "--compute", "f64", "--ids", ids, "--out-logits", out + ".logits.npy"],
-                           check=True, stdout=subprocess.DEVNULL)
+            deepseek = dequantised_folder(path, source, folder)
+            mtp = deepseek and GGUFModel(path).get("deepseek2.nextn_predict_layers", 0) > 0
+            reference_logits(folder, deepseek, ids, out, mtp)
         finally:
             shutil.rmtree(folder)
         if args.llama_cpp_logits:
