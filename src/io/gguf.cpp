@@ -4,7 +4,8 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <regex>
+#include <cctype>
+#include <cstdio>
 
 #include "core/error.h"
 #include "core/limits.h"
@@ -211,23 +212,29 @@ TensorInfo read_tensor_info(Cursor& c) {
   return t;
 }
 
-// llama.cpp's split naming: "<prefix>-00001-of-00003.gguf".
-const std::regex& split_pattern() {
-  static const std::regex pattern(R"(^(.*)-([0-9]{5})-of-([0-9]{5})\.gguf$)");
-  return pattern;
+// llama.cpp's split naming: "<prefix>-00001-of-00003.gguf". The shard count of a name that has that form
+// (its prefix in *prefix), else 0.
+int split_count(const std::string& name, std::string* prefix) {
+  const std::string tail = "-00000-of-00000.gguf";
+  if (name.size() <= tail.size()) return 0;
+  const std::string end = name.substr(name.size() - tail.size());
+  for (size_t i = 0; i < tail.size(); ++i) {
+    const bool digit = tail[i] == '0';
+    if (digit ? !std::isdigit(static_cast<unsigned char>(end[i])) : end[i] != tail[i]) return 0;
+  }
+  *prefix = name.substr(0, name.size() - tail.size());
+  return std::stoi(end.substr(10, 5));
 }
 
 std::vector<fs::path> split_paths(const fs::path& path) {
-  std::smatch m;
-  const std::string name = path.filename().string();
-  if (!std::regex_match(name, m, split_pattern())) return {path};
-  const int count = std::stoi(m[3].str());
-  AERIE_CHECK(count >= 1, path.string(), ": a split GGUF 'of 00000' files");
+  std::string prefix;
+  const int count = split_count(path.filename().string(), &prefix);
+  if (count == 0) return {path};
   std::vector<fs::path> paths;
   for (int i = 1; i <= count; ++i) {
     char suffix[32];
     std::snprintf(suffix, sizeof suffix, "-%05d-of-%05d.gguf", i, count);
-    const fs::path shard = path.parent_path() / (m[1].str() + suffix);
+    const fs::path shard = path.parent_path() / (prefix + suffix);
     AERIE_CHECK(fs::exists(shard), path.string(), ": split GGUF shard '", shard.filename().string(), "' is missing");
     paths.push_back(shard);
   }

@@ -2,7 +2,7 @@
 
 #include <cmath>
 #include <cstring>
-#include <regex>
+#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
@@ -150,20 +150,31 @@ void check_kv_b(const WeightStore& store, const DeepseekV3Config& c) {
   }
 }
 
+// "blk.<layer>.<key>" (layer: 1 to 6 digits) -> true with *layer and *key. (No std::regex: a plain scan
+// cannot backtrack, and libstdc++'s regex trips -Wmaybe-uninitialized under the sanitizer build.)
+bool layer_tensor(const std::string& name, int64_t* layer, std::string* key) {
+  if (name.rfind("blk.", 0) != 0) return false;
+  size_t end = 4;
+  while (end < name.size() && end < 10 && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+  if (end == 4 || end >= name.size() || name[end] != '.' || end + 1 == name.size()) return false;
+  *layer = std::stoll(name.substr(4, end - 4));
+  *key = name.substr(end + 1);
+  return true;
+}
+
 }  // namespace
 
 void rename_gguf_tensors(const GgufMetadata& metadata, WeightStore& store) {
-  static const std::regex layer_name(R"(^blk\.([0-9]{1,6})\.(.+)$)");
   // deepseek2 files count the MTP layer(s) they keep (nextn_predict_layers) in block_count, after the decoder
   // layers, as the HF checkpoint numbers them.
   const int64_t n_blocks = metadata.integer(metadata.string("general.architecture") + ".block_count");
   for (const std::string& name : store.names()) {
-    std::smatch m;
-    if (std::regex_match(name, m, layer_name)) {
-      const int64_t layer = std::stoll(m[1].str());
+    int64_t layer = 0;
+    std::string key;
+    if (layer_tensor(name, &layer, &key)) {
       AERIE_CHECK(layer < n_blocks, store.source(), ": tensor '", name, "' belongs to layer ", layer, " of a ",
                   n_blocks, "-layer model");
-      rename_layer_tensor(store, name, layer, m[2].str());
+      rename_layer_tensor(store, name, layer, key);
       continue;
     }
     bool known = name == "rope_freqs.weight";  // read by the loader, not bound
