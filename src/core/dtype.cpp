@@ -18,8 +18,9 @@ struct DTypeInfo {
 
 // Block sizes from llama.cpp's format (ggml-common.h): Q8_0 = f16 d + 32 x i8; Q4_0 = f16 d + 16 bytes of
 // nibbles; Q4_K = f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; Q5_K = Q4_K + 32 bytes
-// of high bits; Q6_K = 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 x i8 scales, f16 d.
-constexpr std::array<DTypeInfo, 16> kDTypes{{
+// of high bits; Q6_K = 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 x i8 scales, f16 d; Q4_1 = f16 d,
+// f16 m + 16 bytes of nibbles; Q5_0 = f16 d, 4 bytes of fifth bits, 16 bytes of nibbles; Q5_1 = Q5_0 + f16 m.
+constexpr std::array<DTypeInfo, 19> kDTypes{{
     {DType::kF32, "F32", 4, 1},
     {DType::kBF16, "BF16", 2, 1},
     {DType::kF16, "F16", 2, 1},
@@ -36,6 +37,9 @@ constexpr std::array<DTypeInfo, 16> kDTypes{{
     {DType::kQ4_K, "Q4_K", 144, 256},
     {DType::kQ5_K, "Q5_K", 176, 256},
     {DType::kQ6_K, "Q6_K", 210, 256},
+    {DType::kQ4_1, "Q4_1", 20, 32},
+    {DType::kQ5_0, "Q5_0", 22, 32},
+    {DType::kQ5_1, "Q5_1", 24, 32},
 }};
 
 }  // namespace

@@ -12,10 +12,10 @@ namespace aerie {
 // tensor of it is only ever addressed by whole rows (a row's length a multiple of the block).
 enum class DType : uint8_t {
   kF32, kBF16, kF16, kF8E4M3, kI64, kI32, kI16, kI8, kU8, kBool, kF64,
-  kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K,
+  kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_0, kQ5_1,
 };
 
-// True for the block-quantised types (kQ8_0 ... kQ6_K).
+// True for the block-quantised types (kQ8_0 ... kQ5_1).
 bool dtype_is_block(DType dtype);
 // Bytes per element of an element type. A block type has no size per element: asking throws aerie::Error
 // (code that indexes elements must not meet one silently).

@@ -162,6 +162,9 @@ bool dtype_from_ggml(uint32_t id, DType* out) {
     case 0: *out = DType::kF32; return true;
     case 1: *out = DType::kF16; return true;
     case 2: *out = DType::kQ4_0; return true;
+    case 3: *out = DType::kQ4_1; return true;
+    case 6: *out = DType::kQ5_0; return true;
+    case 7: *out = DType::kQ5_1; return true;
     case 8: *out = DType::kQ8_0; return true;
     case 12: *out = DType::kQ4_K; return true;
     case 13: *out = DType::kQ5_K; return true;
@@ -203,7 +206,7 @@ TensorInfo read_tensor_info(Cursor& c) {
   const uint32_t type = c.read<uint32_t>("a tensor type");
   if (!dtype_from_ggml(type, &t.dtype))
     fail(str_cat("ggml type ", ggml_type_name(type),
-                 " is not supported (aerie reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K)"));
+                 " is not supported (aerie reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K)"));
   const int64_t block = dtype_block_elems(t.dtype);
   if (dims[n_dims - 1] % block != 0)
     fail(str_cat("rows of ", dims[n_dims - 1], " values are not whole ", dtype_name(t.dtype), " blocks of ", block));

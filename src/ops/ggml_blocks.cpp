@@ -34,8 +34,8 @@ Tier tier() {
 
 cpu::BlockMatrix block_matrix(const Tensor& w, const char* op) {
   AERIE_CHECK(w.shape.ndim() == 2 && dtype_is_block(w.dtype), op,
-              ": weight must be a 2-D block-quantised tensor (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), got ", dtype_name(w.dtype),
-              " ", w.shape.str());
+              ": weight must be a 2-D block-quantised tensor (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), got ",
+              dtype_name(w.dtype), " ", w.shape.str());
   const int64_t block = dtype_block_elems(w.dtype);
   AERIE_CHECK(w.dim(1) > 0 && w.dim(1) % block == 0, op, ": ", dtype_name(w.dtype), " rows hold whole blocks of ",
               block, " values; the weight ", w.shape.str(), " has ", w.dim(1), " inputs");
@@ -96,6 +96,24 @@ void dequantize_q6_k(const uint8_t* p, float* out) {
   }
 }
 
+// Q4_0, Q4_1, Q5_0, Q5_1: 16 bytes of nibbles at qs (value j: low nibble of qs[j], j + 16: its high nibble),
+// fifth bits (bit j: value j) for Q5, then d * (q - offset), plus m for the types with a min (`m` non-null;
+// not + 0, which would turn -0 into +0).
+void dequantize_nibbles(const uint8_t* qs, uint32_t fifth, int offset, float d, const uint8_t* m, float* out) {
+  const float min = m != nullptr ? half_at(m) : 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (qs[j] & 15) | int(fifth >> j & 1) << 4, hi = (qs[j] >> 4) | int(fifth >> (j + 16) & 1) << 4;
+    out[j] = m != nullptr ? d * float(lo) + min : d * float(lo - offset);
+    out[j + 16] = m != nullptr ? d * float(hi) + min : d * float(hi - offset);
+  }
+}
+
+uint32_t u32_at(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 // One block's dtype_block_elems values.
 void dequantize_block(DType dtype, const uint8_t* p, float* out) {
   switch (dtype) {
@@ -104,14 +122,10 @@ void dequantize_block(DType dtype, const uint8_t* p, float* out) {
       for (int j = 0; j < 32; ++j) out[j] = d * float(int8_t(p[2 + j]));
       return;
     }
-    case DType::kQ4_0: {
-      const float d = half_at(p);
-      for (int j = 0; j < 16; ++j) {
-        out[j] = d * float((p[2 + j] & 15) - 8);
-        out[j + 16] = d * float((p[2 + j] >> 4) - 8);
-      }
-      return;
-    }
+    case DType::kQ4_0: return dequantize_nibbles(p + 2, 0, 8, half_at(p), nullptr, out);
+    case DType::kQ4_1: return dequantize_nibbles(p + 4, 0, 0, half_at(p), p + 2, out);
+    case DType::kQ5_0: return dequantize_nibbles(p + 6, u32_at(p + 2), 16, half_at(p), nullptr, out);
+    case DType::kQ5_1: return dequantize_nibbles(p + 8, u32_at(p + 4), 0, half_at(p), p + 2, out);
     case DType::kQ4_K: return dequantize_k45(p, p + 16, nullptr, out);
     case DType::kQ5_K: return dequantize_k45(p, p + 48, p + 16, out);
     default: return dequantize_q6_k(p, out);

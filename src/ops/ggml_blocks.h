@@ -1,11 +1,17 @@
 // llama.cpp's block-quantised weight types, used in place from a GGUF file (io/gguf.h): DType::kQ8_0,
-// kQ4_0, kQ4_K, kQ5_K, kQ6_K (core/dtype.h gives each block's values and bytes). A weight [n_out, n_in] of
-// one of them is n_out rows of n_in / block_elems blocks, back to back; nothing is dequantised up front.
+// kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K (core/dtype.h gives each block's values and bytes). A
+// weight [n_out, n_in] of one of them is n_out rows of n_in / block_elems blocks, back to back; nothing is
+// dequantised up front.
 //
-// Block layouts (little-endian; d, dmin are IEEE f16), value = what dequantize_block_rows returns:
+// Block layouts (little-endian; d, dmin, m are IEEE f16), value = what dequantize_block_rows returns:
 //   Q8_0 (32 values, 34 bytes): d, i8 q[32].                       x[j] = d * q[j]
 //   Q4_0 (32 values, 18 bytes): d, u8 qs[16].                      x[j] = d * ((qs[j] & 15) - 8),
 //                                                                  x[j + 16] = d * ((qs[j] >> 4) - 8)
+//   Q4_1 (32 values, 20 bytes): d, m, u8 qs[16].                   x[j] = d * (qs[j] & 15) + m,
+//                                                                  x[j + 16] = d * (qs[j] >> 4) + m
+//   Q5_0 (32 values, 22 bytes): d, u32 qh, u8 qs[16], q[j] = (qs[j] & 15) | (qh >> j & 1) << 4,
+//        q[j + 16] = (qs[j] >> 4) | (qh >> (j + 16) & 1) << 4.     x[j] = d * (q[j] - 16)
+//   Q5_1 (32 values, 24 bytes): d, m, u32 qh, u8 qs[16], q as Q5_0. x[j] = d * q[j] + m
 //   Q4_K (256 values, 144 bytes): d, dmin, u8 scales[12], u8 qs[128]. Eight sub-blocks of 32 with a 6-bit
 //        scale sc[s] and min m[s] packed in `scales` (s < 4: sc = scales[s] & 63, m = scales[s + 4] & 63;
 //        s >= 4: sc = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4, m = (scales[s + 4] >> 4) |
@@ -24,9 +30,10 @@
 //
 // Arithmetic of matmul_blocks, per output: the sum over blocks (in order) of the block's scale(s) times
 // integer dot products of its quants with the activations. Below kGemmMinRows rows on AVX-512-VNNI / AVX2
-// the activations are quantised per 32 inputs to int8 (scale = max |x| / 127, as llama.cpp's Q8_0/Q8_K
-// activations do) and the quants multiplied as integers; a k-row call gives the bits of k one-row calls
-// (batch invariance). From kGemmMinRows rows (prefill) with AVX-512-BF16 a column block of the weight at a
+// the activations are quantised per 32 inputs to int8 (scale = max |x| / 127, as llama.cpp's Q8_0
+// activations do; its Q8_K, one scale per 256, would let the K types' 6-bit scales apply in the integer
+// domain but saves no float operation here, cpu/ggml_blocks_kernels.h) and the quants multiplied as
+// integers; a k-row call gives the bits of k one-row calls (batch invariance). From kGemmMinRows rows (prefill) with AVX-512-BF16 a column block of the weight at a
 // time is dequantised to bf16 for oneDNN's GEMM (activations as ops::Bf16Activations says); without it the
 // integer kernels go on at any row count (faster there than dequantising for a float GEMM). The scalar
 // tier and ops/ref use float activations.

@@ -32,11 +32,14 @@ namespace {
 using testing::Bf16ActivationsScope;
 using testing::random_floats;
 
-constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                            DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 // Byte offsets of a block's f16 scale fields.
 std::vector<int> f16_fields(DType dtype) {
   switch (dtype) {
+    case DType::kQ4_1:
+    case DType::kQ5_1:
     case DType::kQ4_K:
     case DType::kQ5_K: return {0, 2};
     case DType::kQ6_K: return {208};
@@ -122,11 +125,14 @@ struct Case {
   int64_t n_out, n_in;
 };
 
-// Q8_0 / Q4_0 kernels read units of 4 blocks: 32, 96 and 160 inputs end in a partial unit.
+// The kernels read units of 256 inputs: rows of 32-value blocks of 32, 96, 160 and 416 inputs end in a
+// partial unit (128: DeepSeek's attn_k_b rows, Q5_0 in its Q4_K_M files).
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (DType t : {DType::kQ8_0, DType::kQ4_0})
-    for (Case c : {Case{t, 37, 32}, Case{t, 19, 96}, Case{t, 33, 160}, Case{t, 8, 512}}) out.push_back(c);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1})
+    for (Case c :
+         {Case{t, 37, 32}, Case{t, 19, 96}, Case{t, 33, 160}, Case{t, 8, 512}, Case{t, 6, 128}, Case{t, 5, 416}})
+      out.push_back(c);
   for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
     for (Case c : {Case{t, 37, 256}, Case{t, 5, 512}, Case{t, 18, 768}}) out.push_back(c);
   return out;
@@ -172,7 +178,7 @@ TEST(GgmlBlocksMatmul, MatchesTheDefinitionForEveryTypeShapeAndThreadCount) {
 TEST(GgmlBlocksMatmul, KRowsGiveTheBitsOfKOneRowCalls) {
   ThreadPool pool(2);
   for (DType dtype : kTypes) {
-    const int64_t n_out = 29, n_in = dtype_block_elems(dtype) == 32 ? 288 : 512;  // Q8_0 / Q4_0: 2 units + 1 block
+    const int64_t n_out = 29, n_in = dtype_block_elems(dtype) == 32 ? 544 : 512;  // 32-value blocks: 2 units + 1 block
     const BlockWeights w(dtype, n_out, n_in, 11);
     for (int64_t rows : {2, 3, 5, 8, 9, 17, 31}) {  // below kGemmMinRows
       const std::vector<float> x = random_floats(size_t(rows * n_in), uint32_t(rows + 40));
@@ -204,7 +210,7 @@ TEST(GgmlBlocksMatmul, OpsMatmulForwardsBlockTypes) {
 TEST(GgmlBlocksMatmul, Avx2KernelsGiveTheBitsOfTheAvx512Ones) {
   if (std::string(matmul_blocks_isa(DType::kQ4_K)) != "avx512_vnni") GTEST_SKIP() << "no AVX-512-VNNI tier here";
   for (DType dtype : kTypes) {
-    const int64_t n_out = 11, n_in = dtype_block_elems(dtype) == 32 ? 224 : 768;
+    const int64_t n_out = 11, n_in = dtype_block_elems(dtype) == 32 ? 736 : 768;
     const BlockWeights w(dtype, n_out, n_in, 21);
     const cpu::BlockMatrix m{dtype, w.bytes.data(), n_out, n_in, int64_t(dtype_row_bytes(dtype, n_in))};
     for (int64_t rows : {1, 2, 4, 7, 9}) {
@@ -249,11 +255,9 @@ std::vector<char> read_file(const std::string& path) {
 
 // The numpy reference's values, bit for bit: the blocks as one row and as one row per block.
 TEST(GgmlBlocksDequantize, MatchesTheIndependentNumpyReferenceExactly) {
-  const std::pair<DType, const char*> files[] = {{DType::kQ8_0, "q8_0"},
-                                                 {DType::kQ4_0, "q4_0"},
-                                                 {DType::kQ4_K, "q4_k"},
-                                                 {DType::kQ5_K, "q5_k"},
-                                                 {DType::kQ6_K, "q6_k"}};
+  const std::pair<DType, const char*> files[] = {{DType::kQ8_0, "q8_0"}, {DType::kQ4_0, "q4_0"}, {DType::kQ4_1, "q4_1"},
+                                                 {DType::kQ5_0, "q5_0"}, {DType::kQ5_1, "q5_1"}, {DType::kQ4_K, "q4_k"},
+                                                 {DType::kQ5_K, "q5_k"}, {DType::kQ6_K, "q6_k"}};
   for (const auto& [dtype, name] : files) {
     const std::string base = std::string(AERIE_TEST_DATA_DIR) + "/ggml/" + name;
     const std::vector<char> blocks = read_file(base + ".bin"), values = read_file(base + ".f32");

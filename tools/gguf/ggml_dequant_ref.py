@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""An independent numpy reference of the dequantisation of llama.cpp's block types Q8_0, Q4_0, Q4_K, Q5_K
-and Q6_K, written from the format's definition (the block structs of ggml-common.h and the dequantize_row_*
+"""An independent numpy reference of the dequantisation of llama.cpp's block types Q8_0, Q4_0, Q4_K, Q5_K,
+Q6_K, Q4_1, Q5_0 and Q5_1, written from the format's definition (the block structs of ggml-common.h and the dequantize_row_*
 functions of ggml-quants.c, as restated in src/ops/ggml_blocks.h). It shares no code with aerie's C++ kernels
 or with tools/gguf/ggml_quantize.py, so tests/ops/ggml_blocks_test.cpp can hold both the kernels and the C++
 reference twin (src/ops/ref/ref_ggml_blocks.cpp) to it bit for bit.
@@ -29,6 +29,9 @@ TYPES = {
     "q4_k": (256, 144, 2),
     "q5_k": (256, 176, 2),
     "q6_k": (256, 210, 2),
+    "q4_1": (32, 20, 6),
+    "q5_0": (32, 22, 6),
+    "q5_1": (32, 24, 6),
 }
 
 
@@ -56,6 +59,32 @@ def dequant_q4_0(b):
     lo, hi = nibbles(b[:, 2:18])
     q = np.concatenate([lo, hi], axis=1) - 8  # value j: low nibble of byte j, value j + 16: its high nibble
     return d[:, None] * q.astype(F32)
+
+
+def dequant_q4_1(b):
+    d, m = f16_field(b, 0), f16_field(b, 2)
+    lo, hi = nibbles(b[:, 4:20])
+    q = np.concatenate([lo, hi], axis=1)
+    return d[:, None] * q.astype(F32) + m[:, None]
+
+
+def q5_quants(b, qh_at):
+    """The 5-bit quants of a Q5_0 / Q5_1 block: value j = nibble | bit j of the little-endian u32 qh, as bit 4."""
+    qh = b[:, qh_at:qh_at + 4].copy().view("<u4")[:, 0].astype(np.int64)
+    lo, hi = nibbles(b[:, qh_at + 4:qh_at + 20])
+    q = np.concatenate([lo, hi], axis=1)
+    bits = (qh[:, None] >> np.arange(32)[None, :]) & 1
+    return (q | (bits << 4)).astype(np.int32)
+
+
+def dequant_q5_0(b):
+    d = f16_field(b, 0)
+    return d[:, None] * (q5_quants(b, 2) - 16).astype(F32)
+
+
+def dequant_q5_1(b):
+    d, m = f16_field(b, 0), f16_field(b, 2)
+    return d[:, None] * q5_quants(b, 4).astype(F32) + m[:, None]
 
 
 def scales_mins_k(s):
@@ -117,6 +146,9 @@ DEQUANT = {
     "q4_k": lambda b: dequant_k(b, five=False),
     "q5_k": lambda b: dequant_k(b, five=True),
     "q6_k": dequant_q6_k,
+    "q4_1": dequant_q4_1,
+    "q5_0": dequant_q5_0,
+    "q5_1": dequant_q5_1,
 }
 
 
@@ -134,6 +166,13 @@ def make_blocks(name, rng):
         d[1] = 0.0
         b[2, 2:] = 0x7F if name == "q8_0" else 0xFF  # quants at their maximum
         set_f16(b, 0, d)
+    elif name in ("q4_1", "q5_0", "q5_1"):
+        d[1] = 0.0
+        b[2, 2:] = 0xFF  # quants (and fifth bits) at their maximum
+        b[3, 2:] = 0x00  # at their minimum
+        set_f16(b, 0, d)
+        if name != "q5_0":
+            set_f16(b, 2, random_scales(rng, n))
     elif name in ("q4_k", "q5_k"):
         set_f16(b, 0, d)
         set_f16(b, 2, random_scales(rng, n))

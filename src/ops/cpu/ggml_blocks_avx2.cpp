@@ -1,10 +1,11 @@
-// The activation packing of both integer tiers (int8 per 32 inputs, in each weight type's unpack order,
-// ggml_blocks_kernels.h) and the AVX2 kernels on it. A 64-value register of the AVX-512 kernel is two
-// 256-bit halves here; vpmaddubsw (unsigned quants x signed activations, pairs into int16) then vpmaddwd
-// with ones (pairs into int32) gives the int32 lanes vpdpbusd gives, exactly: for the 4-6-bit quants the two
-// registers of a group are added as int16 pairs, at most 2 * 2 * 63 * 127 = 32004 < 2^15, and Q8_0
-// multiplies |q| by the activation carrying q's sign (at most 2 * 128 * 127 a pair, widened per register).
-// The float steps per lane and the horizontal sum are the AVX-512 kernel's, so both tiers give the same bits.
+// The activation packing of both integer tiers (int8 per 32 inputs, in the register order of
+// ggml_blocks_kernels.h) and the AVX2 kernels on it. A 64-byte register of the AVX-512 kernel is two 256-bit
+// halves here (128-bit blocks 0-1 and 2-3); vpmaddubsw (unsigned quants x signed activations, pairs into
+// int16) then vpmaddwd with ones (pairs into int32) gives the int32 lanes vpdpbusd gives, exactly: the 4-6-bit
+// quants of R0 and R1 (R2 and R3) are added as int16 pairs, at most 2 * 2 * 63 * 127 = 32004 < 2^15, and Q8_0
+// multiplies |q| by the activation carrying q's sign (at most 2 * 128 * 127 a pair, widened per register; no
+// bias needed). The fold works on the halves with the same in-lane unpacks and shifts, the float steps per
+// lane and the horizontal sum are the AVX-512 kernel's, so both tiers give the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -19,46 +20,25 @@ namespace {
 #define AERIE_UNROLL _Pragma("GCC unroll 8")
 // The per-unit steps must inline into their loops: called, the accumulators would live in memory.
 #define AERIE_ALWAYS_INLINE inline __attribute__((always_inline))
+#define AERIE_LAMBDA_INLINE __attribute__((always_inline))
 
-// Which natural 8-value piece of a unit each packed piece holds, and which 32-value block feeds each lane of
-// each scale group (lane l of group k reads packed bytes 64 * k * registers_per_group + 4l ...).
-struct PackTables {
-  int n_pieces = 0;
-  std::array<int, 32> piece{};
-  std::array<int32_t, 64> lane_block{};
-};
+// ---- Packing --------------------------------------------------------------------------------------------
 
-constexpr PackTables make_tables(DType dtype) {
-  PackTables t;
-  const UnitLayout l = unit_layout(dtype);
-  t.n_pieces = int(l.values / 8);
-  // In 16-value pieces: Q8_0 / Q4_0 first halves of blocks 0-3, then second halves; Q4_K / Q5_K sub-block s
-  // is pieces 2s, 2s + 1, group L holds first halves of 4L, 4L + 2, 4L + 1, 4L + 3, then second halves.
-  constexpr std::array<int, 8> kQ0 = {0, 2, 4, 6, 1, 3, 5, 7};
-  constexpr std::array<int, 16> kK45 = {0, 4, 2, 6, 1, 5, 3, 7, 8, 12, 10, 14, 9, 13, 11, 15};
-  for (int p = 0; p < t.n_pieces; ++p) {
-    if (dtype == DType::kQ6_K) {  // 8-value pieces: the first 8 of each 16 of a half, then the last 8
-      const int reg = p / 8, i = p % 8;
-      t.piece[size_t(p)] = 16 * (reg / 2) + 2 * i + reg % 2;
-    } else {
-      const int sixteen = dtype == DType::kQ8_0 || dtype == DType::kQ4_0 ? kQ0[size_t(p / 2)] : kK45[size_t(p / 2)];
-      t.piece[size_t(p)] = 2 * sixteen + p % 2;
-    }
-  }
-  const int registers_per_group = int(l.values / 64) / l.groups;
-  for (int k = 0; k < l.groups; ++k)
-    for (int lane = 0; lane < 16; ++lane)
-      t.lane_block[size_t(k * 16 + lane)] = t.piece[size_t((64 * k * registers_per_group + 4 * lane) / 8)] / 4;
+// Which natural group of 8 values each 8-byte piece of a record's quants holds.
+using PieceTable = std::array<uint8_t, 32>;
+constexpr PieceTable make_pieces(DType dtype) {
+  PieceTable t{};
+  for (int k = 0; k < 32; ++k) t[size_t(k)] = uint8_t(piece_value(dtype, k / 8, k % 8) / 8);
   return t;
 }
+// By DType, from kQ8_0 on (the block types are the enumerators from kQ8_0 to kQ5_1).
+constexpr std::array<PieceTable, 8> kPieces = {make_pieces(DType::kQ8_0), make_pieces(DType::kQ4_0),
+                                               make_pieces(DType::kQ4_K), make_pieces(DType::kQ5_K),
+                                               make_pieces(DType::kQ6_K), make_pieces(DType::kQ4_1),
+                                               make_pieces(DType::kQ5_0), make_pieces(DType::kQ5_1)};
 
-constexpr std::array<PackTables, 5> kTables = {make_tables(DType::kQ8_0), make_tables(DType::kQ4_0),
-                                               make_tables(DType::kQ4_K), make_tables(DType::kQ5_K),
-                                               make_tables(DType::kQ6_K)};
-const PackTables& tables(DType dtype) { return kTables[size_t(dtype) - size_t(DType::kQ8_0)]; }
-
-// 32 inputs to int8 in order; returns the scale, *sum = the sum of the int8 values.
-inline float quantize32(const float* x, int8_t* q, int32_t* sum) {
+// 32 inputs to int8 in order; returns the scale, half_sums[0 / 1] = the sums of the first / last 16 int8 values.
+inline float quantize32(const float* x, int8_t* q, int32_t* half_sums) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   __m256 v[4], mx = _mm256_setzero_ps();
   for (int j = 0; j < 4; ++j) {
@@ -72,10 +52,12 @@ inline float quantize32(const float* x, int8_t* q, int32_t* sum) {
   const __m256 inv = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
   __m256i i[4];
   for (int j = 0; j < 4; ++j) i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inv));  // round half to even
-  const __m256i s = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
-  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-  *sum = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1)));
+  for (int h = 0; h < 2; ++h) {
+    const __m256i s = _mm256_add_epi32(i[2 * h], i[2 * h + 1]);
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    half_sums[h] = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1)));
+  }
   // packs works per 128-bit lane: dwords come out as (0-3 of each input, then 4-7); the permute restores order.
   const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
@@ -83,44 +65,26 @@ inline float quantize32(const float* x, int8_t* q, int32_t* sum) {
   return d;
 }
 
-// int32 lane l = sum of bytes 4l .. 4l + 3 of 32 int8 values.
-inline __m256i lane_sums(const uint8_t* q) {
-  const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1),
-                                             _mm256_load_si256(reinterpret_cast<const __m256i*>(q)));
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-}
-
 // One unit's record from `n_values` inputs (a multiple of 32; the rest of the unit reads as zero).
 void pack_unit(DType dtype, const float* x, int64_t n_values, uint8_t* record) {
-  constexpr UnitLayout kMax = unit_layout(DType::kQ6_K);
   const UnitLayout l = unit_layout(dtype);
-  const PackTables& t = tables(dtype);
-  alignas(32) int8_t q[kMax.values] = {};  // natural order
-  alignas(32) float d[8] = {};             // per 32-value block
-  int32_t block_sum[8] = {};
-  for (int64_t b = 0; b < n_values / 32; ++b) d[b] = quantize32(x + 32 * b, q + 32 * b, &block_sum[b]);
-  for (int p = 0; p < t.n_pieces; ++p) std::memcpy(record + 8 * p, q + 8 * t.piece[size_t(p)], 8);
-  const __m256 dv = _mm256_load_ps(d);
-  for (int i = 0; i < l.groups * 16; i += 8) {
-    const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.lane_block.data() + i));
-    _mm256_store_ps(reinterpret_cast<float*>(record + l.dx_at) + i, _mm256_permutevar8x32_ps(dv, idx));
-  }
-  if (l.bias) {
-    const int registers_per_group = int(l.values / 64) / l.groups;
-    const __m256i minus_offset = _mm256_set1_epi32(-unit_offset(dtype));
-    for (int k = 0; k < l.groups; ++k)
-      for (int h = 0; h < 2; ++h) {
-        __m256i s = _mm256_setzero_si256();
-        for (int j = 0; j < registers_per_group; ++j)
-          s = _mm256_add_epi32(s, lane_sums(record + 64 * (k * registers_per_group + j) + 32 * h));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(record + l.bias_at + 64 * k + 32 * h),
-                           _mm256_mullo_epi32(s, minus_offset));
-      }
-  }
-  if (l.sums) {
-    auto* sums = reinterpret_cast<float*>(record + l.sums_at);
-    for (int s = 0; s < 8; ++s) sums[s] = 0.0f, sums[8 + s] = d[s] * float(block_sum[s]);
-  }
+  const PieceTable& pieces = kPieces[size_t(dtype) - size_t(DType::kQ8_0)];
+  alignas(32) int8_t q[kUnitValues] = {};  // natural order
+  float d[8] = {};                         // per 32-value block
+  int32_t half_sums[16] = {};              // per 16 values
+  for (int64_t b = 0; b < n_values / 32; ++b) d[b] = quantize32(x + 32 * b, q + 32 * b, half_sums + 2 * b);
+  for (int k = 0; k < 32; ++k) std::memcpy(record + 8 * k, q + 8 * (pieces[size_t(k)] & 31), 8);
+  const int offset = type_traits(dtype).offset;
+  auto put = [&](int64_t dx_at, int64_t aux_at, int lane, int slot_lane) {
+    const int first = lane_slot(dtype, slot_lane), block = (first / 32) & 7;
+    const int32_t sum = l.lanes == 16 ? half_sums[first / 16] : half_sums[2 * block] + half_sums[2 * block + 1];
+    reinterpret_cast<float*>(record + dx_at)[lane] = d[block];
+    if (l.bias) reinterpret_cast<int32_t*>(record + aux_at)[lane] = -offset * sum;
+    if (l.sums) reinterpret_cast<float*>(record + aux_at)[lane] = d[block] * float(sum);
+  };
+  for (int lane = 0; lane < 16; ++lane) put(l.dx_at, l.aux_at, lane, l.lanes == 16 ? lane : lane / 2);
+  if (l.lanes == 8)
+    for (int lane = 0; lane < 8; ++lane) put(l.dx8_at, l.aux8_at, lane, lane);
 }
 
 // ---- AVX2 kernels ---------------------------------------------------------------------------------------
@@ -134,231 +98,279 @@ inline uint16_t u16_at(const uint8_t* p) {
   std::memcpy(&v, p, 2);
   return v;
 }
-inline float half_at(const uint8_t* p) { return _cvtsh_ss(u16_at(p)); }
+inline uint32_t u32_at(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 inline __m256i low_nibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 inline __m256i high_nibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
-// Bits [bit, bit + width) of each byte moved to bits 4 ...: a 16-bit shift, masked so that no bit of the
-// neighbouring byte survives.
-inline __m256i bits_to_4(__m256i v, int bit, int mask) {
-  const __m256i s = bit <= 4 ? _mm256_slli_epi16(v, 4 - bit) : _mm256_srli_epi16(v, bit - 4);
-  return _mm256_and_si256(s, _mm256_set1_epi8(char(mask)));
-}
-inline __m256 splat_lane(__m256 v, int lane) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(lane)); }
-
-// The f16 scale of 4 blocks (stride apart) as 16 lanes, lane l = block l / 4: half h = lanes 8h .. 8h + 8.
-inline void four_scales(const uint8_t* p, int64_t stride, __m256 (&v)[2]) {
-  const uint64_t bits = uint64_t(u16_at(p)) | uint64_t(u16_at(p + stride)) << 16 |
-                        uint64_t(u16_at(p + 2 * stride)) << 32 | uint64_t(u16_at(p + 3 * stride)) << 48;
-  const __m256 f = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(bits))));
-  v[0] = _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-  v[1] = _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
-}
-
-// Per type: Unit (the decoded scales of one weight row's unit), quants(p, k, h, q) = half h of group k's
-// registers, scale(unit, k, h) = their lanes' weight scale; for Q4_K / Q5_K, unit.v[1] = dmin * m.
-struct Q8_0 {
-  static constexpr DType kType = DType::kQ8_0;
-  static constexpr int kRegisters = 2;
-  static constexpr bool kSigned = true;  // int8 quants: the sign moves onto the activation
-  struct Unit {
-    __m256 v[2];
+// The f16 at p + stride * b of 8 blocks, as f32 lanes 0-7.
+inline __m256 eight_halves(const uint8_t* p, int64_t stride) {
+  auto four = [&](const uint8_t* q) {
+    return uint64_t(u16_at(q)) | uint64_t(u16_at(q + stride)) << 16 | uint64_t(u16_at(q + 2 * stride)) << 32 |
+           uint64_t(u16_at(q + 3 * stride)) << 48;
   };
-  static Unit begin(const uint8_t* p) {
-    Unit u;
-    four_scales(p, 34, u.v);
-    return u;
-  }
-  static void quants(const uint8_t* p, int, int h, __m256i* q) {
-    for (int j = 0; j < 2; ++j) q[j] = load2x16(p + 34 * (2 * h) + 2 + 16 * j, p + 34 * (2 * h + 1) + 2 + 16 * j);
-  }
-  static __m256 scale(const Unit& u, int, int h) { return u.v[h]; }
+  return _mm256_cvtph_ps(_mm_set_epi64x(int64_t(four(p + 4 * stride)), int64_t(four(p))));
+}
+// 0x10 in byte k where bit k of `bits` is set.
+inline __m256i bits_to_sixteen(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(bits)),
+                                             _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                                                0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// The weight side of one unit of one row: q[j][h] = half h of register R_j (unsigned quants; Q8_0 signed),
+// ws[h] the weight scales of folded lanes 8h .. 8h + 7 (ws[1]: Q6_K only), mn the mins' m or dmin * m.
+struct Weights {
+  __m256i q[4][2];
+  __m256 ws[2];
+  __m256 mn;
 };
+
+// ggml_blocks_avx512.cpp's interleave, on one half of the registers.
+AERIE_ALWAYS_INLINE void interleave(const __m256i (&n)[4], int h, Weights& w) {
+  w.q[0][h] = _mm256_unpacklo_epi64(n[0], n[1]);
+  w.q[1][h] = _mm256_unpackhi_epi64(n[0], n[1]);
+  w.q[2][h] = _mm256_unpacklo_epi64(n[2], n[3]);
+  w.q[3][h] = _mm256_unpackhi_epi64(n[2], n[3]);
+}
+
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 (ggml_blocks_avx512.cpp's nibble_blocks): half h of the registers holds blocks
+// 4h .. 4h + 3.
+template <int kBytes, int kQs, int kQh>
+AERIE_ALWAYS_INLINE void nibble_blocks(const uint8_t* p, Weights& w) {
+  uint64_t low[2] = {0, 0}, high[2] = {0, 0};  // [odd]: bit 16t + j = value j (16 + j) of block 2t + odd
+  if constexpr (kQh >= 0)
+    for (int b = 0; b < 8; ++b) {
+      const uint64_t qh = u32_at(p + b * kBytes + kQh);
+      low[b % 2] |= (qh & 0xFFFF) << (16 * (b / 2));
+      high[b % 2] |= (qh >> 16) << (16 * (b / 2));
+    }
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* b = p + kBytes * 4 * h + kQs;
+    const __m256i even = load2x16(b, b + 2 * kBytes), odd = load2x16(b + kBytes, b + 3 * kBytes);
+    __m256i n[4] = {low_nibbles(even), low_nibbles(odd), high_nibbles(even), high_nibbles(odd)};
+    if constexpr (kQh >= 0)
+      for (int i = 0; i < 4; ++i)
+        n[i] = _mm256_or_si256(n[i], bits_to_sixteen(uint32_t((i < 2 ? low[i] : high[i - 2]) >> (32 * h))));
+    interleave(n, h, w);
+  }
+  w.ws[0] = eight_halves(p, kBytes);
+}
 
 struct Q4_0 {
   static constexpr DType kType = DType::kQ4_0;
-  static constexpr int kRegisters = 2;
-  static constexpr bool kSigned = false;
-  using Unit = Q8_0::Unit;
-  static Unit begin(const uint8_t* p) {
-    Unit u;
-    four_scales(p, 18, u.v);
-    return u;
+  AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) { nibble_blocks<18, 2, -1>(p, w); }
+};
+struct Q4_1 {
+  static constexpr DType kType = DType::kQ4_1;
+  AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
+    nibble_blocks<20, 4, -1>(p, w);
+    w.mn = eight_halves(p + 2, 20);
   }
-  static void quants(const uint8_t* p, int, int h, __m256i* q) {
-    const __m256i v = load2x16(p + 18 * (2 * h) + 2, p + 18 * (2 * h + 1) + 2);
-    q[0] = low_nibbles(v);
-    q[1] = high_nibbles(v);
+};
+struct Q5_0 {
+  static constexpr DType kType = DType::kQ5_0;
+  AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) { nibble_blocks<22, 6, 2>(p, w); }
+};
+struct Q5_1 {
+  static constexpr DType kType = DType::kQ5_1;
+  AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
+    nibble_blocks<24, 8, 4>(p, w);
+    w.mn = eight_halves(p + 2, 24);
   }
-  static __m256 scale(const Unit& u, int, int h) { return u.v[h]; }
+};
+// Q8_0: the int8 quants as they are (signed: half_dot moves their sign onto the activations).
+struct Q8_0 {
+  static constexpr DType kType = DType::kQ8_0;
+  AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
+    for (int h = 0; h < 2; ++h) {
+      __m256i n[4];  // [second 16 bytes][odd block]
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t* b = p + 34 * (4 * h + i % 2) + 2 + 16 * (i / 2);
+        n[i] = load2x16(b, b + 68);
+      }
+      interleave(n, h, w);
+    }
+    w.ws[0] = eight_halves(p, 34);
+  }
 };
 
-// Q4_K / Q5_K scales: v[0] lane s = d * sc[s], v[1] lane s = dmin * m[s] (6-bit values, ggml_blocks.h).
-struct KUnit {
-  __m256 v[2];
-};
-inline KUnit k_scales(const uint8_t* p) {
-  uint32_t w[3];
-  std::memcpy(w, p + 4, 12);
-  const uint32_t sc_lo = w[0] & 0x3F3F3F3F, m_lo = w[1] & 0x3F3F3F3F;
-  const uint32_t sc_hi = (w[2] & 0x0F0F0F0F) | ((w[0] >> 2) & 0x30303030);
-  const uint32_t m_hi = ((w[2] >> 4) & 0x0F0F0F0F) | ((w[1] >> 2) & 0x30303030);
+// Q4_K / Q5_K scales and nibbles (ggml_blocks_avx512.cpp's k_scales and k_nibbles).
+AERIE_ALWAYS_INLINE void k_scales(const uint8_t* p, Weights& w) {
+  const uint32_t w1 = u32_at(p + 4), w2 = u32_at(p + 8), w3 = u32_at(p + 12);
+  const uint32_t sc_lo = w1 & 0x3F3F3F3F, m_lo = w2 & 0x3F3F3F3F;
+  const uint32_t sc_hi = (w3 & 0x0F0F0F0F) | ((w1 >> 2) & 0x30303030);
+  const uint32_t m_hi = ((w3 >> 4) & 0x0F0F0F0F) | ((w2 >> 2) & 0x30303030);
   const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, int(sc_hi), int(sc_lo))));
   const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, int(m_hi), int(m_lo))));
-  return KUnit{{_mm256_mul_ps(sc, _mm256_set1_ps(half_at(p))), _mm256_mul_ps(m, _mm256_set1_ps(half_at(p + 2)))}};
+  w.ws[0] = _mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(u16_at(p))));
+  w.mn = _mm256_mul_ps(m, _mm256_set1_ps(_cvtsh_ss(u16_at(p + 2))));
 }
-// 16-byte lane i of both registers of K group k holds sub-block 4k + kLaneSub[i].
-constexpr int kLaneSub[4] = {0, 2, 1, 3};
-inline __m256 k_scale(const KUnit& u, int k, int h) {
-  const int a = 4 * k + kLaneSub[2 * h], b = 4 * k + kLaneSub[2 * h + 1];
-  return _mm256_permutevar8x32_ps(u.v[0], _mm256_setr_epi32(a, a, a, a, b, b, b, b));
-}
-// Half h of register j of group k: the low (h = 0) or high nibbles of qs[64k + 16j ..] and qs[64k + 32 + 16j ..].
-inline void k_nibbles(const uint8_t* qs, int k, int h, __m256i* q) {
-  for (int j = 0; j < 2; ++j) {
-    const __m256i v = load2x16(qs + 64 * k + 16 * j, qs + 64 * k + 32 + 16 * j);
-    q[j] = h == 0 ? low_nibbles(v) : high_nibbles(v);
-  }
+// Half h of the nibble registers (k_nibbles of ggml_blocks_avx512.cpp): chunks 2h, 2h + 1.
+AERIE_ALWAYS_INLINE void k_nibbles(const uint8_t* qs, int h, __m256i (&n)[4]) {
+  const uint8_t* c = qs + 64 * h;
+  const __m256i first = load2x16(c, c + 32), second = load2x16(c + 16, c + 48);
+  n[0] = low_nibbles(first);
+  n[1] = high_nibbles(first);
+  n[2] = low_nibbles(second);
+  n[3] = high_nibbles(second);
 }
 
 struct Q4_K {
   static constexpr DType kType = DType::kQ4_K;
-  static constexpr int kRegisters = 2;
-  static constexpr bool kSigned = false;
-  using Unit = KUnit;
-  static Unit begin(const uint8_t* p) { return k_scales(p); }
-  static void quants(const uint8_t* p, int k, int h, __m256i* q) { k_nibbles(p + 16, k, h, q); }
-  static __m256 scale(const Unit& u, int k, int h) { return k_scale(u, k, h); }
+  AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
+    for (int h = 0; h < 2; ++h) {
+      __m256i n[4];
+      k_nibbles(p + 16, h, n);
+      interleave(n, h, w);
+    }
+    k_scales(p, w);
+  }
 };
-
+// Q5_K: n[i]'s 128-bit block t holds values 16 (i / 2) .. of sub-block s = 2t + i % 2, whose fifth bits are
+// bit s of qh[16 (i / 2) ..]: moved to bit 4 by 32-bit shifts per 128-bit lane, then masked.
 struct Q5_K {
   static constexpr DType kType = DType::kQ5_K;
-  static constexpr int kRegisters = 2;
-  static constexpr bool kSigned = false;
-  using Unit = KUnit;
-  static Unit begin(const uint8_t* p) { return k_scales(p); }
-  // Fifth bit of value l of sub-block s: qh[l] bit s, moved to bit 4 (shifts by 32-bit lane, then masked).
-  static void quants(const uint8_t* p, int k, int h, __m256i* q) {
-    k_nibbles(p + 48, k, h, q);
-    const int b0 = 4 * k + kLaneSub[2 * h], b1 = 4 * k + kLaneSub[2 * h + 1];
-    const __m256i left = _mm256_setr_epi32(std::max(0, 4 - b0), std::max(0, 4 - b0), std::max(0, 4 - b0),
-                                           std::max(0, 4 - b0), std::max(0, 4 - b1), std::max(0, 4 - b1),
-                                           std::max(0, 4 - b1), std::max(0, 4 - b1));
-    const __m256i right = _mm256_setr_epi32(std::max(0, b0 - 4), std::max(0, b0 - 4), std::max(0, b0 - 4),
-                                            std::max(0, b0 - 4), std::max(0, b1 - 4), std::max(0, b1 - 4),
-                                            std::max(0, b1 - 4), std::max(0, b1 - 4));
-    for (int j = 0; j < 2; ++j) {
-      const __m256i qh = _mm256_broadcastsi128_si256(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 + 16 * j)));
-      const __m256i fifth = _mm256_and_si256(_mm256_srlv_epi32(_mm256_sllv_epi32(qh, left), right),
-                                             _mm256_set1_epi8(0x10));
-      q[j] = _mm256_or_si256(q[j], fifth);
+  AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
+    for (int h = 0; h < 2; ++h) {
+      __m256i n[4];
+      k_nibbles(p + 48, h, n);
+      for (int i = 0; i < 4; ++i) {
+        const __m256i qh = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 + 16 * (i / 2))));
+        const int s0 = 2 * (2 * h) + i % 2, s1 = 2 * (2 * h + 1) + i % 2;
+        const __m256i left = _mm256_setr_epi32(std::max(0, 4 - s0), std::max(0, 4 - s0), std::max(0, 4 - s0),
+                                               std::max(0, 4 - s0), std::max(0, 4 - s1), std::max(0, 4 - s1),
+                                               std::max(0, 4 - s1), std::max(0, 4 - s1));
+        const __m256i right = _mm256_setr_epi32(std::max(0, s0 - 4), std::max(0, s0 - 4), std::max(0, s0 - 4),
+                                                std::max(0, s0 - 4), std::max(0, s1 - 4), std::max(0, s1 - 4),
+                                                std::max(0, s1 - 4), std::max(0, s1 - 4));
+        const __m256i fifth = _mm256_and_si256(_mm256_srlv_epi32(_mm256_sllv_epi32(qh, left), right),
+                                               _mm256_set1_epi8(0x10));
+        n[i] = _mm256_or_si256(n[i], fifth);
+      }
+      interleave(n, h, w);
     }
+    k_scales(p, w);
   }
-  static __m256 scale(const Unit& u, int k, int h) { return k_scale(u, k, h); }
 };
 
+// Q6_K: natural quarter m (values 32m ..) is nibble (m / 2) % 2 of ql[64 (m / 4) + 32 (m % 2) ..] with bits
+// 2 (m % 4), + 1 of qh[32 (m / 4) ..] as bits 4-5; natural register k is quarters 2k, 2k + 1 (its halves), and
+// R0 .. R3 regroup them by 8 bytes (ggml_blocks_kernels.h).
 struct Q6_K {
   static constexpr DType kType = DType::kQ6_K;
-  static constexpr int kRegisters = 2;
-  static constexpr bool kSigned = false;
-  struct Unit {
-    __m256 v[2];  // lane 8i + l = d * sc[8i + l]
-  };
-  static Unit begin(const uint8_t* p) {
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
-    const __m256 d = _mm256_set1_ps(half_at(p + 208));
-    return Unit{{_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d),
-                 _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), d)}};
+  AERIE_ALWAYS_INLINE static __m256i quarter(const uint8_t* p, int m) {
+    const int half = m / 4, k = m % 4;
+    const __m256i v = load256(p + 64 * half + 32 * (k % 2));
+    const __m256i qh = load256(p + 128 + 32 * half);
+    // Bits 2k, 2k + 1 to 4-5: a 16-bit shift, masked so that no bit of the neighbouring byte survives.
+    const __m256i s = 2 * k <= 4 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
+    return _mm256_or_si256(k < 2 ? low_nibbles(v) : high_nibbles(v), _mm256_and_si256(s, _mm256_set1_epi8(0x30)));
   }
-  // 32 values 32m .. 32m + 31 in order: nibble (m / 2) % 2 of ql[64 (m / 4) + 32 (m % 2) ..], and qh[32 (m / 4) ..]
-  // bits 2 (m % 4) .. + 1 moved to bits 4-5.
-  static __m256i natural(const uint8_t* p, int m) {
-    const int half = m / 4, quarter = m % 4;
-    const __m256i v = load256(p + 64 * half + 32 * (quarter % 2));
-    const __m256i high = bits_to_4(load256(p + 128 + 32 * half), 2 * quarter, 0x30);
-    return _mm256_or_si256(quarter < 2 ? low_nibbles(v) : high_nibbles(v), high);
-  }
-  // Half h of group k: values v = 128k + 64h .. + 63 (a, b: their first and last 32); register 0 takes the
-  // first 8 of each 16, register 1 the last 8 (64-bit unpacks, then the 64-bit lanes back in order).
-  static void quants(const uint8_t* p, int k, int h, __m256i* q) {
-    const __m256i a = natural(p, 4 * k + 2 * h), b = natural(p, 4 * k + 2 * h + 1);
-    q[0] = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(a, b), _MM_SHUFFLE(3, 1, 2, 0));
-    q[1] = _mm256_permute4x64_epi64(_mm256_unpackhi_epi64(a, b), _MM_SHUFFLE(3, 1, 2, 0));
-  }
-  // Lanes 2i, 2i + 1 of half h of group k: sc[8k + 4h + i].
-  static __m256 scale(const Unit& u, int k, int h) {
-    const int f = 4 * h;
-    return _mm256_permutevar8x32_ps(u.v[k], _mm256_setr_epi32(f, f, f + 1, f + 1, f + 2, f + 2, f + 3, f + 3));
+  AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
+    for (int pair = 0; pair < 2; ++pair)  // natural registers 2 pair, 2 pair + 1 -> R_{2 pair}, R_{2 pair + 1}
+      for (int h = 0; h < 2; ++h) {
+        const __m256i a = quarter(p, 4 * pair + h), b = quarter(p, 4 * pair + 2 + h);
+        w.q[2 * pair][h] = _mm256_unpacklo_epi64(a, b);
+        w.q[2 * pair + 1][h] = _mm256_unpackhi_epi64(a, b);
+      }
+    const __m128i order = _mm_setr_epi8(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15);
+    const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)), order);
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(u16_at(p + 208)));
+    w.ws[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d);
+    w.ws[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), d);
   }
 };
 
-// The 16 lanes (two halves) summed in hsum512's tree.
-inline float hsum_halves(__m256 lo, __m256 hi) {
-  const __m256 a = _mm256_add_ps(lo, hi);
+// Half h of the unit's int32 lanes for one row: 8-slot types the four registers chained (A), Q6_K the pair
+// R0, R1 (pair 0: A) or R2, R3 (pair 1: B).
+template <class T>
+AERIE_ALWAYS_INLINE __m256i half_dot(const Weights& w, const uint8_t* xu, int first, int count, int h) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  auto x = [&](int j) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(xu + 64 * j + 32 * h)); };
+  if constexpr (T::kType == DType::kQ8_0) {  // exact signed sums, widened per register
+    __m256i sum = _mm256_setzero_si256();
+    for (int j = first; j < first + count; ++j) {
+      const __m256i q = w.q[j][h];
+      sum = _mm256_add_epi32(sum,
+                             _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x(j), q)),
+                                               ones));
+    }
+    return sum;
+  } else {  // int16 pairs: at most 4 * 2 * 31 * 127 (5-bit quants, 4 registers) or 2 * 2 * 63 * 127 (Q6_K)
+    __m256i pairs = _mm256_maddubs_epi16(w.q[first][h], x(first));
+    for (int j = first + 1; j < first + count; ++j)
+      pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w.q[j][h], x(j)));
+    return _mm256_madd_epi16(pairs, ones);
+  }
+}
+
+// One unit of one weight row for one row: total[h] accumulates folded lanes 8h .. 8h + 7 (ggml_blocks_kernels.h).
+template <class T>
+AERIE_ALWAYS_INLINE void unit_step(const Weights& w, const uint8_t* xu, __m256 (&total)[2]) {
+  constexpr UnitLayout kL = unit_layout(T::kType);
+  constexpr int kMin = type_traits(T::kType).min_sign;
+  auto load_ps = [&](int64_t at) { return _mm256_load_ps(reinterpret_cast<const float*>(xu + at)); };
+  if constexpr (kL.lanes == 16) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i a = half_dot<T>(w, xu, 0, 2, h), b = half_dot<T>(w, xu, 2, 2, h);
+      __m256i dot = _mm256_blend_epi32(_mm256_add_epi32(a, _mm256_srli_epi64(a, 32)),
+                                       _mm256_add_epi32(b, _mm256_slli_epi64(b, 32)), 0xAA);
+      dot = _mm256_add_epi32(dot, _mm256_load_si256(reinterpret_cast<const __m256i*>(xu + kL.aux_at + 32 * h)));
+      total[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(w.ws[h], load_ps(kL.dx_at + 32 * h)), total[h]);
+    }
+  } else {
+    __m256i v[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i a = half_dot<T>(w, xu, 0, 4, h);
+      v[h] = _mm256_add_epi32(a, _mm256_srli_epi64(a, 32));
+    }
+    // The low 32 bits of each 64 (vpmovqd): slots (0, 1), (4, 5), (2, 3), (6, 7) as 64-bit pairs, reordered.
+    __m256i dot = _mm256_castps_si256(
+        _mm256_shuffle_ps(_mm256_castsi256_ps(v[0]), _mm256_castsi256_ps(v[1]), _MM_SHUFFLE(2, 0, 2, 0)));
+    dot = _mm256_permute4x64_epi64(dot, _MM_SHUFFLE(3, 1, 2, 0));
+    if constexpr (kL.bias && T::kType != DType::kQ8_0)
+      dot = _mm256_add_epi32(dot, _mm256_load_si256(reinterpret_cast<const __m256i*>(xu + kL.aux8_at)));
+    if constexpr (kMin < 0) total[0] = _mm256_fnmadd_ps(w.mn, load_ps(kL.aux8_at), total[0]);
+    if constexpr (kMin > 0) total[0] = _mm256_fmadd_ps(w.mn, load_ps(kL.aux8_at), total[0]);
+    total[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(w.ws[0], load_ps(kL.dx8_at)), total[0]);
+  }
+}
+
+// The lanes summed in hsum512's tree (16 lanes: halves first).
+inline float hsum_lanes(const __m256 (&total)[2], int lanes) {
+  const __m256 a = lanes == 16 ? _mm256_add_ps(total[0], total[1]) : total[0];
   const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
   const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
   return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
 }
 
-// One unit of one weight row for R activation rows: total[r][h] accumulates lanes 8h .. 8h + 8.
-template <class T, int R>
-AERIE_ALWAYS_INLINE void unit_step(const uint8_t* p, const Int8Units& x, int64_t row0, int64_t u,
-                                   __m256 (&total)[R][2]) {
-  constexpr UnitLayout kL = unit_layout(T::kType);
-  const typename T::Unit wu = T::begin(p);
-  const __m256i ones = _mm256_set1_epi16(1);
-  AERIE_UNROLL for (int k = 0; k < kL.groups; ++k) AERIE_UNROLL for (int h = 0; h < 2; ++h) {
-    __m256i q[T::kRegisters];
-    T::quants(p, k, h, q);
-    const __m256 ws = T::scale(wu, k, h);
-    AERIE_UNROLL for (int r = 0; r < R; ++r) {
-      const uint8_t* xu = x.unit(row0 + r, u);
-      auto xq = [&](int j) {
-        return _mm256_load_si256(reinterpret_cast<const __m256i*>(xu + 64 * (k * T::kRegisters + j) + 32 * h));
-      };
-      __m256i acc;
-      if constexpr (T::kSigned) {  // exact signed sums, no bias needed
-        acc = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q[0], q[0]), _mm256_sign_epi8(xq(0), q[0])),
-                                ones);
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q[1], q[1]),
-                                                                           _mm256_sign_epi8(xq(1), q[1])),
-                                                      ones));
-      } else {
-        __m256i pairs = _mm256_maddubs_epi16(q[0], xq(0));
-        if constexpr (T::kRegisters == 2) pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(q[1], xq(1)));
-        acc = _mm256_madd_epi16(pairs, ones);
-        if constexpr (kL.bias)
-          acc = _mm256_add_epi32(acc, _mm256_load_si256(
-                                          reinterpret_cast<const __m256i*>(xu + kL.bias_at + 64 * k + 32 * h)));
-      }
-      const __m256 dx = _mm256_load_ps(reinterpret_cast<const float*>(xu + kL.dx_at + 64 * k + 32 * h));
-      total[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(ws, dx), total[r][h]);
-    }
-  }
-  if constexpr (kL.sums) {
-    // Lanes 8-15 of the sums part meet dmin * m; lanes 0-7 are zero (nothing to take away).
-    AERIE_UNROLL for (int r = 0; r < R; ++r) {
-      const __m256 sums = _mm256_load_ps(reinterpret_cast<const float*>(x.unit(row0 + r, u) + kL.sums_at + 32));
-      total[r][1] = _mm256_fnmadd_ps(wu.v[1], sums, total[r][1]);
-    }
-  }
-}
-
+// Output o for packed rows [row0, row0 + R): each unit's weight side decoded once for the R rows.
 template <class T, int R>
 void pass(const Int8Units& x, const BlockMatrix& w, int64_t row0, int64_t o, float* y, int64_t y_stride) {
   constexpr UnitLayout kL = unit_layout(T::kType);
-  constexpr int64_t kUnitBytes = kL.weight_bytes;
+  constexpr int64_t kUnitBytes = unit_weight_bytes(T::kType);
   __m256 total[R][2];
   AERIE_UNROLL for (int r = 0; r < R; ++r) total[r][0] = total[r][1] = _mm256_setzero_ps();
+  auto unit = [&](const uint8_t* p, int64_t u) AERIE_LAMBDA_INLINE {
+    Weights wt;
+    T::load(p, wt);
+    AERIE_UNROLL for (int r = 0; r < R; ++r) unit_step<T>(wt, x.unit(row0 + r, u), total[r]);
+  };
   const uint8_t* wr = w.row(o);
-  const int64_t n_full = w.n_in / kL.values;
-  for (int64_t u = 0; u < n_full; ++u) unit_step<T, R>(wr + u * kUnitBytes, x, row0, u, total);
-  if (n_full < x.n_units) {  // Q8_0 / Q4_0: the last blocks, zero-padded to a unit (scale 0)
+  const int64_t n_full = w.n_in / kUnitValues;
+  for (int64_t u = 0; u < n_full; ++u) unit(wr + u * kUnitBytes, u);
+  if (n_full < x.n_units) {  // 32-value blocks: the last blocks, zero-padded to a unit (scale 0)
     alignas(32) uint8_t tail[kUnitBytes] = {};
     std::memcpy(tail, wr + n_full * kUnitBytes, size_t(w.row_bytes - n_full * kUnitBytes));
-    unit_step<T, R>(tail, x, row0, n_full, total);
+    unit(tail, n_full);
   }
-  AERIE_UNROLL for (int r = 0; r < R; ++r) y[(row0 + r) * y_stride + o] = hsum_halves(total[r][0], total[r][1]);
+  AERIE_UNROLL for (int r = 0; r < R; ++r) y[(row0 + r) * y_stride + o] = hsum_lanes(total[r], kL.lanes);
 }
 
 template <class T>
@@ -388,17 +400,16 @@ void matmul(const Int8Units& x, const BlockMatrix& w, int64_t o_begin, int64_t o
 }  // namespace
 
 int64_t int8_units_bytes(DType dtype, int64_t n_rows, int64_t n_in) {
-  const UnitLayout l = unit_layout(dtype);
-  return n_rows * ((n_in + l.values - 1) / l.values) * l.bytes;
+  return n_rows * ((n_in + kUnitValues - 1) / kUnitValues) * unit_layout(dtype).bytes;
 }
 
 Int8Units pack_int8_units(DType dtype, const float* x, int64_t n_rows, int64_t n_in, void* buffer) {
   const UnitLayout l = unit_layout(dtype);
-  const int64_t n_units = (n_in + l.values - 1) / l.values;
+  const int64_t n_units = (n_in + kUnitValues - 1) / kUnitValues;
   auto* out = static_cast<uint8_t*>(buffer);
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t u = 0; u < n_units; ++u)
-      pack_unit(dtype, x + r * n_in + u * l.values, std::min(l.values, n_in - u * l.values),
+      pack_unit(dtype, x + r * n_in + u * kUnitValues, std::min(kUnitValues, n_in - u * kUnitValues),
                 out + (r * n_units + u) * l.bytes);
   return Int8Units{out, l, n_rows, n_units};
 }
@@ -408,6 +419,9 @@ void matmul_blocks_avx2(const Int8Units& x, const BlockMatrix& w, int64_t o_begi
   switch (w.dtype) {
     case DType::kQ8_0: return matmul<Q8_0>(x, w, o_begin, o_end, y, y_stride);
     case DType::kQ4_0: return matmul<Q4_0>(x, w, o_begin, o_end, y, y_stride);
+    case DType::kQ4_1: return matmul<Q4_1>(x, w, o_begin, o_end, y, y_stride);
+    case DType::kQ5_0: return matmul<Q5_0>(x, w, o_begin, o_end, y, y_stride);
+    case DType::kQ5_1: return matmul<Q5_1>(x, w, o_begin, o_end, y, y_stride);
     case DType::kQ4_K: return matmul<Q4_K>(x, w, o_begin, o_end, y, y_stride);
     case DType::kQ5_K: return matmul<Q5_K>(x, w, o_begin, o_end, y, y_stride);
     default: return matmul<Q6_K>(x, w, o_begin, o_end, y, y_stride);

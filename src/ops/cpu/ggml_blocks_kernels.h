@@ -2,24 +2,41 @@
 // ggml_blocks.cpp checks the shapes, chooses among them and splits the output rows over threads.
 //
 // The integer tiers (AVX-512-VNNI, AVX2) multiply the weights' unsigned quants with activations quantised
-// to int8 per 32 inputs, packed once per call (pack_int8_units) in the order the weight type's kernel
-// unpacks its quants. A "unit" is what one kernel step reads of a weight row: 4 blocks (128 values) of Q8_0
-// or Q4_0, one 256-value super-block of the K types. Within a unit the kernel holds 64-value "registers"
-// of quants (bytes 4l .. 4l + 3 of a register sum into int32 lane l, as vpdpbusd and vpmaddubsw +
-// vpmaddwd do), gathered into groups that share a float scale per lane:
-//   Q8_0, Q4_0: one group of 2 registers. Register 0 holds the first 16 values of blocks 0-3 (16 bytes a
-//               block), register 1 their last 16, so lanes 4b .. 4b + 3 of both belong to block b.
-//   Q4_K, Q5_K: 2 groups of 2 registers, from one 64-byte load of qs each: group L holds sub-blocks 4L ..
-//               4L + 3 (the low and high nibbles of qs[64L .. 64L + 32) and qs[64L + 32 .. 64L + 64)), register
-//               0 their first 16 values, register 1 their last 16, in the 16-byte lanes 0-3 of both:
-//               sub-blocks 4L, 4L + 2, 4L + 1, 4L + 3, so lanes 4i .. 4i + 3 of both belong to one sub-block.
-//   Q6_K:       2 groups of 2 registers: group h holds the 8 scale groups of 16 values of half h (values 128h
-//               ..), register 0 the first 8 values of each (8 bytes a scale group), register 1 the last 8, so
-//               lanes 2i, 2i + 1 of both belong to scale group 8h + i.
-// A tier's integer sums per lane are exact, and both integer tiers then do the same float operations per
-// lane (convert, scale, fused multiply-add, one fixed horizontal sum), so they give the same bits.
+// to int8 per 32 inputs, packed once per call (pack_int8_units) in the order the kernels unpack the quants.
+// Every type is read in units of 256 inputs (one K super-block, or 8 blocks of 32: the last unit of a row of
+// 32-value blocks may be partial, its missing blocks zero). A unit's quants become four 64-byte registers
+// R0 .. R3 (bytes 4l .. 4l + 3 of a register sum into int32 lane l, as vpdpbusd does), each made of eight
+// 8-byte pieces, and are reduced to one exact int32 sum per scale group ("slot") of the unit:
+//   8 slots of 32 values (every type but Q6_K): piece p of every register holds 8 values of slot p
+//     (R_j: values 8j .. 8j + 7 of it), so the four registers chain into one accumulator and
+//       A = R0 . x0 + R1 . x1 + R2 . x2 + R3 . x3;  dot = vpmovqd(A + (A >> 32))   (per 64 bits)
+//     leaves slot s in lane s (the natural order of the unit's 32-value groups). The weight side gets there
+//     with in-lane unpacks: 16-byte block t of the nibble (or byte) registers holds 16 values of slot 2t or
+//     2t + 1, and unpacklo64 / unpackhi64 of the two interleave their 8-byte halves.
+//   Q6_K, 16 slots of 16 values: natural registers N0 .. N3 (values 64k .. 64k + 63, 16-byte block t = slot
+//     4k + t) are regrouped by 8 bytes, R0 = unpacklo64(N0, N1), R1 = unpackhi64(N0, N1), R2 / R3 the same of
+//     N2, N3, and summed in pairs, A = R0 . x0 + R1 . x1, B = R2 . x2 + R3 . x3, so that each 64 bits of A
+//     and B holds one slot; the fold
+//       dot = blend(odd lanes: B + (B << 32), even lanes: A + (A >> 32))  (per 64 bits)
+//     leaves in lane 4t + p slot t + kQ6Slot[p], kQ6Slot = {0, 8, 4, 12}.
+// Per unit, weight row and activation row, the float steps are then the same on both tiers (and the only
+// float steps):
+//   total = fnmadd(dmin * m, sums, total)   (Q4_K, Q5_K: value = d * sc * q - dmin * m)
+//   total = fmadd(m, sums, total)           (Q4_1, Q5_1: value = d * q + m)
+//   total = fma(float(dot + bias), weight scales * activation scales, total)    (8 or 16 lanes)
+// and one fixed horizontal sum per output (hsum512's tree for 16 lanes, its last three steps for 8), so both
+// tiers give the same bits and a k-row call gives the bits of k one-row calls. The AVX-512 kernel runs the
+// 8-lane steps of two weight rows in one 512-bit register (row g0 in the even lanes, g1 in the odd ones:
+// dot = blend(odd lanes: A1 + (A1 << 32), even lanes: A0 + (A0 >> 32))), reading the activation scales,
+// biases and sums duplicated per lane pair; the AVX2 kernel runs them per weight row on 8 lanes.
+//
+// Cost (Zen 4, whose 512-bit vpdpbusd, FMA, multiply and two-source permutes share two pipes at one per
+// cycle, shuffles 1 and logic 2 per cycle): per unit and activation row 4 vpdpbusd + 3 float multiplies
+// (K types) = 5.5 cycles on the multiply pipes, the fold ~1 more, measured 6.0; per unit and weight row the
+// weight side (Q4_K: 2 loads, 2 shuffles, 2 shifts, 4 ands, 4 unpacks, a share of the scale decoding) ~6.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "core/tensor.h"
@@ -35,42 +52,67 @@ struct BlockMatrix {
   const uint8_t* row(int64_t o) const { return data + o * row_bytes; }
 };
 
-// The packed record of one unit of one activation row (all parts 64-byte aligned):
-//   q:    int8 [unit values], registers of 64 in the order above;
-//   dx:   f32 [groups][16], the int8 scale (max |x| / 127 of the 32-input block) of each lane's values;
-//   bias: int32 [groups][16], -offset * (sum of the int8 values feeding the lane, over the group's
-//         registers), for the types whose quants carry an offset (Q8_0 read as q + 128: 128; Q4_0: 8;
-//         Q6_K: 32), so a lane's integer sum starts from it and ends as the offset quants' dot product;
-//   sums: f32 [16], for the types with a min (Q4_K, Q5_K): lanes 8 + s = dx * (sum of the int8 values) of
-//         sub-block s, lanes 0-7 zero (they meet the d * sc half of the scale vector).
-struct UnitLayout {
-  int64_t values;        // inputs per unit
-  int64_t weight_bytes;  // bytes of a weight row per unit
-  int groups;            // 16-lane scale groups per unit
-  bool bias, sums;
-  int64_t dx_at, bias_at, sums_at, bytes;  // byte offsets of the parts, and the record's size
+constexpr int64_t kUnitValues = 256;  // inputs per unit, every type
+constexpr int kQ6Slot[4] = {0, 8, 4, 12};
+
+// What the kernels of a type read and add per unit (ggml_blocks.h gives the block layouts).
+struct TypeTraits {
+  int64_t block_values, block_bytes;  // one block of the type
+  int slots;                          // scale groups per unit: 8 of 32 values, or 16 of 16 (Q6_K)
+  int offset;                         // what the unsigned quants carry on top of the value (bias part)
+  int min_sign;                       // +1: value = d * q + m (Q4_1, Q5_1); -1: d * sc * q - dmin * m (K); 0
 };
-constexpr UnitLayout make_unit_layout(int64_t values, int64_t weight_bytes, int groups, bool bias, bool sums) {
-  UnitLayout l{values, weight_bytes, groups, bias, sums, 0, 0, 0, 0};
-  l.dx_at = values;
-  l.bias_at = l.dx_at + 64 * groups;
-  l.sums_at = l.bias_at + (bias ? 64 * groups : 0);
-  l.bytes = l.sums_at + (sums ? 64 : 0);
-  return l;
-}
-// Q8_0 / Q4_0: 256 bytes per 128 inputs; Q4_K / Q5_K: 448 per 256; Q6_K: 512 per 256.
-constexpr UnitLayout unit_layout(DType dtype) {
+constexpr TypeTraits type_traits(DType dtype) {
   switch (dtype) {
-    case DType::kQ8_0: return make_unit_layout(128, 4 * 34, 1, true, false);
-    case DType::kQ4_0: return make_unit_layout(128, 4 * 18, 1, true, false);
-    case DType::kQ4_K: return make_unit_layout(256, 144, 2, false, true);
-    case DType::kQ5_K: return make_unit_layout(256, 176, 2, false, true);
-    default: return make_unit_layout(256, 210, 2, true, false);  // Q6_K
+    case DType::kQ8_0: return {32, 34, 8, 128, 0};  // int8 quants read as unsigned: q + 128
+    case DType::kQ4_0: return {32, 18, 8, 8, 0};
+    case DType::kQ4_1: return {32, 20, 8, 0, 1};
+    case DType::kQ5_0: return {32, 22, 8, 16, 0};
+    case DType::kQ5_1: return {32, 24, 8, 0, 1};
+    case DType::kQ4_K: return {256, 144, 8, 0, -1};
+    case DType::kQ5_K: return {256, 176, 8, 0, -1};
+    default: return {256, 210, 16, 32, 0};  // Q6_K
   }
 }
-// The offset the bias part takes away (the quants' zero: Q8_0's int8 read as unsigned, Q4_0's 8, Q6_K's 32).
-constexpr int unit_offset(DType dtype) {
-  return dtype == DType::kQ8_0 ? 128 : dtype == DType::kQ4_0 ? 8 : dtype == DType::kQ6_K ? 32 : 0;
+// Bytes of a weight row per full unit.
+constexpr int64_t unit_weight_bytes(DType dtype) {
+  const TypeTraits t = type_traits(dtype);
+  return kUnitValues / t.block_values * t.block_bytes;
+}
+
+// The unit value (natural order) of the first of the 8 values in 8-byte piece p (0-7) of register j (0-3).
+constexpr int piece_value(DType dtype, int j, int p) {
+  if (dtype == DType::kQ6_K) {  // slot t + 4 upper (+ 8 for R2, R3), its values 8 (j % 2) ..
+    const int t = p / 2, upper = p % 2;
+    return 16 * (t + 4 * upper + 8 * (j / 2)) + 8 * (j % 2);
+  }
+  return 32 * p + 8 * j;
+}
+// The first unit value of the slot in folded lane l (slots of 256 / slots values).
+constexpr int lane_slot(DType dtype, int l) { return dtype == DType::kQ6_K ? 16 * (l / 4 + kQ6Slot[l % 4]) : 32 * l; }
+
+// The packed record of one unit of one activation row (64-byte aligned, its parts 32-byte aligned):
+//   q:    int8 [256], R0's values, then R1's, R2's, R3's (piece_value order);
+//   dx:   f32 [16], the int8 scale (max |x| / 127 of the 32-input block) of each folded lane's slot; 8-slot
+//         types: lanes 2s and 2s + 1 both slot s's (the AVX-512 kernel's lane pairs);
+//   aux:  [16], laid out as dx, for the types with an offset: int32 -offset * (sum of the int8 values of the
+//         lane's slot), so that dot + bias is the dot product with the offset quants; for the types with a
+//         min: f32 dx * (sum of the int8 values of the slot) ("sums");
+//   dx8, aux8: 8-slot types, dx and aux once per slot (what the AVX2 kernel reads).
+struct UnitLayout {
+  int lanes;  // 8 (one per slot) or 16 (Q6_K)
+  bool bias, sums;
+  int64_t dx_at, aux_at, dx8_at, aux8_at, bytes;  // byte offsets of the parts, and the record's size
+};
+constexpr UnitLayout unit_layout(DType dtype) {
+  const TypeTraits t = type_traits(dtype);
+  UnitLayout l{t.slots, t.offset != 0, t.min_sign != 0, kUnitValues, 0, 0, 0, 0};
+  const bool aux = l.bias || l.sums, eight = l.lanes == 8;
+  l.aux_at = l.dx_at + 64;
+  l.dx8_at = l.aux_at + (aux ? 64 : 0);
+  l.aux8_at = l.dx8_at + (eight ? 32 : 0);
+  l.bytes = (l.aux8_at + (eight && aux ? 32 : 0) + 63) / 64 * 64;
+  return l;
 }
 
 struct Int8Units {
@@ -81,20 +123,18 @@ struct Int8Units {
   // Rows [first, first + count) as their own view.
   Int8Units rows(int64_t first, int64_t count) const { return Int8Units{unit(first, 0), layout, count, n_units}; }
 };
-// Bytes pack_int8_units needs (64-byte aligned buffer). n_units = ceil(n_in / layout.values): the last
-// unit of Q8_0 / Q4_0 may be partial, its missing blocks zero.
+// Bytes pack_int8_units needs (64-byte aligned buffer); n_units = ceil(n_in / 256).
 int64_t int8_units_bytes(DType dtype, int64_t n_rows, int64_t n_in);
 // AVX2 (used by both integer tiers, so they quantise alike): per 32 inputs scale = max |x| / 127, value =
-// round-half-to-even(x / scale) computed as x * (1 / scale); an all-zero block has scale 0.
+// round-half-to-even(x * (1 / scale)); an all-zero block has scale 0.
 Int8Units pack_int8_units(DType dtype, const float* x, int64_t n_rows, int64_t n_in, void* buffer);
 
+// y[r * y_stride + o] for every packed row and o in [o_begin, o_end): any number of rows (decode,
+// verification, and prefill where there is no AVX-512-BF16 GEMM), each row's bits independent of the others.
 void matmul_blocks_avx512vnni(const Int8Units& x, const BlockMatrix& w, int64_t o_begin, int64_t o_end, float* y,
                               int64_t y_stride);
 void matmul_blocks_avx2(const Int8Units& x, const BlockMatrix& w, int64_t o_begin, int64_t o_end, float* y,
                         int64_t y_stride);
-
-// y[r * y_stride + o] for every packed row and o in [o_begin, o_end) above: any number of rows (decode,
-// verification, and prefill where there is no AVX-512-BF16 GEMM), each row's bits independent of the others.
 
 // Rows [o_begin, o_end) dequantised, out [o_end - o_begin, n_in]: the definition's bits in f32 (ggml_blocks.h),
 // or those rounded to bf16 (nearest even) for the oneDNN GEMM.

@@ -32,6 +32,19 @@ float block_value(DType dtype, const uint8_t* b, int j) {
       const int byte = b[2 + j % 16];
       return f16_at(b) * float((j < 16 ? byte & 15 : byte >> 4) - 8);
     }
+    case DType::kQ4_1: {
+      const int byte = b[4 + j % 16];
+      return f16_at(b) * float(j < 16 ? byte & 15 : byte >> 4) + f16_at(b + 2);
+    }
+    case DType::kQ5_0:
+    case DType::kQ5_1: {
+      // Q5_0: d, qh[4], qs[16]; Q5_1: d, m, qh[4], qs[16]. Value j's fifth bit is bit j of qh (little-endian).
+      const bool one = dtype == DType::kQ5_1;
+      const int qh = one ? 4 : 2, byte = b[qh + 4 + j % 16];
+      const int fifth = (b[qh + j / 8] >> (j % 8)) & 1;
+      const int q = (j < 16 ? byte & 15 : byte >> 4) | fifth << 4;
+      return one ? f16_at(b) * float(q) + f16_at(b + 2) : f16_at(b) * float(q - 16);
+    }
     case DType::kQ4_K:
     case DType::kQ5_K: {
       const bool five = dtype == DType::kQ5_K;
