@@ -75,16 +75,13 @@ void pack_unit(DType dtype, const float* x, int64_t n_values, uint8_t* record) {
   for (int64_t b = 0; b < n_values / 32; ++b) d[b] = quantize32(x + 32 * b, q + 32 * b, half_sums + 2 * b);
   for (int k = 0; k < 32; ++k) std::memcpy(record + 8 * k, q + 8 * (pieces[size_t(k)] & 31), 8);
   const int offset = type_traits(dtype).offset;
-  auto put = [&](int64_t dx_at, int64_t aux_at, int lane, int slot_lane) {
-    const int first = lane_slot(dtype, slot_lane), block = (first / 32) & 7;
+  for (int lane = 0; lane < l.lanes; ++lane) {
+    const int first = lane_slot(dtype, lane), block = (first / 32) & 7;
     const int32_t sum = l.lanes == 16 ? half_sums[first / 16] : half_sums[2 * block] + half_sums[2 * block + 1];
-    reinterpret_cast<float*>(record + dx_at)[lane] = d[block];
-    if (l.bias) reinterpret_cast<int32_t*>(record + aux_at)[lane] = -offset * sum;
-    if (l.sums) reinterpret_cast<float*>(record + aux_at)[lane] = d[block] * float(sum);
-  };
-  for (int lane = 0; lane < 16; ++lane) put(l.dx_at, l.aux_at, lane, l.lanes == 16 ? lane : lane / 2);
-  if (l.lanes == 8)
-    for (int lane = 0; lane < 8; ++lane) put(l.dx8_at, l.aux8_at, lane, lane);
+    reinterpret_cast<float*>(record + l.dx_at)[lane] = d[block];
+    if (l.bias) reinterpret_cast<int32_t*>(record + l.aux_at)[lane] = -offset * sum;
+    if (l.sums) reinterpret_cast<float*>(record + l.aux_at)[lane] = d[block] * float(sum);
+  }
 }
 
 // ---- AVX2 kernels ---------------------------------------------------------------------------------------
@@ -335,10 +332,10 @@ AERIE_ALWAYS_INLINE void unit_step(const Weights& w, const uint8_t* xu, __m256 (
         _mm256_shuffle_ps(_mm256_castsi256_ps(v[0]), _mm256_castsi256_ps(v[1]), _MM_SHUFFLE(2, 0, 2, 0)));
     dot = _mm256_permute4x64_epi64(dot, _MM_SHUFFLE(3, 1, 2, 0));
     if constexpr (kL.bias && T::kType != DType::kQ8_0)
-      dot = _mm256_add_epi32(dot, _mm256_load_si256(reinterpret_cast<const __m256i*>(xu + kL.aux8_at)));
-    if constexpr (kMin < 0) total[0] = _mm256_fnmadd_ps(w.mn, load_ps(kL.aux8_at), total[0]);
-    if constexpr (kMin > 0) total[0] = _mm256_fmadd_ps(w.mn, load_ps(kL.aux8_at), total[0]);
-    total[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(w.ws[0], load_ps(kL.dx8_at)), total[0]);
+      dot = _mm256_add_epi32(dot, _mm256_load_si256(reinterpret_cast<const __m256i*>(xu + kL.aux_at)));
+    if constexpr (kMin < 0) total[0] = _mm256_fnmadd_ps(w.mn, load_ps(kL.aux_at), total[0]);
+    if constexpr (kMin > 0) total[0] = _mm256_fmadd_ps(w.mn, load_ps(kL.aux_at), total[0]);
+    total[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(w.ws[0], load_ps(kL.dx_at)), total[0]);
   }
 }
 

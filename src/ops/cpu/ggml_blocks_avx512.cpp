@@ -49,21 +49,30 @@ AERIE_ALWAYS_INLINE __m512i load4x16(const uint8_t* p, int64_t stride) {
   v = _mm512_inserti32x4(v, piece(2), 2);
   return _mm512_inserti32x4(v, piece(3), 3);
 }
-// The scales of 8 blocks (stride apart) in Weights::s order: d of blocks 2t, 2t + 1, then their m (the f16
-// at m_at; 0 without), per 128-bit block t.
-AERIE_ALWAYS_INLINE __m512 block_scales(const uint8_t* p, int64_t stride, int m_at) {
-  auto pair = [&](int t) {
-    const uint8_t* a = p + 2 * t * stride;
-    const uint64_t d = uint64_t(u16_at(a)) | uint64_t(u16_at(a + stride)) << 16;
-    return m_at < 0 ? d : d | uint64_t(u16_at(a + m_at)) << 32 | uint64_t(u16_at(a + stride + m_at)) << 48;
+// The scales of two weight rows' units (8 blocks each, stride apart) as lane pairs: lane 2s + i = d (scales)
+// or m (mins: the f16 at m_at) of block s of row i.
+struct PairScales {
+  __m512 scales, mins;
+};
+template <int kStride, int kM>
+AERIE_ALWAYS_INLINE PairScales block_scales(const uint8_t* p0, const uint8_t* p1) {
+  auto halves = [&](int at) {  // 16 f16: field `at` of blocks 0-7 of both rows, interleaved
+    auto four = [&](int b) {   // blocks b, b + 1
+      const uint8_t* a = p0 + b * kStride + at;
+      const uint8_t* c = p1 + b * kStride + at;
+      return uint64_t(u16_at(a)) | uint64_t(u16_at(c)) << 16 | uint64_t(u16_at(a + kStride)) << 32 |
+             uint64_t(u16_at(c + kStride)) << 48;
+    };
+    return _mm512_cvtph_ps(_mm256_setr_epi64x(int64_t(four(0)), int64_t(four(2)), int64_t(four(4)), int64_t(four(6))));
   };
-  return _mm512_cvtph_ps(_mm256_setr_epi64x(int64_t(pair(0)), int64_t(pair(1)), int64_t(pair(2)), int64_t(pair(3))));
+  PairScales s;
+  s.scales = halves(0);
+  if constexpr (kM >= 0) s.mins = halves(kM);
+  return s;
 }
 
-// The weight side of one unit of one row: the registers R0 .. R3 (unsigned quants) and the weight scales s:
-// 8-slot types per 128-bit block t those of slots 2t, 2t + 1 (d, or d * sc), then their mins' (m, or
-// dmin * m), so that unpacklo_ps / unpackhi_ps of two rows' give the lane pairs of the scales and the mins;
-// Q6_K lane 4t + p = d * sc[t + kQ6Slot[p]].
+// The weight side of one unit of one row: the registers R0 .. R3 (unsigned quants); Q6_K also its scales,
+// lane 4t + p = d * sc[t + kQ6Slot[p]]. (The 8-slot types' scales come per pair of rows: PairScales.)
 struct Weights {
   __m512i q[4];
   __m512 s;
@@ -96,24 +105,46 @@ AERIE_ALWAYS_INLINE void nibble_blocks(const uint8_t* p, Weights& w) {
         n[i] = _mm512_mask_add_epi8(n[i], _cvtu64_mask64(i < 2 ? low[i] : high[i - 2]), n[i], sixteen);
   }
   interleave(n[0], n[1], n[2], n[3], w);
-  w.s = block_scales(p, kBytes, kM);
+}
+
+// The scales of G rows' units, (G + 1) / 2 pairs (G = 1: the row paired with itself).
+template <int kStride, int kM, int G>
+AERIE_ALWAYS_INLINE void pairs_of_blocks(const uint8_t* const (&wp)[G], PairScales* out) {
+  AERIE_UNROLL for (int k = 0; k < (G + 1) / 2; ++k)
+      out[k] = block_scales<kStride, kM>(wp[2 * k], wp[std::min(2 * k + 1, G - 1)]);
 }
 
 struct Q4_0 {
   static constexpr DType kType = DType::kQ4_0;
   AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) { nibble_blocks<18, 2, -1, -1>(p, w); }
+  template <int G>
+  AERIE_ALWAYS_INLINE static void scales(const uint8_t* const (&wp)[G], PairScales* out) {
+    pairs_of_blocks<18, -1, G>(wp, out);
+  }
 };
 struct Q4_1 {
   static constexpr DType kType = DType::kQ4_1;
   AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) { nibble_blocks<20, 4, -1, 2>(p, w); }
+  template <int G>
+  AERIE_ALWAYS_INLINE static void scales(const uint8_t* const (&wp)[G], PairScales* out) {
+    pairs_of_blocks<20, 2, G>(wp, out);
+  }
 };
 struct Q5_0 {
   static constexpr DType kType = DType::kQ5_0;
   AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) { nibble_blocks<22, 6, 2, -1>(p, w); }
+  template <int G>
+  AERIE_ALWAYS_INLINE static void scales(const uint8_t* const (&wp)[G], PairScales* out) {
+    pairs_of_blocks<22, -1, G>(wp, out);
+  }
 };
 struct Q5_1 {
   static constexpr DType kType = DType::kQ5_1;
   AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) { nibble_blocks<24, 8, 4, 2>(p, w); }
+  template <int G>
+  AERIE_ALWAYS_INLINE static void scales(const uint8_t* const (&wp)[G], PairScales* out) {
+    pairs_of_blocks<24, 2, G>(wp, out);
+  }
 };
 // Q8_0: the quants as q + 128.
 struct Q8_0 {
@@ -123,18 +154,21 @@ struct Q8_0 {
     AERIE_UNROLL for (int i = 0; i < 4; ++i)
         h[i] = _mm512_xor_si512(load4x16(p + 34 * (i % 2) + 2 + 16 * (i / 2), 68), _mm512_set1_epi8(char(0x80)));
     interleave(h[0], h[1], h[2], h[3], w);
-    w.s = block_scales(p, 34, -1);
+  }
+  template <int G>
+  AERIE_ALWAYS_INLINE static void scales(const uint8_t* const (&wp)[G], PairScales* out) {
+    pairs_of_blocks<34, -1, G>(wp, out);
   }
 };
 
-// Q4_K / Q5_K scales of G weight rows at once: d * sc[s], dmin * m[s] in Weights::s order (6-bit values,
-// ggml_blocks.h), from the blocks' first 16 bytes in the 128-bit blocks of one register. By 32-bit words
-// w1 = bytes 4-7, w2 = 8-11, w3 = 12-15 (each byte on its own):
+// Q4_K / Q5_K scales of G weight rows at once, as pairs: lane 2s + i = d * sc[s] (scales) or dmin * m[s]
+// (mins) of row i of the pair (6-bit values, ggml_blocks.h), from the blocks' first 16 bytes in the 128-bit
+// blocks of one register. By 32-bit words w1 = bytes 4-7, w2 = 8-11, w3 = 12-15 (each byte on its own):
 //   sc[0..3] = w1 & 63,  sc[4..7] = (w3 & 15) | (w1 >> 6) << 4,
 //   m[0..3]  = w2 & 63,  m[4..7]  = (w3 >> 4) | (w2 >> 6) << 4.
 template <int G>
-AERIE_ALWAYS_INLINE void k_scales(const uint8_t* const (&wp)[G], Weights* w) {
-  static_assert(G <= 4);
+AERIE_ALWAYS_INLINE void k_scales(const uint8_t* const (&wp)[G], PairScales* out) {
+  static_assert(G == 1 || G == 2 || G == 4);
   auto header = [&](int g) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(wp[g])); };
   __m512i h = _mm512_castsi128_si512(header(0));
   if constexpr (G > 1) h = _mm512_inserti32x4(h, header(1), 1);
@@ -147,24 +181,34 @@ AERIE_ALWAYS_INLINE void k_scales(const uint8_t* const (&wp)[G], Weights* w) {
                                            _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F)));
   const __m512i high = _mm512_and_si512(_mm512_srli_epi32(y, 2),
                                         _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
-  // Per 128-bit block: sc[0..7], m[0..7], then in Weights::s order (sc[2t], sc[2t + 1], m[2t], m[2t + 1]).
-  const __m512i six = _mm512_shuffle_epi8(_mm512_or_si512(low, high),
-                                          _mm512_broadcast_i32x4(
-                                              _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)));
-  // [d, dmin] of each row: the first word of each block, as f32 pairs.
-  const __m512i firsts = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512 d = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(firsts, h))));
-  AERIE_UNROLL for (int g = 0; g < G; ++g) {
-    __m128i block;
-    switch (g) {  // the extract takes an immediate (g is a constant once the loop unrolls)
-      case 0: block = _mm512_castsi512_si128(six); break;
-      case 1: block = _mm512_extracti32x4_epi32(six, 1); break;
-      case 2: block = _mm512_extracti32x4_epi32(six, 2); break;
-      default: block = _mm512_extracti32x4_epi32(six, 3); break;
+  const __m512i six = _mm512_or_si512(low, high);  // per 128-bit block: sc[0..7], m[0..7]
+  // (d, d) and (dmin, dmin) of each pair's rows, as f32 pairs broadcast from memory: the f16 words 0 and 1
+  // of the blocks' first dwords, reordered to d_a, d_b, dmin_a, dmin_b per pair.
+  const __m128i firsts = _mm512_castsi512_si128(
+      _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h));
+  const __m128i order = G == 1 ? _mm_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 0, 1, 0, 1, 2, 3, 2, 3)
+                               : _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
+  alignas(32) float d[8];
+  _mm256_store_ps(d, _mm256_cvtph_ps(_mm_shuffle_epi8(firsts, order)));
+  AERIE_UNROLL for (int k = 0; k < (G + 1) / 2; ++k) {
+    __m128i a, b;
+    switch (k) {  // the extracts take immediates (k is a constant once the loop unrolls)
+      case 0:
+        a = _mm512_castsi512_si128(six);
+        b = G == 1 ? a : _mm512_extracti32x4_epi32(six, 1);
+        break;
+      default:
+        a = _mm512_extracti32x4_epi32(six, 2);
+        b = _mm512_extracti32x4_epi32(six, 3);
+        break;
     }
-    const __m512i halves = _mm512_mask_blend_epi32(__mmask16(0xCCCC), _mm512_set1_epi32(2 * g),
-                                                   _mm512_set1_epi32(2 * g + 1));  // d, d, dmin, dmin
-    w[g].s = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(block)), _mm512_permutexvar_ps(halves, d));
+    auto widen = [&](__m128i bytes, int at) {
+      double pair;
+      std::memcpy(&pair, d + 4 * k + at, 8);
+      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), _mm512_castpd_ps(_mm512_set1_pd(pair)));
+    };
+    out[k].scales = widen(_mm_unpacklo_epi8(a, b), 0);
+    out[k].mins = widen(_mm_unpackhi_epi8(a, b), 2);
   }
 }
 // The nibbles of qs: 16-byte block t of `first` / `second` = bytes 0-15 / 16-31 of the 32-byte chunk t
@@ -182,8 +226,8 @@ AERIE_ALWAYS_INLINE void k_nibbles(const uint8_t* qs, __m512i (&n)[4]) {
 struct Q4_K {
   static constexpr DType kType = DType::kQ4_K;
   template <int G>
-  AERIE_ALWAYS_INLINE static void scales(const uint8_t* const (&wp)[G], Weights* w) {
-    k_scales<G>(wp, w);
+  AERIE_ALWAYS_INLINE static void scales(const uint8_t* const (&wp)[G], PairScales* out) {
+    k_scales<G>(wp, out);
   }
   AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
     __m512i n[4];
@@ -196,8 +240,8 @@ struct Q4_K {
 struct Q5_K {
   static constexpr DType kType = DType::kQ5_K;
   template <int G>
-  AERIE_ALWAYS_INLINE static void scales(const uint8_t* const (&wp)[G], Weights* w) {
-    k_scales<G>(wp, w);
+  AERIE_ALWAYS_INLINE static void scales(const uint8_t* const (&wp)[G], PairScales* out) {
+    k_scales<G>(wp, out);
   }
   AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
     __m512i n[4];
@@ -246,12 +290,6 @@ struct Q6_K {
   }
 };
 
-// Whether T decodes its scales in scales() for several rows at once rather than in load().
-template <class T>
-constexpr bool shared_scales() {
-  return requires(const uint8_t* const(&wp)[1], Weights* w) { T::template scales<1>(wp, w); };
-}
-
 // The exact int32 sums of one unit's slots of one weight row, lane pairs (2s, 2s + 1) = slot s (the low 32
 // bits of 64 hold the even lanes' sum once A is added to A >> 32).
 AERIE_ALWAYS_INLINE __m512i chained_dot(const Weights& w, const __m512i (&x)[4]) {
@@ -260,33 +298,55 @@ AERIE_ALWAYS_INLINE __m512i chained_dot(const Weights& w, const __m512i (&x)[4])
   return a;
 }
 
+// One row's activations for a unit: the quants, and for 8-slot types the scales and aux part duplicated per
+// lane pair (for pair_step).
+struct Activations {
+  __m512i q[4];
+  __m512 dx;
+  __m512i aux;
+};
+template <class T>
+AERIE_ALWAYS_INLINE void load_activations(const uint8_t* xu, Activations& a) {
+  constexpr UnitLayout kL = unit_layout(T::kType);
+  AERIE_UNROLL for (int j = 0; j < 4; ++j) a.q[j] = _mm512_load_si512(xu + 64 * j);
+  if constexpr (kL.lanes == 8) {
+    const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    a.dx = _mm512_permutexvar_ps(pairs,
+                                 _mm512_castps256_ps512(_mm256_load_ps(reinterpret_cast<const float*>(xu + kL.dx_at))));
+    if constexpr (kL.bias || kL.sums)
+      a.aux = _mm512_permutexvar_epi32(pairs, _mm512_castsi256_si512(
+                                                  _mm256_load_si256(reinterpret_cast<const __m256i*>(xu + kL.aux_at))));
+  } else {
+    a.dx = _mm512_load_ps(xu + kL.dx_at);
+    a.aux = _mm512_load_si512(xu + kL.aux_at);
+  }
+}
+
 // 8-slot types, one unit of weight rows g0 (even lanes) and g1 (odd lanes) for one row: the float steps of
-// ggml_blocks_kernels.h on the lane pairs. scales / mins: the two rows' Weights::s unpacked (lo / hi).
+// ggml_blocks_kernels.h on the lane pairs (scales, mins: PairScales).
 template <class T>
 AERIE_ALWAYS_INLINE void pair_step(const Weights& w0, const Weights& w1, __m512 scales, __m512 mins,
-                                   const __m512i (&x)[4], const uint8_t* xu, __m512& total) {
+                                   const Activations& x, __m512& total) {
   constexpr UnitLayout kL = unit_layout(T::kType);
   constexpr int kMin = type_traits(T::kType).min_sign;
-  const __m512i a0 = chained_dot(w0, x), a1 = chained_dot(w1, x);
+  const __m512i a0 = chained_dot(w0, x.q), a1 = chained_dot(w1, x.q);
   __m512i dot = _mm512_mask_blend_epi32(__mmask16(0xAAAA), _mm512_add_epi32(a0, _mm512_srli_epi64(a0, 32)),
                                         _mm512_add_epi32(a1, _mm512_slli_epi64(a1, 32)));
-  if constexpr (kL.bias) dot = _mm512_add_epi32(dot, _mm512_load_si512(xu + kL.aux_at));
-  if constexpr (kMin < 0) total = _mm512_fnmadd_ps(mins, _mm512_load_ps(xu + kL.aux_at), total);
-  if constexpr (kMin > 0) total = _mm512_fmadd_ps(mins, _mm512_load_ps(xu + kL.aux_at), total);
-  total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(scales, _mm512_load_ps(xu + kL.dx_at)), total);
+  if constexpr (kL.bias) dot = _mm512_add_epi32(dot, x.aux);
+  if constexpr (kMin < 0) total = _mm512_fnmadd_ps(mins, _mm512_castsi512_ps(x.aux), total);
+  if constexpr (kMin > 0) total = _mm512_fmadd_ps(mins, _mm512_castsi512_ps(x.aux), total);
+  total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(scales, x.dx), total);
 }
 
 // Q6_K, one unit of one weight row for one row (16 lanes).
 template <class T>
-AERIE_ALWAYS_INLINE void unit_step16(const Weights& w, const __m512i (&x)[4], const uint8_t* xu, __m512& total) {
-  constexpr UnitLayout kL = unit_layout(T::kType);
-  const __m512i a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[0], x[0]), w.q[1], x[1]);
-  const __m512i b = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[2], x[2]), w.q[3], x[3]);
+AERIE_ALWAYS_INLINE void unit_step16(const Weights& w, const Activations& x, __m512& total) {
+  const __m512i a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[0], x.q[0]), w.q[1], x.q[1]);
+  const __m512i b = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[2], x.q[2]), w.q[3], x.q[3]);
   const __m512i even = _mm512_add_epi32(a, _mm512_srli_epi64(a, 32)),
                 odd = _mm512_add_epi32(b, _mm512_slli_epi64(b, 32));
-  const __m512i dot = _mm512_add_epi32(_mm512_mask_blend_epi32(__mmask16(0xAAAA), even, odd),
-                                       _mm512_load_si512(xu + kL.aux_at));
-  total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.s, _mm512_load_ps(xu + kL.dx_at)), total);
+  const __m512i dot = _mm512_add_epi32(_mm512_mask_blend_epi32(__mmask16(0xAAAA), even, odd), x.aux);
+  total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.s, x.dx), total);
 }
 
 // hsum512's tree on 8 lanes (its last three steps).
@@ -317,28 +377,23 @@ void pass(const Int8Units& x, const BlockMatrix& w, int64_t row0, int64_t o, boo
   AERIE_UNROLL for (int r = 0; r < R; ++r) AERIE_UNROLL for (int k = 0; k < kSets; ++k)
       total[r][k] = _mm512_setzero_ps();
   auto unit = [&](const uint8_t* const(&wp)[G], int64_t u) AERIE_LAMBDA_INLINE {
-    auto activations = [&](int r, __m512i(&xq)[4]) AERIE_LAMBDA_INLINE {
-      const uint8_t* xu = x.unit(row0 + r, u);
-      AERIE_UNROLL for (int j = 0; j < 4; ++j) xq[j] = _mm512_load_si512(xu + 64 * j);
-      return xu;
-    };
     Weights wt[G];
-    if constexpr (shared_scales<T>()) T::template scales<G>(wp, wt);
-    __m512i held[4];  // one row: its activations, loaded once for every weight row
-    const uint8_t* held_at = R == 1 ? activations(0, held) : nullptr;
+    PairScales pair[kPairs ? kSets : 1];
+    if constexpr (kPairs) T::template scales<G>(wp, pair);
+    Activations held;  // one row: its activations, loaded once for every weight row
+    if constexpr (R == 1) load_activations<T>(x.unit(row0, u), held);
     AERIE_UNROLL for (int k = 0; k < kSets; ++k) {
       const int g0 = kPairs ? 2 * k : k, g1 = kPairs ? std::min(2 * k + 1, G - 1) : k;
       T::load(wp[g0], wt[g0]);
       if (g1 != g0) T::load(wp[g1], wt[g1]);
-      const __m512 scales = _mm512_unpacklo_ps(wt[g0].s, wt[g1].s), mins = _mm512_unpackhi_ps(wt[g0].s, wt[g1].s);
       AERIE_UNROLL for (int r = 0; r < R; ++r) {
-        __m512i xq[4];
-        const uint8_t* xu = R == 1 ? held_at : activations(r, xq);
-        const __m512i(&xr)[4] = R == 1 ? held : xq;
+        Activations row;
+        if constexpr (R > 1) load_activations<T>(x.unit(row0 + r, u), row);
+        const Activations& a = R == 1 ? held : row;
         if constexpr (kPairs) {
-          pair_step<T>(wt[g0], wt[g1], scales, mins, xr, xu, total[r][k]);
+          pair_step<T>(wt[g0], wt[g1], pair[k].scales, pair[k].mins, a, total[r][k]);
         } else {
-          unit_step16<T>(wt[g0], xr, xu, total[r][k]);
+          unit_step16<T>(wt[g0], a, total[r][k]);
         }
       }
     }

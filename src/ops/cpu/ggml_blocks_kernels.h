@@ -27,8 +27,8 @@
 // and one fixed horizontal sum per output (hsum512's tree for 16 lanes, its last three steps for 8), so both
 // tiers give the same bits and a k-row call gives the bits of k one-row calls. The AVX-512 kernel runs the
 // 8-lane steps of two weight rows in one 512-bit register (row g0 in the even lanes, g1 in the odd ones:
-// dot = blend(odd lanes: A1 + (A1 << 32), even lanes: A0 + (A0 >> 32))), reading the activation scales,
-// biases and sums duplicated per lane pair; the AVX2 kernel runs them per weight row on 8 lanes.
+// dot = blend(odd lanes: A1 + (A1 << 32), even lanes: A0 + (A0 >> 32))), the activation scales, biases and
+// sums duplicated per lane pair; the AVX2 kernel runs them per weight row on 8 lanes.
 //
 // Cost (Zen 4, whose 512-bit vpdpbusd, FMA, multiply and two-source permutes share two pipes at one per
 // cycle, shuffles 1 and logic 2 per cycle): per unit and activation row 4 vpdpbusd + 3 float multiplies
@@ -93,25 +93,22 @@ constexpr int lane_slot(DType dtype, int l) { return dtype == DType::kQ6_K ? 16 
 
 // The packed record of one unit of one activation row (64-byte aligned, its parts 32-byte aligned):
 //   q:    int8 [256], R0's values, then R1's, R2's, R3's (piece_value order);
-//   dx:   f32 [16], the int8 scale (max |x| / 127 of the 32-input block) of each folded lane's slot; 8-slot
-//         types: lanes 2s and 2s + 1 both slot s's (the AVX-512 kernel's lane pairs);
-//   aux:  [16], laid out as dx, for the types with an offset: int32 -offset * (sum of the int8 values of the
-//         lane's slot), so that dot + bias is the dot product with the offset quants; for the types with a
-//         min: f32 dx * (sum of the int8 values of the slot) ("sums");
-//   dx8, aux8: 8-slot types, dx and aux once per slot (what the AVX2 kernel reads).
+//   dx:   f32 [lanes], the int8 scale (max |x| / 127 of the 32-input block) of each folded lane's slot;
+//   aux:  [lanes], for the types with an offset: int32 -offset * (sum of the int8 values of the lane's slot),
+//         so that dot + bias is the dot product with the offset quants; for the types with a min: f32
+//         dx * (sum of the int8 values of the slot) ("sums").
+// 320 bytes per 256 inputs (Q6_K: 384): 5 rows of 4096 inputs take 25 KB, which stays in a 32 KB L1 while
+// the weights stream past.
 struct UnitLayout {
   int lanes;  // 8 (one per slot) or 16 (Q6_K)
   bool bias, sums;
-  int64_t dx_at, aux_at, dx8_at, aux8_at, bytes;  // byte offsets of the parts, and the record's size
+  int64_t dx_at, aux_at, bytes;  // byte offsets of the parts, and the record's size
 };
 constexpr UnitLayout unit_layout(DType dtype) {
   const TypeTraits t = type_traits(dtype);
-  UnitLayout l{t.slots, t.offset != 0, t.min_sign != 0, kUnitValues, 0, 0, 0, 0};
-  const bool aux = l.bias || l.sums, eight = l.lanes == 8;
-  l.aux_at = l.dx_at + 64;
-  l.dx8_at = l.aux_at + (aux ? 64 : 0);
-  l.aux8_at = l.dx8_at + (eight ? 32 : 0);
-  l.bytes = (l.aux8_at + (eight && aux ? 32 : 0) + 63) / 64 * 64;
+  UnitLayout l{t.slots, t.offset != 0, t.min_sign != 0, kUnitValues, 0, 0};
+  l.aux_at = l.dx_at + 4 * l.lanes;
+  l.bytes = (l.aux_at + (l.bias || l.sums ? 4 * l.lanes : 0) + 63) / 64 * 64;
   return l;
 }
 
