@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """numpy encoders and decoders for the ggml tensor types aerie reads from GGUF: F32, F16, BF16 and the block
-types Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
+types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
 
 The block layouts are those documented in src/ops/ggml_blocks.h (d, dmin are IEEE f16):
   Q8_0 (32 values, 34 bytes): d, i8 q[32]                       x = d * q
   Q4_0 (32 values, 18 bytes): d, u8 qs[16]                      x[j] = d*((qs[j]&15)-8), x[j+16] = d*((qs[j]>>4)-8)
+  Q4_1 (32 values, 20 bytes): d, m, u8 qs[16]                   x[j] = d*(qs[j]&15) + m, x[j+16] = d*(qs[j]>>4) + m
+  Q5_0 (32 values, 22 bytes): d, u32 qh, u8 qs[16]              q[j] = nibble | (qh >> j & 1) << 4, x = d*(q-16)
+  Q5_1 (32 values, 24 bytes): d, m, u32 qh, u8 qs[16]           q as Q5_0, x = d*q + m
   Q4_K (256 values, 144 bytes): d, dmin, scales[12], qs[128]    eight sub-blocks of 32, 6-bit scale and min
   Q5_K (256 values, 176 bytes): d, dmin, scales[12], qh[32], qs[128]   Q4_K plus a fifth bit per value
   Q6_K (256 values, 210 bytes): ql[128], qh[64], i8 scales[16], d      sixteen sub-blocks of 16, 6-bit values
@@ -13,6 +16,8 @@ The encoders follow the arithmetic of ggml's reference quantisers (quantize_row_
 what llama-quantize runs without an importance matrix), vectorised over all blocks at once:
   Q8_0: d = max|x| / 127, q = round(x / d).
   Q4_0: d = -(the value of largest magnitude) / 8, q = min(15, floor(x / d + 8.5)).
+  Q5_0: d = -(the value of largest magnitude) / 16, q = min(31, floor(x / d + 16.5)).
+  Q4_1 / Q5_1: m = min, d = (max - min) / 15 (31), q = floor((x - m) / d + 0.5) (Q4_1: at most 15).
   Q4_K / Q5_K: per sub-block of 32 a scale and a min (min <= 0) by make_qkx2_quants: start from
       (max - min) / nmax, then try nstep+1 other inverse scales and keep the weighted least-squares fit
       (weights av|x| + |x|) with the smallest weighted squared error; the super-block's d = max scale / 63
@@ -34,7 +39,8 @@ GROUP_MAX_EPS = np.float32(1e-15)
 
 # type -> (values per block, bytes per block)
 BLOCKS = {"F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18),
-          "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210)}
+          "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q4_K": (256, 144), "Q5_K": (256, 176),
+          "Q6_K": (256, 210)}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -98,6 +104,60 @@ def _quantize_q4_0(x):
     out = np.empty((x.shape[0], 18), np.uint8)
     out[:, :2] = _f16(d).view(np.uint8).reshape(-1, 2)
     out[:, 2:] = q[:, :16] | (q[:, 16:] << 4)
+    return out
+
+
+def _inverse(d):
+    return np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
+
+
+def _pack_fifth_bits(q):
+    """q: uint8 [B, 32] 5-bit levels -> (qs [B, 16] nibbles, qh [B, 4] bytes of the little-endian u32)."""
+    qs = (q[:, :16] & 15) | ((q[:, 16:] & 15) << 4)
+    bits = ((q >> 4) & 1).astype(np.uint64) << np.arange(32, dtype=np.uint64)[None, :]
+    qh = bits.sum(axis=1).astype("<u4")
+    return qs, qh.view(np.uint8).reshape(-1, 4)
+
+
+def _quantize_q5_0(x):
+    rows = np.arange(x.shape[0])
+    vmax = x[rows, np.abs(x).argmax(axis=1)]  # signed value of largest magnitude (first one)
+    d = (vmax / np.float32(-16)).astype(np.float32)
+    q = np.minimum(31, np.trunc(x * _inverse(d)[:, None] + np.float32(16.5))).astype(np.uint8)
+    qs, qh = _pack_fifth_bits(q)
+    out = np.empty((x.shape[0], 22), np.uint8)
+    out[:, :2] = _f16(d).view(np.uint8).reshape(-1, 2)
+    out[:, 2:6] = qh
+    out[:, 6:] = qs
+    return out
+
+
+def _quantize_min_scale(x, nmax):
+    """Q4_1 / Q5_1: m = min, d = (max - min) / nmax, levels trunc((x - m) / d + 0.5)."""
+    lo, hi = x.min(axis=1), x.max(axis=1)
+    d = ((hi - lo) / np.float32(nmax)).astype(np.float32)
+    v = np.trunc((x - lo[:, None]) * _inverse(d)[:, None] + np.float32(0.5))
+    return d, lo, v
+
+
+def _quantize_q4_1(x):
+    d, m, v = _quantize_min_scale(x, 15)
+    q = np.minimum(15, v).astype(np.uint8)
+    out = np.empty((x.shape[0], 20), np.uint8)
+    out[:, :2] = _f16(d).view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = _f16(m).view(np.uint8).reshape(-1, 2)
+    out[:, 4:] = q[:, :16] | (q[:, 16:] << 4)
+    return out
+
+
+def _quantize_q5_1(x):
+    d, m, v = _quantize_min_scale(x, 31)
+    qs, qh = _pack_fifth_bits(v.astype(np.uint8))
+    out = np.empty((x.shape[0], 24), np.uint8)
+    out[:, :2] = _f16(d).view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = _f16(m).view(np.uint8).reshape(-1, 2)
+    out[:, 4:8] = qh
+    out[:, 8:] = qs
     return out
 
 
@@ -283,8 +343,8 @@ def _quantize_q6_k(x):
     return out
 
 
-_QUANTIZERS = {"Q8_0": _quantize_q8_0, "Q4_0": _quantize_q4_0, "Q4_K": _quantize_q4_k,
-               "Q5_K": _quantize_q5_k, "Q6_K": _quantize_q6_k}
+_QUANTIZERS = {"Q8_0": _quantize_q8_0, "Q4_0": _quantize_q4_0, "Q4_1": _quantize_q4_1, "Q5_0": _quantize_q5_0,
+               "Q5_1": _quantize_q5_1, "Q4_K": _quantize_q4_k, "Q5_K": _quantize_q5_k, "Q6_K": _quantize_q6_k}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -303,6 +363,30 @@ def _dequantize_q4_0(raw):
     qs = raw[:, 2:].astype(np.int32)
     q = np.concatenate([(qs & 15) - 8, (qs >> 4) - 8], axis=1).astype(np.float32)
     return _half(raw, 0)[:, None] * q
+
+
+def _nibble_levels(qs):
+    qs = qs.astype(np.int32)
+    return np.concatenate([qs & 15, qs >> 4], axis=1)
+
+
+def _fifth_levels(raw, at):
+    """Q5_0 / Q5_1 5-bit levels: the nibbles of qs[at + 4 ..] and bit j of the u32 at `at` for value j."""
+    qh = np.ascontiguousarray(raw[:, at:at + 4]).view("<u4").astype(np.int64)
+    bits = (qh >> np.arange(32)[None, :]) & 1
+    return _nibble_levels(raw[:, at + 4:at + 20]) | (bits << 4).astype(np.int32)
+
+
+def _dequantize_q4_1(raw):
+    return _half(raw, 0)[:, None] * _nibble_levels(raw[:, 4:]).astype(np.float32) + _half(raw, 2)[:, None]
+
+
+def _dequantize_q5_0(raw):
+    return _half(raw, 0)[:, None] * (_fifth_levels(raw, 2) - 16).astype(np.float32)
+
+
+def _dequantize_q5_1(raw):
+    return _half(raw, 0)[:, None] * _fifth_levels(raw, 4).astype(np.float32) + _half(raw, 2)[:, None]
 
 
 def _dequantize_k(raw, q):
@@ -346,7 +430,8 @@ def _dequantize_q6_k(raw):
     return vals.reshape(B, 256)
 
 
-_DEQUANTIZERS = {"Q8_0": _dequantize_q8_0, "Q4_0": _dequantize_q4_0, "Q4_K": _dequantize_q4_k,
+_DEQUANTIZERS = {"Q8_0": _dequantize_q8_0, "Q4_0": _dequantize_q4_0, "Q4_1": _dequantize_q4_1,
+                 "Q5_0": _dequantize_q5_0, "Q5_1": _dequantize_q5_1, "Q4_K": _dequantize_q4_k,
                  "Q5_K": _dequantize_q5_k, "Q6_K": _dequantize_q6_k}
 
 
