@@ -37,50 +37,78 @@ constexpr std::array<PieceTable, 8> kPieces = {make_pieces(DType::kQ8_0), make_p
                                                make_pieces(DType::kQ6_K), make_pieces(DType::kQ4_1),
                                                make_pieces(DType::kQ5_0), make_pieces(DType::kQ5_1)};
 
-// 32 inputs to int8 in order; returns the scale, half_sums[0 / 1] = the sums of the first / last 16 int8 values.
-inline float quantize32(const float* x, int8_t* q, int32_t* half_sums) {
+// The int8 scales of a unit's 8 blocks of 32 inputs (max |x| / 127; 0 past n_blocks), the eight maxima
+// reduced together (three rounds of pairing lanes of two vectors).
+inline __m256 block_scales(const float* x, int64_t n_blocks) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  __m256 v[4], mx = _mm256_setzero_ps();
-  for (int j = 0; j < 4; ++j) {
-    v[j] = _mm256_loadu_ps(x + 8 * j);
-    mx = _mm256_max_ps(mx, _mm256_and_ps(v[j], abs_mask));
+  __m256 m[8];
+  for (int b = 0; b < 8; ++b) {
+    m[b] = _mm256_setzero_ps();
+    if (b < n_blocks)
+      for (int j = 0; j < 4; ++j)
+        m[b] = _mm256_max_ps(m[b], _mm256_and_ps(_mm256_loadu_ps(x + 32 * b + 8 * j), abs_mask));
   }
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-  const float d = _mm_cvtss_f32(m4) / 127.0f;
-  const __m256 inv = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+  __m256 pairs[4], quads[2];
+  for (int i = 0; i < 4; ++i)  // lanes of m[2i] and m[2i + 1] alternate
+    pairs[i] = _mm256_max_ps(_mm256_unpacklo_ps(m[2 * i], m[2 * i + 1]), _mm256_unpackhi_ps(m[2 * i], m[2 * i + 1]));
+  for (int i = 0; i < 2; ++i)  // lane k of each 128-bit half: block 4i + k
+    quads[i] = _mm256_max_ps(_mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 max = _mm256_max_ps(_mm256_permute2f128_ps(quads[0], quads[1], 0x20),
+                                   _mm256_permute2f128_ps(quads[0], quads[1], 0x31));
+  return _mm256_div_ps(max, _mm256_set1_ps(127.0f));
+}
+
+// 32 inputs to int8 in order with 1 / scale `inv` (round half to even); returns the sums of the first and last
+// 16 int8 values.
+inline void quantize32(const float* x, __m256 inv, int8_t* q, int32_t* half_sums) {
   __m256i i[4];
-  for (int j = 0; j < 4; ++j) i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inv));  // round half to even
-  for (int h = 0; h < 2; ++h) {
-    const __m256i s = _mm256_add_epi32(i[2 * h], i[2 * h + 1]);
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-    half_sums[h] = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1)));
-  }
+  for (int j = 0; j < 4; ++j) i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), inv));
   // packs works per 128-bit lane: dwords come out as (0-3 of each input, then 4-7); the permute restores order.
-  const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
-                      _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-  return d;
+  const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]),
+                                                                   _mm256_packs_epi32(i[2], i[3])),
+                                                _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), b);
+  // Sums of 8 bytes as q + 128 (vpsadbw), less 16 * 128 per 16 values.
+  alignas(32) uint64_t eight[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(eight),
+                     _mm256_sad_epu8(_mm256_xor_si256(b, _mm256_set1_epi8(char(0x80))), _mm256_setzero_si256()));
+  half_sums[0] = int32_t(eight[0] + eight[1]) - 16 * 128;
+  half_sums[1] = int32_t(eight[2] + eight[3]) - 16 * 128;
 }
 
 // One unit's record from `n_values` inputs (a multiple of 32; the rest of the unit reads as zero).
 void pack_unit(DType dtype, const float* x, int64_t n_values, uint8_t* record) {
   const UnitLayout l = unit_layout(dtype);
   const PieceTable& pieces = kPieces[size_t(dtype) - size_t(DType::kQ8_0)];
+  const int64_t n_blocks = n_values / 32;
   alignas(32) int8_t q[kUnitValues] = {};  // natural order
-  float d[8] = {};                         // per 32-value block
-  int32_t half_sums[16] = {};              // per 16 values
-  for (int64_t b = 0; b < n_values / 32; ++b) d[b] = quantize32(x + 32 * b, q + 32 * b, half_sums + 2 * b);
+  alignas(32) float d[8], inv[8];          // per 32-value block
+  alignas(32) int32_t half_sums[16] = {};  // per 16 values
+  const __m256 scales = block_scales(x, n_blocks);
+  _mm256_store_ps(d, scales);
+  _mm256_store_ps(inv, _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), scales),
+                                     _mm256_cmp_ps(scales, _mm256_setzero_ps(), _CMP_GT_OQ)));
+  for (int64_t b = 0; b < n_blocks; ++b) quantize32(x + 32 * b, _mm256_set1_ps(inv[b]), q + 32 * b, half_sums + 2 * b);
   for (int k = 0; k < 32; ++k) std::memcpy(record + 8 * k, q + 8 * (pieces[size_t(k)] & 31), 8);
-  const int offset = type_traits(dtype).offset;
-  for (int lane = 0; lane < l.lanes; ++lane) {
-    const int first = lane_slot(dtype, lane), block = (first / 32) & 7;
-    const int32_t sum = l.lanes == 16 ? half_sums[first / 16] : half_sums[2 * block] + half_sums[2 * block + 1];
-    reinterpret_cast<float*>(record + l.dx_at)[lane] = d[block];
-    if (l.bias) reinterpret_cast<int32_t*>(record + l.aux_at)[lane] = -offset * sum;
-    if (l.sums) reinterpret_cast<float*>(record + l.aux_at)[lane] = d[block] * float(sum);
+  if (l.lanes == 8) {  // slot s = block s
+    const __m256i h0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(half_sums));
+    const __m256i h1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(half_sums + 8));
+    // (half 0 + half 1) of blocks 0-3 and 4-7: hadd pairs them per 128-bit lane, the permute orders blocks.
+    const __m256i sums = _mm256_permute4x64_epi64(_mm256_hadd_epi32(h0, h1), _MM_SHUFFLE(3, 1, 2, 0));
+    _mm256_store_ps(reinterpret_cast<float*>(record + l.dx_at), scales);
+    if (l.bias)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(record + l.aux_at),
+                         _mm256_mullo_epi32(sums, _mm256_set1_epi32(-type_traits(dtype).offset)));
+    if (l.sums)
+      _mm256_store_ps(reinterpret_cast<float*>(record + l.aux_at), _mm256_mul_ps(scales, _mm256_cvtepi32_ps(sums)));
+  } else {
+    const int offset = type_traits(dtype).offset;
+    for (int lane = 0; lane < 16; ++lane) {
+      const int first = lane_slot(dtype, lane);
+      reinterpret_cast<float*>(record + l.dx_at)[lane] = d[(first / 32) & 7];
+      reinterpret_cast<int32_t*>(record + l.aux_at)[lane] = -offset * half_sums[(first / 16) & 15];
+    }
   }
 }
 
