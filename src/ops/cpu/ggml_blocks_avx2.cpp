@@ -151,6 +151,7 @@ inline __m256i bits_to_sixteen(uint32_t bits) {
 // ws[h] the weight scales of folded lanes 8h .. 8h + 7 (ws[1]: Q6_K only), mn the mins' m or dmin * m.
 struct Weights {
   __m256i q[4][2];
+  __m256i abs[4][2];  // Q8_0: |q| (the unsigned side of vpmaddubsw), once per unit for every row
   __m256 ws[2];
   __m256 mn;
 };
@@ -219,6 +220,7 @@ struct Q8_0 {
         n[i] = load2x16(b, b + 68);
       }
       interleave(n, h, w);
+      for (int j = 0; j < 4; ++j) w.abs[j][h] = _mm256_abs_epi8(w.q[j][h]);
     }
     w.ws[0] = eight_halves(p, 34);
   }
@@ -321,10 +323,8 @@ AERIE_ALWAYS_INLINE __m256i half_dot(const Weights& w, const uint8_t* xu, int fi
   if constexpr (T::kType == DType::kQ8_0) {  // exact signed sums, widened per register
     __m256i sum = _mm256_setzero_si256();
     for (int j = first; j < first + count; ++j) {
-      const __m256i q = w.q[j][h];
-      sum = _mm256_add_epi32(sum,
-                             _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x(j), q)),
-                                               ones));
+      const __m256i signed_x = _mm256_sign_epi8(x(j), w.q[j][h]);
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs[j][h], signed_x), ones));
     }
     return sum;
   } else {  // int16 pairs: at most 4 * 2 * 31 * 127 (5-bit quants, 4 registers) or 2 * 2 * 63 * 127 (Q6_K)
