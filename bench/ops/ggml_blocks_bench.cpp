@@ -31,7 +31,8 @@ ThreadPool& pool(int threads) {
   return *p;
 }
 
-constexpr DType kTypes[] = {DType::kQ4_K, DType::kQ4_0, DType::kQ8_0, DType::kQ6_K, DType::kQ5_K};
+constexpr DType kTypes[] = {DType::kQ4_K, DType::kQ4_0, DType::kQ8_0, DType::kQ6_K,
+                            DType::kQ5_K, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
 size_t stream_bytes() {
   const char* env = std::getenv("AERIE_BENCH_STREAM_MB");
   return size_t(env != nullptr ? std::atoi(env) : 256) << 20;
@@ -42,7 +43,9 @@ std::vector<int> f16_fields(DType dtype) {
   switch (dtype) {
     case DType::kQ6_K: return {208};
     case DType::kQ4_K:
-    case DType::kQ5_K: return {0, 2};
+    case DType::kQ5_K:
+    case DType::kQ4_1:
+    case DType::kQ5_1: return {0, 2};
     default: return {0};
   }
 }
@@ -108,9 +111,11 @@ BENCHMARK(BM_MatmulBlocks)
     ->ArgsProduct({{0, 1, 2, 3, 4}, {8192}, {2048}, {1, 4, 5, 6, 8}, {1, 2}})
     ->ArgsProduct({{0, 1, 2, 3, 4}, {4096}, {4096}, {1, 4, 5, 6, 8}, {1, 2}})
     ->ArgsProduct({{0, 1, 2, 3, 4}, {14336}, {4096}, {1, 4, 5, 6, 8}, {1, 2}})
-    ->ArgsProduct(
-        {{0, 1, 2, 3, 4}, {256}, {4096}, {1, 2, 5, 8}, {1}})   // 0.6-1.1 MB: with AERIE_BENCH_STREAM_MB=0, in L2
-    ->ArgsProduct({{0, 1, 2, 3}, {4096}, {4096}, {512}, {1}})  // prefill: dequantised column blocks, GEMM
+    ->ArgsProduct({{5, 6, 7}, {4096}, {4096}, {1, 5}, {1, 2}})  // Q4_1, Q5_0, Q5_1
+    // 0.6-1.1 MB: with AERIE_BENCH_STREAM_MB=0, in L2.
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {256}, {4096}, {1, 2, 5, 8}, {1}})
+    // Prefill: dequantised column blocks, GEMM.
+    ->ArgsProduct({{0, 1, 2, 3}, {4096}, {4096}, {512}, {1}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
