@@ -2,13 +2,13 @@
 // the weights) on activations packed by pack_int8_units (ggml_blocks_kernels.h gives the register layout,
 // the fold and the float steps).
 //
-// Per unit (256 inputs), weight row and activation row the work is 4 vpdpbusd, the fold (2 unpacks, 2 adds, a
-// 64-bit shift, vpmovqd: 8 slots, or Q6_K's 2 shifts, 2 adds and a blend: 16) and 2-3 float operations on 8
-// lanes (Q6_K: 2 on 16); the weight side (loads, nibble split, scale decoding) is paid once per unit and
-// weight row for every row of the pass. Zen 4 runs a 512-bit vpdpbusd, FMA, vpermt2* or vpmultishiftqb as
-// two halves on its two multiply pipes (one per cycle), and shuffles, shifts and logic on the others, so a
-// row's share is ~5.5 cycles a unit on the multiply pipes (Q4_K: 8 vpdpbusd halves + 3 float ops),
-// against ~9 for the 2-groups-of-16-lanes float steps this replaced.
+// Weight rows go in pairs through one 512-bit register per activation row (ggml_blocks_kernels.h): per unit
+// (256 inputs) and pair, each row costs 8 vpdpbusd, the fold (2 shifts, an add, a masked add) and 3-4 float
+// operations, and the pair's weight side (loads, nibble split, unpacks, scale decoding) is paid once for
+// every row of the pass: 1 row takes 4 weight rows a pass (its activations held in registers), more rows
+// take 2 and up to 8 rows (one accumulator per row). Zen 4 runs a 512-bit vpdpbusd, FMA or multiply as two
+// halves on its two multiply pipes, one per cycle, so a row's share is >= 5.5 cycles a unit there (Q4_K:
+// 4 vpdpbusd + 1.5 float multiplies), against 9 for the two-groups-of-16-lanes float steps this replaced.
 #include <immintrin.h>
 
 #include <algorithm>

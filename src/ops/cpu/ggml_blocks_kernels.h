@@ -31,9 +31,11 @@
 // sums duplicated per lane pair; the AVX2 kernel runs them per weight row on 8 lanes.
 //
 // Cost (Zen 4, whose 512-bit vpdpbusd, FMA, multiply and two-source permutes share two pipes at one per
-// cycle, shuffles 1 and logic 2 per cycle): per unit and activation row 4 vpdpbusd + 3 float multiplies
-// (K types) = 5.5 cycles on the multiply pipes, the fold ~1 more, measured 6.0; per unit and weight row the
-// weight side (Q4_K: 2 loads, 2 shuffles, 2 shifts, 4 ands, 4 unpacks, a share of the scale decoding) ~6.
+// cycle; shuffles one per cycle on a pipe shared with them; shifts, unpacks and conversions on the other two;
+// logic two per cycle): per unit, activation row and weight row 4 vpdpbusd + 1.5 float multiplies (mul, fma,
+// fnmadd on half a register) = 5.5 cycles on the multiply pipes, measured 6-7 with the fold; per unit and
+// weight row, once for all rows of a pass, the weight side (Q4_K: 2 loads, 2 shuffles, 2 shifts, 4 ands,
+// 4 unpacks and a share of the scale decoding) ~10.
 #pragma once
 
 #include <array>
