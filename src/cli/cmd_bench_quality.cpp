@@ -166,7 +166,7 @@ int run_bench_quality(const std::vector<std::string>& argv) {
               (long long)model_quality.rows, (long long)(n / ctx), (long long)ctx, reference_path.c_str(),
               (long long)chunk, mode_name);
   print("reference", stored_quality);
-  const char* label = versus_reference                         ? "--model  "
+  const char* label = versus_reference                          ? "--model  "
                       : quantised.format == WeightFormat::kInt8 ? "int8     "
                                                                 : "int4     ";
   print(label, model_quality);

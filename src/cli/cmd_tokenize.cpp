@@ -16,8 +16,9 @@ std::vector<OptionSpec> tokenize_options() {
       {"--model", true, "checkpoint folder holding tokenizer.json, or a GGUF file (only the tokenizer is loaded)"},
       {"--text", true, "text to encode (BOS added as the tokenizer's post-processor says)"},
       {"--file", true, "encode the text of a file"},
-      {"--chat", true, "a conversation JSON file (list of messages, or {\"messages\", \"tools\"}), rendered "
-                       "with the chat template, generation prompt added"},
+      {"--chat", true,
+       "a conversation JSON file (list of messages, or {\"messages\", \"tools\"}), rendered "
+       "with the chat template, generation prompt added"},
       {"--chat-template", true, "a Jinja chat template file instead of tokenizer_config.json's"},
       {"--chat-kwargs", true, "extra chat template variables as a JSON object"},
       {"--tokenizer", true, "folder with tokenizer.json (default: --model)"},

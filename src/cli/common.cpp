@@ -235,8 +235,9 @@ std::vector<OptionSpec> model_options() {
        "to asymmetric int4 with a scale and zero point per --int4-group inputs; int8 (compressed-tensors), "
        "GPTQ and AWQ checkpoints load as they are either way"},
       {"--int8-group", true, "with --weights int8: inputs per scale, a multiple of 32 (default 0: per channel)"},
-      {"--int4-group", true, "with --weights int4: inputs per scale and zero point, a multiple of 64 (default 128; "
-                             "0: per channel)"},
+      {"--int4-group", true,
+       "with --weights int4: inputs per scale and zero point, a multiple of 64 (default 128; "
+       "0: per channel)"},
       {"--tensor-parallel", true,
        "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate, serve, "
        "logits, bench and bench-engine; F32/BF16/F16 weights, and FP8 on whole 128x128 tiles; Llama 3: T must "

@@ -38,16 +38,19 @@ std::string layers_text(const DraftHead& head) {
 
 std::vector<OptionSpec> draft_options() {
   return {
-      {"--draft", true, "EAGLE-1 or EAGLE-3 draft head folder, a draft model folder (a small model of the "
-                        "target's tokenizer), 'mtp' (a DeepSeek-V3 target's own MTP layer), "
-                        "'ngram' (prompt lookup, any target) or 'none'"},
+      {"--draft", true,
+       "EAGLE-1 or EAGLE-3 draft head folder, a draft model folder (a small model of the "
+       "target's tokenizer), 'mtp' (a DeepSeek-V3 target's own MTP layer), "
+       "'ngram' (prompt lookup, any target) or 'none'"},
       {"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)"},
       {"--ngram-max", true, "with --draft ngram: the longest n-gram matched, tried first (default 5, or --ngram-min)"},
       {"--draft-layers", true, "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (default: its config)"},
-      {"--draft-weights", true, "as-stored, int8 or int4: the draft head's projections (default: as --weights "
-                                "says; a GGUF target's weights are used as stored, so this is how its head is "
-                                "quantised)"},
-      {"--draft-layer-ids-are-outputs", false, "the head's eagle_aux_hidden_state_layer_ids count layer outputs (SGLang): add 1"},
+      {"--draft-weights", true,
+       "as-stored, int8 or int4: the draft head's projections (default: as --weights "
+       "says; a GGUF target's weights are used as stored, so this is how its head is "
+       "quantised)"},
+      {"--draft-layer-ids-are-outputs", false,
+       "the head's eagle_aux_hidden_state_layer_ids count layer outputs (SGLang): add 1"},
   };
 }
 

@@ -72,10 +72,17 @@ class Cursor {
 
 size_t value_type_size(GgufValueType type) {
   switch (type) {
-    case GgufValueType::kU8: case GgufValueType::kI8: case GgufValueType::kBool: return 1;
-    case GgufValueType::kU16: case GgufValueType::kI16: return 2;
-    case GgufValueType::kU32: case GgufValueType::kI32: case GgufValueType::kF32: return 4;
-    case GgufValueType::kU64: case GgufValueType::kI64: case GgufValueType::kF64: return 8;
+    case GgufValueType::kU8:
+    case GgufValueType::kI8:
+    case GgufValueType::kBool: return 1;
+    case GgufValueType::kU16:
+    case GgufValueType::kI16: return 2;
+    case GgufValueType::kU32:
+    case GgufValueType::kI32:
+    case GgufValueType::kF32: return 4;
+    case GgufValueType::kU64:
+    case GgufValueType::kI64:
+    case GgufValueType::kF64: return 8;
     case GgufValueType::kString: return 8;  // at least its length
     case GgufValueType::kArray: return 12;  // at least its element type and count
   }
@@ -247,18 +254,18 @@ std::vector<fs::path> split_paths(const fs::path& path) {
 }  // namespace
 
 const char* gguf_value_type_name(GgufValueType type) {
-  static const char* const kNames[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+  static const char* const kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                        "bool", "string", "array", "u64", "i64", "f64"};
   return uint32_t(type) <= uint32_t(GgufValueType::kF64) ? kNames[uint32_t(type)] : "unknown";
 }
 
 std::string ggml_type_name(uint32_t id) {
   // ggml.h's enum ggml_type; ids 4, 5 and 31-33, 36-38 belong to removed types.
-  static const char* const kNames[] = {
-      "F32",     "F16",    "Q4_0",    "Q4_1",  "",       "",       "Q5_0",    "Q5_1",    "Q8_0",    "Q8_1",
-      "Q2_K",    "Q3_K",   "Q4_K",    "Q5_K",  "Q6_K",   "Q8_K",   "IQ2_XXS", "IQ2_XS",  "IQ3_XXS", "IQ1_S",
-      "IQ4_NL",  "IQ3_S",  "IQ2_S",   "IQ4_XS", "I8",    "I16",    "I32",     "I64",     "F64",     "IQ1_M",
-      "BF16",    "",       "",        "",      "TQ1_0",  "TQ2_0",  "",        "",        "",        "MXFP4"};
+  static const char* const kNames[] = {"F32",     "F16",    "Q4_0",    "Q4_1",  "",       "",      "Q5_0",  "Q5_1",
+                                       "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
+                                       "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+                                       "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16",  "",
+                                       "",        "",       "TQ1_0",   "TQ2_0", "",       "",      "",      "MXFP4"};
   if (id < std::size(kNames) && kNames[id][0] != '\0') return kNames[id];
   return str_cat("unknown (", id, ")");
 }
@@ -308,9 +315,7 @@ double GgufMetadata::number(const std::string& key) const {
   if (!v.is_number()) wrong_type(source_, key, v, "a number");
   return v.number;
 }
-double GgufMetadata::number(const std::string& key, double fallback) const {
-  return has(key) ? number(key) : fallback;
-}
+double GgufMetadata::number(const std::string& key, double fallback) const { return has(key) ? number(key) : fallback; }
 bool GgufMetadata::boolean(const std::string& key, bool fallback) const {
   if (!has(key)) return fallback;
   const GgufValue& v = get(key);
@@ -325,7 +330,8 @@ const std::vector<std::string>& GgufMetadata::strings(const std::string& key) co
 }
 const std::vector<int64_t>& GgufMetadata::integers(const std::string& key) const {
   const GgufValue& v = get(key);
-  if (v.type != GgufValueType::kArray || !is_int_type(v.array_type)) wrong_type(source_, key, v, "an array of integers");
+  if (v.type != GgufValueType::kArray || !is_int_type(v.array_type))
+    wrong_type(source_, key, v, "an array of integers");
   return v.integers;
 }
 std::vector<double> GgufMetadata::numbers(const std::string& key) const {
@@ -367,7 +373,8 @@ uint32_t read_gguf(std::shared_ptr<MappedFile> file, GgufMetadata& metadata, Wei
   const uint64_t data_size = file->size() - data_start;
   for (const TensorInfo& t : infos) {
     if (t.offset % alignment != 0)
-      c.fail(str_cat("tensor '", t.name, "' data offset ", t.offset, " is not a multiple of the alignment ", alignment));
+      c.fail(
+          str_cat("tensor '", t.name, "' data offset ", t.offset, " is not a multiple of the alignment ", alignment));
     if (t.offset > data_size || t.nbytes > data_size - t.offset)
       c.fail(str_cat("tensor '", t.name, "' data [", t.offset, ", ", t.offset + t.nbytes, ") lies outside the file's ",
                      data_size, " data bytes: truncated file"));
@@ -418,8 +425,8 @@ GgufModel open_gguf(const fs::path& path, const WeightLoadOptions& options) {
                   ", but the file is shard ", i, " of ", n_split, " by its name");
       tensors_total = m.integer("split.tensors.count");
     }
-    AERIE_CHECK(tensors_total == int64_t(model.store.size()), path.string(), ": split.tensors.count is ",
-                tensors_total, " but the ", n_split, " shards hold ", model.store.size(), " tensors");
+    AERIE_CHECK(tensors_total == int64_t(model.store.size()), path.string(), ": split.tensors.count is ", tensors_total,
+                " but the ", n_split, " shards hold ", model.store.size(), " tensors");
   }
   for (const auto& [key, value] : shard_metadata[0].values())
     if (key.rfind("split.", 0) != 0) model.metadata.set(key, value);

@@ -27,8 +27,19 @@ namespace aerie {
 
 // The value types of GGUF metadata, with the format's own ids.
 enum class GgufValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8, kArray = 9,
-  kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 const char* gguf_value_type_name(GgufValueType type);
 
@@ -65,13 +76,13 @@ class GgufMetadata {
   std::string string(const std::string& key, const std::string& fallback) const;
   int64_t integer(const std::string& key) const;  // any integer type
   int64_t integer(const std::string& key, int64_t fallback) const;
-  double number(const std::string& key) const;    // any integer or float type
+  double number(const std::string& key) const;  // any integer or float type
   double number(const std::string& key, double fallback) const;
   bool boolean(const std::string& key, bool fallback) const;
   // Arrays: the elements; throws when absent or of another element type.
   const std::vector<std::string>& strings(const std::string& key) const;
   const std::vector<int64_t>& integers(const std::string& key) const;  // integer (or bool) elements
-  std::vector<double> numbers(const std::string& key) const;          // integer or float elements
+  std::vector<double> numbers(const std::string& key) const;           // integer or float elements
 
   const std::map<std::string, GgufValue>& values() const { return values_; }
   void set(const std::string& key, GgufValue value) { values_[key] = std::move(value); }

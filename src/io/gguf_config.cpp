@@ -24,7 +24,8 @@ void require_integer(const GgufMetadata& m, const std::string& arch, const char*
 // The tokens llama.cpp ends generation at beside eos (llama-vocab.cpp's end-of-generation set), limited to
 // the Llama 3 and DeepSeek-V3 vocabularies aerie reads.
 const char* const kEndOfTurnTokens[] = {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>",
-                                        "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
+                                        "<\xEF\xBD\x9C"
+                                        "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
 
 void set_special_ids(const GgufMetadata& m, json& config) {
   if (m.has("tokenizer.ggml.bos_token_id")) config["bos_token_id"] = m.integer("tokenizer.ggml.bos_token_id");
@@ -201,8 +202,8 @@ std::string gguf_hf_architecture(const GgufMetadata& metadata) {
   const std::string arch = metadata.string("general.architecture");
   if (arch == "llama") return "LlamaForCausalLM";
   if (arch == "deepseek2") return "DeepseekV3ForCausalLM";
-  throw Error(str_cat(metadata.source(), ": GGUF architecture '", arch,
-                      "' is not supported (supported: llama, deepseek2)"));
+  throw Error(
+      str_cat(metadata.source(), ": GGUF architecture '", arch, "' is not supported (supported: llama, deepseek2)"));
 }
 
 json gguf_hf_config(const GgufMetadata& metadata, const WeightStore& store) {

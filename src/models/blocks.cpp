@@ -21,8 +21,8 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   linear(x, n_tokens, w.v, v, pool, w.v_bias);
   ops::rope(q, ops::rope_whole_heads(n_tokens, shape.n_head, shape.head_dim, shape.rope_layout), positions, inv_freq,
             1.0f, pool);
-  ops::rope(k, ops::rope_whole_heads(n_tokens, shape.n_head_kv, shape.head_dim, shape.rope_layout), positions,
-            inv_freq, 1.0f, pool);
+  ops::rope(k, ops::rope_whole_heads(n_tokens, shape.n_head_kv, shape.head_dim, shape.rope_layout), positions, inv_freq,
+            1.0f, pool);
 
   for (const SequenceRows& seq : sequences) {
     KvCache& kv = *seq.kv;

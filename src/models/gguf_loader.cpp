@@ -74,7 +74,8 @@ const std::pair<const char*, const char*> kExpertNames[] = {
 Tensor expert_slice(const Tensor& stacked, int64_t e) {
   const int64_t n_out = stacked.dim(1), n_in = stacked.dim(2);
   const size_t expert_bytes = size_t(n_out) * dtype_row_bytes(stacked.dtype, n_in);
-  return Tensor{stacked.dtype, Shape{n_out, n_in}, static_cast<const std::byte*>(stacked.data) + size_t(e) * expert_bytes};
+  return Tensor{stacked.dtype, Shape{n_out, n_in},
+                static_cast<const std::byte*>(stacked.data) + size_t(e) * expert_bytes};
 }
 
 void rename_layer_tensor(WeightStore& store, const std::string& name, int64_t layer, const std::string& key) {
@@ -102,7 +103,8 @@ void rename_layer_tensor(WeightStore& store, const std::string& name, int64_t la
       store.add_view(prefix + "mlp.experts." + std::to_string(e) + "." + hf, expert_slice(stacked, e));
     return;
   }
-  throw Error(str_cat(store.source(), ": tensor '", name, "' is not one aerie knows (is this a Llama 3 or "
+  throw Error(str_cat(store.source(), ": tensor '", name,
+                      "' is not one aerie knows (is this a Llama 3 or "
                       "DeepSeek-V3 GGUF?)"));
 }
 
@@ -111,8 +113,8 @@ LlamaConfig gguf_llama_config(const GgufModel& gguf, const nlohmann::json& json)
   config.qk_rows_interleaved = true;
   if (const Tensor* freqs = gguf.store.find("rope_freqs.weight")) {
     AERIE_CHECK(freqs->dtype == DType::kF32 && freqs->shape == Shape{config.head_dim / 2}, gguf.metadata.source(),
-                ": tensor 'rope_freqs.weight' is ", dtype_name(freqs->dtype), " ", freqs->shape.str(), ", expected F32 [",
-                config.head_dim / 2, "]");
+                ": tensor 'rope_freqs.weight' is ", dtype_name(freqs->dtype), " ", freqs->shape.str(),
+                ", expected F32 [", config.head_dim / 2, "]");
     config.rope_freq_factors.assign(freqs->as<float>(), freqs->as<float>() + config.head_dim / 2);
     for (float f : config.rope_freq_factors)
       AERIE_CHECK(std::isfinite(f) && f > 0, gguf.metadata.source(), ": rope_freqs.weight holds ", f,
@@ -187,7 +189,8 @@ void rename_gguf_tensors(const GgufMetadata& metadata, WeightStore& store) {
   }
 }
 
-std::unique_ptr<Model> load_gguf_model(const std::filesystem::path& path, ThreadPool& pool, const LoadOptions& options) {
+std::unique_ptr<Model> load_gguf_model(const std::filesystem::path& path, ThreadPool& pool,
+                                       const LoadOptions& options) {
   AERIE_CHECK(options.weights == WeightFormat::kAsStored, path.string(),
               ": --weights int8/int4 quantises float checkpoints at load; a GGUF file's weights are used as stored");
   const bool parallel = options.communicator != nullptr && options.communicator->size() > 1;

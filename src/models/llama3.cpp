@@ -125,16 +125,16 @@ uint64_t LlamaModel::decode_weight_bytes() const {
 
 std::string LlamaModel::describe() const {
   const LlamaConfig& c = config_;
-  return str_cat("llama: ", c.n_layer, " layers, n_embd ", c.n_embd, ", n_ff ", c.n_ff, ", heads ", c.n_head,
-                 "/", c.n_head_kv, " x ", c.head_dim, ", vocab ", c.n_vocab, ", ",
-                 store_.matrix_dtypes(), c.tie_word_embeddings ? ", tied head" : "",
-                 c.rope_scaling.enabled ? ", llama3 rope scaling" : "",
+  return str_cat("llama: ", c.n_layer, " layers, n_embd ", c.n_embd, ", n_ff ", c.n_ff, ", heads ", c.n_head, "/",
+                 c.n_head_kv, " x ", c.head_dim, ", vocab ", c.n_vocab, ", ", store_.matrix_dtypes(),
+                 c.tie_word_embeddings ? ", tied head" : "", c.rope_scaling.enabled ? ", llama3 rope scaling" : "",
                  communicator_ == nullptr
                      ? std::string()
                      : str_cat("; tensor parallel rank ", communicator_->rank(), " of ", communicator_->size(),
                                ": heads ", attn_shape_.n_head, "/", attn_shape_.n_head_kv, ", ",
                                weights_.layers.empty() ? 0 : weights_.layers[0].mlp.gate.n_out(),
-                               " ffn rows, head vocabulary [", vocab_.begin, ", ", vocab_.end, "), embedding replicated"));
+                               " ffn rows, head vocabulary [", vocab_.begin, ", ", vocab_.end,
+                               "), embedding replicated"));
 }
 
 ForwardOutput LlamaModel::forward(const StepBatch& batch) {

@@ -11,8 +11,10 @@ using nlohmann::json;
 
 // The pre-tokenizers of the published tokenizer.json files that llama.cpp's pre-tokenizer names stand for
 // (Meta's Llama 3.1 and DeepSeek's V3 repositories), verbatim.
-constexpr const char* kLlamaBpe = R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})";
-constexpr const char* kDeepseekV3 = R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": false}, {"type": "Split", "pattern": {"Regex": "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"}, "behavior": "Isolated", "invert": false}, {"type": "Split", "pattern": {"Regex": "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})";
+constexpr const char* kLlamaBpe =
+    R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})";
+constexpr const char* kDeepseekV3 =
+    R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": false}, {"type": "Split", "pattern": {"Regex": "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"}, "behavior": "Isolated", "invert": false}, {"type": "Split", "pattern": {"Regex": "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})";
 
 enum TokenType : int64_t { kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5 };
 
@@ -31,23 +33,34 @@ json tokenizer_json(const GgufMetadata& m, const std::string& pre, const LoadLim
   for (size_t id = 0; id < tokens.size(); ++id) {
     const int64_t type = types[id];
     if (type == kNormal) {
-      AERIE_CHECK(!vocab.contains(tokens[id]), m.source(), ": token '", tokens[id], "' appears twice in the vocabulary");
+      AERIE_CHECK(!vocab.contains(tokens[id]), m.source(), ": token '", tokens[id],
+                  "' appears twice in the vocabulary");
       vocab[tokens[id]] = id;
     } else if (type == kControl || type == kUserDefined) {
       const bool special = type == kControl;
-      added.push_back({{"id", id}, {"content", tokens[id]}, {"special", special}, {"normalized", !special},
-                       {"single_word", false}, {"lstrip", false}, {"rstrip", false}});
+      added.push_back({{"id", id},
+                       {"content", tokens[id]},
+                       {"special", special},
+                       {"normalized", !special},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false}});
     } else {
       AERIE_CHECK(type == kUnused, m.source(), ": token ", id, " has token type ", type,
                   " (a byte-level BPE vocabulary holds types 1 normal, 3 control, 4 user-defined, 5 unused)");
     }
   }
-  json model = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"byte_fallback", false}, {"fuse_unk", false},
+  json model = {{"type", "BPE"},
+                {"vocab", std::move(vocab)},
+                {"byte_fallback", false},
+                {"fuse_unk", false},
                 {"ignore_merges", pre == "llama-bpe"}};
   model["merges"] = m.has("tokenizer.ggml.merges") ? json(m.strings("tokenizer.ggml.merges")) : json::array();
-  json t = {{"model", std::move(model)}, {"added_tokens", std::move(added)},
+  json t = {{"model", std::move(model)},
+            {"added_tokens", std::move(added)},
             {"pre_tokenizer", json::parse(pre == "llama-bpe" ? kLlamaBpe : kDeepseekV3)},
-            {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}}};
+            {"decoder",
+             {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}}};
   // BOS (and EOS) around every encoded text, as llama.cpp's add_bos_token / add_eos_token say; llama.cpp
   // adds BOS for llama-bpe when the key is absent.
   const auto special_id = [&](const char* key) {
@@ -83,9 +96,9 @@ Tokenizer tokenizer_from_gguf(const GgufMetadata& m, const LoadLimits& limits) {
   const json tokenizer = tokenizer_json(m, pre, limits);
   json config = json::object();
   const std::vector<std::string>& tokens = m.strings("tokenizer.ggml.tokens");
-  for (const auto& [key, field] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token"},
-                                   std::pair{"tokenizer.ggml.eos_token_id", "eos_token"},
-                                   std::pair{"tokenizer.ggml.padding_token_id", "pad_token"}}) {
+  for (const auto& [key, field] :
+       {std::pair{"tokenizer.ggml.bos_token_id", "bos_token"}, std::pair{"tokenizer.ggml.eos_token_id", "eos_token"},
+        std::pair{"tokenizer.ggml.padding_token_id", "pad_token"}}) {
     if (!m.has(key)) continue;
     const int64_t id = m.integer(key);
     AERIE_CHECK(id >= 0 && id < int64_t(tokens.size()), m.source(), ": ", key, " ", id, " is not a token id");

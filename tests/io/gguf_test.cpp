@@ -31,7 +31,10 @@ class GgufBytes {
     b.raw("GGUF").u32(version);
     return b;
   }
-  GgufBytes& raw(const std::string& s) { bytes_ += s; return *this; }
+  GgufBytes& raw(const std::string& s) {
+    bytes_ += s;
+    return *this;
+  }
   template <typename T>
   GgufBytes& put(T v) {
     bytes_.append(reinterpret_cast<const char*>(&v), sizeof v);

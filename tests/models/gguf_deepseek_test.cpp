@@ -84,13 +84,22 @@ DeepseekV3Config config_of(const GgufMetadata& metadata, const WeightStore& stor
 
 void expect_same_config(const DeepseekV3Config& a, const DeepseekV3Config& b) {
   EXPECT_EQ(a.architecture, b.architecture);
-  for (const auto& [x, y] : {std::pair{a.n_embd, b.n_embd}, {a.n_ff, b.n_ff}, {a.n_ff_expert, b.n_ff_expert},
-                             {a.n_layer, b.n_layer}, {a.n_head, b.n_head}, {a.n_vocab, b.n_vocab},
-                             {a.q_lora_rank, b.q_lora_rank}, {a.kv_lora_rank, b.kv_lora_rank},
-                             {a.qk_nope_head_dim, b.qk_nope_head_dim}, {a.qk_rope_head_dim, b.qk_rope_head_dim},
-                             {a.v_head_dim, b.v_head_dim}, {a.n_expert, b.n_expert},
-                             {a.n_expert_shared, b.n_expert_shared}, {a.n_expert_used, b.n_expert_used},
-                             {a.n_group, b.n_group}, {a.topk_group, b.topk_group},
+  for (const auto& [x, y] : {std::pair{a.n_embd, b.n_embd},
+                             {a.n_ff, b.n_ff},
+                             {a.n_ff_expert, b.n_ff_expert},
+                             {a.n_layer, b.n_layer},
+                             {a.n_head, b.n_head},
+                             {a.n_vocab, b.n_vocab},
+                             {a.q_lora_rank, b.q_lora_rank},
+                             {a.kv_lora_rank, b.kv_lora_rank},
+                             {a.qk_nope_head_dim, b.qk_nope_head_dim},
+                             {a.qk_rope_head_dim, b.qk_rope_head_dim},
+                             {a.v_head_dim, b.v_head_dim},
+                             {a.n_expert, b.n_expert},
+                             {a.n_expert_shared, b.n_expert_shared},
+                             {a.n_expert_used, b.n_expert_used},
+                             {a.n_group, b.n_group},
+                             {a.topk_group, b.topk_group},
                              {a.first_k_dense_replace, b.first_k_dense_replace},
                              {a.num_nextn_predict_layers, b.num_nextn_predict_layers},
                              {a.max_position_embeddings, b.max_position_embeddings}})
@@ -101,7 +110,8 @@ void expect_same_config(const DeepseekV3Config& a, const DeepseekV3Config& b) {
   EXPECT_EQ(a.eos_token_ids, b.eos_token_ids);
   // Metadata floats are F32: 1e-6 relative.
   for (const auto& [x, y] : {std::pair{a.routed_scaling_factor, b.routed_scaling_factor},
-                             {a.rms_norm_eps, b.rms_norm_eps}, {a.rope_theta, b.rope_theta}})
+                             {a.rms_norm_eps, b.rms_norm_eps},
+                             {a.rope_theta, b.rope_theta}})
     EXPECT_NEAR(x, y, 1e-6 * std::fabs(y));
   EXPECT_EQ(a.rope_scaling.enabled, b.rope_scaling.enabled);
   if (b.rope_scaling.enabled) {
@@ -174,8 +184,8 @@ TEST(GgufDeepseekConfig, OlderKeysAndLlamaCppDefaults) {
     return std::string("(no error)");
   };
   std::string e = error([&](GgufMetadata& m) { without(m, {"deepseek2.expert_gating_func"}); });
-  EXPECT_NE(e.find("deepseek2.expert_gating_func 1 (absent: llama.cpp's default) is softmax routing"),
-            std::string::npos) << e;
+  EXPECT_NE(e.find("deepseek2.expert_gating_func 1 (absent: llama.cpp's default) is softmax routing"), std::string::npos)
+      << e;
   e = error([&](GgufMetadata& m) { m.set("deepseek2.attention.key_length", u32(source.qk_head_dim())); });
   EXPECT_NE(e.find("are not the latent view kv_lora_rank + rope = 32 / 24"), std::string::npos) << e;
   e = error([&](GgufMetadata& m) { m.set("deepseek2.nextn_predict_layers", u32(4)); });
@@ -206,8 +216,8 @@ TEST_P(GgufDeepseekGolden, LogitsMatchTheReferenceAndLlamaCpp) {
   const double error = error_against(logits, ref), llama_cpp_error = error_against(llama_cpp, ref);
   RecordProperty("error", std::to_string(error));
   RecordProperty("llama_cpp_error", std::to_string(llama_cpp_error));
-  const bool int8_activations =
-      std::string(ops::matmul_blocks_isa(DType::kQ8_0)) != "scalar" && GetParam() == "deepseek2_qproj_q8_0";
+  const bool int8_activations = std::string(ops::matmul_blocks_isa(DType::kQ8_0)) != "scalar" &&
+                                GetParam() == "deepseek2_qproj_q8_0";
   if (!int8_activations) {
     EXPECT_LT(error, 1e-4) << "llama.cpp's error: " << llama_cpp_error;
     if (GetParam() == "deepseek2_mtp_f32") {
@@ -271,8 +281,8 @@ TEST(GgufDeepseek, MtpLayerLogitsMatchTheReference) {
   std::iota(rows.begin(), rows.end(), 0);
   const SequenceRows seq{0, n, &kv};
   const float* feature = out.hidden[0].data;
-  const DraftOutput drafted =
-      mtp->forward({tokens, FeatureSource::kTarget, std::span(&feature, 1), std::span(&seq, 1), rows});
+  const DraftOutput drafted = mtp->forward(
+      {tokens, FeatureSource::kTarget, std::span(&feature, 1), std::span(&seq, 1), rows});
   // As the Hugging Face checkpoint's MTP test (spec/deepseek_heads_test.cpp): the target's float32 error
   // amplified by the layer, measured ~3e-4.
   EXPECT_LT(error_against(drafted.logits, ref), 1e-3);
@@ -407,7 +417,8 @@ TEST(GgufDeepseekParallel, BlockQuantisedFilesShardOrRefuseClearly) {
   for (int size : {3, 4}) {
     const std::string e = parallel_load_error(kQ8File, ParallelLayout::kTensor, size);
     EXPECT_NE(e.find("a Q8_0 projection splits on its blocks of 32 values only: columns [0, 16) of 64 cuts a block"),
-              std::string::npos) << e;
+              std::string::npos)
+        << e;
     EXPECT_NE(e.find("--expert-parallel keeps attention and dense layers whole"), std::string::npos) << e;
   }
 }
@@ -460,10 +471,12 @@ TEST(GgufDeepseek, MtpLayersCountedButLeftOutAreSkipped) {
 }
 
 TEST(GgufDeepseek, FilesThatLieAboutMlaAreClearErrors) {
-  std::string e =
-      edited_load_error([](std::string& b) { replace(b, "blk.0.attn_v_b.weight", "blk.0.attn_v_x.weight"); });
+  std::string e = edited_load_error(
+      [](std::string& b) { replace(b, "blk.0.attn_v_b.weight", "blk.0.attn_v_x.weight"); });
   EXPECT_NE(e.find("missing tensor 'blk.0.attn_v_b.weight' (the file has 'blk.0.attn_k_b.weight': llama.cpp splits "
-                   "kv_b_proj into both)"), std::string::npos) << e;
+                   "kv_b_proj into both)"),
+            std::string::npos)
+      << e;
   e = edited_load_error([](std::string& b) {
     replace(b, "blk.2.attn_k_b.weight", "blk.2.attn_k_x.weight");
     replace(b, "blk.2.attn_v_b.weight", "blk.2.attn_v_x.weight");
@@ -485,7 +498,9 @@ TEST(GgufDeepseek, FilesThatLieAboutMlaAreClearErrors) {
     std::memcpy(&b[ne + 8], &d0, 8);
   });
   EXPECT_NE(e.find("tensor 'blk.1.attn_k_b.weight' has shape [4, 16, 24], expected [n_head, kv_lora_rank, "
-                   "qk_nope_head_dim] = [4, 24, 16]"), std::string::npos) << e;
+                   "qk_nope_head_dim] = [4, 24, 16]"),
+            std::string::npos)
+      << e;
   e = edited_load_error([](std::string& b) {
     replace(b, "deepseek2.attention.key_length_mla", "deepseek2.attention.key_length_mlx");
     replace(b, "deepseek2.attention.value_length_mla", "deepseek2.attention.value_length_mlx");

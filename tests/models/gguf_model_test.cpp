@@ -166,7 +166,8 @@ std::string edited_load_error(const std::string& from, const std::string& to) {
 
 TEST(GgufModel, FilesThatLieAreClearErrors) {
   // general.architecture's value (a u64 length 5, then the text).
-  std::string e = edited_load_error(std::string("\x05\0\0\0\0\0\0\0llama", 13), std::string("\x05\0\0\0\0\0\0\0gemma", 13));
+  std::string e = edited_load_error(std::string("\x05\0\0\0\0\0\0\0llama", 13),
+                                    std::string("\x05\0\0\0\0\0\0\0gemma", 13));
   EXPECT_NE(e.find("GGUF architecture 'gemma' is not supported (supported: llama, deepseek2)"), std::string::npos) << e;
   e = edited_load_error("blk.1.ffn_up.weight", "blk.1.ffn_uq.weight");
   EXPECT_NE(e.find("tensor 'blk.1.ffn_uq.weight' is not one aerie knows"), std::string::npos) << e;

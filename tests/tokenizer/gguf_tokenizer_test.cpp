@@ -72,7 +72,8 @@ TEST_P(GgufTokenizerTest, AgreesWithTheSourceFolder) {
       ASSERT_TRUE(tok_->is_special(id)) << "id " << id;
     }
   }
-  const std::string text = "Hello <|eot_id|> world <\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C> 12345";
+  const std::string text = "Hello <|eot_id|> world <\xEF\xBD\x9C"
+                           "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C> 12345";
   EXPECT_EQ(tok_->encode(text, true), source.encode(text, true));
 }
 
