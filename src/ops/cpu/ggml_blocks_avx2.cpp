@@ -24,18 +24,18 @@ namespace {
 
 // ---- Packing --------------------------------------------------------------------------------------------
 
-// Which natural group of 8 values each 8-byte piece of a record's quants holds.
-using PieceTable = std::array<uint8_t, 32>;
-constexpr PieceTable make_pieces(DType dtype) {
-  PieceTable t{};
-  for (int k = 0; k < 32; ++k) t[size_t(k)] = uint8_t(piece_value(dtype, k / 8, k % 8) / 8);
+// Which natural group of 4 values each 32-bit word of a record's quants holds (lane_value / 4).
+using WordTable = std::array<uint8_t, 64>;
+constexpr WordTable make_words(DType dtype) {
+  WordTable t{};
+  for (int k = 0; k < 64; ++k) t[size_t(k)] = uint8_t(lane_value(dtype, k / 16, k % 16) / 4);
   return t;
 }
 // By DType, from kQ8_0 on (the block types are the enumerators from kQ8_0 to kQ5_1).
-constexpr std::array<PieceTable, 8> kPieces = {make_pieces(DType::kQ8_0), make_pieces(DType::kQ4_0),
-                                               make_pieces(DType::kQ4_K), make_pieces(DType::kQ5_K),
-                                               make_pieces(DType::kQ6_K), make_pieces(DType::kQ4_1),
-                                               make_pieces(DType::kQ5_0), make_pieces(DType::kQ5_1)};
+constexpr std::array<WordTable, 8> kWords = {make_words(DType::kQ8_0), make_words(DType::kQ4_0),
+                                             make_words(DType::kQ4_K), make_words(DType::kQ5_K),
+                                             make_words(DType::kQ6_K), make_words(DType::kQ4_1),
+                                             make_words(DType::kQ5_0), make_words(DType::kQ5_1)};
 
 // The int8 scales of a unit's 8 blocks of 32 inputs (max |x| / 127; 0 past n_blocks), the eight maxima
 // reduced together (three rounds of pairing lanes of two vectors).
@@ -80,7 +80,7 @@ inline void quantize32(const float* x, __m256 inv, int8_t* q, int32_t* half_sums
 // One unit's record from `n_values` inputs (a multiple of 32; the rest of the unit reads as zero).
 void pack_unit(DType dtype, const float* x, int64_t n_values, uint8_t* record) {
   const UnitLayout l = unit_layout(dtype);
-  const PieceTable& pieces = kPieces[size_t(dtype) - size_t(DType::kQ8_0)];
+  const WordTable& words = kWords[size_t(dtype) - size_t(DType::kQ8_0)];
   const int64_t n_blocks = n_values / 32;
   alignas(32) int8_t q[kUnitValues] = {};  // natural order
   alignas(32) float d[8], inv[8];          // per 32-value block
@@ -90,7 +90,11 @@ void pack_unit(DType dtype, const float* x, int64_t n_values, uint8_t* record) {
   _mm256_store_ps(inv, _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), scales),
                                      _mm256_cmp_ps(scales, _mm256_setzero_ps(), _CMP_GT_OQ)));
   for (int64_t b = 0; b < n_blocks; ++b) quantize32(x + 32 * b, _mm256_set1_ps(inv[b]), q + 32 * b, half_sums + 2 * b);
-  for (int k = 0; k < 32; ++k) std::memcpy(record + 8 * k, q + 8 * (pieces[size_t(k)] & 31), 8);
+  if (l.lanes == 8) {  // words in pairs of consecutive values: 8 bytes at a time
+    for (int k = 0; k < 64; k += 2) std::memcpy(record + 4 * k, q + 4 * (words[size_t(k)] & 63), 8);
+  } else {
+    for (int k = 0; k < 64; ++k) std::memcpy(record + 4 * k, q + 4 * (words[size_t(k)] & 63), 4);
+  }
   if (l.lanes == 8) {  // slot s = block s
     const __m256i h0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(half_sums));
     const __m256i h1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(half_sums + 8));
@@ -288,7 +292,7 @@ struct Q5_K {
 
 // Q6_K: natural quarter m (values 32m ..) is nibble (m / 2) % 2 of ql[64 (m / 4) + 32 (m % 2) ..] with bits
 // 2 (m % 4), + 1 of qh[32 (m / 4) ..] as bits 4-5; natural register k is quarters 2k, 2k + 1 (its halves), and
-// R0 .. R3 regroup them by 8 bytes (ggml_blocks_kernels.h).
+// R0 .. R3 transpose their 32-bit words (ggml_blocks_kernels.h).
 struct Q6_K {
   static constexpr DType kType = DType::kQ6_K;
   AERIE_ALWAYS_INLINE static __m256i quarter(const uint8_t* p, int m) {
@@ -300,13 +304,17 @@ struct Q6_K {
     return _mm256_or_si256(k < 2 ? low_nibbles(v) : high_nibbles(v), _mm256_and_si256(s, _mm256_set1_epi8(0x30)));
   }
   AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
-    for (int pair = 0; pair < 2; ++pair)  // natural registers 2 pair, 2 pair + 1 -> R_{2 pair}, R_{2 pair + 1}
-      for (int h = 0; h < 2; ++h) {
-        const __m256i a = quarter(p, 4 * pair + h), b = quarter(p, 4 * pair + 2 + h);
-        w.q[2 * pair][h] = _mm256_unpacklo_epi64(a, b);
-        w.q[2 * pair + 1][h] = _mm256_unpackhi_epi64(a, b);
-      }
-    const __m128i order = _mm_setr_epi8(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15);
+    for (int h = 0; h < 2; ++h) {  // natural register k's half h is quarter 2k + h; then the 4 x 4 transpose
+      __m256i n[4];
+      for (int k = 0; k < 4; ++k) n[k] = quarter(p, 2 * k + h);
+      const __m256i a = _mm256_unpacklo_epi32(n[0], n[1]), b = _mm256_unpackhi_epi32(n[0], n[1]);
+      const __m256i c = _mm256_unpacklo_epi32(n[2], n[3]), d = _mm256_unpackhi_epi32(n[2], n[3]);
+      w.q[0][h] = _mm256_unpacklo_epi64(a, c);
+      w.q[1][h] = _mm256_unpackhi_epi64(a, c);
+      w.q[2][h] = _mm256_unpacklo_epi64(b, d);
+      w.q[3][h] = _mm256_unpackhi_epi64(b, d);
+    }
+    const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)), order);
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(u16_at(p + 208)));
     w.ws[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d);
@@ -314,8 +322,8 @@ struct Q6_K {
   }
 };
 
-// Half h of the unit's int32 lanes for one row: 8-slot types the four registers chained (A), Q6_K the pair
-// R0, R1 (pair 0: A) or R2, R3 (pair 1: B).
+// Half h of the unit's int32 lanes for one row: registers first .. first + count - 1 chained (Q6_K in two
+// pairs: its 6-bit quants overflow int16 pairs over four registers).
 template <class T>
 AERIE_ALWAYS_INLINE __m256i half_dot(const Weights& w, const uint8_t* xu, int first, int count, int h) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -341,11 +349,9 @@ AERIE_ALWAYS_INLINE void unit_step(const Weights& w, const uint8_t* xu, __m256 (
   constexpr UnitLayout kL = unit_layout(T::kType);
   constexpr int kMin = type_traits(T::kType).min_sign;
   auto load_ps = [&](int64_t at) { return _mm256_load_ps(reinterpret_cast<const float*>(xu + at)); };
-  if constexpr (kL.lanes == 16) {
+  if constexpr (kL.lanes == 16) {  // lane l: one slot's sum (two registers' int16 pairs at a time)
     for (int h = 0; h < 2; ++h) {
-      const __m256i a = half_dot<T>(w, xu, 0, 2, h), b = half_dot<T>(w, xu, 2, 2, h);
-      __m256i dot = _mm256_blend_epi32(_mm256_add_epi32(a, _mm256_srli_epi64(a, 32)),
-                                       _mm256_add_epi32(b, _mm256_slli_epi64(b, 32)), 0xAA);
+      __m256i dot = _mm256_add_epi32(half_dot<T>(w, xu, 0, 2, h), half_dot<T>(w, xu, 2, 2, h));
       dot = _mm256_add_epi32(dot, _mm256_load_si256(reinterpret_cast<const __m256i*>(xu + kL.aux_at + 32 * h)));
       total[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(w.ws[h], load_ps(kL.dx_at + 32 * h)), total[h]);
     }

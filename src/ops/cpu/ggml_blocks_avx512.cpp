@@ -72,7 +72,7 @@ AERIE_ALWAYS_INLINE PairScales block_scales(const uint8_t* p0, const uint8_t* p1
 }
 
 // The weight side of one unit of one row: the registers R0 .. R3 (unsigned quants); Q6_K also its scales,
-// lane 4t + p = d * sc[t + kQ6Slot[p]]. (The 8-slot types' scales come per pair of rows: PairScales.)
+// lane 4t + k = d * sc[4k + t]. (The 8-slot types' scales come per pair of rows: PairScales.)
 struct Weights {
   __m512i q[4];
   __m512 s;
@@ -263,7 +263,7 @@ struct Q5_K {
 
 // Q6_K: natural register k (values 64k ..) of half h = k / 2 is nibble k % 2 of ql[64h .. 64h + 64) with bits
 // 2m, 2m + 1 of qh[32h + l] (l = byte % 32) as bits 4-5, m = 2 (k % 2) + byte / 32; R0 .. R3 regroup them by
-// 8 bytes (ggml_blocks_kernels.h).
+// 32-bit words (ggml_blocks_kernels.h).
 struct Q6_K {
   static constexpr DType kType = DType::kQ6_K;
   AERIE_ALWAYS_INLINE static void load(const uint8_t* p, Weights& w) {
@@ -280,11 +280,14 @@ struct Q6_K {
       n[2 * h] = _mm512_ternarylogic_epi32(ql, _mm512_and_si512(to_low, bits), nibble, 0xEC);
       n[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), _mm512_and_si512(to_high, bits), nibble, 0xEC);
     }
-    w.q[0] = _mm512_unpacklo_epi64(n[0], n[1]);
-    w.q[1] = _mm512_unpackhi_epi64(n[0], n[1]);
-    w.q[2] = _mm512_unpacklo_epi64(n[2], n[3]);
-    w.q[3] = _mm512_unpackhi_epi64(n[2], n[3]);
-    const __m128i order = _mm_setr_epi8(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15);
+    // 4 x 4 transpose of 32-bit words per 128-bit block: lane 4t + k of R_j = word j of block t of n[k].
+    const __m512i a = _mm512_unpacklo_epi32(n[0], n[1]), b = _mm512_unpackhi_epi32(n[0], n[1]);
+    const __m512i c = _mm512_unpacklo_epi32(n[2], n[3]), d = _mm512_unpackhi_epi32(n[2], n[3]);
+    w.q[0] = _mm512_unpacklo_epi64(a, c);
+    w.q[1] = _mm512_unpackhi_epi64(a, c);
+    w.q[2] = _mm512_unpacklo_epi64(b, d);
+    w.q[3] = _mm512_unpackhi_epi64(b, d);
+    const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)), order);
     w.s = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(_cvtsh_ss(u16_at(p + 208))));
   }
@@ -338,14 +341,10 @@ AERIE_ALWAYS_INLINE void pair_step(const Weights& w0, const Weights& w1, __m512 
   total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(scales, x.dx), total);
 }
 
-// Q6_K, one unit of one weight row for one row (16 lanes).
+// Q6_K, one unit of one weight row for one row (16 lanes, one slot each).
 template <class T>
 AERIE_ALWAYS_INLINE void unit_step16(const Weights& w, const Activations& x, __m512& total) {
-  const __m512i a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[0], x.q[0]), w.q[1], x.q[1]);
-  const __m512i b = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[2], x.q[2]), w.q[3], x.q[3]);
-  const __m512i even = _mm512_add_epi32(a, _mm512_srli_epi64(a, 32)),
-                odd = _mm512_add_epi32(b, _mm512_slli_epi64(b, 32));
-  const __m512i dot = _mm512_add_epi32(_mm512_mask_blend_epi32(__mmask16(0xAAAA), even, odd), x.aux);
+  const __m512i dot = _mm512_add_epi32(chained_dot(w, x.q), x.aux);
   total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.s, x.dx), total);
 }
 

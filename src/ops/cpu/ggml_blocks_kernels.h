@@ -5,20 +5,17 @@
 // to int8 per 32 inputs, packed once per call (pack_int8_units) in the order the kernels unpack the quants.
 // Every type is read in units of 256 inputs (one K super-block, or 8 blocks of 32: the last unit of a row of
 // 32-value blocks may be partial, its missing blocks zero). A unit's quants become four 64-byte registers
-// R0 .. R3 (bytes 4l .. 4l + 3 of a register sum into int32 lane l, as vpdpbusd does), each made of eight
-// 8-byte pieces, and are reduced to one exact int32 sum per scale group ("slot") of the unit:
-//   8 slots of 32 values (every type but Q6_K): piece p of every register holds 8 values of slot p
-//     (R_j: values 8j .. 8j + 7 of it), so the four registers chain into one accumulator and
-//       A = R0 . x0 + R1 . x1 + R2 . x2 + R3 . x3;  dot = vpmovqd(A + (A >> 32))   (per 64 bits)
-//     leaves slot s in lane s (the natural order of the unit's 32-value groups). The weight side gets there
-//     with in-lane unpacks: 16-byte block t of the nibble (or byte) registers holds 16 values of slot 2t or
-//     2t + 1, and unpacklo64 / unpackhi64 of the two interleave their 8-byte halves.
-//   Q6_K, 16 slots of 16 values: natural registers N0 .. N3 (values 64k .. 64k + 63, 16-byte block t = slot
-//     4k + t) are regrouped by 8 bytes, R0 = unpacklo64(N0, N1), R1 = unpackhi64(N0, N1), R2 / R3 the same of
-//     N2, N3, and summed in pairs, A = R0 . x0 + R1 . x1, B = R2 . x2 + R3 . x3, so that each 64 bits of A
-//     and B holds one slot; the fold
-//       dot = blend(odd lanes: B + (B << 32), even lanes: A + (A >> 32))  (per 64 bits)
-//     leaves in lane 4t + p slot t + kQ6Slot[p], kQ6Slot = {0, 8, 4, 12}.
+// R0 .. R3 (bytes 4l .. 4l + 3 of a register sum into int32 lane l, as vpdpbusd does) that chain into one
+// accumulator, A = R0 . x0 + R1 . x1 + R2 . x2 + R3 . x3, because a lane holds one scale group ("slot") of
+// the unit in all four registers:
+//   8 slots of 32 values (every type but Q6_K): the 8-byte piece p (lanes 2p, 2p + 1) of R_j holds values
+//     8j .. 8j + 7 of slot p, and  dot = vpmovqd(A + (A >> 32))  (per 64 bits) leaves slot s in lane s (the
+//     natural order of the unit's 32-value groups). The weight side gets there with in-lane unpacks: 16-byte
+//     block t of the nibble (or byte) registers holds 16 values of slot 2t or 2t + 1, and unpacklo64 /
+//     unpackhi64 of the two interleave their 8-byte halves.
+//   Q6_K, 16 slots of 16 values: lane l = 4t + k of R_j holds values 4j .. 4j + 3 of slot 4k + t, so that A
+//     itself is the 16 slots' sums: a 4 x 4 transpose of 32-bit words (unpacklo / unpackhi 32, then 64) of
+//     the natural registers N0 .. N3 (values 64k .. 64k + 63, 16-byte block t = slot 4k + t).
 // Per unit, weight row and activation row, the float steps are then the same on both tiers (and the only
 // float steps):
 //   total = fnmadd(dmin * m, sums, total)   (Q4_K, Q5_K: value = d * sc * q - dmin * m)
@@ -55,7 +52,6 @@ struct BlockMatrix {
 };
 
 constexpr int64_t kUnitValues = 256;  // inputs per unit, every type
-constexpr int kQ6Slot[4] = {0, 8, 4, 12};
 
 // What the kernels of a type read and add per unit (ggml_blocks.h gives the block layouts).
 struct TypeTraits {
@@ -82,19 +78,16 @@ constexpr int64_t unit_weight_bytes(DType dtype) {
   return kUnitValues / t.block_values * t.block_bytes;
 }
 
-// The unit value (natural order) of the first of the 8 values in 8-byte piece p (0-7) of register j (0-3).
-constexpr int piece_value(DType dtype, int j, int p) {
-  if (dtype == DType::kQ6_K) {  // slot t + 4 upper (+ 8 for R2, R3), its values 8 (j % 2) ..
-    const int t = p / 2, upper = p % 2;
-    return 16 * (t + 4 * upper + 8 * (j / 2)) + 8 * (j % 2);
-  }
-  return 32 * p + 8 * j;
+// The unit value (natural order) of the first of the 4 values in lane l (0-15) of register j (0-3).
+constexpr int lane_value(DType dtype, int j, int l) {
+  if (dtype == DType::kQ6_K) return 16 * (4 * (l % 4) + l / 4) + 4 * j;
+  return 32 * (l / 2) + 8 * j + 4 * (l % 2);
 }
 // The first unit value of the slot in folded lane l (slots of 256 / slots values).
-constexpr int lane_slot(DType dtype, int l) { return dtype == DType::kQ6_K ? 16 * (l / 4 + kQ6Slot[l % 4]) : 32 * l; }
+constexpr int lane_slot(DType dtype, int l) { return dtype == DType::kQ6_K ? 16 * (4 * (l % 4) + l / 4) : 32 * l; }
 
 // The packed record of one unit of one activation row (64-byte aligned, its parts 32-byte aligned):
-//   q:    int8 [256], R0's values, then R1's, R2's, R3's (piece_value order);
+//   q:    int8 [256], R0's values, then R1's, R2's, R3's (lane_value order);
 //   dx:   f32 [lanes], the int8 scale (max |x| / 127 of the 32-input block) of each folded lane's slot;
 //   aux:  [lanes], for the types with an offset: int32 -offset * (sum of the int8 values of the lane's slot),
 //         so that dot + bias is the dot product with the offset quants; for the types with a min: f32
