@@ -12,12 +12,22 @@
 #include <string>
 #include <string_view>
 
+#include "core/tensor.h"
 #include "io/mapped_file.h"
 
 extern "C" __attribute__((weak)) void __asan_poison_memory_region(const volatile void* addr, size_t size);
 extern "C" __attribute__((weak)) void __asan_unpoison_memory_region(const volatile void* addr, size_t size);
 
 namespace aerie::fuzz {
+
+// A checksum of every byte of a tensor the reader accepted, so the reads cannot be optimised away: a view
+// that strays past the file is an AddressSanitizer report.
+inline uint8_t touch(const Tensor& tensor) {
+  const auto* bytes = static_cast<const uint8_t*>(tensor.data);
+  uint8_t sum = 0;
+  for (size_t i = 0; i < tensor.nbytes(); ++i) sum = uint8_t(sum + bytes[i]);
+  return sum;
+}
 
 // The text before the first NUL, and after it ("" when there is none): targets that take two inputs (a
 // template and its context, a schema and a document) read them as FIRST \0 SECOND.

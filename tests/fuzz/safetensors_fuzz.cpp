@@ -9,18 +9,6 @@
 #include "io/safetensors.h"
 #include "io/weight_store.h"
 
-namespace {
-
-// A checksum of the bytes, so the reads cannot be optimised away.
-uint8_t touch(const aerie::Tensor& tensor) {
-  const auto* bytes = static_cast<const uint8_t*>(tensor.data);
-  uint8_t sum = 0;
-  for (size_t i = 0; i < tensor.nbytes(); ++i) sum = uint8_t(sum + bytes[i]);
-  return sum;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static aerie::fuzz::MemoryFile memory_file;
   const aerie::fuzz::MemoryFile::Mapping mapping = memory_file.map(data, size);
@@ -31,6 +19,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return -1;
   }
   volatile uint8_t sum = 0;
-  for (const std::string& name : store.names()) sum = uint8_t(sum + touch(store.get(name)));
+  for (const std::string& name : store.names()) sum = uint8_t(sum + aerie::fuzz::touch(store.get(name)));
   return 0;
 }

@@ -37,6 +37,7 @@
 #include "../engine/lossless_support.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
+#include "gguf_support.h"
 #include "quantized_support.h"
 
 namespace aerie {
@@ -56,25 +57,9 @@ fs::path source_of(const std::string& stem) {
   return kData / "deepseek" / (stem == "deepseek2_mtp_f32" ? "bf16_qlora_yarn" : "bf16_qproj_noyarn");
 }
 
-std::vector<float> read_logits(const fs::path& path) {
-  std::vector<int64_t> shape;
-  return read_npy_f32(path, &shape);
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, double(std::fabs(x)));
-  return m;
-}
-// Largest difference over the reference's largest logit.
-double error_against(const std::vector<float>& a, const std::vector<float>& ref) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - ref[i]));
-  return m / max_abs(ref);
-}
-double error_against(const float* a, const std::vector<float>& ref) {
-  return error_against(std::vector<float>(a, a + ref.size()), ref);
-}
+using testing::error_against;
+using testing::max_abs;
+using testing::read_logits;
 
 // ---- config ---------------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@
 #include "spec/drafter_registry.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
+#include "gguf_support.h"
 #include "quantized_support.h"
 
 namespace aerie {
@@ -33,24 +34,12 @@ using testing::engine_greedy_runs;
 using testing::golden_ids;
 using testing::prompt_logits;
 
-std::vector<float> read_logits(const fs::path& path) {
-  std::vector<int64_t> shape;
-  return read_npy_f32(path, &shape);
-}
-
 // The ids every golden was computed for.
 std::vector<int64_t> ids() { return golden_ids(kData / "llama" / "bf16_gqa_rope_scaled_tied"); }
 
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, double(std::fabs(x)));
-  return m;
-}
-double error_against(const std::vector<float>& a, const std::vector<float>& ref) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - ref[i]));
-  return m / max_abs(ref);
-}
+using testing::error_against;
+using testing::max_abs;
+using testing::read_logits;
 
 class GgufGolden : public ::testing::TestWithParam<std::string> {
  protected:

@@ -122,16 +122,6 @@ inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret
 inline __m256i load2x16(const uint8_t* lo, const uint8_t* hi) {
   return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(hi), reinterpret_cast<const __m128i*>(lo));
 }
-inline uint16_t u16_at(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-inline uint32_t u32_at(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 inline __m256i low_nibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 inline __m256i high_nibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
 // The f16 at p + stride * b of 8 blocks, as f32 lanes 0-7.

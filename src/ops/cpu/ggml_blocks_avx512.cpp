@@ -27,16 +27,6 @@ namespace {
 
 constexpr int64_t kPrefetchBytes = 32 * 1024;  // how far ahead the first pass prefetches the next rows
 
-inline uint16_t u16_at(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-inline uint32_t u32_at(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 inline __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 inline __m512i low_nibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
 inline __m512i high_nibbles(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }

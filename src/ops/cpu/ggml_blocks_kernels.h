@@ -37,10 +37,23 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 #include "core/tensor.h"
 
 namespace aerie::ops::cpu {
+
+// Little-endian fields of a block at any alignment (every tier reads d, dmin and qh through these).
+inline uint16_t u16_at(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint32_t u32_at(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 // A block-dtype weight [n_out, n_in], used in place: row o is row_bytes at data + o * row_bytes.
 struct BlockMatrix {
