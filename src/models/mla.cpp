@@ -146,13 +146,13 @@ void expanded_attention(const float* q, const SequenceRows& seq, int64_t pos0, i
   const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, dv = s.v_head_dim, c = s.kv_lora_rank;
   const int64_t h_n = s.n_head, q_head = dn + dr, D = std::max(dn + dr, dv);
   const int64_t n_kv = pos0 + seq.n_rows, n_q = seq.n_rows;
-  const PagedRows cache = seq.kv->key_rows(layer);  // rows of kv_lora + dr
-  float* latent = scratch.latent.reserve(n_kv * c);              // [n_kv, kv_lora]
-  float* kv_full = scratch.kv_full.reserve(n_kv * h_n * (dn + dv));  // [n_kv, n_head, dn + dv]
-  float* k_full = scratch.k_full.reserve(n_kv * h_n * D);        // [n_kv, n_head, D]
-  float* v_full = scratch.v_full.reserve(n_kv * h_n * D);        // [n_kv, n_head, D]
-  float* q_full = scratch.q_full.reserve(n_q * h_n * D);         // [n_q, n_head, D]
-  float* o_full = scratch.o_full.reserve(n_q * h_n * D);         // [n_q, n_head, D]
+  const PagedRows cache = seq.kv->key_rows(layer);                         // rows of kv_lora + dr
+  float* latent = scratch.latent.reserve(n_kv * c);                        // [n_kv, kv_lora]
+  float* kv_full = scratch.kv_full.reserve(n_kv * h_n * (dn + dv));        // [n_kv, n_head, dn + dv]
+  float* k_full = scratch.k_full.reserve(n_kv * h_n * D);                  // [n_kv, n_head, D]
+  float* v_full = scratch.v_full.reserve(n_kv * h_n * D);                  // [n_kv, n_head, D]
+  float* q_full = scratch.q_full.reserve(n_q * h_n * D);                   // [n_q, n_head, D]
+  float* o_full = scratch.o_full.reserve(n_q * h_n * D);                   // [n_q, n_head, D]
   for (int64_t t = 0; t < n_kv; ++t) cache.load(t, 0, c, latent + t * c);  // widened from the cache's dtype
   linear(latent, n_kv, w.kv_b, kv_full, pool);
   std::fill(k_full, k_full + n_kv * h_n * D, 0.0f);
@@ -169,7 +169,8 @@ void expanded_attention(const float* q, const SequenceRows& seq, int64_t pos0, i
   }
   for (int64_t r = 0; r < n_q; ++r)
     for (int64_t h = 0; h < h_n; ++h)
-      std::memcpy(q_full + (r * h_n + h) * D, q + ((seq.row_begin + r) * h_n + h) * q_head, size_t(q_head) * sizeof(float));
+      std::memcpy(q_full + (r * h_n + h) * D, q + ((seq.row_begin + r) * h_n + h) * q_head,
+                  size_t(q_head) * sizeof(float));
   ops::attention(q_full, n_q, pos0, k_full, v_full, n_kv, h_n, h_n, D, s.scale, o_full, pool);
   for (int64_t r = 0; r < n_q; ++r)
     for (int64_t h = 0; h < h_n; ++h)
@@ -178,13 +179,13 @@ void expanded_attention(const float* q, const SequenceRows& seq, int64_t pos0, i
 
 }  // namespace
 
-void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
-                   const int64_t* positions, int64_t layer, const MlaWeights& w, const MlaShape& s,
-                   const float* inv_freq, MlaPath path, MlaScratch& scratch, float* out, ThreadPool& pool) {
+void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences, const int64_t* positions,
+                   int64_t layer, const MlaWeights& w, const MlaShape& s, const float* inv_freq, MlaPath path,
+                   MlaScratch& scratch, float* out, ThreadPool& pool) {
   const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, dv = s.v_head_dim, c = s.kv_lora_rank;
   const int64_t h_n = s.n_head, width = s.cache_width(), q_head = dn + dr;
-  float* q = scratch.q.reserve(n_tokens * h_n * q_head);  // [n_tokens, n_head, dn + dr]
-  float* kv_a = scratch.kv_a.reserve(n_tokens * width);   // [n_tokens, kv_lora + dr]
+  float* q = scratch.q.reserve(n_tokens * h_n * q_head);    // [n_tokens, n_head, dn + dr]
+  float* kv_a = scratch.kv_a.reserve(n_tokens * width);     // [n_tokens, kv_lora + dr]
   float* attn = scratch.attn.reserve(n_tokens * h_n * dv);  // [n_tokens, n_head, dv]
   if (w.has_q_lora()) {
     const int64_t q_lora = w.q_a.n_out();
@@ -196,11 +197,17 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
     linear(x, n_tokens, w.q, q, pool);
   }
   linear(x, n_tokens, w.kv_a, kv_a, pool);
-  for (int64_t r = 0; r < n_tokens; ++r) ops::rms_norm(kv_a + r * width, 1, c, *w.kv_a_norm, s.eps, kv_a + r * width, pool);
+  for (int64_t r = 0; r < n_tokens; ++r)
+    ops::rms_norm(kv_a + r * width, 1, c, *w.kv_a_norm, s.eps, kv_a + r * width, pool);
   // The rope parts: the last dr of each query head, and the shared rope key after the latent.
   const ops::RopeLayout layout = s.rope_interleave ? ops::RopeLayout::kInterleaved : ops::RopeLayout::kHalfSplit;
-  const ops::RopeSlice q_pe{.n_rows = n_tokens, .row_stride = h_n * q_head, .n_head = h_n, .head_stride = q_head,
-                            .offset = dn, .dim = dr, .layout = layout};
+  const ops::RopeSlice q_pe{.n_rows = n_tokens,
+                            .row_stride = h_n * q_head,
+                            .n_head = h_n,
+                            .head_stride = q_head,
+                            .offset = dn,
+                            .dim = dr,
+                            .layout = layout};
   const ops::RopeSlice k_pe{.n_rows = n_tokens, .row_stride = width, .offset = c, .dim = dr, .layout = layout};
   ops::rope(q, q_pe, positions, inv_freq, s.rope_factor, pool);
   ops::rope(kv_a, k_pe, positions, inv_freq, s.rope_factor, pool);
@@ -219,7 +226,7 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
     // Draft tree rows take the absorbed form, whose attention has a tree form (ops/tree_attention.h); so
     // does every row of split k_b / v_b weights (the expanded form needs kv_b's W_k).
     seq_absorbed[i] = seq.tree_parent != nullptr || path == MlaPath::kAbsorbed || w.has_split_kv_b() ||
-                      (path == MlaPath::kAuto && seq.n_rows <= kMlaAbsorbedMaxRows);
+                      (path == MlaPath::kAuto && (seq.n_rows <= kMlaAbsorbedMaxRows || ops::batch_invariant()));
     if (seq_absorbed[i])
       for (int64_t r = 0; r < seq.n_rows; ++r) absorbed_rows.push_back(seq.row_begin + r);
   }
@@ -246,7 +253,8 @@ void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
     absorbed_values(o_lat, absorbed_rows, w, s, scratch, attn, pool);
   }
   for (size_t i = 0; i < sequences.size(); ++i)
-    if (!seq_absorbed[i]) expanded_attention(q, sequences[i], positions[sequences[i].row_begin], layer, w, s, scratch, attn, pool);
+    if (!seq_absorbed[i])
+      expanded_attention(q, sequences[i], positions[sequences[i].row_begin], layer, w, s, scratch, attn, pool);
   linear(attn, n_tokens, w.o, out, pool);
 }
 
@@ -267,7 +275,8 @@ void trace_mla(const MlaWeights& w, const MlaShape& s, MlaScratch& scratch, int6
   const float* q = scratch.q.data();
   for (int64_t r = 0; r < n_tokens; ++r)
     for (int64_t h = 0; h < s.n_head; ++h)
-      std::memcpy(q_rope.data() + (r * s.n_head + h) * dr, q + (r * s.n_head + h) * (dn + dr) + dn, size_t(dr) * sizeof(float));
+      std::memcpy(q_rope.data() + (r * s.n_head + h) * dr, q + (r * s.n_head + h) * (dn + dr) + dn,
+                  size_t(dr) * sizeof(float));
   trace::write("q_rope", q_rope.data(), n_tokens, s.n_head * dr);
 }
 

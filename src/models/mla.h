@@ -68,7 +68,8 @@ struct MlaShape {
 
 // Which form a sequence's rows use. kAuto: absorbed for chunks of at most kMlaAbsorbedMaxRows rows
 // (decode, verification of drafts), expanded for longer prompt chunks. Weights with k_b / v_b take the
-// absorbed form whatever the path.
+// absorbed form whatever the path, and so does every row under ops::BatchInvariantScope (--deterministic:
+// a position's bits must not depend on the size of the chunk it was computed in).
 enum class MlaPath { kAuto, kAbsorbed, kExpanded };
 inline constexpr int64_t kMlaAbsorbedMaxRows = 16;
 

@@ -205,7 +205,7 @@ void matmul_blocks(const float* x, int64_t n_rows, const Tensor& w, const Tensor
   const Tier t = tier();
   if (t == Tier::kScalar) {
     pool.parallel_for(m.n_out, 16, [&](int64_t b, int64_t e) { matmul_scalar(x, n_rows, m, b, e, y); });
-  } else if (!(n_rows >= kGemmMinRows && t == Tier::kAvx512Vnni && cpu_features().avx512_bf16 &&
+  } else if (!(gemm_rows_allowed(n_rows) && t == Tier::kAvx512Vnni && cpu_features().avx512_bf16 &&
                matmul_prefill_bf16(x, n_rows, m, y, pool))) {
     matmul_int8(x, n_rows, m, t, y, pool);
   }

@@ -83,7 +83,7 @@ void matmul_int4(const float* x, int64_t n_rows, const Tensor& q, const Tensor& 
   const CpuFeatures& f = cpu_features();
   cpu::OnednnRows gemm_rows{};
   const Tensor shape_only{DType::kBF16, Shape{n_out, n_in}, nullptr};
-  if (f.avx512_bf16 && n_rows >= kGemmMinRows &&
+  if (f.avx512_bf16 && gemm_rows_allowed(n_rows) &&
       cpu::onednn_rows_bf16(x, n_rows, shape_only, bf16_activations() == Bf16Activations::kSplit, gemm_rows)) {
     // Prefill: a column block at a time dequantised to bf16 for the oneDNN GEMM.
     constexpr int64_t kColumns = 128;

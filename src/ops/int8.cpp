@@ -86,7 +86,7 @@ void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& 
   const CpuFeatures& f = cpu_features();
   cpu::OnednnRows gemm_rows{};
   const Tensor shape_only{DType::kBF16, q.shape, nullptr};
-  if (f.avx512_bf16 && n_groups == 1 && n_rows >= kGemmMinRows &&
+  if (f.avx512_bf16 && n_groups == 1 && gemm_rows_allowed(n_rows) &&
       cpu::onednn_rows_bf16(x, n_rows, shape_only, split, gemm_rows)) {
     // Many rows, one scale per channel: the int8 rows widened (exactly) to bf16 a column block at a time
     // for the oneDNN GEMM, then each output column times its scale.

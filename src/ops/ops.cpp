@@ -62,7 +62,15 @@ void weight_row(const Tensor& w, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = ref::load_float(w, i);
 }
 
+thread_local bool t_batch_invariant = false;  // BatchInvariantScope's, per thread
+
 }  // namespace
+
+bool batch_invariant() { return t_batch_invariant; }
+BatchInvariantScope::BatchInvariantScope(bool on) : previous_(t_batch_invariant) {
+  t_batch_invariant = on || previous_;
+}
+BatchInvariantScope::~BatchInvariantScope() { t_batch_invariant = previous_; }
 
 void set_bf16_activations(Bf16Activations mode) { g_bf16_mode = mode; }
 Bf16Activations bf16_activations() { return g_bf16_mode; }
@@ -84,11 +92,12 @@ void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias,
   const CpuFeatures& f = cpu_features();
   const bool split = g_bf16_mode == Bf16Activations::kSplit;
   cpu::OnednnRows gemm_rows{};
-  if (n_rows >= kGemmMinRows && cpu::onednn_rows_bf16(x, n_rows, w, split, gemm_rows)) {
+  if (gemm_rows_allowed(n_rows) && cpu::onednn_rows_bf16(x, n_rows, w, split, gemm_rows)) {
     // Two column ranges per thread: wide enough for oneDNN's blocking, and a second range that a thread
     // finishing early can take from one the OS descheduled.
     const int64_t grain = std::max<int64_t>(64, (n_out / (2 * pool.n_threads()) + 63) / 64 * 64);
-    pool.parallel_for(n_out, grain, [&](int64_t b, int64_t e) { cpu::matmul_onednn_bf16_columns(gemm_rows, w, b, e, y); });
+    pool.parallel_for(n_out, grain,
+                      [&](int64_t b, int64_t e) { cpu::matmul_onednn_bf16_columns(gemm_rows, w, b, e, y); });
     cpu::onednn_rows_finish(gemm_rows, n_out, y);
   } else if (w.dtype == DType::kBF16 && f.avx512_bf16) {
     thread_local std::vector<uint16_t> packed;
@@ -165,9 +174,9 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
   scratch.reserve(pool.n_threads(),
                   sizeof(float) * (n_scores + size_t(head_dim)) + sizeof(int64_t) * size_t(n_q + tree_cached + 1));
   pool.parallel_for(n_q * n_head, 1, [&](int64_t b, int64_t e) {
-    int64_t* path = reinterpret_cast<int64_t*>(scratch.get());  // [depth] a tree row's ancestor slots
+    int64_t* path = reinterpret_cast<int64_t*>(scratch.get());               // [depth] a tree row's ancestor slots
     float* scores = reinterpret_cast<float*>(path + n_q + tree_cached + 1);  // [n_ctx]
-    float* widened = scores + n_scores;                             // [head_dim]
+    float* widened = scores + n_scores;                                      // [head_dim]
     for (int64_t t = b; t < e; ++t) {
       const int64_t qi = t / n_head, h = t % n_head, kvh = h / group;
       int64_t n_ctx = std::min(pos0 + qi + 1, n_kv), n_front = n_ctx;
@@ -217,8 +226,8 @@ void tree_attention(const float* q, int64_t n_q, int64_t pos0, const int32_t* pa
   attention_rows(q, n_q, pos0, k, v, pos0 + n_q, n_head, n_head_kv, head_dim, scale, out, pool, parent, n_cached);
 }
 
-void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
-               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
+void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv, int64_t n_head,
+               int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool) {
   static const int32_t kOneBlock = 0;
   const int64_t width = n_head_kv * head_dim;
   const int64_t rows = std::max<int64_t>(n_kv, 1);

@@ -26,8 +26,7 @@ void matmul(const float* x, int64_t n_rows, const Tensor& w, const Tensor* bias,
 // out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight    (HF LlamaRMSNorm: the normalisation is
 // computed in f32, then multiplied by the weight)
 //   x, out: [n_rows, n] f32 (may alias); weight: [n] F32|BF16|F16
-void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, float eps, float* out,
-              ThreadPool& pool);
+void rms_norm(const float* x, int64_t n_rows, int64_t n, const Tensor& weight, float eps, float* out, ThreadPool& pool);
 
 // Rotary embedding (RoPE), in place, on a dim-wide slice of each head. For row r, head h and pair i < dim/2,
 // with (a, b) the pair's two elements (RopeLayout) and f = attention_factor:
@@ -47,7 +46,7 @@ inline constexpr int64_t kRopeMaxDim = 1024;  // bound on dim: one row's cos/sin
 // v + r * row_stride + h * head_stride + offset.
 struct RopeSlice {
   int64_t n_rows = 0;
-  int64_t row_stride = 0;   // floats from one row to the next
+  int64_t row_stride = 0;  // floats from one row to the next
   int64_t n_head = 1;
   int64_t head_stride = 0;  // floats from one head to the next
   int64_t offset = 0;       // first rotated float within a head
@@ -74,16 +73,14 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadP
 //   out: [n_q, n_head, head_dim] f32
 //   scale: multiplies q.k (1/sqrt(head_dim) for Llama)
 // Softmax is computed in f32 with the running-max (online) form.
-void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
-               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
-               ThreadPool& pool);
+void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv, int64_t n_head,
+               int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool);
 // The same with keys and values read through blocks (the paged KV cache): row j of k / v is
 // [n_head_kv, head_dim] in the rows' KvDType (f32, bf16, or fp8 whose scale groups hold whole heads),
 // widened to f32 as it is read; no copy of the cache is made. Each query's result depends only on its own
 // keys, not on n_q (batch invariance).
 void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
-               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
-               ThreadPool& pool);
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool);
 
 // out[r, :] = table[ids[r], :] converted to f32.   table: [n_vocab, n] F32|BF16|F16 or a block type (those
 // rows dequantised, ids checked against n_vocab)
@@ -116,6 +113,28 @@ Bf16Activations bf16_activations();
 
 // Matmuls with at least this many rows go to the GEMM library (oneDNN) when it supports the dtype.
 inline constexpr int64_t kGemmMinRows = 32;
+
+// Batch-invariant kernels (`--deterministic`, a request's "deterministic"): while a BatchInvariantScope
+// that turned them on lives on the calling thread, every matmul takes the row-invariant kernels at any row
+// count, never the GEMM library, whose blocking (and so the order of its sums) depends on the number of
+// rows. Each output row's bits then depend on that row alone, so a request's tokens do not depend on what
+// else shares its steps, on prompt chunking, on preemption (the recomputed prompt gets the decode rows'
+// bits) or on speculation. MLA takes its absorbed form for every row (models/mla.h) for the same reason.
+// Attention, norms, rope and the element-wise ops are row-invariant always. The price is prefill speed
+// (README "Deterministic mode").
+bool batch_invariant();
+class BatchInvariantScope {
+ public:
+  explicit BatchInvariantScope(bool on);
+  ~BatchInvariantScope();
+  BatchInvariantScope(const BatchInvariantScope&) = delete;
+  BatchInvariantScope& operator=(const BatchInvariantScope&) = delete;
+
+ private:
+  bool previous_;
+};
+// Whether a matmul of n_rows rows may go to the GEMM library (the dispatch of every weight format).
+inline bool gemm_rows_allowed(int64_t n_rows) { return n_rows >= kGemmMinRows && !batch_invariant(); }
 
 // Which kernel family matmul would use for this weight dtype ("avx512_bf16", "avx512", "avx2",
 // "scalar"; for block types matmul_blocks_isa's "avx512_vnni", "avx2", "scalar"); for bench output and logs.

@@ -1,13 +1,18 @@
 // Batch invariance: a row's result must not depend on how many other rows share the call. Speculative
 // decoding verifies K drafts in one (K+1)-row forward and compares with what one-row decoding would have
 // produced; if the numbers differed in the last bit, greedy output with a draft could differ from greedy
-// output without one. Checked bitwise for every row count below the GEMM threshold, and for attention.
+// output without one. Checked bitwise for every row count below the GEMM threshold, and for attention; and
+// under ops::BatchInvariantScope (--deterministic) for every weight format at row counts past it too.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
+#include "ops/int4.h"
+#include "ops/int8.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -82,6 +87,123 @@ TEST(BatchInvariance, AttentionQueriesDoNotDependOnTheQueryCount) {
                    one.data(), pool);
     ASSERT_EQ(0, std::memcmp(one.data(), all.data() + i * row, size_t(row) * sizeof(float))) << "query " << i;
   }
+}
+
+// One weight in a format's own tensors: F32/BF16/F16, int8 per channel, int4 (group 64) or a GGUF block
+// type (random quants, small f16 scales), and a matmul over it.
+struct FormatWeights {
+  std::string name;
+  std::vector<uint8_t> q, extra, zero;
+  Tensor weight, scale, zeros;
+  void matmul(const float* x, int64_t n_rows, float* y, ThreadPool& pool) const {
+    if (scale.data == nullptr) return ops::matmul(x, n_rows, weight, nullptr, y, pool);
+    if (zeros.data == nullptr) return ops::matmul_int8(x, n_rows, weight, scale, nullptr, y, pool);
+    ops::matmul_int4(x, n_rows, weight, scale, zeros, nullptr, y, pool);
+  }
+};
+
+std::vector<FormatWeights> every_format(int64_t n_out, int64_t n_in) {
+  std::vector<FormatWeights> out;
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    OwnedWeights w = make_weights(dtype, n_out, n_in, 5);
+    FormatWeights f;
+    f.name = std::string(dtype_name(dtype));
+    f.q = std::move(w.bytes);
+    f.weight = Tensor{dtype, Shape{n_out, n_in}, f.q.data()};
+    out.push_back(std::move(f));
+  }
+  const OwnedWeights source = make_weights(DType::kF32, n_out, n_in, 6);
+  {
+    FormatWeights f;
+    f.name = "int8";
+    f.q.resize(size_t(n_out * n_in));
+    f.extra.resize(size_t(n_out) * sizeof(float));
+    ops::quantize_int8(source.tensor, n_in, reinterpret_cast<int8_t*>(f.q.data()),
+                       reinterpret_cast<float*>(f.extra.data()));
+    f.weight = Tensor{DType::kI8, Shape{n_out, n_in}, f.q.data()};
+    f.scale = Tensor{DType::kF32, Shape{n_out, 1}, f.extra.data()};
+    out.push_back(std::move(f));
+  }
+  {
+    FormatWeights f;
+    f.name = "int4";
+    const int64_t groups = n_in / 64;
+    f.q.resize(size_t(n_out * n_in / 2));
+    f.extra.resize(size_t(n_out * groups) * sizeof(float));
+    f.zero.resize(size_t(n_out * groups));
+    ops::quantize_int4(source.tensor, 64, f.q.data(), reinterpret_cast<float*>(f.extra.data()), f.zero.data());
+    f.weight = Tensor{DType::kU8, Shape{n_out, n_in / 2}, f.q.data()};
+    f.scale = Tensor{DType::kF32, Shape{n_out, groups}, f.extra.data()};
+    f.zeros = Tensor{DType::kU8, Shape{n_out, groups}, f.zero.data()};
+    out.push_back(std::move(f));
+  }
+  for (DType dtype : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kQ4_0}) {
+    FormatWeights f;
+    f.name = std::string(dtype_name(dtype));
+    f.q.resize(size_t(n_out) * dtype_row_bytes(dtype, n_in));
+    uint64_t state = 99;
+    for (uint8_t& b : f.q) b = uint8_t((state = state * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+    const uint16_t small = f32_to_f16(0.01f);
+    const size_t block = dtype_block_bytes(dtype);
+    for (size_t at = 0; at < f.q.size(); at += block) {  // d (and dmin) of each block: a sane scale
+      const size_t d_at = dtype == DType::kQ6_K ? 208 : 0;
+      std::memcpy(&f.q[at + d_at], &small, 2);
+      if (dtype == DType::kQ4_K) std::memcpy(&f.q[at + 2], &small, 2);
+    }
+    f.weight = Tensor{dtype, Shape{n_out, n_in}, f.q.data()};
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// --deterministic: with the scope on, rows past the GEMM threshold (prefill, a batch of verifications) keep
+// the bits a one-row call gives, in every weight format.
+TEST(BatchInvariance, ScopeKeepsEveryRowCountOnRowInvariantKernels) {
+  ThreadPool pool(2);
+  const int64_t n_out = 96, n_in = 512, max_rows = 80;
+  const std::vector<float> x = random_floats(size_t(max_rows * n_in), 23);
+  for (const FormatWeights& w : every_format(n_out, n_in)) {
+    std::vector<float> alone(size_t(max_rows * n_out));
+    for (int64_t r = 0; r < max_rows; ++r) w.matmul(x.data() + r * n_in, 1, alone.data() + r * n_out, pool);
+    const ops::BatchInvariantScope deterministic(true);
+    ASSERT_TRUE(ops::batch_invariant());
+    for (int64_t rows : {ops::kGemmMinRows, ops::kGemmMinRows + 1, int64_t(65), max_rows}) {
+      std::vector<float> y(size_t(rows * n_out));
+      w.matmul(x.data(), rows, y.data(), pool);
+      ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * sizeof(float))) << w.name << " rows " << rows;
+    }
+  }
+  EXPECT_FALSE(ops::batch_invariant());  // the scope ended
+}
+
+// The scope is what keeps them there: without it, past the threshold, machines with AVX-512-BF16 take
+// oneDNN's GEMM, whose sums round differently (so the test above checks something).
+TEST(BatchInvariance, WithoutTheScopePrefillRowsTakeTheGemm) {
+  if (!cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX-512-BF16: no GEMM library path on this CPU";
+  ThreadPool pool(2);
+  const int64_t n_out = 96, n_in = 512, rows = 64;
+  const std::vector<float> x = random_floats(size_t(rows * n_in), 23);
+  int differing = 0;
+  for (const FormatWeights& w : every_format(n_out, n_in)) {
+    std::vector<float> alone(size_t(rows * n_out)), y(size_t(rows * n_out));
+    for (int64_t r = 0; r < rows; ++r) w.matmul(x.data() + r * n_in, 1, alone.data() + r * n_out, pool);
+    w.matmul(x.data(), rows, y.data(), pool);
+    differing += std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) != 0;
+  }
+  EXPECT_GT(differing, 0);
+}
+
+TEST(BatchInvariance, ScopesNest) {
+  EXPECT_FALSE(ops::batch_invariant());
+  {
+    const ops::BatchInvariantScope on(true);
+    {
+      const ops::BatchInvariantScope inner(false);  // cannot turn off what an outer scope turned on
+      EXPECT_TRUE(ops::batch_invariant());
+    }
+    EXPECT_TRUE(ops::batch_invariant());
+  }
+  EXPECT_FALSE(ops::batch_invariant());
 }
 
 }  // namespace
