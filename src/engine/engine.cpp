@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "ops/ops.h"
 
 namespace aerie {
 namespace {
@@ -103,6 +104,7 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   sc.max_num_seqs = config.max_num_seqs;
   sc.max_prefill_rows_while_decoding = config.max_prefill_rows_while_decoding;
   sc.max_draft_tokens = max_draft_tokens_ = max_rows;
+  sc.deterministic = config.deterministic;
   scheduler_ = std::make_unique<Scheduler>(sc, *pool_, draft_pool_.get());
   VerifierConfig vc;
   vc.eos = target.eos_token_ids();
@@ -481,6 +483,10 @@ bool Engine::step_once() {
       if (p >= 0) metrics_.attention_rows_per_rank[size_t(p)] += r.n_rows;
     }
   }
+  // Batch-invariant kernels for the whole step (target and head forwards) when any of its requests asks.
+  bool invariant = config_.deterministic;
+  for (const ScheduledRows& r : plan) invariant = invariant || r.seq->options.deterministic;
+  const ops::BatchInvariantScope invariant_kernels(invariant);
   run(plan, 0);
   post_events(plan);
   std::lock_guard<std::mutex> lock(metrics_mutex_);

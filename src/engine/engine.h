@@ -69,6 +69,9 @@ struct EngineConfig {
   SpecOptions spec;              // used when there is a drafter
   DraftTokensByBatchSize k_by_batch_size;
   int64_t max_queue = 1024;      // submit() refuses beyond this many waiting requests
+  // --deterministic: every request batch-invariant (RequestOptions::deterministic), every step on the
+  // row-invariant kernels; cached prefixes stay usable.
+  bool deterministic = false;
 };
 
 class Engine {

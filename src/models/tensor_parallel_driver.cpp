@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
+#include "ops/ops.h"
 
 namespace aerie {
 namespace {
@@ -14,6 +15,7 @@ namespace {
 enum Field : size_t {
   kOp, kTokens, kSequences, kLogitRows, kCaptures, kBlockIds, kTreeParents, kCopies,
   kLayers, kRowWidth, kStoreBlocks, kBlockSize, kWithValues, kDType, kScaleWidth,
+  kBatchInvariant,  // 1: the forward runs under ops::BatchInvariantScope on every rank (--deterministic)
   kHeaderFields
 };
 enum Op : int64_t { kStop = 0, kForward = 1, kHeartbeat = 2 };
@@ -102,7 +104,8 @@ ForwardOutput TensorParallelDriver::forward(const StepBatch& batch) {
              store.block_size(),
              store.has_values() ? 1 : 0,
              int64_t(store.dtype()),
-             store.scale_width()};
+             store.scale_width(),
+             ops::batch_invariant() ? 1 : 0};
   send(header_, payload_);
   return local_.forward(batch);
 }
@@ -168,6 +171,7 @@ void run_tensor_parallel_follower(Model& local, dist::Communicator& ranks) {
     }
     captures.assign(capture_layers, capture_layers + n_captures);
     try {
+      const ops::BatchInvariantScope invariant(header[kBatchInvariant] != 0);
       local.forward(StepBatch{std::span<const int64_t>(payload.data(), size_t(n_tokens)), sequences,
                               std::span<const int64_t>(logit_rows, size_t(n_logits)), captures});
     } catch (const Error& e) {

@@ -44,6 +44,12 @@ struct RequestOptions {
   // Structured output: which tokens may come next (JSON schema, tool calls). A prototype in its initial
   // state, never changed: each request works on its own clone. Null: unconstrained.
   std::shared_ptr<const TokenConstraint> constraint;
+  // Batch-invariant: this request's tokens do not depend on what else shares its steps, on prompt chunking,
+  // on preemption or on speculation (greedy: identical ids). Every step it is part of runs the row-invariant
+  // kernels (ops::BatchInvariantScope), and unless the whole engine is deterministic
+  // (EngineConfig::deterministic) it takes nothing from the prefix cache, whose blocks may have been
+  // computed by the GEMM library.
+  bool deterministic = false;
 };
 
 // One prompt token's entry (RequestOptions::prompt_logprobs): `logprobs` holds its log-probability given

@@ -112,7 +112,9 @@ int32_t Scheduler::admit_prefix(Sequence* seq) {
   // A sequence that still owes prompt log-probabilities computes every prompt position itself: positions
   // taken from the prefix cache would have no logits (vLLM skips the lookup for such requests too). Its
   // own full blocks are still registered for others.
-  int64_t matched = seq->wants_prompt_logprobs() ? 0 : match_prefix(seq);
+  // A deterministic request in an engine that is not takes nothing either (RequestOptions::deterministic).
+  const bool own_prefix = seq->wants_prompt_logprobs() || (seq->options.deterministic && !config_.deterministic);
+  int64_t matched = own_prefix ? 0 : match_prefix(seq);
   int32_t start = -1;
   if (pool_.n_partitions() > 1) {
     // Data-parallel attention: a sequence's partition is the rank that runs its attention. It starts in

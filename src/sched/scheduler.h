@@ -36,6 +36,9 @@ struct SchedulerConfig {
   // Prompt rows in a step that also decodes (0: no cap beyond max_batch_tokens). A step's time grows with
   // its rows (prefill is compute-bound), and every decoding sequence waits for the whole step.
   int64_t max_prefill_rows_while_decoding = 0;
+  // Every step runs batch-invariant kernels (EngineConfig::deterministic), so every cached block holds the
+  // bits a deterministic request would compute itself: such requests may take cached prefixes.
+  bool deterministic = false;
 };
 
 struct ScheduledRows {
