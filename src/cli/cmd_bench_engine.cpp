@@ -135,6 +135,7 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
 int run_bench_engine(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = model_options();
   for (const OptionSpec& o : draft_options()) specs.push_back(o);
+  specs.push_back(deterministic_option());
   specs.push_back({"--num-speculative-tokens", true, "K with --draft (default 3); a list runs each: 1,2,4,auto "
                                                     "(auto: chosen per step in 0..8; auto:N in 0..N)"});
   specs.push_back({"--num-speculative-tokens-per-batch-size", true, "K by decoding batch size, e.g. 1-4:3,5-16:2,17-:0"});
@@ -175,6 +176,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   EngineConfig config;
   config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", int64_t(4) << 30));
   config.kv_cache_dtype = kv_cache_dtype(args);
+  config.deterministic = args.has("--deterministic");
   config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
   config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 256);
   // The longest request draw_length can make, and room past it (drafts beyond max_tokens).

@@ -26,6 +26,7 @@ std::vector<OptionSpec> generate_options() {
   specs.insert(specs.end(), draft.begin(), draft.end());
   const std::vector<OptionSpec> tree = tree_option_specs();
   specs.insert(specs.end(), tree.begin(), tree.end());
+  specs.push_back(deterministic_option());
   const std::vector<OptionSpec> own = {
       {"--max-tokens", true, "most tokens to generate (default 128)"},
       {"--max-length", true, "KV cache capacity in positions (default: prompt + max tokens)"},
@@ -85,6 +86,7 @@ int run_generate(const std::vector<std::string>& argv) {
   options.max_tokens = args.integer("--max-tokens", 128);
   options.max_length = args.integer("--max-length", 0);
   options.kv_cache_dtype = kv_cache_dtype(args);
+  options.deterministic = args.has("--deterministic");
   options.sampling = sampling_from(args);
   options.penalties.presence = float(args.number("--presence-penalty", 0.0));
   options.penalties.frequency = float(args.number("--frequency-penalty", 0.0));

@@ -78,6 +78,7 @@ std::vector<OptionSpec> serve_options() {
   specs.insert(specs.end(), own.begin(), own.end());
   const std::vector<OptionSpec> tree = tree_option_specs();
   specs.insert(specs.end(), tree.begin(), tree.end());
+  specs.push_back(deterministic_option());
   return specs;
 }
 
@@ -225,6 +226,7 @@ int run_serve(const std::vector<std::string>& argv) {
   config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", 0));
   config.kv_cache_dtype = kv_dtype;
   config.max_length = args.integer("--max-length", 0);
+  config.deterministic = args.has("--deterministic");
   config.max_queue = options.max_in_flight + 1;  // the server's bound answers first (429)
   if (head) {
     apply_num_speculative_tokens(args, 3, config.spec);

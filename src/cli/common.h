@@ -92,6 +92,9 @@ int thread_count(const Args& args);
 // Options every model-running command accepts.
 std::vector<OptionSpec> model_options();
 
+// --deterministic (serve, generate, bench-engine): EngineConfig::deterministic.
+OptionSpec deterministic_option();
+
 int run_generate(const std::vector<std::string>& argv);
 int run_logits(const std::vector<std::string>& argv);
 int run_bench(const std::vector<std::string>& argv);

@@ -21,6 +21,7 @@ GenerateResult generate_with_engine(Model& target, Drafter* draft, ThreadPool& p
   AERIE_CHECK(int64_t(prompt.size()) < config.max_length, "generate: prompt of ", prompt.size(),
               " tokens does not fit max length ", config.max_length);
   config.kv_cache_dtype = options.kv_cache_dtype;
+  config.deterministic = options.deterministic;
   const DraftHead* head = draft ? draft->as_head() : nullptr;
   const uint64_t per_position = target.make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() +
                                 (head ? head->make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() : 0);

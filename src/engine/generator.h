@@ -26,6 +26,7 @@ struct GenerateOptions {
   std::vector<int64_t> stop_token_ids;  // generation ends after emitting one of these
   int64_t max_length = 0;               // KV capacity (prompt + output); 0: prompt + max_tokens
   KvDType kv_cache_dtype = KvDType::kBF16;
+  bool deterministic = false;  // engine_generate only: EngineConfig::deterministic (the bits a deterministic server gives)
 };
 
 struct GenerateResult {

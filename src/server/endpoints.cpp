@@ -111,6 +111,8 @@ RequestOptions request_options(const Backend& backend, const SamplingRequest& re
   // vLLM's extension: keep generating through end-of-sequence tokens (benchmarks, load tests).
   options.ignore_eos = fields::get_bool(body, "ignore_eos", "ignore_eos").value_or(false);
   if (options.ignore_eos) options.stop_token_ids.clear();
+  // aerie's extension: batch-invariant decoding for this request (RequestOptions::deterministic).
+  options.deterministic = fields::get_bool(body, "deterministic", "deterministic").value_or(false);
   return options;
 }
 
