@@ -26,12 +26,16 @@ Fp8Quantization parse_quantization(const json& j, const std::string& source) {
   // checks them when the weights load.
   if (method == "compressed-tensors") {
     const std::string format = r.string("format", "int-quantized");
-    AERIE_CHECK(format == "int-quantized", source, ": unsupported quantization_config.format '", format,
-                "' for compressed-tensors (supported: int-quantized, 8-bit symmetric weights)");
+    AERIE_CHECK(format == "int-quantized" || format == "pack-quantized", source,
+                ": unsupported quantization_config.format '", format,
+                "' for compressed-tensors (supported: int-quantized, 8-bit symmetric weights; pack-quantized, "
+                "4-bit weights)");
     return q;
   }
+  // 4-bit GPTQ and AWQ: their settings are checked where the tensors are repacked (models/int4_weights.h).
+  if (method == "gptq" || method == "awq") return q;
   AERIE_CHECK(method == "fp8", source, ": unsupported quantization_config.quant_method '", method,
-              "' (supported: fp8, compressed-tensors int8)");
+              "' (supported: fp8, gptq, awq, compressed-tensors int-quantized and pack-quantized)");
   const std::string fmt = r.string("fmt", "e4m3");
   AERIE_CHECK(fmt == "e4m3", source, ": unsupported quantization_config.fmt '", fmt, "' (supported: e4m3)");
   const std::string activations = r.string("activation_scheme", "dynamic");

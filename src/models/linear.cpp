@@ -52,6 +52,24 @@ void linear_int4(const float* x, int64_t n_rows, const LinearWeight& w, float* y
   ops::matmul_int4(gathered.data(), n_rows, *w.weight, *w.scale, *w.zero, bias, y, pool);
 }
 
+// Rows [row_begin, row_end) of an int4 weight as f32 [rows, n_in] in input order: w[o, i] = (q - zero) * scale
+// exactly as ops/int4.h defines it (no activation rounding), column j put back at input perm[j].
+void int4_rows(const LinearWeight& w, int64_t row_begin, int64_t row_end, float* out) {
+  const int64_t n_in = w.n_in(), n_groups = w.scale->dim(1), group = n_in / n_groups;
+  const auto* q = static_cast<const uint8_t*>(w.weight->data);
+  const auto* scale = w.scale->as<float>();
+  const auto* zero = w.zero->as<uint8_t>();
+  const int32_t* perm = w.perm != nullptr ? w.perm->as<int32_t>() : nullptr;
+  for (int64_t o = row_begin; o < row_end; ++o) {
+    const uint8_t* row = q + o * (n_in / 2);
+    float* dst = out + (o - row_begin) * n_in;
+    for (int64_t j = 0; j < n_in; ++j) {
+      const int64_t g = o * n_groups + j / group;
+      dst[perm != nullptr ? perm[j] : j] = float(int(ops::int4_at(row, j)) - int(zero[g])) * scale[g];
+    }
+  }
+}
+
 }  // namespace
 
 LinearWeight bind_linear(const WeightStore& store, const std::string& name, int64_t n_out, int64_t n_in,
@@ -95,9 +113,9 @@ LinearWeight bind_linear(const WeightStore& store, const std::string& name, int6
 }
 
 void linear_rows(const LinearWeight& w, int64_t row_begin, int64_t row_end, float* out) {
-  // Only MLA's kv_b reads rows, and DeepSeek targets and heads refuse int4 at load.
-  AERIE_CHECK(!w.is_int4(), "linear_rows: int4 weights cannot be read as rows");
-  if (w.is_int8()) {
+  if (w.is_int4()) {
+    int4_rows(w, row_begin, row_end, out);
+  } else if (w.is_int8()) {
     ops::dequantize_int8_rows(*w.weight, *w.scale, row_begin, row_end, out);
   } else {
     ops::dequantize_rows(*w.weight, w.scale_inv, row_begin, row_end, out);

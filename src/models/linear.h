@@ -49,8 +49,8 @@ LinearWeight bind_linear(const WeightStore& store, const std::string& name, int6
                          bool fp8_allowed);
 
 // Rows [row_begin, row_end) of the weight as f32 [row_end - row_begin, n_in] in `out`, whatever its format
-// (FP8 tiles and int8 scales applied; int4 is refused): for code that reads a few rows of a projection
-// itself (MLA's kv_b).
+// (FP8 tiles, int8 scales and int4 zero points and scales applied, an int4 act-order permutation undone):
+// for code that reads a few rows of a projection itself (MLA's kv_b).
 void linear_rows(const LinearWeight& w, int64_t row_begin, int64_t row_end, float* out);
 
 // y = x w^T (+ bias):  x [n_rows, n_in] f32 -> y [n_rows, n_out] f32;  bias [n_out] any float dtype or null.

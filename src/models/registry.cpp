@@ -64,12 +64,16 @@ std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const 
                                         ThreadPool& pool, const LoadOptions& options) {
   DeepseekV3Config config = parse_deepseek_v3_config(json, (dir / "config.json").string());
   AERIE_CHECK(!tensor_parallel(options) || options.weights == WeightFormat::kAsStored, dir.string(),
-              ": several ranks split BF16 and FP8 weights only; --weights int8 cannot be split yet");
-  AERIE_CHECK(options.weights != WeightFormat::kInt4, dir.string(),
-              ": int4 weights are not supported for DeepseekV3ForCausalLM (Llama targets and EAGLE heads only)");
+              ": several ranks split BF16 and FP8 weights only; --weights int8 or int4 cannot be split yet");
   WeightStore store = open_weights(dir, options);
   normalize_int8_scales(store);
+  // Published GPTQ / AWQ / compressed-tensors 4-bit projections, repacked (models/int4_weights.h).
+  const int64_t n_int4 = convert_int4_checkpoint(store, json, &pool);
+  AERIE_CHECK(
+      !tensor_parallel(options) || n_int4 == 0, dir.string(),
+      ": several ranks split BF16 and FP8 weights only; this checkpoint's int4 projections cannot be split yet");
   if (options.weights == WeightFormat::kInt8) quantize_projections_int8(store, options.int8_group, "", &pool);
+  if (options.weights == WeightFormat::kInt4) quantize_projections_int4(store, options.int4_group, "", &pool);
   return std::make_unique<DeepseekV3Model>(std::move(config), std::move(store), pool, options.communicator,
                                            options.layout);
 }

@@ -165,11 +165,15 @@ TEST_F(DeepseekLoadErrors, UnsupportedQuantization) {
   config["quantization_config"] = fp8_quantization();
   config["quantization_config"]["weight_block_size"] = {64, 64};
   EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.weight_block_size");
+  config["quantization_config"] = {{"quant_method", "bitsandbytes"}};
+  EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.quant_method 'bitsandbytes'");
+  // 4-bit GPTQ / AWQ / pack-quantized load (deepseek_int4_test.cpp); their settings are checked.
   config["quantization_config"] = {{"quant_method", "gptq"}};
-  EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.quant_method 'gptq'");
-  // compressed-tensors: int8 ("int-quantized") only; 4-bit packed weights are refused by name.
+  EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.bits is 0: only 4-bit gptq");
   config["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"}};
-  EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.format 'pack-quantized'");
+  EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.config_groups must be a non-empty object");
+  config["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", "float-quantized"}};
+  EXPECT_CONTAINS(load_error(config, tiny_tensors()), "quantization_config.format 'float-quantized'");
   config["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", "int-quantized"}};
   EXPECT_EQ(load_error(config, tiny_tensors()), "");  // float tensors under an int8 config load as they are
 }
