@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "dist/communicator.h"
 #include "engine/engine_generate.h"
 #include "engine/generator.h"
 #include "io/npy.h"
@@ -256,6 +257,45 @@ TEST(DeepseekInt4Speculative, GreedyEqualsPlainForEveryDrafter) {
         }
       }
     }
+  }
+}
+
+// Rank 0 of 2 for loading only: the int4 refusal comes before any exchange.
+class LoadOnlyRanks final : public dist::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string name() const override { return "load-only"; }
+  void all_reduce_sum(std::span<float>) override { unexpected(); }
+  void broadcast(std::span<std::byte>, int) override { unexpected(); }
+  void all_to_all_v(std::span<const float>, std::span<const int>, std::span<float>, std::span<const int>) override {
+    unexpected();
+  }
+  void barrier() override { unexpected(); }
+  [[noreturn]] void abort(int) override { unexpected(); }
+
+ private:
+  [[noreturn]] static void unexpected() { throw Error("LoadOnlyRanks: a collective while loading"); }
+};
+
+TEST(DeepseekInt4Options, SeveralRanksRefuseInt4Projections) {
+  LoadOnlyRanks ranks;
+  ThreadPool pool(1);
+  LoadOptions options;
+  options.communicator = &ranks;
+  try {
+    load_model(kData / "pack_g64", pool, options);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("this checkpoint's int4 projections cannot be split yet"), std::string::npos)
+        << e.what();
+  }
+  options.weights = WeightFormat::kInt4;
+  try {
+    load_model(kData / "pack_g64", pool, options);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--weights int8 or int4 cannot be split yet"), std::string::npos) << e.what();
   }
 }
 
