@@ -98,9 +98,13 @@ TEST_P(DeepseekInt4Golden, PrefillAndDecodeMatchTheFloat64Reference) {
   REQUIRE_CASE(dir, GetParam());
   std::unique_ptr<Model> model = load_model(dir, pool_);
   const auto& ds = dynamic_cast<const DeepseekV3Model&>(*model);
-  EXPECT_TRUE(ds.weights().layers[0].attn.kv_b.is_int4());
+  EXPECT_TRUE(ds.weights().layers[1].attn.kv_b.is_int4());
   EXPECT_TRUE(ds.weights().layers[1].moe.experts[3].down.is_int4());
   EXPECT_FALSE(ds.weights().output.is_int4());  // lm_head stays BF16, as published
+  // awq_g64_partial leaves the dense first layer (and the MTP layer) in BF16 (modules_to_not_convert).
+  const bool partial = GetParam() == "awq_g64_partial";
+  EXPECT_EQ(ds.weights().layers[0].attn.kv_b.is_int4(), !partial);
+  EXPECT_EQ(ds.weights().layers[0].dense.down.is_int4(), !partial);
   const std::vector<int64_t> ids = golden_ids(dir);
   std::vector<int64_t> shape;
   const std::vector<float> ref = read_npy_f32(dir / "logits.npy", &shape);
@@ -113,7 +117,8 @@ TEST_P(DeepseekInt4Golden, PrefillAndDecodeMatchTheFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, DeepseekInt4Golden,
-                         ::testing::Values("pack_g64", "pack_sym_actorder_g64", "gptq_g64", "awq_g64"));
+                         ::testing::Values("pack_g64", "pack_sym_actorder_g64", "gptq_g64", "awq_g64",
+                                           "awq_g64_partial"));
 
 TEST(DeepseekInt4Checkpoint, PackQuantizedZerosAndActOrder) {
   REQUIRE_CASE(dir, "pack_sym_actorder_g64");
@@ -221,18 +226,21 @@ TEST(DeepseekQuantizeAtLoad, ModelIsCloseToTheReferenceOfTheSameQuantiser) {
   EXPECT_LT(mean_kl(ref, prompt_logits(*q, ids), q->n_vocab()), 0.3);
 }
 
-// Greedy speculative decoding with an int4 target (a published GPTQ layout, and --weights int4): its own MTP
+// Greedy speculative decoding with an int4 target (published GPTQ and AWQ layouts, --weights int4): its own MTP
 // layer (int4 with it), an EAGLE-3 MLA head as stored and an oracle over an int4 copy (most drafts accepted)
 // all give plain output.
 TEST(DeepseekInt4Speculative, GreedyEqualsPlainForEveryDrafter) {
   REQUIRE_CASE(gptq_dir, "gptq_g64");
   REQUIRE_CASE(source_dir, "bf16_w64");
   REQUIRE_CASE(head_dir, "mla_head");
+  REQUIRE_CASE(partial_dir, "awq_g64_partial");
   ThreadPool pool(2);
   LoadOptions at_load;
   at_load.weights = WeightFormat::kInt4;
   at_load.int4_group = 64;
-  for (const auto& [dir, options] : {std::pair{gptq_dir, LoadOptions{}}, std::pair{source_dir, at_load}}) {
+  // awq_g64_partial: an int4 body beside its BF16 dense layer and MTP layer.
+  for (const auto& [dir, options] :
+       {std::pair{gptq_dir, LoadOptions{}}, std::pair{partial_dir, LoadOptions{}}, std::pair{source_dir, at_load}}) {
     std::unique_ptr<Model> target = load_model(dir, pool, options);
     std::unique_ptr<Model> copy = load_model(dir, pool, options);
     const std::vector<int64_t> prompt = golden_ids(gptq_dir);

@@ -32,10 +32,14 @@ Layouts (n_in inputs, n_out outputs, G = n_in / group groups):
 
   make_int4_checkpoint.py --source tests/data/deepseek_int4/bf16_w64 --out tests/data/deepseek_int4/awq_g64 \\
       --format awq --group 64
+
+--not-convert leaves whole modules as stored, as published checkpoints do (QuantTrio's DeepSeek AWQ configs
+list "model.layers.0." .. "model.layers.2." and the MTP layer under modules_to_not_convert).
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -53,8 +57,9 @@ IDS = [0, 17, 143, 96, 5, 128, 77, 31, 190, 64, 9, 150]  # tests/data/deepseek/b
 IGNORE = ["lm_head", "re:.*mlp\\.gate$", "re:.*shared_head\\.head$"]
 
 
-def is_projection(name):
-    return name.endswith("_proj.weight") or name.endswith("_proj_with_mqa.weight")
+def is_projection(name, not_convert=()):
+    return (name.endswith("_proj.weight") or name.endswith("_proj_with_mqa.weight")) and \
+        not any(m in name for m in not_convert)
 
 
 def pack_nibbles(values):
@@ -93,14 +98,14 @@ def published_config(a):
                 "sym": a.symmetric, "damp_percent": 0.01, "true_sequential": True, "checkpoint_format": "gptq"}
     if a.format == "awq":
         return {"quant_method": "awq", "bits": 4, "group_size": a.group, "version": "gemm", "zero_point": True,
-                "modules_to_not_convert": None}
+                "modules_to_not_convert": a.not_convert or None}
     weights = {"num_bits": 4, "type": "int", "symmetric": a.symmetric, "strategy": "group", "group_size": a.group,
                "actorder": "group" if a.act_order else None, "dynamic": False, "observer": "minmax",
                "block_structure": None}
     return {"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
             "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None,
                                           "output_activations": None}},
-            "ignore": IGNORE, "kv_cache_scheme": None, "global_compression_ratio": None}
+            "ignore": IGNORE + [f"re:{re.escape(m)}" for m in a.not_convert], "kv_cache_scheme": None, "global_compression_ratio": None}
 
 
 def main(argv):
@@ -112,6 +117,9 @@ def main(argv):
     ap.add_argument("--symmetric", action="store_true", help="zero 8, scale 2 max|w| / 15 (gptq, pack)")
     ap.add_argument("--act-order", action="store_true", help="groups over permuted inputs (gptq, pack)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--not-convert", action="append", default=[],
+                    help="leave modules whose name holds this as stored, e.g. model.layers.0. (AWQ "
+                         "modules_to_not_convert; pack: an ignore regex; gptq: no config key, tensors only)")
     a = ap.parse_args(argv)
     assert a.format != "awq" or not (a.symmetric or a.act_order), "AWQ is asymmetric, without act order"
     rng = np.random.default_rng(a.seed)
@@ -121,7 +129,7 @@ def main(argv):
     entries, bits_of, dequantised = [], {}, {}
     for name in sorted(raw):
         dtype, bits = raw[name]
-        if not is_projection(name):
+        if not is_projection(name, a.not_convert):
             entries.append((name, dtype, bits.shape))
             bits_of[name] = bits
             continue
@@ -151,7 +159,7 @@ def main(argv):
     logits, _ = forward(ref, IDS)
     np.save(os.path.join(a.out, "logits.npy"), logits.numpy().astype(np.float32))
     golden = {"ids": IDS, "source": os.path.relpath(a.source, os.path.dirname(a.out)), "format": a.format,
-              "group": a.group, "symmetric": a.symmetric, "act_order": a.act_order,
+              "group": a.group, "not_convert": a.not_convert, "symmetric": a.symmetric, "act_order": a.act_order,
               "max_abs_logit": float(logits.abs().max()),
               "command": "tools/deepseek/make_int4_checkpoint.py " + " ".join(argv)}
     with open(os.path.join(a.out, "golden.json"), "w") as f:
