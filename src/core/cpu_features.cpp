@@ -34,6 +34,8 @@ CpuFeatures detect() {
     f.avx512bw = zmm_state && (ebx & bit_AVX512BW);
     f.avx512vl = zmm_state && (ebx & bit_AVX512VL);
     f.avx512_vnni = zmm_state && (ecx & (1u << 11));
+    const bool tile_state = (xcr0 & (uint64_t(3) << 17)) == (uint64_t(3) << 17);  // XTILECFG, XTILEDATA
+    f.amx_bf16 = tile_state && (edx & (1u << 22)) && (edx & (1u << 24));          // AMX-BF16, AMX-TILE
   }
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) {
     f.avx512_bf16 = f.avx512f && (eax & (1u << 5));
@@ -50,9 +52,9 @@ CpuFeatures apply_cap(CpuFeatures f) {
   const std::string_view c(cap);
   if (c == "scalar") return CpuFeatures{};
   if (c == "avx2") {
-    f.avx512f = f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_vnni = false;
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_vnni = f.amx_bf16 = false;
   } else if (c == "avx512") {
-    f.avx512_bf16 = false;
+    f.avx512_bf16 = f.amx_bf16 = false;
   }
   return f;
 }
@@ -74,6 +76,7 @@ std::string CpuFeatures::describe() const {
   add(avx512vl, "avx512vl");
   add(avx512_bf16, "avx512_bf16");
   add(avx512_vnni, "avx512_vnni");
+  add(amx_bf16, "amx_bf16");
   return s.empty() ? "scalar" : s;
 }
 

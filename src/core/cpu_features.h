@@ -15,6 +15,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512_bf16 = false;
   bool avx512_vnni = false;  // vpdpwssd: the int8-weight kernels
+  bool amx_bf16 = false;     // AMX tiles with bf16 (and the OS saving their state): oneDNN's GEMM uses them
 
   // avx2 + fma + f16c: what the AVX2 kernels need.
   bool has_avx2_tier() const { return avx2 && fma && f16c; }

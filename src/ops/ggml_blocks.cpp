@@ -1,8 +1,9 @@
 // Dispatch of ops/ggml_blocks.h, the scalar tier, and the prefill path.
 //   AVX-512-VNNI or AVX2: int8 activations (cpu/ggml_blocks_kernels.h) at any row count, except
-//   from kGemmMinRows rows with AVX-512-BF16: a column block of weight rows at a time dequantised to bf16 for
-//     the oneDNN GEMM. (Without it the integer kernels beat dequantising for a float GEMM: Llama-8B shapes on
-//     one Zen 4 core, 100-160 GFLOP/s against 40-44 through the AVX2 f32 kernel.)
+//   from kGemmMinRows rows with AMX-BF16 (matmul_blocks_uses_gemm): a column block of weight rows at a time
+//     dequantised to bf16 for the oneDNN GEMM. (Without AMX the integer kernels beat dequantising for a
+//     float GEMM: Llama-8B shapes on one Zen 4 core, 100-160 GFLOP/s against 40-44 through the AVX2 f32
+//     kernel and below oneDNN's AVX-512-BF16 GEMM too, ggml_blocks.h.)
 //   Scalar: each weight row dequantised once (the definition, below) and dotted with every row in f32, 8
 //     partial sums in a fixed order (batch invariant at any row count).
 #include "ops/ggml_blocks.h"
@@ -205,8 +206,7 @@ void matmul_blocks(const float* x, int64_t n_rows, const Tensor& w, const Tensor
   const Tier t = tier();
   if (t == Tier::kScalar) {
     pool.parallel_for(m.n_out, 16, [&](int64_t b, int64_t e) { matmul_scalar(x, n_rows, m, b, e, y); });
-  } else if (!(gemm_rows_allowed(n_rows) && t == Tier::kAvx512Vnni && cpu_features().avx512_bf16 &&
-               matmul_prefill_bf16(x, n_rows, m, y, pool))) {
+  } else if (!(matmul_blocks_uses_gemm(n_rows) && matmul_prefill_bf16(x, n_rows, m, y, pool))) {
     matmul_int8(x, n_rows, m, t, y, pool);
   }
   if (bias != nullptr) {
@@ -220,6 +220,11 @@ void dequantize_block_rows(const Tensor& w, int64_t row_begin, int64_t row_end, 
   AERIE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= m.n_out, "dequantize_block_rows: rows [", row_begin,
               ", ", row_end, ") of ", w.shape.str());
   dequantize_range(m, row_begin, row_end, out);
+}
+
+bool matmul_blocks_uses_gemm(int64_t n_rows) {
+  const CpuFeatures& f = cpu_features();
+  return gemm_rows_allowed(n_rows) && tier() == Tier::kAvx512Vnni && f.avx512_bf16 && f.amx_bf16;
 }
 
 const char* matmul_blocks_isa(DType) {

@@ -33,10 +33,11 @@
 // the activations are quantised per 32 inputs to int8 (scale = max |x| / 127, as llama.cpp's Q8_0
 // activations do; its Q8_K, one scale per 256, would let the K types' 6-bit scales apply in the integer
 // domain but saves no float operation here, cpu/ggml_blocks_kernels.h) and the quants multiplied as
-// integers; a k-row call gives the bits of k one-row calls (batch invariance). From kGemmMinRows rows (prefill) with AVX-512-BF16 a column block of the weight at a
-// time is dequantised to bf16 for oneDNN's GEMM (activations as ops::Bf16Activations says); without it the
-// integer kernels go on at any row count (faster there than dequantising for a float GEMM). The scalar
-// tier and ops/ref use float activations.
+// integers; a k-row call gives the bits of k one-row calls (batch invariance). From kGemmMinRows rows
+// (prefill) on CPUs with AMX-BF16 a column block of the weight at a time is dequantised to bf16 for oneDNN's
+// GEMM (activations as ops::Bf16Activations says: matmul_blocks_uses_gemm); elsewhere the integer kernels go
+// on at any row count (faster there than dequantising for a float GEMM). The scalar tier and ops/ref use
+// float activations.
 #pragma once
 
 #include <cstdint>
@@ -59,5 +60,13 @@ void dequantize_block_rows(const Tensor& w, int64_t row_begin, int64_t row_end, 
 // Which kernel family matmul_blocks uses for this dtype at small row counts ("avx512_vnni", "avx2",
 // "scalar").
 const char* matmul_blocks_isa(DType dtype);
+
+// Whether matmul_blocks sends n_rows rows to oneDNN's GEMM (a column block of the weight dequantised to bf16
+// at a time): from kGemmMinRows rows on CPUs with AMX-BF16, whose tiles outrun any vector kernel, unless
+// ops::BatchInvariantScope is on. Elsewhere the integer kernels run at every row count: on AVX-512-VNNI
+// they beat dequantising for the bf16 GEMM (Zen 4, 512-token prefill of Llama-3.2-1B, `bench-engine
+// --concurrency 1 --prompt-tokens 512`: Q4_K_M / Q8_0 / Q4_0 1.06x / 1.04x / 1.09x at 1 thread, 1.05x /
+// 1.07x / 1.19x at 2), and a row's bits then never depend on the batch.
+bool matmul_blocks_uses_gemm(int64_t n_rows);
 
 }  // namespace aerie::ops

@@ -87,7 +87,7 @@ double activation_bound(const float* x, const float* w, int64_t n_in) {
 }
 
 // Which arithmetic matmul_blocks uses for `rows`: int8 activations (the integer tiers, except from
-// kGemmMinRows rows with AVX-512-BF16), or float with `rel` the relative error of its rounding (bf16 weights,
+// kGemmMinRows rows with AMX-BF16: matmul_blocks_uses_gemm), or float with `rel` the relative error of its rounding (bf16 weights,
 // and bf16 activations when rounded, on the oneDNN path; f32 on the scalar tier).
 struct Arithmetic {
   bool int8 = false;
@@ -97,7 +97,7 @@ Arithmetic arithmetic(int64_t rows) {
   const std::string isa = matmul_blocks_isa(DType::kQ4_K);
   Arithmetic a;
   if (isa == "scalar") return a;
-  if (rows >= kGemmMinRows && isa == "avx512_vnni" && cpu_features().avx512_bf16) {
+  if (matmul_blocks_uses_gemm(rows)) {
     a.rel = bf16_activations() == Bf16Activations::kSplit ? 2.0 / 512 : 4.0 / 512;
   } else {
     a.int8 = true;
@@ -222,6 +222,23 @@ TEST(GgmlBlocksMatmul, Avx2KernelsGiveTheBitsOfTheAvx512Ones) {
       cpu::matmul_blocks_avx2(packed, m, 0, n_out, b.data(), n_out);
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << dtype_name(dtype) << " rows " << rows;
     }
+  }
+}
+
+// The prefill path of CPUs with AMX (matmul_blocks_uses_gemm) widens weight rows to bf16 for the GEMM:
+// checked here on any AVX-512 CPU, since it may not run on this one. Each value is the definition's f32
+// rounded to the nearest bf16 (ties to even).
+TEST(GgmlBlocksDequantize, Bf16RowsAreTheF32RowsRounded) {
+  if (!cpu_features().has_avx512_tier()) GTEST_SKIP() << "no AVX-512 here";
+  for (const Case& c : cases()) {
+    const BlockWeights w(c.dtype, c.n_out, c.n_in, 19);
+    const cpu::BlockMatrix m{c.dtype, w.bytes.data(), c.n_out, c.n_in, int64_t(dtype_row_bytes(c.dtype, c.n_in))};
+    std::vector<float> f32(size_t(c.n_out * c.n_in));
+    std::vector<uint16_t> bf16(f32.size());
+    cpu::dequantize_blocks_avx512(m, 0, c.n_out, f32.data());
+    cpu::dequantize_blocks_bf16_avx512(m, 0, c.n_out, bf16.data());
+    for (size_t i = 0; i < f32.size(); ++i)
+      ASSERT_EQ(bf16[i], f32_to_bf16(f32[i])) << dtype_name(c.dtype) << " value " << i;
   }
 }
 
