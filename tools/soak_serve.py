@@ -17,6 +17,11 @@ well-behaved client, a broken stream, a hung client, a slow client not cut, or a
 
   python3 tools/soak_serve.py                 # 600 s
   python3 tools/soak_serve.py --duration 30   # a short run
+  python3 tools/soak_serve.py --duration 20 --serve-args "--spec-tree-top-k 4 --spec-tree-depth 3"   # trees
+  python3 tools/soak_serve.py --duration 20 --draft ngram --serve-args --deterministic              # n-gram
+
+CI (.ci/run) runs all three: EAGLE-3 chains, EAGLE-2 trees, and n-gram drafts in a deterministic server, each
+sampled (rejection sampling over the drafts) with clients hanging up mid-stream.
 """
 import argparse
 import http.client
@@ -24,6 +29,7 @@ import json
 import os
 import random
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -85,6 +91,7 @@ def start_server(args):
            "--header-timeout", str(args.header_timeout), "--body-timeout", "10", "--max-length", "512"]
     if args.draft != "none":
         cmd += ["--draft", args.draft, "--num-speculative-tokens", "2"]
+    cmd += shlex.split(args.serve_args)
     print("soak: " + " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     log = []
@@ -307,7 +314,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--aerie", default=os.path.join(ROOT, "build", "aerie"))
     p.add_argument("--model", help="model folder (default: the shipped %s)" % DEFAULT_MODEL)
-    p.add_argument("--draft", help="EAGLE head folder, or none (default: the shipped head with the shipped model)")
+    p.add_argument("--draft", help="EAGLE head folder, ngram, or none (default: the shipped head with the shipped model)")
+    p.add_argument("--serve-args", default="", help="more `aerie serve` flags, one string (e.g. tree options)")
     p.add_argument("--clients", type=int, default=64, help="streaming clients (default 64)")
     p.add_argument("--duration", type=float, default=600, help="seconds of load (default 600)")
     p.add_argument("--slowloris", type=int, default=64, help="slow-head connections (default 64)")
