@@ -30,6 +30,8 @@ struct LinearWeight {
   bool is_fp8() const { return scale_inv != nullptr; }
   bool is_int8() const { return scale != nullptr && zero == nullptr; }
   bool is_int4() const { return zero != nullptr; }
+  // ", int8 projections" / ", int4 projections" when quantised, else "" (for a model's describe()).
+  const char* format_note() const { return is_int4() ? ", int4 projections" : is_int8() ? ", int8 projections" : ""; }
   uint64_t nbytes() const {
     uint64_t bytes = weight->nbytes();
     for (const Tensor* t : {scale_inv, scale, zero, perm}) bytes += t != nullptr ? t->nbytes() : 0;

@@ -86,7 +86,7 @@ struct DraftLoadOptions {
   // per scale, 0 = one per output channel. Int8 checkpoints load as they are either way.
   WeightFormat weights = WeightFormat::kAsStored;
   int64_t int8_group = 0;
-  int64_t int4_group = 128;  // int4: models/int4_weights.h (EAGLE-1/3 heads; MLA heads refuse int4)
+  int64_t int4_group = 128;  // int4: models/int4_weights.h (EAGLE-1/3 heads, MHA and MLA)
   NgramOptions ngram;        // --draft ngram: the gram lengths it matches
   // The target's folder: a draft model's tokenizer.json is compared with its (empty: not compared).
   std::filesystem::path target_dir;

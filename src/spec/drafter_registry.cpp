@@ -43,7 +43,7 @@ const std::vector<DrafterEntry>& entries() {
       {DrafterKind::kEagle3Mha, "EAGLE-3 MHA head", {"LlamaForCausalLMEagle3"},
        {ModelFamily::kLlama, ModelFamily::kDeepseekV3}, false, true, "fc reads the target's hidden states"},
       {DrafterKind::kEagle3Mla, "EAGLE-3 MLA head", {"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"},
-       {ModelFamily::kDeepseekV3}, false, false, "fc reads the target's hidden states"},
+       {ModelFamily::kDeepseekV3}, false, true, "fc reads the target's hidden states"},
       {DrafterKind::kMtp, "MTP layer", {}, {ModelFamily::kDeepseekV3}, true, false, nullptr},
       {DrafterKind::kNgram, "n-gram drafter", {}, {ModelFamily::kLlama, ModelFamily::kDeepseekV3}, false, false,
        nullptr},
@@ -169,8 +169,7 @@ std::vector<int> fused_layers(const HeadFolder& f, const std::vector<int>& aux_l
 // touched now so the first draft step does not fault them in.
 void prepare_weights(HeadFolder& f, ThreadPool& pool, const DraftLoadOptions& options) {
   AERIE_CHECK(options.weights != WeightFormat::kInt4 || f.entry->int4, f.store.source(),
-              ": int4 weights are not supported for ", f.entry->name,
-              "s (Llama targets and EAGLE heads only)");
+              ": int4 weights are not supported for ", f.entry->name, "s");
   normalize_int8_scales(f.store);
   if (options.weights == WeightFormat::kInt8) {
     quantize_projections_int8(f.store, options.int8_group, "", &pool);

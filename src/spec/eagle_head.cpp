@@ -60,17 +60,6 @@ uint64_t EagleHead::weight_bytes() const {
   return bytes;
 }
 
-namespace {
-
-// ", int8 projections" / ", int4 projections" when the layer's projections were quantised, else "".
-std::string projection_format(const LinearWeight& w) {
-  if (w.is_int4()) return ", int4 projections";
-  if (w.is_int8()) return ", int8 projections";
-  return "";
-}
-
-}  // namespace
-
 std::string EagleHead::describe() const {
   const LlamaConfig& c = config_.llama;
   const EagleWeights& w = weights_;
@@ -83,8 +72,7 @@ std::string EagleHead::describe() const {
                  ", heads ", c.n_head, "/", c.n_head_kv, " x ", c.head_dim, ", rope_theta ", c.rope_theta,
                  ", target layers {", layers, "}, vocab ", n_vocab(), reduced_vocab() ? " (reduced, d2t)" : "",
                  w.kind == EagleKind::kEagle3 ? ", names " + w.layer_prefix + "*" : std::string(),
-                 w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc.weight->dtype),
-                 projection_format(w.layers[0].attn.q));
+                 w.fc_bias ? ", fc bias" : "", ", ", dtype_name(w.fc.weight->dtype), w.layers[0].attn.q.format_note());
 }
 
 void EagleHead::eagle1_layers(float* x, int64_t n, const DraftBatch& batch) {
@@ -117,9 +105,9 @@ void EagleHead::eagle3_layer(float* x, const float* emb, int64_t n, const DraftB
   const int64_t n_embd = config_.llama.n_embd;
   const float eps = float(config_.llama.rms_norm_eps);
   const EagleLayerWeights& layer = weights_.layers[0];
-  float* cur = cur_.reserve(n * n_embd);                   // [n, n_embd]
-  float* attn_in = attn_in_.reserve(n * 2 * n_embd);       // [n, 2 * n_embd]: [normed embedding | normed feature]
-  float* block_out = block_out_.reserve(n * n_embd);       // [n, n_embd]
+  float* cur = cur_.reserve(n * n_embd);              // [n, n_embd]
+  float* attn_in = attn_in_.reserve(n * 2 * n_embd);  // [n, 2 * n_embd]: [normed embedding | normed feature]
+  float* block_out = block_out_.reserve(n * n_embd);  // [n, n_embd]
   concat_normed_pair(emb, layer.attn_norm, x, layer.hidden_norm, n, n_embd, eps, cur, attn_in, pool_);
   // The residual is the un-normalised feature (or, in the norm_before_residual variant, the normed one).
   if (config_.norm_before_residual) std::memcpy(x, cur, size_t(n * n_embd) * sizeof(float));

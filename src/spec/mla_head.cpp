@@ -47,8 +47,11 @@ MlaHeadWeights bind_weights(const WeightStore& store, const MlaHeadConfig& confi
   w.mlp = bind_ffn(store, p + "mlp.", c.n_ff, H, false);
   w.norm = norm_tensor(store, top_name(store, "norm.weight"), H);
   const Tensor& head = store.get("lm_head.weight");
-  AERIE_CHECK(head.shape == (Shape{config.n_draft_vocab, H}), src, ": lm_head.weight has shape ", head.shape.str(),
-              ", expected [", config.n_draft_vocab, ", ", H, "] (draft_vocab_size, hidden_size)");
+  const int64_t head_in = head.shape.ndim() == 2 ? head.dim(1) * (head.dtype == DType::kU8 ? 2 : 1)
+                                                 : -1;  // int4: 2 a byte
+  AERIE_CHECK(head.shape.ndim() == 2 && head.dim(0) == config.n_draft_vocab && head_in == H, src,
+              ": lm_head.weight has shape ", head.shape.str(), ", expected [", config.n_draft_vocab, ", ", H,
+              "] (draft_vocab_size, hidden_size)");
   w.output = bind_linear(store, "lm_head", config.n_draft_vocab, H, false);  // int8 when quantised
   w.embed = &target.token_embedding();
   if (const Tensor* own = store.find(top_name(store, "embed_tokens.weight"))) {
@@ -126,7 +129,7 @@ std::string MlaEagleHead::describe() const {
                  c.kv_lora_rank, " nope/rope/v ", c.qk_nope_head_dim, "/", c.qk_rope_head_dim, "/", c.v_head_dim,
                  c.rope_scaling.enabled ? ", YaRN" : "", ", target layers {", layers, "}, vocab ", n_vocab(),
                  reduced_vocab() ? " (reduced, d2t)" : "", weights_.fc_norm.empty() ? "" : ", fc_norm", ", names ",
-                 weights_.layer_prefix, "*, ", dtype_name(weights_.fc.weight->dtype));
+                 weights_.layer_prefix, "*, ", dtype_name(weights_.fc.weight->dtype), weights_.attn.kv_a.format_note());
 }
 
 DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
@@ -140,8 +143,8 @@ DraftOutput MlaEagleHead::forward(const DraftBatch& batch) {
   // g = fc over the (optionally normalised) target parts side by side [n, k * H_t] -> [n, H], or the
   // fed-back feature.
   fuse_target_features(batch, target_n_embd_, w.fc, w.fc_norm, eps, fused_, x, pool_);
-  float* emb = emb_.reserve(n * H);            // [n, H]
-  float* cur = cur_.reserve(n * H);            // [n, H]
+  float* emb = emb_.reserve(n * H);              // [n, H]
+  float* cur = cur_.reserve(n * H);              // [n, H]
   float* attn_in = attn_in_.reserve(n * 2 * H);  // [n, 2H]: [normed embedding | normed feature]
   float* block_out = block_out_.reserve(n * H);  // [n, H]
   ops::embedding(*w.embed, batch.token_ids.data(), n, emb);

@@ -227,8 +227,8 @@ TEST(DeepseekQuantizeAtLoad, ModelIsCloseToTheReferenceOfTheSameQuantiser) {
 }
 
 // Greedy speculative decoding with an int4 target (published GPTQ and AWQ layouts, --weights int4): its own MTP
-// layer (int4 with it), an EAGLE-3 MLA head as stored and an oracle over an int4 copy (most drafts accepted)
-// all give plain output.
+// layer (int4 with it), an EAGLE-3 MLA head as stored and quantised to int4, and an oracle over an int4 copy
+// (most drafts accepted) all give plain output.
 TEST(DeepseekInt4Speculative, GreedyEqualsPlainForEveryDrafter) {
   REQUIRE_CASE(gptq_dir, "gptq_g64");
   REQUIRE_CASE(source_dir, "bf16_w64");
@@ -251,8 +251,13 @@ TEST(DeepseekInt4Speculative, GreedyEqualsPlainForEveryDrafter) {
     std::unique_ptr<DraftHead> mtp = load_drafter(kMtpDraftName, *target, pool);
     std::unique_ptr<DraftHead> mla = load_drafter(head_dir, *target, pool);
     EXPECT_NE(mla->describe().find("mla"), std::string::npos) << mla->describe();
+    DraftLoadOptions int4_head;  // the MLA head quantised too (its kv_b read by rows in int4)
+    int4_head.weights = WeightFormat::kInt4;
+    int4_head.int4_group = 64;
+    std::unique_ptr<DraftHead> mla4 = load_drafter(head_dir, *target, pool, int4_head);
+    EXPECT_NE(mla4->describe().find("int4"), std::string::npos) << mla4->describe();
     testing::OracleHead oracle(*copy, prompt[0], 0.2);
-    for (DraftHead* head : {mtp.get(), mla.get(), static_cast<DraftHead*>(&oracle)}) {
+    for (DraftHead* head : {mtp.get(), mla.get(), mla4.get(), static_cast<DraftHead*>(&oracle)}) {
       for (int64_t k : {1, 3}) {
         SpecOptions spec;
         spec.num_speculative_tokens = k;
