@@ -409,8 +409,8 @@ def main(argv=None):
         epilog=textwrap.fill("Types: f32/f16/bf16/q8_0 as convert_hf_to_gguf.py writes them; q4_0/q4_k_m/q5_k_m/q6_k as "
                "llama-quantize would then make them (per-tensor mix: quant_mix.py). 1-D tensors, norms, "
                "biases and the MoE router stay F32. A tensor whose row length is not a multiple of its "
-               "type's block (256 for the K types, 32 for Q4_0/Q8_0) falls back to Q8_0 when the row is a "
-               "multiple of 32, else F16 (llama.cpp would pick Q5_0/Q5_1, which aerie does not read). "
+               "type's block (256 for the K types, 32 for Q4_0/Q8_0) falls back as llama-quantize does: Q4_K to "
+               "Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, and to F16 when the row is not a multiple of 32. "
                "Without tokenizer files (and no --tokenizer) a minimal byte-level vocabulary of vocab_size "
                "tokens is written: config's bos/eos/pad ids as control tokens, bytes on the other ids, no "
                "merges (see hf_tokenizer.minimal_byte_vocab).", width=110),

@@ -22,9 +22,9 @@ by layer, names sorted within a layer), because two rules count tensors in that 
 Always F32, in every outtype (both tools agree): 1-D tensors (norms, biases, exp_probs_b, rope_freqs), names
 ending in _norm.weight, names not ending in .weight, and ffn_gate_inp.weight (the router).
 
-Fallback for rows that do not fit the chosen block: llama.cpp demotes Q4_K -> Q5_0, Q5_K -> Q5_1,
-Q6_K -> Q8_0 (F16 when even 32 does not divide the row). aerie reads no Q5_0/Q5_1, so here every block type
-falls back to Q8_0 when the row is a multiple of 32, else F16.
+Fallback for rows that do not fit the chosen block, as llama.cpp's tensor_type_fallback: Q4_K -> Q5_0,
+Q5_K -> Q5_1, Q6_K -> Q8_0, a 32-value type stays; F16 when even that block does not divide the row (real
+DeepSeek-V3 Q4_K_M files hold Q5_0 attn_k_b rows of 128).
 """
 import re
 
@@ -33,7 +33,9 @@ OUTTYPES = {  # name -> (general.file_type, base ggml type, made by)
     "q8_0": (7, "Q8_0", "convert"), "q4_0": (2, "Q4_0", "quantize"), "q4_k_m": (15, "Q4_K", "quantize"),
     "q5_k_m": (17, "Q5_K", "quantize"), "q6_k": (18, "Q6_K", "quantize"),
 }
-BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256}
+BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "Q5_0": 32, "Q5_1": 32, "Q4_K": 256, "Q5_K": 256,
+         "Q6_K": 256}
+FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 
 
 def sort_key(name):
@@ -69,7 +71,8 @@ def always_f32(name, shape):
 def fallback(type_name, row):
     if row % BLOCK[type_name] == 0:
         return type_name
-    return "Q8_0" if row % 32 == 0 else "F16"
+    demoted = FALLBACK.get(type_name, type_name)
+    return demoted if row % BLOCK[demoted] == 0 else "F16"
 
 
 def choose_types(tensors, outtype, n_layer_all, n_expert):

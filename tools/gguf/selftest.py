@@ -159,7 +159,8 @@ def reader_rejects_bad_files():
 
 # Relative RMS error (to the data's RMS) on N(0, 1) rows; ggml's reference quantisers give about
 # Q8_0 0.0056, Q6_K 0.018, Q5_K 0.036, Q4_0 0.10, Q4_K 0.072.
-ERROR_BOUNDS = {"Q8_0": 0.008, "Q6_K": 0.025, "Q5_K": 0.05, "Q4_K": 0.09, "Q4_0": 0.12, "F16": 5e-4, "BF16": 4e-3}
+ERROR_BOUNDS = {"Q8_0": 0.008, "Q6_K": 0.025, "Q5_K": 0.05, "Q4_K": 0.09, "Q4_0": 0.12, "Q4_1": 0.12, "Q5_0": 0.06,
+                "Q5_1": 0.06, "F16": 5e-4, "BF16": 4e-3}
 
 
 @check
@@ -176,7 +177,8 @@ def quantisation_error_bounds():
         block = gq.BLOCKS[t][0]
         err = np.abs(y - x).reshape(-1, block).max(axis=1)
         amax = np.abs(x).reshape(-1, block).max(axis=1)
-        levels = {"Q8_0": 127, "Q6_K": 31, "Q5_K": 15.5, "Q4_K": 7.5, "Q4_0": 7.5, "F16": 1024, "BF16": 128}[t]
+        levels = {"Q8_0": 127, "Q6_K": 31, "Q5_K": 15.5, "Q4_K": 7.5, "Q4_0": 7.5, "Q4_1": 3.75, "Q5_0": 15.5,
+                  "Q5_1": 7.75, "F16": 1024, "BF16": 128}[t]
         expect((err <= amax / levels * 1.5 + 1e-6).all(), f"{t}: a block's error exceeds 1.5 steps")
         print(f"    {t}: relative RMS error {rel:.4f}")
 
@@ -189,13 +191,14 @@ def quantisation_edge_blocks():
     x[3, 17] = 100.0                          # one spike
     x[4] = np.linspace(-1, 1, 256)
     x[5, ::2] = 1e-30                         # denormal-ish
-    for t in ("Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"):
+    for t in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"):
         y = gq.dequantize(t, gq.quantize(t, x), x.shape)
         expect(np.isfinite(y).all(), f"{t}: finite")
         expect((y[0] == 0).all(), f"{t}: zeros stay zero")
         expect(np.abs(y[3, 17] - 100) < 100 * 0.06, f"{t}: spike kept ({y[3, 17]})")
         expect(np.abs(y[4] - x[4]).max() < 0.15, f"{t}: ramp")
-        tol = {"Q8_0": 0.01, "Q6_K": 0.02, "Q5_K": 0.05, "Q4_K": 0.1, "Q4_0": 0.15}[t]
+        tol = {"Q8_0": 0.01, "Q6_K": 0.02, "Q5_K": 0.05, "Q4_K": 0.1, "Q4_0": 0.15, "Q4_1": 0.15, "Q5_0": 0.08,
+               "Q5_1": 0.08}[t]
         expect(np.abs(y[1:3] - x[1:3]).max() <= np.abs(x[1:3]).max() * tol, f"{t}: constant blocks")
 
 
@@ -315,6 +318,14 @@ def llama_k256_type_mix():
             expect(m.tensors["blk.0.attn_norm.weight"].type_name == "F32", "norms F32")
             expect(m.get("general.file_type") == hf_to_gguf.quant_mix.OUTTYPES[outtype][0], "file_type")
             _check_llama(model, m, ckpt, exact=False)
+
+
+@check
+def quant_mix_fallback_is_llama_quantize_s():
+    fb = hf_to_gguf.quant_mix.fallback
+    for t, row, want in (("Q4_K", 256, "Q4_K"), ("Q4_K", 96, "Q5_0"), ("Q5_K", 128, "Q5_1"), ("Q6_K", 64, "Q8_0"),
+                         ("Q4_0", 64, "Q4_0"), ("Q4_K", 48, "F16"), ("Q4_0", 40, "F16")):
+        expect(fb(t, row) == want, f"{t} row {row}: {fb(t, row)}, expected {want}")
 
 
 # ------------------------------------------------------------------------------------------------------------
