@@ -1,8 +1,9 @@
 // The guard against garbage output: a model whose weights hold a NaN (or whose activations overflow)
 // produces non-finite logits, and sampling from them emits arbitrary tokens with no sign of trouble. The
 // engine checks every logit row a request samples from or verifies against, before any mask or bias is
-// applied (those set -inf on purpose), and fails that request with a clear error instead
-// (FinishReason::kError; `aerie generate` exits non-zero). The scan reads each row once, branch-free;
+// applied (masks set -inf on purpose), and fails that request with a clear error instead
+// (FinishReason::kError; `aerie generate` exits non-zero). The transforms after the scan check the ids they
+// touch: add_logit_bias and PenaltyCounts::apply throw when a value they change stops being finite. The scan reads each row once, branch-free;
 // tests/engine/finite_logits_test.cpp measures it against a decode step.
 #pragma once
 

@@ -45,11 +45,19 @@ void PenaltyCounts::add_output(int64_t token) {
 void PenaltyCounts::apply(const Penalties& p, float* row) const {
   for (int64_t t : touched_) {
     float& x = row[t];
+    const float before = x;
     if (p.repetition != 1.0f) x = x > 0.0f ? x / p.repetition : x * p.repetition;
     const int32_t n = output_count_[size_t(t)];
     if (n > 0) {
       x -= p.frequency * float(n);
       x -= p.presence;
+    }
+    // A finite logit stays finite unless the division overflows (a subnormal repetition_penalty such as
+    // 1e-40 passes every range check): an infinite logit would make NaN probabilities downstream.
+    if (!std::isfinite(x)) {
+      throw Error(str_cat("repetition_penalty ", p.repetition, " (frequency_penalty ", p.frequency,
+                          ", presence_penalty ", p.presence, ") made the logit of token ", t, " non-finite (", before,
+                          " -> ", x, ")"));
     }
   }
 }

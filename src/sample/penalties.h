@@ -36,7 +36,8 @@ class PenaltyCounts {
   void reset(int64_t n_vocab, std::span<const int64_t> prompt, std::span<const int64_t> output);
   // One more output token (a draft, before the next verification row).
   void add_output(int64_t token);
-  // Applies `penalties` to row [n_vocab] in place.
+  // Applies `penalties` to row [n_vocab] in place. Throws aerie::Error naming the penalties when a penalised
+  // logit is not finite (the row's other values are unchanged, so finite rows stay finite).
   void apply(const Penalties& penalties, float* row) const;
 
  private:

@@ -40,8 +40,16 @@ const float* add_logit_bias(std::span<const LogitBias> biases, const float* logi
   out.assign(logits, logits + n_rows * n_vocab);
   for (int64_t r = 0; r < n_rows; ++r) {
     float* row = out.data() + r * n_vocab;
-    for (const LogitBias& b : biases)
-      if (b.token >= 0 && b.token < n_vocab) row[b.token] += b.bias;
+    for (const LogitBias& b : biases) {
+      if (b.token < 0 || b.token >= n_vocab) continue;
+      const float before = row[b.token];
+      row[b.token] += b.bias;
+      // Finite rows stay finite only while the bias is finite and the sum does not overflow.
+      if (!std::isfinite(row[b.token])) {
+        throw Error(str_cat("logit_bias ", b.bias, " made the logit of token ", b.token, " non-finite (", before,
+                            " -> ", row[b.token], ")"));
+      }
+    }
   }
   return out.data();
 }

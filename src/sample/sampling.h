@@ -33,6 +33,7 @@ struct LogitBias {
 
 // Copies `n_rows` rows of logits [n_rows, n_vocab] into `out` and adds the biases to every row (ids outside
 // [0, n_vocab) are skipped). Returns out.data(): the rows a request samples from and verifies against.
+// Throws aerie::Error naming logit_bias when a biased logit is not finite.
 const float* add_logit_bias(std::span<const LogitBias> biases, const float* logits, int64_t n_rows, int64_t n_vocab,
                             std::vector<float>& out);
 

@@ -29,10 +29,10 @@ void check_model(const EndpointContext& context, const std::string& model) {
 
 SamplingParams sampling_of(const SamplingRequest& request) {
   SamplingParams params;
-  params.temperature = float(request.temperature);
+  params.temperature = request.temperature;
   params.top_k = request.top_k < 0 ? 0 : request.top_k;
-  params.top_p = float(request.top_p);
-  params.min_p = float(request.min_p);
+  params.top_p = request.top_p;
+  params.min_p = request.min_p;
   return params;
 }
 
@@ -102,9 +102,9 @@ RequestOptions request_options(const Backend& backend, const SamplingRequest& re
   RequestOptions options;
   options.sampling = sampling_of(request);
   options.logit_bias = fields::checked_logit_bias(request, backend.n_vocab);
-  options.penalties.presence = float(request.presence_penalty);
-  options.penalties.frequency = float(request.frequency_penalty);
-  options.penalties.repetition = float(request.repetition_penalty);
+  options.penalties.presence = request.presence_penalty;
+  options.penalties.frequency = request.frequency_penalty;
+  options.penalties.repetition = request.repetition_penalty;
   // The sampled token's log-probability and the top_logprobs most likely (the model's own distribution).
   options.logprobs = request.logprobs ? request.top_logprobs : -1;
   options.stop_token_ids = backend.model.eos_ids;

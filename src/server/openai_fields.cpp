@@ -93,6 +93,17 @@ std::optional<double> get_number(const Json& object, std::string_view key, const
   return number;
 }
 
+std::optional<float> get_float(const Json& object, std::string_view key, const std::string& param, float min, float max,
+                               bool min_exclusive) {
+  const std::optional<double> number = get_number(object, key, param, min, max, min_exclusive);
+  if (!number) return std::nullopt;
+  const float value = static_cast<float>(*number);  // rounds to nearest; may underflow to 0
+  if (min_exclusive ? !(value > min) : !(value >= min))
+    throw_range(param, "decimal", false, min_exclusive ? ">" : ">=", min, *find(object, key));
+  if (!(value <= max)) throw_range(param, "decimal", true, "<=", max, *find(object, key));
+  return value;
+}
+
 std::optional<int64_t> get_integer(const Json& object, std::string_view key, const std::string& param, int64_t min,
                                    int64_t max) {
   const Json* value = find(object, key);

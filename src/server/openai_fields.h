@@ -41,6 +41,11 @@ std::optional<bool> get_bool(const Json& object, std::string_view key, const std
 // A number in [min, max] (min excluded when min_exclusive).
 std::optional<double> get_number(const Json& object, std::string_view key, const std::string& param, double min,
                                  double max, bool min_exclusive = false);
+// A number used as a float (sampling parameters): in [min, max] both as the double sent and as the float it
+// becomes, so a value that rounds to 0 or past a bound (top_p 1e-300 -> 0) is refused here, naming the field
+// and the value sent, rather than later with neither.
+std::optional<float> get_float(const Json& object, std::string_view key, const std::string& param, float min, float max,
+                               bool min_exclusive = false);
 // An integer (or a decimal with an integral value) in [min, max].
 std::optional<int64_t> get_integer(const Json& object, std::string_view key, const std::string& param, int64_t min,
                                    int64_t max);

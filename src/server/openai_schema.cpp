@@ -155,8 +155,7 @@ std::vector<LogitBias> read_logit_bias(const Json& body, const RequestLimits& li
     }
     const std::string param = "logit_bias." + shown;
     if (value.is_null()) throw_invalid_type(param, "a decimal", value);
-    const double bias = *get_number(*map, key, param, -100.0, 100.0);
-    out.push_back(LogitBias{*id, static_cast<float>(bias)});
+    out.push_back(LogitBias{*id, *get_float(*map, key, param, -100.0f, 100.0f)});
   }
   std::sort(out.begin(), out.end(), [](const LogitBias& a, const LogitBias& b) { return a.token < b.token; });
   return out;  // canonical keys: one entry per token
@@ -178,14 +177,14 @@ std::vector<LogitBias> checked_logit_bias(const SamplingRequest& request, int64_
 void read_sampling_fields(const Json& body, const RequestLimits& limits, SamplingRequest& out) {
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   if (auto model = get_string(body, "model", "model")) out.model = *model;
-  out.temperature = get_number(body, "temperature", "temperature", 0.0, 2.0).value_or(1.0);
-  out.top_p = get_number(body, "top_p", "top_p", 0.0, 1.0, /*min_exclusive=*/true).value_or(1.0);
+  out.temperature = get_float(body, "temperature", "temperature", 0.0f, 2.0f).value_or(1.0f);
+  out.top_p = get_float(body, "top_p", "top_p", 0.0f, 1.0f, /*min_exclusive=*/true).value_or(1.0f);
   out.top_k = get_integer(body, "top_k", "top_k", -1, kInt64Max).value_or(-1);
-  out.min_p = get_number(body, "min_p", "min_p", 0.0, 1.0).value_or(0.0);
-  out.presence_penalty = get_number(body, "presence_penalty", "presence_penalty", -2.0, 2.0).value_or(0.0);
-  out.frequency_penalty = get_number(body, "frequency_penalty", "frequency_penalty", -2.0, 2.0).value_or(0.0);
+  out.min_p = get_float(body, "min_p", "min_p", 0.0f, 1.0f).value_or(0.0f);
+  out.presence_penalty = get_float(body, "presence_penalty", "presence_penalty", -2.0f, 2.0f).value_or(0.0f);
+  out.frequency_penalty = get_float(body, "frequency_penalty", "frequency_penalty", -2.0f, 2.0f).value_or(0.0f);
   out.repetition_penalty =
-      get_number(body, "repetition_penalty", "repetition_penalty", 0.0, 10.0, /*min_exclusive=*/true).value_or(1.0);
+      get_float(body, "repetition_penalty", "repetition_penalty", 0.0f, 10.0f, /*min_exclusive=*/true).value_or(1.0f);
   out.seed = get_integer(body, "seed", "seed", std::numeric_limits<int64_t>::min(), kInt64Max);
   out.n = get_integer(body, "n", "n", 1, 128).value_or(1);
   out.stream = get_bool(body, "stream", "stream").value_or(false);

@@ -59,17 +59,18 @@ class ApiError : public std::runtime_error {
 
 // Fields both endpoints share. Ranges follow OpenAI and vLLM: temperature [0, 2], top_p (0, 1], top_k -1
 // (or 0: off) or >= 1, min_p [0, 1], presence/frequency penalty [-2, 2], repetition_penalty (0, 10], n [1, 128], top_logprobs and prompt_logprobs [0, 20],
-// logit_bias values [-100, 100]. Counts and sizes within RequestLimits.
+// logit_bias values [-100, 100]; decimals are checked as the floats the sampler uses (fields::get_float).
+// Counts and sizes within RequestLimits.
 struct SamplingRequest {
   std::string model;                  // "" when absent (the server picks its model)
   std::optional<int64_t> max_tokens;  // >= 1; nullopt: up to the context (chat)
-  double temperature = 1.0;
-  double top_p = 1.0;
+  float temperature = 1.0f;
+  float top_p = 1.0f;
   int64_t top_k = -1;
-  double min_p = 0.0;
-  double presence_penalty = 0.0;
-  double frequency_penalty = 0.0;
-  double repetition_penalty = 1.0;  // vLLM's extra field, (0, 10]; 1: off
+  float min_p = 0.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;  // vLLM's extra field, (0, 10]; 1: off
   std::optional<int64_t> seed;
   std::vector<std::string> stop;
   int64_t n = 1;

@@ -99,6 +99,34 @@ TEST_F(PenaltiesEngineTest, ARequestOutOfRangeIsRefusedByName) {
   }
 }
 
+// repetition_penalty 1e-40 is a positive float (a subnormal one) and passes every range check, but dividing a
+// positive logit by it overflows to +inf: sampling then drew from NaN probabilities (the last id every step)
+// and greedy took the argmax of infinities. The logits are checked after every transform, so the request
+// fails with an error naming the field instead of finishing normally with garbage.
+TEST_F(PenaltiesEngineTest, AnOverflowingPenaltyFailsTheRequestByName) {
+  for (const float temperature : {0.0f, 1.0f}) {
+    Engine engine(*target, nullptr, EngineConfig{}, pool);
+    RequestOptions o;
+    o.max_tokens = 4;
+    o.ignore_eos = true;
+    o.sampling.temperature = temperature;
+    o.penalties.repetition = 1e-40f;
+    ASSERT_GT(o.penalties.repetition, 0.0f);
+    std::vector<int64_t> tokens;
+    FinishReason reason = FinishReason::kNone;
+    std::string error;
+    engine.submit(prompts(1)[0], o, [&](const TokenEvent& e) {
+      tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
+      if (e.finished) reason = e.finish_reason, error = e.error;
+    });
+    engine.run_until_idle();
+    EXPECT_EQ(reason, FinishReason::kError) << "temperature " << temperature;
+    EXPECT_TRUE(tokens.empty()) << "temperature " << temperature;
+    EXPECT_NE(error.find("repetition_penalty"), std::string::npos) << error;
+    EXPECT_NE(error.find("non-finite"), std::string::npos) << error;
+  }
+}
+
 // The lossless block of lossless_engine.h with penalties in every case (the 16-token vocabulary repeats
 // tokens often, so the output counts move the distributions of tokens 2 and 3).
 TEST(PenaltiesLossless, SpeculativeSamplingMatchesThePenalisedTarget) {

@@ -164,6 +164,24 @@ TEST_F(ServeErrors, PenaltiesApplyAndOutOfRangeIsRefusedByName) {
   }
 }
 
+// Float fields are checked as the floats they become: 1e-300 passed a double check of top_p > 0 and became
+// 0, refused later by the engine with a message naming 0 and no param. A subnormal repetition_penalty that
+// overflows a logit fails the request by name instead of answering 200 with garbage.
+TEST_F(ServeErrors, FloatFieldsAreCheckedAsFloats) {
+  for (const auto& [field, text] : std::vector<std::pair<std::string, std::string>>{
+           {"top_p", "1e-300"}, {"repetition_penalty", "1e-46"}, {"min_p", "-1e-300"}, {"presence_penalty", "2.5"}}) {
+    const std::string body = chat("hi", Json::object()).insert(1, "\"" + field + "\": " + text + ", ");
+    Json e = expect_error("/v1/chat/completions", body, 400);
+    EXPECT_EQ(e["param"], field) << text;
+    EXPECT_NE(e["message"].get<std::string>().find(text), std::string::npos) << e.dump();
+  }
+  auto client = server_->client();
+  const HttpResult r = post(*client, "/v1/chat/completions",
+                            chat("hello there", {{"repetition_penalty", 1e-40}, {"temperature", 0}}), auth());
+  EXPECT_EQ(r.status, 500) << r.body;
+  EXPECT_NE(r.body.find("repetition_penalty"), std::string::npos) << r.body;
+}
+
 TEST_F(ServeErrors, UnknownPathAndTokenizeErrors) {
   Json e = expect_error("/v1/nothing", "{}", 404);
   EXPECT_EQ(e["type"], "invalid_request_error");
