@@ -199,6 +199,7 @@ PreTokenizer PreTokenizer::from_json(const Json& config) {
 
 void PreTokenizer::split(std::string_view text, Scratch& scratch, std::vector<std::string_view>& pieces) const {
   if (text.empty()) return;
+  scratch.matcher.start_budget(text.size(), steps_.size());
   const size_t first = pieces.size();
   pieces.push_back(text);
   const size_t n_steps = steps_.size();

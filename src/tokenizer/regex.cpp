@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace aerie {
@@ -109,14 +111,37 @@ Regex::Matcher::Matcher() : state_(std::make_unique<State>()) {
 
 Regex::Matcher::~Matcher() = default;
 
+void Regex::Matcher::start_budget(size_t input_bytes, size_t n_passes) {
+  budget_ = kStepsPerByte * (uint64_t(input_bytes) + 1) * std::max<uint64_t>(n_passes, 1);
+  budget_bytes_ = input_bytes;
+}
+
+int Regex::Matcher::match(const Regex& regex, std::string_view subject, size_t start, uint64_t limit) {
+  pcre2_set_match_limit(state_->context, uint32_t(std::min<uint64_t>(limit, UINT32_MAX)));
+  const auto* text = reinterpret_cast<PCRE2_SPTR>(subject.data());
+  return regex.code_->jit
+             ? pcre2_jit_match(regex.code_->code, text, subject.size(), start, 0, state_->data, state_->context)
+             : pcre2_match(regex.code_->code, text, subject.size(), start, PCRE2_NO_UTF_CHECK, state_->data,
+                           state_->context);
+}
+
 bool Regex::Matcher::find(const Regex& regex, std::string_view subject, size_t start, size_t* begin,
                           size_t* end) {
-  const auto* text = reinterpret_cast<PCRE2_SPTR>(subject.data());
-  const int rc = regex.code_->jit
-                     ? pcre2_jit_match(regex.code_->code, text, subject.size(), start, 0, state_->data,
-                                       state_->context)
-                     : pcre2_match(regex.code_->code, text, subject.size(), start, PCRE2_NO_UTF_CHECK,
-                                   state_->data, state_->context);
+  // The most one call may take: the budget's rate over the rest of the subject, and what the input's
+  // budget has left.
+  const uint64_t call_cap = std::min<uint64_t>(kStepsPerByte * (uint64_t(subject.size() - start) + 1), budget_);
+  uint64_t limit = kFirstTryLimit;
+  int rc = match(regex, subject, start, limit);
+  while (rc == PCRE2_ERROR_MATCHLIMIT) {
+    if (limit >= call_cap || budget_ == 0) {
+      throw Error(str_cat("tokenizer regex /", regex.pattern_, "/ exceeded its matching budget (", kStepsPerByte,
+                          " steps per byte of a ", std::max(budget_bytes_, subject.size()),
+                          "-byte input): the pattern backtracks catastrophically on this text"));
+    }
+    limit = std::min(limit * 2, call_cap);
+    budget_ -= std::min(limit, budget_);  // charged up front: the try may use all of it
+    rc = match(regex, subject, start, limit);
+  }
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   AERIE_CHECK(rc >= 0, "tokenizer regex /", regex.pattern_, "/ failed on a ", subject.size(),
               "-byte piece: ", pcre2_message(rc));

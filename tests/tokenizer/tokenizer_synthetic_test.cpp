@@ -1,5 +1,7 @@
 // Hand-checkable tokenizers built in the test: BPE merge order, both merge spellings, ignore_merges,
 // added-token flags, the template, pre-tokenizer behaviours and the load-time errors.
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -160,6 +162,40 @@ TEST(PreTokenizer, LookaheadStaysInsideThePiece) {
                                             split_config({{"Regex", "\\s+(?!\\S)|\\s+|\\S+"}}, "Isolated")}}};
   EXPECT_EQ(split(sequence, "a   |b"), (V{"a", "   ", "b"}));
   EXPECT_EQ(split(split_config({{"Regex", "\\s+(?!\\S)|\\s+|\\S+"}}, "Isolated"), "a   b"), (V{"a", "  ", " ", "b"}));
+}
+
+// A Split pattern that backtracks catastrophically (`a*a*a*b` tries every split of a run of a's at every
+// start: cubic per call, quartic per encode) took 46 s on 4000 characters. Matching runs under a budget
+// sized by the input, so the encode fails in well under a second with an error naming the pattern.
+TEST(Regex, CatastrophicBacktrackingIsAnErrorNotAHang) {
+  Json json = tiny_tokenizer();
+  json["pre_tokenizer"] = {{"type", "Sequence"},
+                           {"pretokenizers",
+                            {split_config({{"Regex", "a*a*a*b|."}}, "Isolated"),
+                             {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  const Tokenizer tok = make(json);
+  EXPECT_EQ(tok.encode("aab", false), (Ids{0, 4}));  // one piece "aab": ordinary inputs still work
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    (void)tok.encode(std::string(4000, 'a'), false);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/a*a*a*b|./"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("matching budget"), std::string::npos) << e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0);
+  std::printf("a*a*a*b|. on 4000 a's: refused after %.3f s\n", seconds);
+  // The budget is per encode: the next call starts afresh.
+  EXPECT_EQ(tok.encode("ab", false), (Ids{4}));
+}
+
+// Long benign inputs that real patterns backtrack over (a megabyte run of spaces under `\s+(?!\S)`) stay
+// within the budget.
+TEST(Regex, LongRunsOfRealPatternsStayWithinTheBudget) {
+  const std::string text = "a" + std::string(1 << 20, ' ') + "b";
+  const std::vector<std::string> pieces = split(split_config({{"Regex", "\\s+(?!\\S)|\\s+|\\S+"}}, "Isolated"), text);
+  EXPECT_EQ(pieces.size(), 4u);
 }
 
 TEST(Regex, WhitespaceFollowsUnicodeWhiteSpace) {
