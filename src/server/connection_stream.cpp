@@ -45,8 +45,8 @@ bool ConnectionStream::is_readable() const {
 }
 
 bool ConnectionStream::is_writable() const {
-  return wait_for(connection_.fd, POLLOUT, Clock::now() + limits_.write_timeout) &&
-         !PeerSocket(connection_.fd).closed();
+  return !abandoned_ && wait_for(connection_.fd, POLLOUT, Clock::now() + limits_.write_timeout) &&
+         PeerSocket(connection_.fd).state() != PeerState::kGone;  // a half-closed client still reads
 }
 
 ssize_t ConnectionStream::read(char* ptr, size_t size) {
@@ -78,6 +78,7 @@ ssize_t ConnectionStream::read(char* ptr, size_t size) {
 }
 
 ssize_t ConnectionStream::write(const char* ptr, size_t size) {
+  if (abandoned_) return -1;
   const Clock::time_point deadline = Clock::now() + limits_.write_timeout;
   while (true) {
     if (!wait_for(connection_.fd, POLLOUT, deadline)) return -1;  // the client takes nothing

@@ -37,6 +37,10 @@ class ConnectionStream final : public httplib::Stream {
   void get_local_ip_and_port(std::string& ip, int& port) const override;
   socket_t socket() const override { return connection_.fd; }
 
+  // Nothing more is written (every write fails): the client is gone, and no status may be made up for it.
+  void abandon() { abandoned_ = true; }
+  bool abandoned() const { return abandoned_; }
+
   // Why the last read failed, if a limit made it fail.
   bool timed_out() const { return timed_out_; }
   bool over_limit() const { return over_limit_; }
@@ -48,6 +52,7 @@ class ConnectionStream final : public httplib::Stream {
   uint64_t body_bytes_ = 0;
   bool timed_out_ = false;
   bool over_limit_ = false;
+  bool abandoned_ = false;
 };
 
 }  // namespace aerie::server

@@ -58,6 +58,13 @@ size_t request_head_size(std::string_view bytes, size_t& resume) {
   }
 }
 
+bool head_has_invalid_bytes(std::string_view head) {
+  if (head.find('\0') != std::string_view::npos) return true;
+  for (size_t at = head.find('\r'); at != std::string_view::npos; at = head.find('\r', at + 1))
+    if (at + 1 >= head.size() || head[at + 1] != '\n') return true;
+  return false;
+}
+
 size_t strip_range_headers(std::string& bytes, size_t head_size) {
   std::string head;
   head.reserve(head_size);
@@ -158,6 +165,11 @@ ApiError method_not_allowed(std::string_view method, std::string_view path, std:
                   ".", "invalid_request_error", "", "method_not_allowed");
 }
 
+ApiError invalid_head_bytes() {
+  return ApiError(400, "The request line or a header holds a NUL byte or a CR outside a line ending (RFC 9110 5.5).",
+                  "invalid_request_error", "", "invalid_header");
+}
+
 ApiError service_unavailable(bool draining, std::string_view engine_failure) {
   if (draining) {
     return ApiError(503, "The server is shutting down and takes no new requests.", "server_error", "",
@@ -167,11 +179,28 @@ ApiError service_unavailable(bool draining, std::string_view engine_failure) {
                   "is restarted.", "server_error", "", "engine_failed");
 }
 
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
 std::string raw_error_response(const ApiError& error) {
   const std::string body = error.body().dump();
   const int status = error.status();
-  const char* reason = status == 408 ? "Request Timeout" : status == 431 ? "Request Header Fields Too Large" : "Error";
-  return "HTTP/1.1 " + std::to_string(status) + " " + reason +
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
          "\r\nConnection: close\r\n\r\n" + body;
 }

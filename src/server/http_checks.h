@@ -26,6 +26,10 @@ inline size_t request_head_size(std::string_view bytes) {
   return request_head_size(bytes, resume);
 }
 
+// Whether a request head holds a byte RFC 9110 5.5 and RFC 9112 2.2 forbid there: NUL, or a CR that does
+// not begin a CRLF line ending. The library would cut a header value at the NUL and keep a bare CR in it.
+bool head_has_invalid_bytes(std::string_view head);
+
 // Removes the Range and If-Range header lines from the head of `head_size` bytes at the front of `bytes`
 // (what follows the head is kept); returns the new head size.
 size_t strip_range_headers(std::string& bytes, size_t head_size);
@@ -55,6 +59,8 @@ ApiError body_too_large(size_t limit_bytes, std::optional<uint64_t> announced_by
 ApiError head_too_large(size_t limit_bytes);
 // 408 request_timeout: `part` ("request line and headers", "body") did not arrive within `seconds`.
 ApiError request_timeout(std::string_view part, int seconds);
+// 400 invalid_header: the head holds NUL or a bare CR.
+ApiError invalid_head_bytes();
 // 405 method_not_allowed.
 ApiError method_not_allowed(std::string_view method, std::string_view path, std::string_view allowed);
 // 503 when the server cannot serve at all: "server_shutting_down" while draining, else "engine_failed"
@@ -62,8 +68,11 @@ ApiError method_not_allowed(std::string_view method, std::string_view path, std:
 ApiError service_unavailable(bool draining, std::string_view engine_failure);
 
 // A whole HTTP/1.1 response carrying `error`, for the few answers sent outside the HTTP library (the
-// request gate's 408 and 431); it closes the connection.
+// request gate's 400, 408 and 431); it closes the connection.
 std::string raw_error_response(const ApiError& error);
+
+// The reason phrase of a status the server sends (RFC 9110 15), "Error" for any other.
+const char* reason_phrase(int status);
 
 // "8 MiB", "64 KiB", "1000 bytes": a byte count as people write limits.
 std::string byte_size_text(uint64_t bytes);

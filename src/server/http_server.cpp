@@ -9,6 +9,7 @@
 #include <ctime>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 
@@ -295,7 +296,8 @@ struct HttpServer::Impl {
         });
   }
 
-  void generate(const std::string& body, httplib::Response& res, bool chat) {
+  void generate(const httplib::Request& req, const std::string& body, httplib::Response& res, bool chat) {
+    const bool http_1_1 = req.version == "HTTP/1.1";
     EndpointContext ctx = context(require_backend());
     bool streamed = false;
     std::shared_ptr<Generation> generation = chat ? make_chat_generation(ctx, body, streamed)
@@ -307,11 +309,29 @@ struct HttpServer::Impl {
     }
     // A whole response is written only at the end, so a client that hangs up is noticed by probing its
     // socket; its choices are cancelled and their KV blocks freed (as for a stream).
-    const PeerSocket peer(exchange().stream->socket());
-    std::optional<OrderedJson> result = generation->run_to_completion([&peer] { return peer.closed(); });
+    ConnectionStream& stream = *exchange().stream;
+    const PeerSocket peer(stream.socket());
+    bool probed = false;
+    std::optional<OrderedJson> result = generation->run_to_completion([&] {
+      const PeerState state = peer.state();
+      if (state == PeerState::kHalfClosed && !probed && http_1_1) {
+        // A FIN does not tell a half-close (the client still reads) from a close. An interim 100
+        // (Continue), which an HTTP/1.1 client must accept before the final response (RFC 9110 15.2),
+        // tells them apart: a closed socket answers it with a reset, seen as kGone by a later probe. An
+        // HTTP/1.0 client may not be sent one, so its half-close is simply answered in full.
+        probed = true;
+        constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        return stream.write(kContinue.data(), kContinue.size()) != ssize_t(kContinue.size());
+      }
+      return state == PeerState::kGone;
+    });
     if (!result) {
+      // Nobody reads: nothing is sent (no status is made up for it); 499, nginx's "client closed
+      // request", is only what the counters and the log see.
       ++disconnects;
-      res.status = 499;  // nginx's "client closed request": nobody reads it
+      stream.abandon();
+      exchange().close = true;
+      res.status = 499;
       return;
     }
     send_json(res, 200, *result);
@@ -320,15 +340,16 @@ struct HttpServer::Impl {
   void routes();
   void serve(std::unique_ptr<Connection> connection);
   void start_workers();
+  void start_worker();
   void stop_connections();
 };
 
 void HttpServer::Impl::routes() {
-  http.Post("/v1/chat/completions", with_body([this](const auto&, const std::string& body, auto& res) {
-    generate(body, res, true);
+  http.Post("/v1/chat/completions", with_body([this](const auto& req, const std::string& body, auto& res) {
+    generate(req, body, res, true);
   }));
-  http.Post("/v1/completions", with_body([this](const auto&, const std::string& body, auto& res) {
-    generate(body, res, false);
+  http.Post("/v1/completions", with_body([this](const auto& req, const std::string& body, auto& res) {
+    generate(req, body, res, false);
   }));
   // The chat page (src/server/chat_page.html); open like /health: it holds no data, and its requests carry
   // the API key the user types in.
@@ -381,7 +402,7 @@ void HttpServer::Impl::routes() {
   // Responses the library makes itself (a malformed request line or header, a URI beyond its limit) get
   // an OpenAI error body too; after those nothing on the connection is trusted.
   http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
+    if (!res.body.empty() || (t_exchange != nullptr && t_exchange->stream->abandoned())) return;
     const int status = res.status;
     send_error(res, ApiError(status, "HTTP error " + std::to_string(status) + ": the request line or headers are "
                              "malformed or too long.", status >= 500 ? "server_error" : "invalid_request_error"));
@@ -425,21 +446,38 @@ void HttpServer::Impl::serve(std::unique_ptr<Connection> connection) {
 void HttpServer::Impl::start_workers() {
   const int n = std::max(1, options.http_threads);
   for (int i = 0; i < n; ++i) {
-    workers.emplace_back([this] {
-      while (true) {
-        std::unique_ptr<Connection> connection;
-        {
-          std::unique_lock<std::mutex> lock(work_mutex);
-          work_cv.wait(lock, [this] { return workers_stopping || !ready.empty(); });
-          if (workers_stopping) return;
-          connection = std::move(ready.front());
-          ready.pop_front();
-          serving.insert(connection->fd);
-        }
-        serve(std::move(connection));
+    try {
+      start_worker();
+    } catch (const std::system_error& e) {
+      // The threads already started must be joined before this throws (a joinable std::thread's
+      // destructor would terminate the process).
+      {
+        std::lock_guard<std::mutex> lock(work_mutex);
+        workers_stopping = true;
       }
-    });
+      work_cv.notify_all();
+      for (std::thread& worker : workers) worker.join();
+      workers.clear();
+      throw Error(str_cat("cannot start ", n, " HTTP workers (--http-threads): thread ", i + 1, " failed: ", e.what()));
+    }
   }
+}
+
+void HttpServer::Impl::start_worker() {
+  workers.emplace_back([this] {
+    while (true) {
+      std::unique_ptr<Connection> connection;
+      {
+        std::unique_lock<std::mutex> lock(work_mutex);
+        work_cv.wait(lock, [this] { return workers_stopping || !ready.empty(); });
+        if (workers_stopping) return;
+        connection = std::move(ready.front());
+        ready.pop_front();
+        serving.insert(connection->fd);
+      }
+      serve(std::move(connection));
+    }
+  });
 }
 
 void HttpServer::Impl::stop_connections() {

@@ -31,18 +31,20 @@ bool socket_endpoint(int fd, bool peer, std::string& address, int& port) {
   return true;
 }
 
-bool PeerSocket::closed() const {
-  if (fd_ < 0) return false;
+PeerState PeerSocket::state() const {
+  if (fd_ < 0) return PeerState::kConnected;
   pollfd p{};
   p.fd = fd_;
   p.events = POLLIN | POLLRDHUP;
-  if (poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+  if (poll(&p, 1, 0) <= 0) return PeerState::kConnected;
+  // A FIN alone sets POLLIN and POLLRDHUP; POLLERR and POLLHUP come with a reset (or both sides shut).
+  if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return PeerState::kGone;
   char byte;
   const ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return true;  // orderly shutdown by the peer
-  if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
-  return false;  // data waiting (a pipelined request): still connected
+  if (n == 0) return PeerState::kHalfClosed;  // orderly shutdown of the client's sending side
+  if (n < 0)
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? PeerState::kConnected : PeerState::kGone;
+  return PeerState::kConnected;  // data waiting (a pipelined request): still connected
 }
 
 }  // namespace aerie::server

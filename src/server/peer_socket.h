@@ -6,14 +6,19 @@
 
 namespace aerie::server {
 
+// What a probe of the connection can tell. A FIN alone (kHalfClosed) is not a hang-up: a client may
+// shut down its sending side once its request is complete and still read the response (RFC 9112 9.6
+// closes a connection one direction at a time). Only a reset or a socket error (kGone) says nobody reads.
+enum class PeerState { kConnected, kHalfClosed, kGone };
+
 class PeerSocket {
  public:
   explicit PeerSocket(int fd) : fd_(fd) {}
 
   bool valid() const { return fd_ >= 0; }
-  // True once the peer has closed or reset the connection. Bytes the client sent ahead (a pipelined
-  // request) are peeked at, never read.
-  bool closed() const;
+  // Probes without consuming anything: bytes the client sent ahead (a pipelined request) are peeked at,
+  // never read.
+  PeerState state() const;
 
  private:
   int fd_ = -1;

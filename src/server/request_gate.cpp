@@ -162,6 +162,7 @@ void RequestGate::read_head(Waiting& waiting) {
   const int fd = c.fd;
   while (true) {
     if ((c.head_size = request_head_size(c.pending, c.scanned)) > 0) {
+      if (head_has_invalid_bytes(std::string_view(c.pending).substr(0, c.head_size))) return refuse(waiting, 400);
       c.head_size = strip_range_headers(c.pending, c.head_size);
       return hand_over(fd);
     }
@@ -182,8 +183,10 @@ void RequestGate::read_head(Waiting& waiting) {
 }
 
 void RequestGate::refuse(Waiting& waiting, int status) {
-  const ApiError error = status == 431 ? head_too_large(options_.max_head_bytes)
-                                       : request_timeout("line and headers", int(options_.head_deadline.count() / 1000));
+  const ApiError error = status == 400 ? invalid_head_bytes()
+                         : status == 431
+                             ? head_too_large(options_.max_head_bytes)
+                             : request_timeout("line and headers", int(options_.head_deadline.count() / 1000));
   send_best_effort(waiting.connection->fd, raw_error_response(error));
   if (refused_) refused_(status);
   ::shutdown(waiting.connection->fd, SHUT_WR);

@@ -81,6 +81,9 @@ class RawConnection {
     return true;
   }
 
+  // Ends what this side sends (a half-close); the server's answer can still be read.
+  void shut_write() { ::shutdown(fd_, SHUT_WR); }
+
   // Whether the server has sent something (or closed) within `timeout`.
   bool readable(std::chrono::milliseconds timeout) const {
     pollfd p{fd_, POLLIN, 0};

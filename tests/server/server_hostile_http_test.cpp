@@ -195,6 +195,51 @@ TEST_F(HostileHttp, HeadersBeyondTheLimitAre431) {
   expect_serving(port());
 }
 
+// RFC 9110 5.5: a field value holding NUL, or a CR that is not part of a line ending, is invalid. The
+// library cut the value at the NUL and served the request; a bare CR was taken as part of the value. Both
+// are refused with 400 (its right reason phrase) before any handler sees them, and the connection closes.
+TEST_F(HostileHttp, NulOrBareCrInTheHeadIs400) {
+  const std::vector<std::string> heads = {
+      std::string("GET /health HTTP/1.1\r\nHost: x\r\nX-Value: a\0b\r\n\r\n", 47),
+      "GET /health HTTP/1.1\r\nHost: x\r\nX-Value: a\rb\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: x\r\nX-Value: ab\r\rX-Other: c\r\n\r\n",
+      "GET /he\ralth HTTP/1.1\r\nHost: x\r\n\r\n",
+  };
+  for (const std::string& head : heads) {
+    RawConnection c(port());
+    ASSERT_TRUE(c.send_all(head));
+    const RawResponse r = c.read_response(5s);
+    EXPECT_EQ(r.status, 400) << r.head;
+    EXPECT_EQ(r.head.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << r.head;
+    EXPECT_EQ(error_code(r), "invalid_header") << r.body;
+    EXPECT_TRUE(c.closed_within(5s));
+  }
+  expect_serving(port());
+}
+
+// A client may half-close (shutdown(SHUT_WR)) once its request is complete: its FIN ends what it sends,
+// not what it reads (RFC 9112 9.6 closes a connection one direction at a time). Taking the FIN for a hang-up
+// cancelled the request and answered "HTTP/1.1 499 Internal Server Error" with a message about malformed
+// headers; the whole response is owed.
+TEST_F(HostileHttp, AHalfClosedCompleteRequestIsAnsweredInFull) {
+  const std::string body = R"({"prompt": "x", "max_tokens": 24, "temperature": 0, "ignore_eos": true})";
+  for (const char* path : {"/v1/completions", "/tokenize"}) {
+    RawConnection c(port());
+    ASSERT_TRUE(c.send_all(raw_post(path, body)));
+    c.shut_write();
+    RawResponse r = c.read_response(30s);
+    while (r.status >= 100 && r.status < 200) r = c.read_response(30s);  // interim responses may come first
+    ASSERT_EQ(r.status, 200) << path << ": " << r.head << "\n" << r.body;
+    EXPECT_EQ(r.head.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r.head;
+    const Json json = Json::parse(r.body);
+    if (std::string(path) == "/v1/completions") {
+      EXPECT_EQ(json["usage"]["completion_tokens"], 24) << r.body;
+      EXPECT_EQ(json["choices"][0]["finish_reason"], "length") << r.body;
+    }
+  }
+  expect_serving(port());
+}
+
 TEST_F(HostileHttp, SlowHeadersAre408AtTheDeadline) {
   RawConnection c(port());
   const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(200, 's') + "\r\n\r\n";
