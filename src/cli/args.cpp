@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -15,7 +16,29 @@ const OptionSpec* find_spec(const std::vector<OptionSpec>& specs, const std::str
   return nullptr;
 }
 
+// Throws when `text` is not a number within `range`, naming the option, the range and the value.
+void check_range(const std::string& name, const Range& range, const std::string& text) {
+  bool ok = false;
+  if (range.integer) {
+    int64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    ok = ec == std::errc() && ptr == text.data() + text.size() && value >= range.min_integer &&
+         value <= range.max_integer;
+  } else {
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    ok = !text.empty() && end == text.c_str() + text.size() && std::isfinite(value) &&
+         (range.min_exclusive ? value > range.min : value >= range.min) && value <= range.max;
+  }
+  AERIE_CHECK(ok, "option ", name, " must be ", range.text(), ", got '", text, "'");
+}
+
 }  // namespace
+
+std::string Range::text() const {
+  if (integer) return str_cat("an integer in [", min_integer, ", ", max_integer, "]");
+  return str_cat("a number in ", min_exclusive ? "(" : "[", min, ", ", max, "]");
+}
 
 Args::Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs) {
   for (size_t i = 0; i < argv.size(); ++i) {
@@ -32,6 +55,7 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& 
       value = argv[++i];
     }
     AERIE_CHECK(spec->takes_value || !value, "option ", name, " takes no value");
+    if (spec->range) check_range(name, *spec->range, *value);
     values_[name] = value.value_or("");
   }
 }
@@ -106,7 +130,8 @@ std::string usage(const std::string& command, const std::vector<OptionSpec>& spe
   std::ostringstream out;
   out << "usage: aerie " << command << " [options]\n";
   for (const OptionSpec& s : specs)
-    out << "  " << s.name << (s.takes_value ? " VALUE" : "") << "\n      " << s.help << "\n";
+    out << "  " << s.name << (s.takes_value ? " VALUE" : "") << "\n      " << s.help
+        << (s.range ? "; " + s.range->text() : std::string()) << "\n";
   return out.str();
 }
 

@@ -194,9 +194,9 @@ int run_bench_spec(const std::vector<std::string>& argv) {
   for (const OptionSpec& o : draft_options()) specs.push_back(o);
   specs.push_back({"--num-speculative-tokens", true, "K (default 3); a list runs each at every rate: 1,2,4,auto "
                                                     "(auto: chosen per step in 0..8; auto:N in 0..N)"});
-  specs.push_back({"--prompt-tokens", true, "context length of the measured steps (default 128)"});
-  specs.push_back({"--decode-tokens", true, "tokens generated per end-to-end run (default 64)"});
-  specs.push_back({"--repeats", true, "repetitions of each step; the median is reported (default 7)"});
+  specs.push_back({"--prompt-tokens", true, "context length of the measured steps (default 128)", integers(1, 16 * kMiB)});
+  specs.push_back({"--decode-tokens", true, "tokens generated per end-to-end run (default 64)", integers(1, 16 * kMiB)});
+  specs.push_back({"--repeats", true, "repetitions of each step; the median is reported (default 7)", integers(1, 1000000)});
   specs.push_back({"--rates", true, "synthetic acceptance rates (default 0.5,0.7,0.9)"});
   specs.push_back({"--json", false, "print one JSON object"});
   specs.push_back({"--help", false, "this text"});

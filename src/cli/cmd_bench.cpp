@@ -190,12 +190,12 @@ void print_human(const nlohmann::json& r) {
 int run_bench(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = model_options();
   specs.push_back({"--thread-counts", true, "comma-separated thread counts to run (default: 1,<cores>)"});
-  specs.push_back({"--prompt-tokens", true, "prefill length (default 512)"});
-  specs.push_back({"--prefill-repeats", true, "prefills timed; median and best reported (default 3)"});
-  specs.push_back({"--decode-tokens", true, "decode steps timed; median and best reported (default 32)"});
+  specs.push_back({"--prompt-tokens", true, "prefill length (default 512)", integers(1, 16 * kMiB)});
+  specs.push_back({"--prefill-repeats", true, "prefills timed; median and best reported (default 3)", integers(1, 1000000)});
+  specs.push_back({"--decode-tokens", true, "decode steps timed; median and best reported (default 32)", integers(1, 16 * kMiB)});
   specs.push_back({"--k", true, "token counts of the k-token forwards (default 1,2,4,8,16)"});
-  specs.push_back({"--repeats", true, "repetitions of each k-token forward; the median is reported (default 5)"});
-  specs.push_back({"--bandwidth-bytes", true, "buffer the bandwidth probe reads before each timed decode step (default 256 MiB)"});
+  specs.push_back({"--repeats", true, "repetitions of each k-token forward; the median is reported (default 5)", integers(1, 1000000)});
+  specs.push_back({"--bandwidth-bytes", true, "buffer the bandwidth probe reads before each timed decode step (default 256 MiB)", integers(0, kTiB)});
   std::erase_if(specs, [](const OptionSpec& o) { return o.name == "--bf16-activations"; });
   specs.push_back({"--bf16-activations", true, "split, rounded or both (default both)"});
   specs.push_back({"--json", false, "print one JSON object (a list of per-thread-count, per-mode results)"});

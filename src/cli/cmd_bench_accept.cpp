@@ -159,24 +159,24 @@ std::vector<OptionSpec> bench_accept_options() {
   specs.push_back({"--tokenizer", true, "tokenizer.json folder (default: the model's)"});
   specs.push_back({"--draft", true, "draft head folders, 'mtp' or 'ngram', comma-separated (default: the shipped "
                                     "EAGLE-3 head with the shipped model)"});
-  specs.push_back({"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)"});
-  specs.push_back({"--ngram-max", true, "with --draft ngram: the longest n-gram matched (default 5, or --ngram-min)"});
+  specs.push_back({"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)", integers(1, 64)});
+  specs.push_back({"--ngram-max", true, "with --draft ngram: the longest n-gram matched (default 5, or --ngram-min)", integers(1, 64)});
   specs.push_back({"--prompts", true, "JSON list of prompts: strings or {\"text\", \"source\"} objects (default: "
                                       "the held-out set tests/data/trained/prompts.json)"});
-  specs.push_back({"--max-prompts", true, "use the first N prompts only (default: all)"});
+  specs.push_back({"--max-prompts", true, "use the first N prompts only (default: all)", integers(0, kMiB)});
   specs.push_back({"--k", true, "numbers of speculative tokens to measure (default 1,2,3,4,5,6); auto or auto:N: "
                                 "chosen per step in 0..8 (0..N) from measured acceptance and cost"});
   specs.push_back({"--trees", true, "EAGLE-2 draft trees to measure beside the chains, TOP_K:DEPTH:TOKENS "
                                     "comma-separated (e.g. 2:4:4: as wide a verification as K = 4); greedy "
                                     "requests only, T > 0 rows draft chains of K = 3"});
   specs.push_back({"--temperatures", true, "temperatures (default 0,1; T > 0 is lossless rejection sampling)"});
-  specs.push_back({"--max-tokens", true, "tokens generated per prompt (default 128)"});
-  specs.push_back({"--seed", true, "seed of prompt 0; prompt i uses seed + i (default 0)"});
+  specs.push_back({"--max-tokens", true, "tokens generated per prompt (default 128)", integers(2, 16 * kMiB)});
+  specs.push_back({"--seed", true, "seed of prompt 0; prompt i uses seed + i (default 0)", integers(INT64_MIN, INT64_MAX)});
   specs.push_back({"--thinking-acceptance", true, "strict (default) or relaxed: measure relaxed acceptance (lossy) as if "
                                                 "every output token were in the thinking phase; reports the KL of the "
                                                 "outputs to the target's distribution instead of requiring equality"});
-  specs.push_back({"--relaxed-top-k", true, "with relaxed: a draft must be among the target's top N (default 10)"});
-  specs.push_back({"--relaxed-delta", true, "with relaxed: and within this many nats of the best (default 0.6)"});
+  specs.push_back({"--relaxed-top-k", true, "with relaxed: a draft must be among the target's top N (default 10)", integers(1, kMiB)});
+  specs.push_back({"--relaxed-delta", true, "with relaxed: and within this many nats of the best (default 0.6)", numbers(0, 100)});
   specs.push_back({"--json", false, "print one JSON object instead of the table"});
   specs.push_back({"--help", false, "this text"});
   return specs;

@@ -139,16 +139,16 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   specs.push_back({"--num-speculative-tokens", true, "K with --draft (default 3); a list runs each: 1,2,4,auto "
                                                     "(auto: chosen per step in 0..8; auto:N in 0..N)"});
   specs.push_back({"--num-speculative-tokens-per-batch-size", true, "K by decoding batch size, e.g. 1-4:3,5-16:2,17-:0"});
-  specs.push_back({"--synthetic-acceptance", true, "with --draft: accept each draft with this probability (speed test)"});
+  specs.push_back({"--synthetic-acceptance", true, "with --draft: accept each draft with this probability (speed test)", numbers(0, 1)});
   specs.push_back({"--concurrency", true, "comma-separated concurrent requests (default 1,4,16,64)"});
-  specs.push_back({"--requests", true, "requests per level (default: 2 x concurrency, at least 4)"});
-  specs.push_back({"--prompt-tokens", true, "prompt length (default 128)"});
-  specs.push_back({"--max-tokens", true, "tokens generated per request (default 64)"});
+  specs.push_back({"--requests", true, "requests per level (default: 2 x concurrency, at least 4)", integers(1, kMiB)});
+  specs.push_back({"--prompt-tokens", true, "prompt length (default 128)", integers(1, 16 * kMiB)});
+  specs.push_back({"--max-tokens", true, "tokens generated per request (default 64)", integers(1, 16 * kMiB)});
   specs.push_back({"--random-range-ratio", true, "R in [0, 1): each request's prompt and max tokens drawn from "
-                                                "[L (1 - R), L (1 + R)], the same in every run (default 0)"});
-  specs.push_back({"--max-batch-tokens", true, "rows per step (default 512)"});
-  specs.push_back({"--max-prefill-rows-while-decoding", true, "prompt rows in a step that also decodes (default 256; 0: no cap)"});
-  specs.push_back({"--kv-cache-memory", true, "KV budget in bytes (default 4 GB)"});
+                                                "[L (1 - R), L (1 + R)], the same in every run (default 0)", numbers(0, 0.999999)});
+  specs.push_back({"--max-batch-tokens", true, "rows per step (default 512)", integers(1, kMiB)});
+  specs.push_back({"--max-prefill-rows-while-decoding", true, "prompt rows in a step that also decodes (default 256; 0: no cap)", integers(0, kMiB)});
+  specs.push_back({"--kv-cache-memory", true, "KV budget in bytes (default 4 GB)", integers(1, kTiB * 64)});
   specs.push_back({"--json", false, "print one JSON object"});
   specs.push_back({"--help", false, "this text"});
   const Args args(argv, specs);

@@ -92,14 +92,14 @@ void print(const char* what, const Quality& x) {
 int run_bench_quality(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = model_options();
   specs.push_back({"--ids", true, "comma-separated token ids to score (default: --prompt-tokens seeded ids)"});
-  specs.push_back({"--prompt-tokens", true, "length of the seeded pseudo-random sequence (default 128)"});
-  specs.push_back({"--seed", true, "seed of that sequence (default 1)"});
-  specs.push_back({"--chunk", true, "rows per forward of the scored runs (default 16: the decode/verify kernels)"});
+  specs.push_back({"--prompt-tokens", true, "length of the seeded pseudo-random sequence (default 128)", integers(1, 16 * kMiB)});
+  specs.push_back({"--seed", true, "seed of that sequence (default 1)", integers(INT64_MIN, INT64_MAX)});
+  specs.push_back({"--chunk", true, "rows per forward of the scored runs (default 16: the decode/verify kernels)", integers(1, kMiB)});
   specs.push_back({"--file", true, "score this text, encoded with --model's tokenizer (no special tokens)"});
   specs.push_back({"--ctx", true,
                    "score the ids in chunks of this many, each from an empty cache and its first token made BOS when "
                    "the tokenizer adds one, counting only each chunk's second half (llama-perplexity's rule, for "
-                   "figures beside its --kl-divergence); default: one chunk, every position counted"});
+                   "figures beside its --kl-divergence); default: one chunk, every position counted", integers(1, 16 * kMiB)});
   specs.push_back({"--reference", true,
                    "score --model as stored against this model as stored (e.g. the BF16 GGUF or folder a quantised "
                    "GGUF was made from) instead of against a --weights copy of itself"});

@@ -28,24 +28,24 @@ std::vector<OptionSpec> generate_options() {
   specs.insert(specs.end(), tree.begin(), tree.end());
   specs.push_back(deterministic_option());
   const std::vector<OptionSpec> own = {
-      {"--max-tokens", true, "most tokens to generate (default 128)"},
-      {"--max-length", true, "KV cache capacity in positions (default: prompt + max tokens)"},
-      {"--temperature", true, "0 = greedy (default 0)"},
-      {"--top-k", true, "keep the k most likely tokens (0 = off)"},
-      {"--top-p", true, "nucleus sampling mass (1 = off)"},
-      {"--min-p", true, "drop tokens below min_p x the top probability (0 = off)"},
-      {"--seed", true, "random seed (default 0)"},
-      {"--presence-penalty", true, "subtract this from the logit of every token already in the output, [-2, 2] (0 = off)"},
-      {"--frequency-penalty", true, "subtract this times a token's count in the output from its logit, [-2, 2] (0 = off)"},
+      {"--max-tokens", true, "most tokens to generate (default 128)", integers(0, 16 * kMiB)},
+      {"--max-length", true, "KV cache capacity in positions (default: prompt + max tokens)", integers(0, 16 * kMiB)},
+      {"--temperature", true, "0 = greedy (default 0)", numbers(0, 100)},
+      {"--top-k", true, "keep the k most likely tokens (0 = off)", integers(-1, int64_t{1} << 31)},
+      {"--top-p", true, "nucleus sampling mass (1 = off)", numbers(0, 1, /*min_exclusive=*/true)},
+      {"--min-p", true, "drop tokens below min_p x the top probability (0 = off)", numbers(0, 1)},
+      {"--seed", true, "random seed (default 0)", integers(INT64_MIN, INT64_MAX)},
+      {"--presence-penalty", true, "subtract this from the logit of every token already in the output, [-2, 2] (0 = off)", numbers(-2, 2)},
+      {"--frequency-penalty", true, "subtract this times a token's count in the output from its logit, [-2, 2] (0 = off)", numbers(-2, 2)},
       {"--repetition-penalty", true, "divide positive (multiply negative) logits of tokens in the prompt or output by "
-                                     "this, > 0 (1 = off; vLLM's and llama.cpp's repetition penalty)"},
+                                     "this, > 0 (1 = off; vLLM's and llama.cpp's repetition penalty)", numbers(0, 10, /*min_exclusive=*/true)},
       {"--ignore-eos", false, "do not stop at the model's end-of-sequence ids"},
       {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3); auto: "
                                          "chosen per step in 0..8 from measured acceptance and cost (auto:N: 0..N)"},
       {"--draft-proposal", true, "with a draft head at T > 0: sampled (default; rejection sampling) or argmax "
                                  "(--draft ngram: always argmax)"},
       {"--synthetic-acceptance", true, "with --draft: accept each draft with this probability, for speed "
-                                       "tests only (the output is NOT the model's)"},
+                                       "tests only (the output is NOT the model's)", numbers(0, 1)},
       {"--json", false, "print one JSON object at the end instead of streaming"},
       {"--show-prompt", false, "print the (rendered) prompt text before the output"},
       {"--show-special", false, "print special tokens (e.g. <|eot_id|>) in the streamed text"},

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -39,40 +41,40 @@ std::vector<OptionSpec> serve_options() {
                                          "chosen per sequence and step in 0..8 from measured acceptance and cost "
                                          "(auto:N: 0..N; the K histogram is in /metrics)"},
       {"--synthetic-acceptance", true, "with --draft: accept each draft with this probability, for load tests at a "
-                                       "chosen acceptance rate (the responses are NOT the model's output)"},
+                                       "chosen acceptance rate (the responses are NOT the model's output)", numbers(0, 1)},
       {"--draft-proposal", true, "with a draft head at T > 0: sampled (default; rejection sampling) or argmax "
                                  "(--draft ngram: always argmax)"},
       {"--num-speculative-tokens-per-batch-size", true,
        "with --draft: K by the number of decoding sequences, e.g. 1-4:3,5-16:2,17-:0 (0 = plain decoding)"},
       {"--host", true, "address to listen on (default 127.0.0.1)"},
-      {"--port", true, "port (default 8000; 0 = any free port, printed at start)"},
+      {"--port", true, "port (default 8000; 0 = any free port, printed at start)", integers(0, 65535)},
       {"--api-key", true, "require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize"},
       {"--served-model-name", true, "the model name clients use (default: the --model argument)"},
-      {"--max-num-seqs", true, "sequences decoded together (default 16)"},
-      {"--max-batch-tokens", true, "rows per engine step (default 512)"},
+      {"--max-num-seqs", true, "sequences decoded together (default 16)", integers(1, 65536)},
+      {"--max-batch-tokens", true, "rows per engine step (default 512)", integers(1, kMiB)},
       {"--max-prefill-rows-while-decoding", true,
-       "prompt rows in a step that also decodes: bounds running requests' inter-token latency (default 256; 0: no cap)"},
-      {"--kv-cache-memory", true, "KV cache bytes (default: --max-num-seqs x --max-length, at most half free memory)"},
-      {"--max-length", true, "context per sequence, prompt + output (default: the model's)"},
-      {"--max-queue", true, "engine requests queued or running before 429 (default 256)"},
+       "prompt rows in a step that also decodes: bounds running requests' inter-token latency (default 256; 0: no cap)", integers(0, kMiB)},
+      {"--kv-cache-memory", true, "KV cache bytes (default: --max-num-seqs x --max-length, at most half free memory)", integers(0, kTiB * 64)},
+      {"--max-length", true, "context per sequence, prompt + output (default: the model's)", integers(0, 16 * kMiB)},
+      {"--max-queue", true, "engine requests queued or running before 429 (default 256)", integers(1, kMiB)},
       {"--tool-parser", true, "deepseek_v3 | deepseek_v31 | llama3_json (default: detected from the checkpoint)"},
       {"--thinking-acceptance", true, "with --draft: strict (default) or relaxed: inside <think> blocks also accept a "
                                       "draft among the target's --relaxed-top-k within --relaxed-delta nats of its best "
                                       "(lossy; every chat response says so)"},
-      {"--relaxed-top-k", true, "with --thinking-acceptance relaxed: default 10"},
-      {"--relaxed-delta", true, "with --thinking-acceptance relaxed: default 0.6"},
+      {"--relaxed-top-k", true, "with --thinking-acceptance relaxed: default 10", integers(1, kMiB)},
+      {"--relaxed-delta", true, "with --thinking-acceptance relaxed: default 0.6", numbers(0, 100)},
       {"--reasoning-parser", true, "auto | none | deepseek_r1 | deepseek_v3 | qwen3: chat <think> blocks become "
                                    "reasoning_content (default auto: when the chat template writes </think>)"},
       {"--tokenizer", true, "folder with tokenizer.json (default: the model folder)"},
       {"--chat-template", true, "a Jinja chat template file instead of tokenizer_config.json's"},
-      {"--http-threads", true, "HTTP connection workers (default 128; a streaming response holds one)"},
-      {"--max-request-bytes", true, "largest request body (default 8 MiB; larger: 413, before it is read)"},
+      {"--http-threads", true, "HTTP connection workers (default 128; a streaming response holds one)", integers(1, 1024)},
+      {"--max-request-bytes", true, "largest request body (default 8 MiB; larger: 413, before it is read)", integers(1, kTiB)},
       {"--limit", true, "GROUP.FIELD=VALUE,...: raise or lower any limit on requests (the list: --help)"},
-      {"--max-header-bytes", true, "largest request line plus headers (default 64 KiB; larger: 431)"},
-      {"--header-timeout", true, "seconds a request's line and headers may take to arrive (default 10; then 408)"},
-      {"--body-timeout", true, "seconds a request's body may take to arrive after its headers (default 60; then 408)"},
-      {"--keep-alive-timeout", true, "seconds an idle keep-alive connection stays open (default 5)"},
-      {"--drain-timeout", true, "seconds running requests may take to finish on SIGTERM (default 30)"},
+      {"--max-header-bytes", true, "largest request line plus headers (default 64 KiB; larger: 431)", integers(1, kTiB)},
+      {"--header-timeout", true, "seconds a request's line and headers may take to arrive (default 10; then 408)", integers(1, 86400)},
+      {"--body-timeout", true, "seconds a request's body may take to arrive after its headers (default 60; then 408)", integers(1, 86400)},
+      {"--keep-alive-timeout", true, "seconds an idle keep-alive connection stays open (default 5)", integers(1, 86400)},
+      {"--drain-timeout", true, "seconds running requests may take to finish on SIGTERM (default 30)", integers(0, 86400)},
       {"--help", false, "this text"},
   };
   specs.insert(specs.end(), own.begin(), own.end());
@@ -110,20 +112,14 @@ std::optional<server::ToolParserKind> tool_parser_for(const Args& args, const st
   return server::detect_tool_parser(tokenizer_config, model_config);
 }
 
-// --max-request-bytes, --max-header-bytes and the request deadlines; HttpLimits' defaults when absent.
+// --max-request-bytes, --max-header-bytes and the request deadlines (their ranges are in serve_options());
+// HttpLimits' defaults when absent.
 void read_http_limits(const Args& args, HttpLimits& limits) {
-  const auto positive = [&args](const char* name, int64_t fallback, int64_t max) {
-    const int64_t value = args.integer(name, fallback);
-    AERIE_CHECK(value >= 1 && value <= max, name, " must be in [1, ", max, "]");
-    return value;
-  };
-  constexpr int64_t kMaxBytes = int64_t{1} << 40;
-  constexpr int64_t kMaxSeconds = 24 * 3600;
-  limits.max_body_bytes = size_t(positive("--max-request-bytes", int64_t(limits.max_body_bytes), kMaxBytes));
-  limits.max_header_bytes = size_t(positive("--max-header-bytes", int64_t(limits.max_header_bytes), kMaxBytes));
-  limits.header_deadline_s = int(positive("--header-timeout", limits.header_deadline_s, kMaxSeconds));
-  limits.body_deadline_s = int(positive("--body-timeout", limits.body_deadline_s, kMaxSeconds));
-  limits.keep_alive_idle_s = int(positive("--keep-alive-timeout", limits.keep_alive_idle_s, kMaxSeconds));
+  limits.max_body_bytes = size_t(args.integer("--max-request-bytes", int64_t(limits.max_body_bytes)));
+  limits.max_header_bytes = size_t(args.integer("--max-header-bytes", int64_t(limits.max_header_bytes)));
+  limits.header_deadline_s = int(args.integer("--header-timeout", limits.header_deadline_s));
+  limits.body_deadline_s = int(args.integer("--body-timeout", limits.body_deadline_s));
+  limits.keep_alive_idle_s = int(args.integer("--keep-alive-timeout", limits.keep_alive_idle_s));
 }
 
 // SIGINT/SIGTERM are blocked in every thread and taken here by sigwait: before the model is ready the
@@ -183,9 +179,6 @@ int run_serve(const std::vector<std::string>& argv) {
   options.served_model_name = args.str("--served-model-name", model_arg);
   options.http_threads = int(args.integer("--http-threads", 128));
   options.max_in_flight = args.integer("--max-queue", 256);
-  AERIE_CHECK(options.port >= 0 && options.port < 65536, "--port must be in [0, 65535]");
-  AERIE_CHECK(options.http_threads >= 1, "--http-threads must be >= 1");
-  AERIE_CHECK(options.max_in_flight >= 1, "--max-queue must be >= 1");
   RequestSideLimits limits;
   if (args.has("--limit")) {
     const std::string list = args.str("--limit");
@@ -236,8 +229,6 @@ int run_serve(const std::vector<std::string>& argv) {
       config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
     if (args.has("--synthetic-acceptance")) {
       config.spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
-      AERIE_CHECK(config.spec.synthetic_acceptance >= 0.0 && config.spec.synthetic_acceptance <= 1.0,
-                  "--synthetic-acceptance must be in [0, 1]");
       std::fprintf(stderr, "aerie serve: synthetic acceptance %.2f: responses are NOT the model's output (load tests "
                            "only)\n", config.spec.synthetic_acceptance);
     }
@@ -262,7 +253,15 @@ int run_serve(const std::vector<std::string>& argv) {
                          "not exactly the model's\n", (long long)config.spec.relaxed_thinking->top_k,
                  config.spec.relaxed_thinking->delta);
   }
-  Engine engine(*model, head.get(), config, pool);
+  std::optional<Engine> engine_storage;
+  try {
+    engine_storage.emplace(*model, head.get(), config, pool);
+  } catch (const std::bad_alloc&) {  // the KV cache, sized by the flag (or by free memory without it)
+    throw Error(str_cat("cannot allocate the KV cache of --kv-cache-memory ",
+                        config.kv_cache_memory > 0 ? std::to_string(config.kv_cache_memory) + " bytes" : "(default)",
+                        ": out of memory"));
+  }
+  Engine& engine = *engine_storage;
 
   server::ServedModel served;
   served.engine = &engine;

@@ -222,7 +222,7 @@ int thread_count(const Args& args) {
 std::vector<OptionSpec> model_options() {
   return {
       {"--model", true, "checkpoint folder (config.json + safetensors or pytorch_model.bin), or a GGUF file"},
-      {"--threads", true, "worker threads (default: every core)"},
+      {"--threads", true, "worker threads (default: every core)", integers(0, 1024)},
       {"--quiet", false, "no loading messages"},
       {"--bf16-activations", true,
        "rounded or split: BF16-weight matmuls round activations to one bf16 (default, as llama.cpp does) or "
@@ -234,22 +234,22 @@ std::vector<OptionSpec> model_options() {
        "head) at load, to symmetric int8 with one scale per output channel (or per --int8-group inputs), or "
        "to asymmetric int4 with a scale and zero point per --int4-group inputs; int8 (compressed-tensors), "
        "GPTQ and AWQ checkpoints load as they are either way"},
-      {"--int8-group", true, "with --weights int8: inputs per scale, a multiple of 32 (default 0: per channel)"},
+      {"--int8-group", true, "with --weights int8: inputs per scale, a multiple of 32 (default 0: per channel)", integers(0, 65536)},
       {"--int4-group", true,
        "with --weights int4: inputs per scale and zero point, a multiple of 64 (default 128; "
-       "0: per channel)"},
+       "0: per channel)", integers(0, 65536)},
       {"--tensor-parallel", true,
        "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate, serve, "
        "logits, bench and bench-engine; F32/BF16/F16 weights, and FP8 on whole 128x128 tiles; Llama 3: T must "
-       "divide num_key_value_heads; DeepSeek-V3: also shares the routed experts out, whole, over the ranks)"},
+       "divide num_key_value_heads; DeepSeek-V3: also shares the routed experts out, whole, over the ranks)", integers(1, 1024)},
       {"--expert-parallel", true,
        "E: share DeepSeek-V3's routed experts out over the E ranks of `mpirun -np E`, keeping attention and dense "
-       "layers whole on every rank (default 1; one all-reduce per MoE layer)"},
+       "layers whole on every rank (default 1; one all-reduce per MoE layer)", integers(1, 1024)},
       {"--data-parallel", true,
        "D: DeepSeek-V3 over the D ranks of `mpirun -np D` with data-parallel attention: each request's attention and "
        "KV cache live on one rank (the KV pool is split D ways, each rank holding the size one process would), "
        "the routed experts are shared out as with --expert-parallel (default 1; serve, generate, bench-engine, "
-       "logits, bench; --expert-parallel may be given too, equal to D)"},
+       "logits, bench; --expert-parallel may be given too, equal to D)", integers(1, 1024)},
       {"--kv-cache-dtype", true,
        "auto (default, = bf16), bf16, f32 or fp8: how KV cache rows are stored (2, 4 or 1 byte a value; fp8 "
        "E4M3 adds an f32 scale per kv head per position), target and draft head alike"},

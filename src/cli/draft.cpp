@@ -42,8 +42,8 @@ std::vector<OptionSpec> draft_options() {
        "EAGLE-1 or EAGLE-3 draft head folder, a draft model folder (a small model of the "
        "target's tokenizer), 'mtp' (a DeepSeek-V3 target's own MTP layer), "
        "'ngram' (prompt lookup, any target) or 'none'"},
-      {"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)"},
-      {"--ngram-max", true, "with --draft ngram: the longest n-gram matched, tried first (default 5, or --ngram-min)"},
+      {"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)", integers(1, 64)},
+      {"--ngram-max", true, "with --draft ngram: the longest n-gram matched, tried first (default 5, or --ngram-min)", integers(1, 64)},
       {"--draft-layers", true, "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (default: its config)"},
       {"--draft-weights", true,
        "as-stored, int8 or int4: the draft head's projections (default: as --weights "

@@ -39,10 +39,10 @@ std::string num_speculative_tokens_text(const SpecOptions& spec) {
 
 std::vector<OptionSpec> tree_option_specs() {
   return {{"--spec-tree-top-k", true, "with an EAGLE head on a Llama target: draft EAGLE-2 trees, expanding the top "
-                                      "k candidates of the k best nodes per level (default: chains of K)"},
-          {"--spec-tree-depth", true, "with --spec-tree-top-k: the tree's levels (SGLang num_steps; default 5)"},
+                                      "k candidates of the k best nodes per level (default: chains of K)", integers(1, 16)},
+          {"--spec-tree-depth", true, "with --spec-tree-top-k: the tree's levels (SGLang num_steps; default 5)", integers(1, 16)},
           {"--spec-tree-tokens", true, "with --spec-tree-top-k: nodes verified per round, the best by cumulative "
-                                       "draft probability (SGLang num_draft_tokens; default 8)"}};
+                                       "draft probability (SGLang num_draft_tokens; default 8)", integers(1, 64)}};
 }
 
 void apply_tree_options(const Args& args, SpecOptions& spec) {
