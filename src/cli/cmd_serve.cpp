@@ -303,6 +303,13 @@ int run_serve(const std::vector<std::string>& argv) {
   std::fprintf(stderr, "aerie serve: %s: draining (%lld requests in flight, up to %lld s)\n",
                sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)http.in_flight(), (long long)drain_s);
   http.shutdown(std::chrono::seconds(drain_s));
+  if (driver && !http.engine_failure().empty()) {
+    // A rank died (mpirun's SIGTERM after a rank's death lands here): returning would leave the job in
+    // MPI_Finalize, waiting on the dead rank until mpirun's SIGKILL. End it now, with a failing status.
+    std::fprintf(stderr, "aerie serve: %s: the tensor-parallel ranks are out of step; exiting\n",
+                 http.engine_failure().c_str());
+    ranks->abort(1);
+  }
   std::fprintf(stderr, "aerie serve: stopped\n");
   return 0;
 }

@@ -18,6 +18,24 @@
 namespace aerie::dist {
 namespace {
 
+// Set once a collective of this process failed: the ranks are out of step for good.
+bool g_collective_failed = false;
+
+// Ends the job: MPI_Abort kills every rank. Open MPI's MPI_Abort first hands its help text to mpirun and
+// waits for the acknowledgement; when mpirun is already ending the job (it does once a rank has died) that
+// never comes, and the process slept in MPI_Abort until mpirun's SIGKILL (odls_base_sigkill_timeout, which
+// the README advises setting long). A watchdog exits the process instead after kAbortGrace: a rank 0 that
+// exits non-zero makes mpirun end the others.
+[[noreturn]] void abort_job(int status) {
+  constexpr auto kAbortGrace = std::chrono::seconds(2);
+  std::thread([status, kAbortGrace] {
+    std::this_thread::sleep_for(kAbortGrace);
+    std::_Exit(status);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status);  // MPI_Abort does not return; in case it does
+}
+
 // MPI_Finalize at exit for a process that initialised MPI here (a static's destructor runs after main).
 struct MpiSession {
   MpiSession() {
@@ -31,7 +49,14 @@ struct MpiSession {
   ~MpiSession() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (finalized) return;
+    // After a failed collective MPI_Finalize waits on a dead rank (or on the request that never completed)
+    // until mpirun's SIGKILL, however long its grace: this process has decided to exit, so end the job now.
+    if (g_collective_failed) {
+      std::fflush(nullptr);
+      abort_job(1);
+    }
+    MPI_Finalize();
   }
 };
 
@@ -119,8 +144,7 @@ class MpiCommunicator final : public Communicator {
 
   [[noreturn]] void abort(int status) override {
     std::fflush(nullptr);
-    MPI_Abort(MPI_COMM_WORLD, status);
-    std::_Exit(status);  // MPI_Abort does not return; in case it does
+    abort_job(status);
   }
 
   // A collective that failed or timed out: the whole job ends, or (throw_on_failure) this call and every
@@ -128,6 +152,7 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void fail(const std::string& why) {
     std::fprintf(stderr, "aerie dist: %s; %s\n", why.c_str(), throw_on_failure_ ? "giving up" : "aborting the job");
     std::fflush(stderr);
+    g_collective_failed = true;
     if (!throw_on_failure_) abort(70);
     broken_ = why;
     throw FatalError("aerie dist: " + why);

@@ -142,14 +142,32 @@ case $mode in
     [[ $status == 503 ]] || { cat "$work/s3.log"; fail "a hung rank answered $status, not 503"; }
     grep -q "ranks are out of step; exiting" "$work/s3.log" || fail "no exit message for the hung rank"
     # A follower that dies in the middle of a forward (its 5th all-reduce): mpirun sends rank 0 SIGTERM and,
-    # after odls_base_sigkill_timeout (1 s by default, 5 here as the README advises), SIGKILL; rank 0's
-    # collective times out first, so the request in flight is answered 503 and the job exits non-zero.
-    AERIE_DIST_TIMEOUT_S=2 AERIE_DIST_FAULT=1:all_reduce_sum:exit:5 ranks 2 --mca odls_base_sigkill_timeout 5 \
-      "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 --tensor-parallel 2 2>"$work/s4.log" &
+    # after odls_base_sigkill_timeout (1 s by default, 20 here: a long grace as the README advises), SIGKILL;
+    # rank 0's collective times out first, so the request in flight is answered 503 and the job exits
+    # non-zero. Rank 0 then ends itself within seconds (MPI_Abort, and _exit if that blocks): it used to
+    # stay in MPI_Abort (or MPI_Finalize) until the SIGKILL. (mpirun itself still sleeps out the grace
+    # before it exits: Open MPI's kill sequence waits the full odls_base_sigkill_timeout.)
+    AERIE_TEST_TAG=$work.s4 AERIE_DIST_TIMEOUT_S=2 AERIE_DIST_FAULT=1:all_reduce_sum:exit:5 ranks 2 \
+      --mca odls_base_sigkill_timeout 20 "$aerie" serve --model "$model" --served-model-name m --port 0 --threads 1 \
+      --tensor-parallel 2 2>"$work/s4.log" &
     four=$!
+    serve_port "$work/s4.log" >/dev/null
+    rank0=""
+    for p in $(pgrep -f -- "--tensor-parallel 2"); do
+      env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)
+      grep -qx "AERIE_TEST_TAG=$work.s4" <<<"$env" && grep -qx 'OMPI_COMM_WORLD_RANK=0' <<<"$env" && rank0=$p
+    done
     status=$(serve_status "$work/s4.log")
+    answered=$SECONDS
+    # Alive: a process that is not a zombie (mpirun reaps its ranks only after its kill sequence).
+    alive() { local state; state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ $state != Z ]]; }
+    while [[ -n $rank0 ]] && alive "$rank0" && ((SECONDS - answered < 15)); do sleep 0.2; done
+    lingered=$((SECONDS - answered))
     wait $four && fail "T=2 serve with a dead rank exited 0"
-    [[ $status == 503 ]] || { cat "$work/s4.log"; fail "a dead rank answered $status, not 503"; } ;;
+    [[ $status == 503 ]] || { cat "$work/s4.log"; fail "a dead rank answered $status, not 503"; }
+    [[ -n $rank0 ]] || fail "rank 0 of the dead-rank job not found"
+    ((lingered < 10)) || { cat "$work/s4.log"; fail "rank 0 outlived its 503 by ${lingered}s"; }
+    echo "a dead rank: 503, rank 0 ended ${lingered}s after it" ;;
   refusals)
     model=$1 mqa=$2
     expect_error "n_head_kv 2 is not divisible by 3" \
