@@ -35,10 +35,10 @@ TEST(ChatRequestParse, FullBody) {
   EXPECT_EQ(request.messages[2]["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(request.messages[3]["tool_call_id"], "call_1");
   EXPECT_EQ(request.max_tokens, 50);  // max_completion_tokens wins
-  EXPECT_DOUBLE_EQ(request.temperature, 0.7);
-  EXPECT_DOUBLE_EQ(request.top_p, 0.9);
+  EXPECT_FLOAT_EQ(request.temperature, 0.7f);  // the float the sampler uses
+  EXPECT_FLOAT_EQ(request.top_p, 0.9f);
   EXPECT_EQ(request.top_k, 40);
-  EXPECT_DOUBLE_EQ(request.min_p, 0.05);
+  EXPECT_FLOAT_EQ(request.min_p, 0.05f);
   EXPECT_EQ(request.seed, -3);
   EXPECT_EQ(request.stop, (std::vector<std::string>{"\n\n", "END"}));
   EXPECT_EQ(request.n, 2);
@@ -46,7 +46,7 @@ TEST(ChatRequestParse, FullBody) {
   EXPECT_TRUE(request.include_usage);
   EXPECT_TRUE(request.logprobs);
   EXPECT_EQ(request.top_logprobs, 5);
-  EXPECT_DOUBLE_EQ(request.presence_penalty, 0.5);
+  EXPECT_FLOAT_EQ(request.presence_penalty, 0.5f);
   ASSERT_TRUE(request.tools.is_array());
   EXPECT_EQ(request.tool_choice.mode, ToolChoiceMode::kFunction);
   EXPECT_EQ(request.tool_choice.function_name, "get_weather");
@@ -59,8 +59,8 @@ TEST(ChatRequestParse, DefaultsAndNulls) {
                              "max_tokens": 7, "tools": [], "tool_choice": null, "n": 3.0})");
   EXPECT_EQ(request.model, "");
   EXPECT_EQ(request.max_tokens, 7);
-  EXPECT_DOUBLE_EQ(request.temperature, 1.0);
-  EXPECT_DOUBLE_EQ(request.top_p, 1.0);
+  EXPECT_FLOAT_EQ(request.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(request.top_p, 1.0f);
   EXPECT_EQ(request.top_k, -1);
   EXPECT_EQ(request.stop, std::vector<std::string>{"x"});
   EXPECT_EQ(request.n, 3);
