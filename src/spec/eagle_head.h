@@ -15,6 +15,8 @@
 //   x = g + attn(a)                                    residual is the un-normalised g
 //   x = x + mlp(post_attention_layernorm(x))
 //   feature = x (pre-norm);  logits = lm_head(norm(x))  lm_head [draft_vocab, H]; target id = d + d2t[d]
+//   A head without lm_head.weight scores through the target's lm_head (vLLM shares it; MAX's
+//   has_own_lm_head false): logits = target.lm_head(norm(x)) over the whole vocabulary, no d2t.
 // Tensor names: EAGLE-1 "layers.0.*"; EAGLE-3 "midlayer.*" (EAGLE repo, SpecForge) or "layers.0.*"
 // (NVIDIA / MAX), each optionally under "model." together with fc / norm / embed_tokens / fc_norm (SGLang
 // llama_eagle3.py accepts both spellings). RoPE uses the head's own rope_theta (absent: 10000) and
@@ -71,6 +73,12 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
 // d2t [n_draft_vocab] int64 -> draft id + d2t (t2d [n_vocab] bool, when present, must agree); empty when the
 // head has no d2t and n_draft_vocab == n_vocab; an aerie::Error otherwise.
 std::vector<int64_t> bind_draft_vocab_map(const WeightStore& store, int64_t n_draft_vocab, int64_t n_vocab);
+
+// An EAGLE-3 head's output (MHA and MLA): lm_head.weight [n_draft_vocab, n_embd] (int4/int8 when quantised)
+// and its d2t map; without lm_head.weight the target's lm_head, which needs the target's hidden size and
+// vocabulary (draft_vocab_size absent or equal) and no d2t. An aerie::Error naming what disagrees otherwise.
+void bind_eagle3_output(const WeightStore& store, int64_t n_draft_vocab, int64_t n_embd, const Model& target,
+                        LinearWeight& output, std::vector<int64_t>& draft_to_target);
 
 class EagleHead final : public DraftHead {
  public:

@@ -72,18 +72,18 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
                 ", expected [", c.n_vocab, ", ", n_embd, "] (vocab_size, hidden_size)");
     if (n_embd != target.n_embd()) w.embed = own;  // a narrower head cannot use the target's table
   }
-  AERIE_CHECK(w.embed->dim(1) == n_embd, src, ": the head's hidden_size ", n_embd,
-              " differs from the target's ", target.n_embd(), " and the head has no embed_tokens.weight of its own");
+  AERIE_CHECK(w.embed->dim(1) == n_embd, src, ": the head's hidden_size ", n_embd, " differs from the target's ",
+              target.n_embd(), " and the head has no embed_tokens.weight of its own");
 
   if (kind == EagleKind::kEagle1) {
     const Tensor& fc = store.get("fc.weight");
-    AERIE_CHECK(fc.shape == (Shape{n_embd, 2 * n_embd}), src, ": fc.weight has shape ", fc.shape.str(),
-                ", expected [", n_embd, ", ", 2 * n_embd, "] (EAGLE-1 fuses one embedding and one feature of size ",
-                n_embd, ")");
+    AERIE_CHECK(fc.shape == (Shape{n_embd, 2 * n_embd}), src, ": fc.weight has shape ", fc.shape.str(), ", expected [",
+                n_embd, ", ", 2 * n_embd, "] (EAGLE-1 fuses one embedding and one feature of size ", n_embd, ")");
     w.fc = float_linear(&fc);
     w.fc_bias = store.find("fc.bias") ? &store.get("fc.bias", {n_embd}) : nullptr;
-    AERIE_CHECK(!config.fc_bias || *config.fc_bias == (w.fc_bias != nullptr), src, ": config says bias = ",
-                *config.fc_bias ? "true" : "false", " but fc.bias is ", w.fc_bias ? "present" : "absent");
+    AERIE_CHECK(!config.fc_bias || *config.fc_bias == (w.fc_bias != nullptr), src,
+                ": config says bias = ", *config.fc_bias ? "true" : "false", " but fc.bias is ",
+                w.fc_bias ? "present" : "absent");
     w.layer_prefix = "layers.";
     for (int64_t i = 0; i < c.n_layer; ++i) {
       const std::string p = "layers." + std::to_string(i) + ".";
@@ -96,12 +96,15 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
     return w;
   }
 
-  AERIE_CHECK(c.n_layer == 1, src, ": EAGLE-3 heads have one decoder layer, config says num_hidden_layers = ", c.n_layer);
+  AERIE_CHECK(c.n_layer == 1, src,
+              ": EAGLE-3 heads have one decoder layer, config says num_hidden_layers = ", c.n_layer);
   const Tensor& fc = store.get(top_name(store, "fc.weight"));
   AERIE_CHECK(fc.shape == (Shape{n_embd, n_fused * t_embd}), src, ": fc.weight has shape ", fc.shape.str(),
-              ", expected [", n_embd, ", ", n_fused * t_embd, "]: fusing ", n_fused,
-              " target layers of hidden size ", t_embd, (fc.shape.ndim() == 2 && fc.dim(1) % t_embd == 0
-                  ? str_cat(" (the head was trained on ", fc.dim(1) / t_embd, " layers)") : std::string()));
+              ", expected [", n_embd, ", ", n_fused * t_embd, "]: fusing ", n_fused, " target layers of hidden size ",
+              t_embd,
+              (fc.shape.ndim() == 2 && fc.dim(1) % t_embd == 0
+                   ? str_cat(" (the head was trained on ", fc.dim(1) / t_embd, " layers)")
+                   : std::string()));
   w.fc = float_linear(&fc);
   w.layer_prefix = eagle3_layer_prefix(store);
   EagleLayerWeights layer;
@@ -113,15 +116,35 @@ EagleWeights bind_eagle_weights(const WeightStore& store, const EagleConfig& con
     for (int64_t i = 0; i < n_fused; ++i)
       w.fc_norm.push_back(&store.get(top_name(store, "fc_norm." + std::to_string(i) + ".weight"), {t_embd}));
   w.norm = &store.get(top_name(store, "norm.weight"), {n_embd});
+  bind_eagle3_output(store, config.n_draft_vocab, n_embd, target, w.output, w.draft_to_target);
+  return w;
+}
+
+void bind_eagle3_output(const WeightStore& store, int64_t n_draft_vocab, int64_t n_embd, const Model& target,
+                        LinearWeight& output, std::vector<int64_t>& draft_to_target) {
+  const std::string& src = store.source();
+  if (!store.contains("lm_head.weight")) {
+    AERIE_CHECK(n_embd == target.n_embd(), src,
+                ": the head has no lm_head.weight, so it scores through the "
+                "target's, which needs its hidden_size (",
+                target.n_embd(), "); the head's is ", n_embd);
+    AERIE_CHECK(n_draft_vocab == target.n_vocab() && !store.contains("d2t"), src,
+                ": the head has no "
+                "lm_head.weight, so it scores through the target's over all ",
+                target.n_vocab(), " tokens; draft_vocab_size ", n_draft_vocab,
+                store.contains("d2t") ? " and a d2t map" : "", " say otherwise");
+    output = target.output_head();
+    draft_to_target.clear();
+    return;
+  }
   const Tensor& head = store.get("lm_head.weight");
   // Int4 (U8) rows hold two inputs a byte.
   const int64_t head_in = head.shape.ndim() == 2 ? head.dim(1) * (head.dtype == DType::kU8 ? 2 : 1) : -1;
-  AERIE_CHECK(head.shape.ndim() == 2 && head.dim(0) == config.n_draft_vocab && head_in == n_embd, src,
-              ": lm_head.weight has shape ", head.shape.str(), ", expected [", config.n_draft_vocab, ", ", n_embd,
+  AERIE_CHECK(head.shape.ndim() == 2 && head.dim(0) == n_draft_vocab && head_in == n_embd, src,
+              ": lm_head.weight has shape ", head.shape.str(), ", expected [", n_draft_vocab, ", ", n_embd,
               "] (draft_vocab_size, hidden_size)");
-  w.output = bind_linear(store, "lm_head", config.n_draft_vocab, n_embd, false);  // int8 when quantised
-  w.draft_to_target = bind_draft_vocab_map(store, config.n_draft_vocab, config.llama.n_vocab);
-  return w;
+  output = bind_linear(store, "lm_head", n_draft_vocab, n_embd, false);  // int8 / int4 when quantised
+  draft_to_target = bind_draft_vocab_map(store, n_draft_vocab, target.n_vocab());
 }
 
 }  // namespace aerie

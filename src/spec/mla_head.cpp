@@ -46,13 +46,7 @@ MlaHeadWeights bind_weights(const WeightStore& store, const MlaHeadConfig& confi
               "mlp is a mixture of experts; EAGLE-3 MLA heads have a dense MLP (as vLLM builds them)");
   w.mlp = bind_ffn(store, p + "mlp.", c.n_ff, H, false);
   w.norm = norm_tensor(store, top_name(store, "norm.weight"), H);
-  const Tensor& head = store.get("lm_head.weight");
-  const int64_t head_in = head.shape.ndim() == 2 ? head.dim(1) * (head.dtype == DType::kU8 ? 2 : 1)
-                                                 : -1;  // int4: 2 a byte
-  AERIE_CHECK(head.shape.ndim() == 2 && head.dim(0) == config.n_draft_vocab && head_in == H, src,
-              ": lm_head.weight has shape ", head.shape.str(), ", expected [", config.n_draft_vocab, ", ", H,
-              "] (draft_vocab_size, hidden_size)");
-  w.output = bind_linear(store, "lm_head", config.n_draft_vocab, H, false);  // int8 when quantised
+  bind_eagle3_output(store, config.n_draft_vocab, H, target, w.output, w.draft_to_target);
   w.embed = &target.token_embedding();
   if (const Tensor* own = store.find(top_name(store, "embed_tokens.weight"))) {
     AERIE_CHECK(own->shape == (Shape{c.n_vocab, H}), src, ": embed_tokens.weight has shape ", own->shape.str(),
@@ -61,7 +55,6 @@ MlaHeadWeights bind_weights(const WeightStore& store, const MlaHeadConfig& confi
   }
   AERIE_CHECK(w.embed->dim(1) == H, src, ": the head's hidden_size ", H, " differs from the target's ", t_embd,
               " and the head has no embed_tokens.weight of its own");
-  w.draft_to_target = bind_draft_vocab_map(store, config.n_draft_vocab, c.n_vocab);
   return w;
 }
 

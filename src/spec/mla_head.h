@@ -9,7 +9,8 @@
 //       .kv_b_proj.weight [heads * (nope + v), kv_lora], .o_proj.weight [H, heads * v]
 //   layers.0.post_attention_layernorm.weight [H], layers.0.mlp.{gate,up,down}_proj.weight (dense SwiGLU,
 //       intermediate_size)
-//   norm.weight [H], lm_head.weight [draft_vocab, H], d2t [draft_vocab] / t2d [vocab] (reduced vocab),
+//   norm.weight [H], lm_head.weight [draft_vocab, H] (absent: the target's, eagle_head.h's bind_eagle3_output),
+//   d2t [draft_vocab] / t2d [vocab] (reduced vocab),
 //   embed_tokens.weight (optional; the target's table is used when the widths agree)
 // Forward, f = the target's residual streams entering target_layers(), side by side:
 //   g = fc(concat_i fc_norm_i(f_i))            (kTarget rows; kSelf rows take the fed-back feature as g)

@@ -90,7 +90,8 @@ TEST_F(EagleLoadErrors, FcWidthMustFitTheNumberOfFusedLayers) {
   DraftLoadOptions options;
   options.target_layers = {0, 1};
   const std::string e = load_error(kData / "eagle" / "eagle3_midlayer_d2t", kBf16Target, options);
-  EXPECT_NE(e.find("fc.weight has shape [64, 192], expected [64, 128]: fusing 2 target layers"), std::string::npos) << e;
+  EXPECT_NE(e.find("fc.weight has shape [64, 192], expected [64, 128]: fusing 2 target layers"), std::string::npos)
+      << e;
   EXPECT_NE(e.find("trained on 3 layers"), std::string::npos) << e;
 }
 
@@ -119,7 +120,8 @@ TEST_F(EagleLoadErrors, ReducedVocabularyNeedsD2t) {
     t.erase("t2d");
   });
   const std::string e = load_error(dir_, kBf16Target);
-  EXPECT_NE(e.find("draft_vocab_size 64 is smaller than vocab_size 256 but the head has no d2t"), std::string::npos) << e;
+  EXPECT_NE(e.find("draft_vocab_size 64 is smaller than vocab_size 256 but the head has no d2t"), std::string::npos)
+      << e;
 }
 
 TEST_F(EagleLoadErrors, LmHeadMustHaveDraftVocabRows) {
@@ -132,6 +134,14 @@ TEST_F(EagleLoadErrors, VocabularyMustMatchTarget) {
   make_head("eagle3_midlayer_d2t", [](nlohmann::json& c) { c["vocab_size"] = 300; });
   const std::string e = load_error(dir_, kBf16Target);
   EXPECT_NE(e.find("vocab_size 300 does not match the target's vocab_size 256"), std::string::npos) << e;
+}
+
+// Without lm_head.weight a head scores through the target's head: only over the whole vocabulary.
+TEST_F(EagleLoadErrors, HeadWithoutLmHeadNeedsTheFullVocabulary) {
+  make_head("eagle3_midlayer_d2t", nullptr, [](TensorMap& t) { t.erase("lm_head.weight"); });
+  const std::string e = load_error(dir_, kBf16Target);
+  EXPECT_NE(e.find("no lm_head.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("draft_vocab_size 64 and a d2t map"), std::string::npos) << e;
 }
 
 TEST_F(EagleLoadErrors, MissingTensorIsNamed) {
@@ -161,8 +171,8 @@ TEST_F(EagleLoadErrors, ConfigBiasMustAgreeWithFcBias) {
 TEST_F(EagleLoadErrors, DefaultTargetLayersOutOfRangeForAShallowTarget) {
   // No eagle_aux_hidden_state_layer_ids: the default {2, L/2, L-3} is {2, 1, -1} for a 2-layer target.
   const std::string e = load_error(kData / "eagle" / "eagle3_bin_d2t_override", kF32Target);
-  EXPECT_NE(e.find("target layer -1 (from the default {2, L/2, L-3} = {2, 1, -1}) is outside [0, 2]"),
-            std::string::npos) << e;
+  EXPECT_NE(e.find("target layer -1 (from the default {2, L/2, L-3} = {2, 1, -1}) is outside [0, 2]"), std::string::npos)
+      << e;
 }
 
 TEST_F(EagleLoadErrors, RequestedTargetLayerOutOfRange) {

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/engine_generate.h"
+#include "engine/generator.h"
 #include "io/npy.h"
 #include "models/registry.h"
 #include "spec/drafter_registry.h"
@@ -126,10 +128,12 @@ TEST_P(EagleGolden, RowsOneAtATimeEqualAllAtOnce) {
     const DraftOutput one = c.head->forward(
         {std::span(tokens).subspan(size_t(t), 1), FeatureSource::kTarget, parts, std::span(&seq, 1), row0});
     EXPECT_LT(relative_max_error(one.logits, std::vector<float>(all_logits.begin() + t * vocab,
-                                                                all_logits.begin() + (t + 1) * vocab)), 1e-5)
+                                                                all_logits.begin() + (t + 1) * vocab)),
+              1e-5)
         << "row " << t;
     EXPECT_LT(relative_max_error(one.features, std::vector<float>(all_features.begin() + t * n_embd,
-                                                                  all_features.begin() + (t + 1) * n_embd)), 1e-5)
+                                                                  all_features.begin() + (t + 1) * n_embd)),
+              1e-5)
         << "row " << t;
   }
   // A draft step on the head's own feature (kSelf) runs at the next position and gives finite logits.
@@ -137,8 +141,8 @@ TEST_P(EagleGolden, RowsOneAtATimeEqualAllAtOnce) {
   const float* self_part = feature.data();
   const SequenceRows seq{0, 1, &kv};
   const std::vector<int64_t> token = {c.ids.back()};
-  const DraftOutput step =
-      c.head->forward({token, FeatureSource::kSelf, std::span(&self_part, 1), std::span(&seq, 1), row0});
+  const DraftOutput step = c.head->forward(
+      {token, FeatureSource::kSelf, std::span(&self_part, 1), std::span(&seq, 1), row0});
   EXPECT_EQ(kv.length(), m + 1);
   for (int64_t i = 0; i < vocab; ++i) ASSERT_TRUE(std::isfinite(step.logits[i])) << i;
 }
@@ -147,6 +151,25 @@ INSTANTIATE_TEST_SUITE_P(Cases, EagleGolden, ::testing::ValuesIn(case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(EagleGoldenData, CasesArePresent) { EXPECT_GE(case_names().size(), 4u); }
+
+// A head without its own lm_head (it scores through the target's) drafts through the engine like any other:
+// greedy speculative output equals plain output, and some drafts are accepted.
+TEST(EagleWithoutLmHead, GreedySpeculativeEqualsPlain) {
+  ThreadPool pool(2);
+  std::unique_ptr<Model> target = load_model(kData / "llama/bf16_gqa_rope_scaled_tied", pool);
+  std::unique_ptr<DraftHead> head = load_drafter(kCases / "eagle3_no_lm_head", *target, pool);
+  EXPECT_EQ(head->n_vocab(), target->n_vocab());
+  EXPECT_FALSE(head->reduced_vocab());
+  const std::vector<int64_t> prompt = {1, 17, 33, 90, 12, 5, 77, 140};
+  GenerateOptions options;
+  options.max_tokens = 24;
+  const std::vector<int64_t> plain = generate(*target, prompt, options).tokens;
+  for (int64_t k : {1, 3}) {
+    SpecOptions spec;
+    spec.num_speculative_tokens = k;
+    EXPECT_EQ(generate_with_engine(*target, head.get(), pool, prompt, options, spec).tokens, plain) << "K = " << k;
+  }
+}
 
 }  // namespace
 }  // namespace aerie

@@ -18,6 +18,7 @@ EAGLE-3 (f_t = concat of the target's residual streams entering the fused layers
   x = g + attn(a)                 (residual = rms_norm(g) * hidden_norm if norm_before_residual)
   x = x + mlp(rms_norm(x) * post_attention_layernorm)
   feature = x (pre-norm);  logits = rms_norm(x) * norm @ lm_head^T   # [n-1, draft_vocab]
+                           (a head without lm_head.weight: the target's lm_head, full vocabulary)
 Attention: GQA with RoPE (half-split pairs) at positions 0..n-2 with the HEAD's rope_theta (absent: 10000)
 and rope_scaling; scale head_dim^-0.5; softmax in the compute dtype.
 
@@ -118,7 +119,8 @@ class HeadRef:
         x = (normed if self.norm_before_residual else g) + self.attention(0, a)
         x = x + self.mlp(0, x)
         self.trace("head", 0, "out", x)
-        logits = rms(x, self.w["norm.weight"], self.eps) @ self.w["lm_head.weight"].T
+        head = self.w.get("lm_head.weight", target_lm_head)  # no lm_head of its own: the target's
+        logits = rms(x, self.w["norm.weight"], self.eps) @ head.T
         self.trace("head", NO_LAYER, "logits", logits)
         return logits, x
 

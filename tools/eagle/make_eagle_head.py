@@ -51,6 +51,8 @@ def parse_args(argv):
     p.add_argument("--bias-key", action="store_true", help="EAGLE-1: write config 'bias' (= --fc-bias)")
     p.add_argument("--embed-copy", action="store_true", help="store embed_tokens.weight (the target's table)")
     p.add_argument("--draft-vocab", type=int, default=0, help="EAGLE-3 reduced vocabulary size (0: full, no d2t)")
+    p.add_argument("--no-lm-head", action="store_true",
+                   help="EAGLE-3: no lm_head.weight (the head scores through the target's; full vocabulary only)")
     p.add_argument("--intermediate-size", type=int)
     p.add_argument("--num-heads", type=int)
     p.add_argument("--num-kv-heads", type=int)
@@ -107,7 +109,11 @@ def main(argv):
         specs = [("fc.weight", (h, 3 * h), g / (3 * h) ** 0.5, 0.0)]
         specs += layer_specs(prefix, h, 2 * h, n_ff, q_dim, kv_dim, g,
                              ["input_layernorm", "hidden_norm", "post_attention_layernorm"])
-        specs += [("norm.weight", (h,), 0.1, 1.0), ("lm_head.weight", (draft_vocab, h), a.lm_head_std, 0.0)]
+        specs += [("norm.weight", (h,), 0.1, 1.0)]
+        if a.no_lm_head:
+            assert not a.draft_vocab, "--no-lm-head needs the full vocabulary"
+        else:
+            specs += [("lm_head.weight", (draft_vocab, h), a.lm_head_std, 0.0)]
         architecture, fmt = "LlamaForCausalLMEagle3", a.format or "safetensors"
 
     tensors = {name: values(a.seed, name, shape, std, mean).to(dtype) for name, shape, std, mean in specs}

@@ -49,6 +49,10 @@ CASES = {
     "eagle3_bin_d2t_override": dict(target=F32_TARGET, seed=15, layers=[0, 2, 1],
                                     options={"target_layers": [0, 2, 1]}, args=(
         "--kind eagle3 --dtype bf16 --names midlayer --format bin --draft-vocab 48 --rope-theta 10000")),
+    # EAGLE-3 without an lm_head of its own (MAX's has_own_lm_head false; vLLM shares the target's): its norm,
+    # then the target's head (here the tied embedding) over the full vocabulary.
+    "eagle3_no_lm_head": dict(target=BF16_TARGET, seed=16, layers=[0, 1, 2], options={}, args=(
+        "--kind eagle3 --dtype bf16 --names midlayer --aux-layer-ids 0,1,2 --no-lm-head")),
 }
 
 
