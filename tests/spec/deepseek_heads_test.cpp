@@ -165,7 +165,7 @@ TEST_P(DeepseekHeadGolden, MlaHeadAbsorbedEqualsExpanded) {
 INSTANTIATE_TEST_SUITE_P(Cases, DeepseekHeadGolden, ::testing::ValuesIn(case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
-TEST(DeepseekHeadGoldenData, CasesArePresent) { EXPECT_EQ(case_names().size(), 4u); }
+TEST(DeepseekHeadGoldenData, CasesArePresent) { EXPECT_EQ(case_names().size(), 5u); }
 
 // mtp_logits.npy row t: the MTP layer over the target's hidden_final_norm[t] and mtp_tokens[t + 1], at
 // position t (tests/data/deepseek/README.md).

@@ -14,6 +14,7 @@ the last layer's output) and the token x_{t+1}, and predicts x_{t+2}:
   x = g + attention(a)      (residual rms_norm(g) * hidden_norm when norm_before_residual)
   x = x + mlp(rms_norm(x) * post_attention_layernorm)
   feature = x (rms_norm(x) * norm when norm_output);  logits = rms_norm(x) * norm @ lm_head^T
+  (a head without lm_head.weight: the target's lm_head, full vocabulary)
 MLA attention: q_a/kv_a (or q_proj) read the 2H input; the rest as the target's MLA (deepseek_ref.py
 header), rope from the head config (rope_theta, rope_scaling yarn or null, rope_interleave).
 MHA attention: GQA, q/k/v read 2H, rotate_half RoPE on the whole head with inv_freq from the head's
@@ -94,7 +95,7 @@ class Head:
         out = (torch.softmax(scores, dim=-1) @ v).transpose(0, 1).reshape(n, heads * d)
         return out @ self.p("self_attn.o_proj.weight").T
 
-    def forward(self, parts, emb):
+    def forward(self, parts, emb, target_lm_head=None):
         """parts: list of [m, H_t]; emb [m, H] -> (logits [m, draft_vocab], features [m, H])."""
         if self.has_top("fc_norm.0.weight"):
             parts = [rms(x, self.top(f"fc_norm.{i}.weight"), self.eps) for i, x in enumerate(parts)]
@@ -106,7 +107,8 @@ class Head:
         gate, up = h @ self.p("mlp.gate_proj.weight").T, h @ self.p("mlp.up_proj.weight").T
         x = x + (torch.nn.functional.silu(gate) * up) @ self.p("mlp.down_proj.weight").T
         y = rms(x, self.top("norm.weight"), self.eps)
-        return y @ self.w["lm_head.weight"].T, (y if self.norm_output else x)
+        head = self.w.get("lm_head.weight", target_lm_head)  # no lm_head of its own: the target's
+        return y @ head.T, (y if self.norm_output else x)
 
 
 def teacher_forced(target_dir, head_dir, ids, layers):
@@ -120,7 +122,7 @@ def teacher_forced(target_dir, head_dir, ids, layers):
         table = head.top("embed_tokens.weight")
     emb = table[torch.tensor(ids[1:], dtype=torch.int64)]
     with torch.no_grad():
-        logits, feats = head.forward(parts, emb)
+        logits, feats = head.forward(parts, emb, target.t("lm_head.weight"))
     return logits.float().numpy(), feats.float().numpy()
 
 

@@ -55,6 +55,7 @@ def parse_args(argv):
     p.add_argument("--aux-layer-ids", help="eagle_config.eagle_aux_hidden_state_layer_ids, e.g. 1,3")
     p.add_argument("--fc-norm", action="store_true", help="per-chunk fc_norm.{i}.weight (config fc_norm: true)")
     p.add_argument("--draft-vocab", type=int, default=0, help="reduced vocabulary with d2t/t2d (0: full)")
+    p.add_argument("--no-lm-head", action="store_true", help="no lm_head.weight: the head scores through the target's")
     p.add_argument("--rope", choices=["target", "plain", "yarn"], default="target",
                    help="MLA: target (copy) or plain (null); MHA: plain or yarn")
     p.add_argument("--rope-theta", type=float, default=10000.0, help="MHA head rope_theta")
@@ -123,8 +124,11 @@ def main(argv):
     specs += [norm(p + n + ".weight", h) for n in ["input_layernorm", "hidden_norm", "post_attention_layernorm"]]
     specs += mla_specs(a, tc, p, h, q_lora) if a.kind == "mla" else mha_specs(a, p, h)
     specs += [matrix(p + "mlp.gate_proj.weight", n_ff, h, g), matrix(p + "mlp.up_proj.weight", n_ff, h, g),
-              matrix(p + "mlp.down_proj.weight", h, n_ff, g), norm(top + "norm.weight", h),
-              ("lm_head.weight", (draft_vocab, h), a.lm_head_std, 0.0)]
+              matrix(p + "mlp.down_proj.weight", h, n_ff, g), norm(top + "norm.weight", h)]
+    if a.no_lm_head:
+        assert not a.draft_vocab, "--no-lm-head needs the full vocabulary"
+    else:
+        specs.append(("lm_head.weight", (draft_vocab, h), a.lm_head_std, 0.0))
     tensors = {name: values(a.seed, name, shape, std, mean).to(dtype) for name, shape, std, mean in specs}
     if a.draft_vocab:
         rng = np.random.Generator(np.random.PCG64([a.seed, zlib.crc32(b"d2t")]))

@@ -48,6 +48,8 @@ CASES = {
     "mha_midlayer_d2t_twolayer": ("deepseek/bf16_moe_freq2_sharded",
                                   "--kind mha --names midlayer --seed 4 --rope plain --draft-vocab 128 --n-fused 2",
                                   [2, 1], {}),
+    # MLA head without lm_head.weight: its norm, then the target's lm_head over the full vocabulary.
+    "mla_no_lm_head": ("deepseek/bf16_qlora_yarn", "--kind mla --names layers0 --seed 5 --no-lm-head", [2, 1, 0], {}),
 }
 
 
