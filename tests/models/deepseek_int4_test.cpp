@@ -33,6 +33,7 @@
 #include "../engine/oracle_head.h"
 #include "../tensor_files.h"
 #include "quantized_support.h"
+#include "load_only_ranks.h"
 
 namespace aerie {
 namespace {
@@ -273,26 +274,11 @@ TEST(DeepseekInt4Speculative, GreedyEqualsPlainForEveryDrafter) {
   }
 }
 
+using testing::LoadOnlyRanks;  // load_only_ranks.h
+
 // Rank 0 of 2 for loading only: the int4 refusal comes before any exchange.
-class LoadOnlyRanks final : public dist::Communicator {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  std::string name() const override { return "load-only"; }
-  void all_reduce_sum(std::span<float>) override { unexpected(); }
-  void broadcast(std::span<std::byte>, int) override { unexpected(); }
-  void all_to_all_v(std::span<const float>, std::span<const int>, std::span<float>, std::span<const int>) override {
-    unexpected();
-  }
-  void barrier() override { unexpected(); }
-  [[noreturn]] void abort(int) override { unexpected(); }
-
- private:
-  [[noreturn]] static void unexpected() { throw Error("LoadOnlyRanks: a collective while loading"); }
-};
-
 TEST(DeepseekInt4Options, SeveralRanksRefuseInt4Projections) {
-  LoadOnlyRanks ranks;
+  LoadOnlyRanks ranks(0, 2);
   ThreadPool pool(1);
   LoadOptions options;
   options.communicator = &ranks;

@@ -37,6 +37,7 @@
 #include "../engine/lossless_support.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"
+#include "load_only_ranks.h"
 #include "gguf_support.h"
 #include "quantized_support.h"
 
@@ -354,25 +355,7 @@ TEST(GgufDeepseekSpeculative, Eagle3MlaAndOracleHeadsEqualPlainGreedy) {
 
 // ---- several ranks --------------------------------------------------------------------------------------
 
-// Rank `rank` of `size` for loading only: sharding at load exchanges nothing.
-class LoadOnlyRanks final : public dist::Communicator {
- public:
-  LoadOnlyRanks(int rank, int size) : rank_(rank), size_(size) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string name() const override { return "load-only"; }
-  void all_reduce_sum(std::span<float>) override { unexpected(); }
-  void broadcast(std::span<std::byte>, int) override { unexpected(); }
-  void all_to_all_v(std::span<const float>, std::span<const int>, std::span<float>, std::span<const int>) override {
-    unexpected();
-  }
-  void barrier() override { unexpected(); }
-  [[noreturn]] void abort(int) override { unexpected(); }
-
- private:
-  [[noreturn]] static void unexpected() { throw Error("LoadOnlyRanks: a collective while loading"); }
-  int rank_, size_;
-};
+using testing::LoadOnlyRanks;  // load_only_ranks.h
 
 std::string parallel_load_error(const fs::path& file, ParallelLayout layout, int size) {
   for (int rank = 0; rank < size; ++rank) {
