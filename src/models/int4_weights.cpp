@@ -4,14 +4,15 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <optional>
-#include <regex>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/config_reader.h"
+#include "io/regex.h"
 #include "ops/int4.h"
 #include "ops/ops_fp8.h"
 #include "ops/ref/ref_ops.h"
@@ -59,8 +60,8 @@ std::vector<int32_t> act_order(const WeightStore& store, const std::string& name
   bool trivial = true;
   std::vector<int64_t> count(size_t(n_groups), 0);
   for (int64_t i = 0; i < n_in; ++i) {
-    AERIE_CHECK(g[i] >= 0 && g[i] < n_groups, store.source(), ": tensor '", name, "' gives input ", i, " group ",
-                g[i], ", outside [0, ", n_groups, ")");
+    AERIE_CHECK(g[i] >= 0 && g[i] < n_groups, store.source(), ": tensor '", name, "' gives input ", i, " group ", g[i],
+                ", outside [0, ", n_groups, ")");
     trivial = trivial && g[i] == i / group;
     ++count[size_t(g[i])];
   }
@@ -182,13 +183,14 @@ Int4Format parse_format(const nlohmann::json& qc, const std::string& source, con
               " (expected -1 or a positive count)");
   if (method == "gptq") {
     const std::string format = r.string("checkpoint_format", "gptq");
-    AERIE_CHECK(format == "gptq" || format == "gptq_v2", source, ": unsupported quantization_config.checkpoint_format '",
-                format, "' (gptq or gptq_v2)");
+    AERIE_CHECK(format == "gptq" || format == "gptq_v2", source,
+                ": unsupported quantization_config.checkpoint_format '", format, "' (gptq or gptq_v2)");
     f.zero_offset = format == "gptq" ? 1 : 0;
   } else {
     f.packing = Packing::kAwq;
     std::string version = r.string("version", "gemm");
-    std::transform(version.begin(), version.end(), version.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    std::transform(version.begin(), version.end(), version.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
     AERIE_CHECK(version == "gemm", source, ": unsupported AWQ quantization_config.version '", version,
                 "' (the GEMM packing only)");
     AERIE_CHECK(r.boolean("zero_point", true), source, ": AWQ without zero points is not supported");
@@ -201,7 +203,8 @@ struct PackedFormat {
   int64_t group_size = 0;  // -1: strategy "channel"
   bool symmetric = true;
   std::vector<std::string> ignore_names;  // modules left as stored, by name
-  std::vector<std::regex> ignore_patterns;  // and by "re:" patterns, matched from the name's start
+  // and by "re:" patterns, matched from the name's start (PCRE2, bounded; shared: a format is copied)
+  std::vector<std::shared_ptr<const Regex>> ignore_patterns;
 };
 
 PackedFormat parse_weight_scheme(const nlohmann::json& group, const std::string& source, const std::string& key) {
@@ -248,9 +251,10 @@ PackedFormat parse_packed_format(const nlohmann::json& qc, const std::string& so
         continue;
       }
       try {
-        f->ignore_patterns.emplace_back(entry.substr(3));
-      } catch (const std::regex_error&) {
-        throw Error(str_cat(source, ": quantization_config.ignore entry '", entry, "' is not a valid regex"));
+        f->ignore_patterns.push_back(std::make_shared<const Regex>(entry.substr(3)));
+      } catch (const Error& e) {
+        throw Error(
+            str_cat(source, ": quantization_config.ignore entry '", entry, "' is not a valid regex: ", e.what()));
       }
     }
   }
@@ -261,8 +265,12 @@ PackedFormat parse_packed_format(const nlohmann::json& qc, const std::string& so
 bool ignored(const PackedFormat& f, const std::string& module) {
   for (const std::string& name : f.ignore_names)
     if (name == module) return true;
-  for (const std::regex& pattern : f.ignore_patterns)
-    if (std::regex_search(module, pattern, std::regex_constants::match_continuous)) return true;
+  thread_local Regex::Matcher matcher;
+  for (const std::shared_ptr<const Regex>& pattern : f.ignore_patterns) {
+    matcher.start_budget(module.size());  // linear work in the name, whatever the pattern (Regex::Matcher)
+    size_t begin = 0, end = 0;
+    if (matcher.find(*pattern, module, 0, &begin, &end) && begin == 0) return true;  // Python's re.match
+  }
   return false;
 }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "tokenizer/regex.h"
+#include "io/regex.h"
 
 namespace aerie {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "tokenizer/regex.h"
+#include "io/regex.h"
 
 namespace aerie {
 

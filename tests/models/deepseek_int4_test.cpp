@@ -395,6 +395,17 @@ TEST_F(DeepseekInt4Errors, PackedModuleInTheIgnoreListIsNamed) {
   EXPECT_MESSAGE(e, "'" + kKvB + ".weight_packed' is packed but quantization_config.ignore names its module");
 }
 
+// The ignore list's "re:" patterns are PCRE2 under a step budget (io/regex.h): a bad one is named, and one
+// that backtracks catastrophically fails the load by name instead of hanging it.
+TEST_F(DeepseekInt4Errors, IgnorePatternsAreBoundedRegexes) {
+  std::string e = load_error([](auto& q) { q["ignore"].push_back("re:(unclosed"); }, kSameTensors);
+  EXPECT_MESSAGE(e, "quantization_config.ignore entry 're:(unclosed' is not a valid regex");
+  e = load_error([](auto& q) { q["ignore"].push_back("re:(a|aa)*(b|bb)*(a|aa)*(b|bb)*c"); }, kSameTensors);
+  EXPECT_EQ(e, "") << "a pattern that matches nothing here loads";
+  e = load_error([](auto& q) { q["ignore"].push_back("re:(.*.*)*x"); }, kSameTensors);
+  EXPECT_NE(e.find("(.*.*)*x"), std::string::npos) << e;
+}
+
 TEST_F(DeepseekInt4Errors, SeveralWeightSchemesAreRefused) {
   const std::string e = load_error(
       [](auto& q) {

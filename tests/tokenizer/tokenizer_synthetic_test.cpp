@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/limits.h"
 #include "tokenizer/pre_tokenizer.h"
-#include "tokenizer/regex.h"
+#include "io/regex.h"
 #include "tokenizer/tokenizer.h"
 
 namespace aerie {

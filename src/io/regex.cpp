@@ -1,4 +1,4 @@
-#include "tokenizer/regex.h"
+#include "io/regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
