@@ -313,19 +313,7 @@ class DeepseekInt4Errors : public ::testing::Test {
   // pack_g64 with its quantization_config and tensors edited, loaded; the error or "".
   std::string load_error(const std::function<void(nlohmann::json&)>& edit_config,
                          const std::function<void(TensorMap&)>& edit_tensors) {
-    std::ifstream in(kData / "pack_g64" / "config.json");
-    nlohmann::json config = nlohmann::json::parse(in);
-    edit_config(config["quantization_config"]);
-    std::ofstream(dir_ / "config.json") << config.dump();
-    TensorMap t = testing::read_tensors(kData / "pack_g64");
-    edit_tensors(t);
-    testing::write_safetensors(dir_ / "model.safetensors", t);
-    try {
-      load_model(dir_, pool_);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
+    return testing::edited_load_error(kData / "pack_g64", dir_, edit_config, edit_tensors, true, pool_);
   }
   fs::path dir_;
   ThreadPool pool_{1};

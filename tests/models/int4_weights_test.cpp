@@ -168,20 +168,7 @@ class Int4LoadErrors : public ::testing::Test {
   // `case_name` under tests/data/llama_int4 with its config and tensors edited, loaded; the error or "".
   std::string load_error(const std::string& case_name, const std::function<void(nlohmann::json&)>& edit_config,
                          const std::function<void(TensorMap&)>& edit_tensors) {
-    const fs::path src = kData / "llama_int4" / case_name;
-    std::ifstream in(src / "config.json");
-    nlohmann::json config = nlohmann::json::parse(in);
-    edit_config(config);
-    std::ofstream(dir_ / "config.json") << config.dump();
-    TensorMap t = testing::read_tensors(src);
-    edit_tensors(t);
-    testing::write_safetensors(dir_ / "model.safetensors", t);
-    try {
-      load_model(dir_, pool_);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
+    return testing::edited_load_error(kData / "llama_int4" / case_name, dir_, edit_config, edit_tensors, false, pool_);
   }
   fs::path dir_;
   ThreadPool pool_{1};
@@ -196,7 +183,8 @@ TEST_F(Int4LoadErrors, ValidCheckpointsLoad) {
 }
 
 TEST_F(Int4LoadErrors, BitsOtherThanFourAreRefused) {
-  const std::string e = load_error("gptq_g64", [](auto& c) { c["quantization_config"]["bits"] = 8; }, kSameTensors);
+  const std::string e = load_error(
+      "gptq_g64", [](auto& c) { c["quantization_config"]["bits"] = 8; }, kSameTensors);
   EXPECT_NE(e.find("quantization_config.bits is 8: only 4-bit gptq"), std::string::npos) << e;
 }
 
@@ -212,7 +200,8 @@ TEST_F(Int4LoadErrors, ScalesOfTheWrongShapeAreNamed) {
     s.shape = {s.shape[1], s.shape[0]};
   });
   EXPECT_NE(e.find("tensor 'model.layers.0.self_attn.k_proj.scales' is F16 [32, 1], expected F16 [1, 32]"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
 }
 
 TEST_F(Int4LoadErrors, QweightOfTheWrongDtypeIsNamed) {
@@ -222,12 +211,13 @@ TEST_F(Int4LoadErrors, QweightOfTheWrongDtypeIsNamed) {
     q.shape[1] /= 2;
   });
   EXPECT_NE(e.find("tensor 'model.layers.2.mlp.down_proj.qweight' is I64 [128, 4], expected a 2-D I32 tensor"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
 }
 
 TEST_F(Int4LoadErrors, GroupThatDoesNotSplitTheInputsIsRefused) {
-  const std::string e = load_error("gptq_g64", [](auto& c) { c["quantization_config"]["group_size"] = 96; },
-                                   kSameTensors);
+  const std::string e = load_error(
+      "gptq_g64", [](auto& c) { c["quantization_config"]["group_size"] = 96; }, kSameTensors);
   EXPECT_NE(e.find("group_size 96 must divide the inputs"), std::string::npos) << e;
 }
 
@@ -236,20 +226,22 @@ TEST_F(Int4LoadErrors, UnevenActOrderGroupsAreRefused) {
     auto* g = reinterpret_cast<int32_t*>(t["model.layers.0.mlp.down_proj.g_idx"].bytes.data());
     g[0] = 1;  // group 1 gets 65 inputs, group 0 63
   });
-  EXPECT_NE(e.find("'model.layers.0.mlp.down_proj.g_idx' puts 63 inputs in group 0, expected 64"),
-            std::string::npos) << e;
+  EXPECT_NE(e.find("'model.layers.0.mlp.down_proj.g_idx' puts 63 inputs in group 0, expected 64"), std::string::npos)
+      << e;
 }
 
 TEST_F(Int4LoadErrors, OtherAwqPackingsAreRefused) {
-  const std::string e = load_error("awq_g64", [](auto& c) { c["quantization_config"]["version"] = "GEMV"; },
-                                   kSameTensors);
+  const std::string e = load_error(
+      "awq_g64", [](auto& c) { c["quantization_config"]["version"] = "GEMV"; }, kSameTensors);
   EXPECT_NE(e.find("unsupported AWQ quantization_config.version 'gemv'"), std::string::npos) << e;
 }
 
 TEST_F(Int4LoadErrors, U8WeightWithoutZerosIsNamed) {
-  const std::string e = load_error("gptq_g64", [](auto& c) { c.erase("quantization_config"); }, [](auto& t) {
-    t["model.layers.0.self_attn.q_proj.weight"] = OwnedTensor{DType::kU8, {64, 32}, std::vector<uint8_t>(64 * 32)};
-  });
+  const std::string e = load_error(
+      "gptq_g64", [](auto& c) { c.erase("quantization_config"); },
+      [](auto& t) {
+        t["model.layers.0.self_attn.q_proj.weight"] = OwnedTensor{DType::kU8, {64, 32}, std::vector<uint8_t>(64 * 32)};
+      });
   EXPECT_NE(e.find("U8 tensor 'model.layers.0.self_attn.q_proj.weight' has no"), std::string::npos) << e;
 }
 
@@ -292,7 +284,7 @@ TEST(Int4Options, TiedHeadGetsItsOwnInt4CopyAndTheEmbeddingStays) {
     WeightStore store = WeightStore::open_dir(dir);
     EXPECT_EQ(quantize_projections_int4(store, 0, "model.embed_tokens.weight"), 22);  // and the tied head
     EXPECT_EQ(store.get("lm_head.weight").dtype, DType::kU8);
-    EXPECT_EQ(store.get("lm_head.weight_zero").shape, (Shape{256, 1}));  // group 0: one per channel
+    EXPECT_EQ(store.get("lm_head.weight_zero").shape, (Shape{256, 1}));     // group 0: one per channel
     EXPECT_EQ(store.get("model.embed_tokens.weight").dtype, DType::kBF16);  // lookups read it as stored
     ThreadPool pool(1);
     LoadOptions options;

@@ -170,22 +170,31 @@ class Int8LoadErrors : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("aerie_int8_errors_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
-    const nlohmann::json config = {
-        {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64}, {"intermediate_size", 64},
-        {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"num_hidden_layers", 1}, {"rms_norm_eps", 1e-5},
-        {"rope_theta", 10000.0}, {"vocab_size", 32}, {"tie_word_embeddings", true},
-        {"max_position_embeddings", 64}, {"bos_token_id", 1}, {"eos_token_id", 2}};
+    const nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}},
+                                   {"hidden_size", 64},
+                                   {"intermediate_size", 64},
+                                   {"num_attention_heads", 2},
+                                   {"num_key_value_heads", 1},
+                                   {"num_hidden_layers", 1},
+                                   {"rms_norm_eps", 1e-5},
+                                   {"rope_theta", 10000.0},
+                                   {"vocab_size", 32},
+                                   {"tie_word_embeddings", true},
+                                   {"max_position_embeddings", 64},
+                                   {"bos_token_id", 1},
+                                   {"eos_token_id", 2}};
     std::ofstream(dir_ / "config.json") << config.dump();
   }
   void TearDown() override { fs::remove_all(dir_); }
   // A valid int8 checkpoint with one change applied by `edit`.
   std::string load_error(const std::function<void(TensorMap&)>& edit) {
-    TensorMap t = {{"model.embed_tokens.weight", f32({32, 64})}, {"model.norm.weight", f32({64})},
+    TensorMap t = {{"model.embed_tokens.weight", f32({32, 64})},
+                   {"model.norm.weight", f32({64})},
                    {"model.layers.0.input_layernorm.weight", f32({64})},
                    {"model.layers.0.post_attention_layernorm.weight", f32({64})}};
     const std::vector<std::pair<std::string, std::vector<int64_t>>> projections = {
         {"self_attn.q_proj", {64, 64}}, {"self_attn.k_proj", {32, 64}}, {"self_attn.v_proj", {32, 64}},
-        {"self_attn.o_proj", {64, 64}}, {"mlp.gate_proj", {64, 64}},   {"mlp.up_proj", {64, 64}},
+        {"self_attn.o_proj", {64, 64}}, {"mlp.gate_proj", {64, 64}},    {"mlp.up_proj", {64, 64}},
         {"mlp.down_proj", {64, 64}}};
     for (const auto& [name, shape] : projections) {
       t["model.layers.0." + name + ".weight"] = i8(shape);
@@ -193,23 +202,21 @@ class Int8LoadErrors : public ::testing::Test {
     }
     edit(t);
     testing::write_safetensors(dir_ / "model.safetensors", t);
-    try {
-      load_model(dir_, pool_);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
+    return testing::load_error(dir_, pool_);
   }
   fs::path dir_;
   ThreadPool pool_{1};
 };
 
-TEST_F(Int8LoadErrors, ValidCheckpointLoads) { EXPECT_EQ(load_error([](TensorMap&) {}), ""); }
+TEST_F(Int8LoadErrors, ValidCheckpointLoads) {
+  EXPECT_EQ(load_error([](TensorMap&) {}), "");
+}
 
 TEST_F(Int8LoadErrors, MissingScaleIsNamed) {
   const std::string e = load_error([](auto& t) { t.erase("model.layers.0.mlp.up_proj.weight_scale"); });
   EXPECT_NE(e.find("'model.layers.0.mlp.up_proj.weight' has no 'model.layers.0.mlp.up_proj.weight_scale'"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
 }
 
 TEST_F(Int8LoadErrors, ZeroPointIsRefused) {
@@ -225,9 +232,7 @@ TEST_F(Int8LoadErrors, ScaleShapeThatFitsNoStrategyIsNamed) {
 }
 
 TEST_F(Int8LoadErrors, GroupsThatDoNotSplitTheInputsAreRefused) {
-  const std::string e = load_error([](auto& t) {
-    t["model.layers.0.mlp.gate_proj.weight_scale"] = f32({64, 3});
-  });
+  const std::string e = load_error([](auto& t) { t["model.layers.0.mlp.gate_proj.weight_scale"] = f32({64, 3}); });
   EXPECT_NE(e.find("has 3 groups for 64 inputs"), std::string::npos) << e;
 }
 
@@ -239,9 +244,7 @@ TEST_F(Int8LoadErrors, NegativeOrNonFiniteScaleIsRefused) {
 }
 
 TEST_F(Int8LoadErrors, WrongWeightRankIsNamed) {
-  const std::string e = load_error([](auto& t) {
-    t["model.layers.0.mlp.down_proj.weight"] = i8({64, 64, 1});
-  });
+  const std::string e = load_error([](auto& t) { t["model.layers.0.mlp.down_proj.weight"] = i8({64, 64, 1}); });
   EXPECT_NE(e.find("int8 tensor 'model.layers.0.mlp.down_proj.weight' has shape [64, 64, 1]"), std::string::npos) << e;
 }
 

@@ -6,16 +6,21 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "engine/engine.h"
 #include "models/model.h"
+#include "models/registry.h"
 #include "spec/draft_head.h"
 #include "../golden_support.h"
+#include "../tensor_files.h"
 
 namespace aerie::testing {
 
@@ -80,6 +85,33 @@ inline std::vector<std::vector<int64_t>> engine_greedy_runs(Model& target, Draft
   engine.run_until_idle();
   *accepted = engine.metrics().spec.accepted_tokens;
   return out;
+}
+
+// The aerie::Error loading the checkpoint folder `dir` throws, or "" when it loads.
+inline std::string load_error(const std::filesystem::path& dir, ThreadPool& pool) {
+  try {
+    load_model(dir, pool);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Checkpoint folder `src` copied into `dir` with its config.json edited by `edit_config` (given the config, or
+// its quantization_config when `quantization_only`) and its tensors by `edit_tensors` (written as one
+// model.safetensors), then loaded: the error, or "".
+inline std::string edited_load_error(const std::filesystem::path& src, const std::filesystem::path& dir,
+                                     const std::function<void(nlohmann::json&)>& edit_config,
+                                     const std::function<void(TensorMap&)>& edit_tensors, bool quantization_only,
+                                     ThreadPool& pool) {
+  std::ifstream in(src / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  edit_config(quantization_only ? config["quantization_config"] : config);
+  std::ofstream(dir / "config.json") << config.dump();
+  TensorMap t = read_tensors(src);
+  edit_tensors(t);
+  write_safetensors(dir / "model.safetensors", t);
+  return load_error(dir, pool);
 }
 
 }  // namespace aerie::testing
