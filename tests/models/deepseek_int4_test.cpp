@@ -7,8 +7,8 @@
 // MTP layer, an EAGLE-3 MLA head and an oracle equals plain decoding; bad pack-quantized tensors and settings
 // are errors naming the tensor or key.
 //
-// tests/data/deepseek_int4/pack_g64 is committed; the other cases come from the ctest fixture deepseek_int4
-// (tools/deepseek/int4_cases.sh, into the build folder), and their tests skip when it could not write them.
+// Every case is committed under tests/data/deepseek_int4 (tools/deepseek/int4_cases.sh writes them, numpy and
+// torch: CI needs neither).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -40,7 +40,6 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kData = fs::path(AERIE_TEST_DATA_DIR) / "deepseek_int4";
-const fs::path kGenerated = fs::path(AERIE_BINARY_DIR) / "deepseek_int4";  // the fixture's cases
 
 // On the float-activation tiers (AVX2, scalar; tests/CMakeLists.txt runs the goldens again with
 // AERIE_ISA=avx2) logits sit within 1e-3 of the logit scale of float64 on the dequantised weights (measured
@@ -64,19 +63,10 @@ void expect_close(const std::vector<float>& logits, const std::vector<float>& re
   }
 }
 
-// A case folder: committed (pack_g64) or written by the fixture; empty when the fixture could not.
-fs::path case_dir(const std::string& name) {
-  if (fs::exists(kData / name / "config.json")) return kData / name;
-  if (fs::exists(kGenerated / name / "config.json")) return kGenerated / name;
-  return {};
-}
-
-#define REQUIRE_CASE(dir, name)                                                                          \
-  const fs::path dir = case_dir(name);                                                                   \
-  if (dir.empty()) {                                                                                     \
-    GTEST_SKIP() << name << " is missing: the ctest fixture deepseek_int4 writes it into " << kGenerated \
-                 << " (tools/deepseek/int4_cases.sh)";                                                   \
-  }
+// A committed case folder: its absence fails the test.
+#define REQUIRE_CASE(dir, name)        \
+  const fs::path dir = kData / (name); \
+  ASSERT_TRUE(fs::exists(dir / "config.json")) << dir << " is missing (tools/deepseek/int4_cases.sh)"
 
 std::vector<float> decoded_logits(Model& model, const std::vector<int64_t>& ids) {
   KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Writes the DeepSeek-V3 int4 test cases into OUT_DIR for tests/models/deepseek_int4_test.cpp (ctest fixture
-# deepseek_int4): a BF16 checkpoint with every input width a multiple of 64 (bf16_w64: hidden 64, q_lora and
+# Writes the DeepSeek-V3 int4 test cases into OUT_DIR for tests/models/deepseek_int4_test.cpp (committed:
+# run from the repository root as `bash tools/deepseek/int4_cases.sh tests/data/deepseek_int4`): a BF16 checkpoint with every input width a multiple of 64 (bf16_w64: hidden 64, q_lora and
 # kv_lora 64, 2 heads of nope 16 / rope 16 / v 32, dense 128, 4 experts of 64 and one shared, MTP); its GPTQ,
 # AWQ (also with the dense and MTP layers left BF16) and compressed-tensors (symmetric, act order) copies
 # (make_int4_checkpoint.py, reference logits in float64); an FP8 checkpoint of the same shapes with its exact
 # BF16 twin; and an EAGLE-3 MLA head. tests/data/deepseek_int4/pack_g64 is the same source's asymmetric
 # pack-quantized copy (make_int4_checkpoint.py --format pack --group 64), committed so that the loader's
 # errors are tested without Python.
-# Needs /usr/bin/python3 with numpy and torch; without them it writes nothing and the tests skip.
+# Needs /usr/bin/python3 with numpy and torch; without them it writes nothing.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 out="$1"
