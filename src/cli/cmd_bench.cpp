@@ -4,14 +4,15 @@
 //   - prefill tokens/s over a P-token prompt (best and median of a few runs);
 //   - decode tokens/s from the median (and best) of the timed one-token steps, and the weight bytes a step
 //     streams per second as a fraction of that bandwidth, step by step (median and best);
-//   - the cost of one forward over k tokens relative to k = 1 at the same context (what verifying k-1
-//     draft tokens costs), each the median of a few repeats.
+//   - the cost of one forward over k tokens relative to k = 1 at the same context, with logits of every row
+//     (what verifying k-1 draft tokens costs), each the median of a few repeats.
 // Each figure is given for BF16 activations split (hi + lo, near-f32 results; the library's default) and
 // rounded (one bf16, as llama.cpp does), since the mode halves or doubles the work of a BF16 GEMM.
 #include <algorithm>
-#include <numeric>
 #include <chrono>
 #include <cstdio>
+#include <numeric>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,11 +29,13 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// One forward of `ids` appended to kv; returns seconds. Logits of the last row only.
-double timed_forward(Model& model, KvCache& kv, std::span<const int64_t> ids) {
+// One forward of `ids` appended to kv; returns seconds. Logits of the last row (a prefill) or, with
+// every_row, of each row (what a verification of ids.size() - 1 drafts needs: the output head over every row).
+double timed_forward(Model& model, KvCache& kv, std::span<const int64_t> ids, bool every_row = false) {
   const SequenceRows seq{0, int64_t(ids.size()), &kv};
-  const int64_t last = int64_t(ids.size()) - 1;
-  const StepBatch batch{ids, std::span(&seq, 1), std::span(&last, 1), {}};
+  std::vector<int64_t> rows(every_row ? ids.size() : 1);
+  std::iota(rows.begin(), rows.end(), every_row ? 0 : int64_t(ids.size()) - 1);
+  const StepBatch batch{ids, std::span(&seq, 1), rows, {}};
   const auto start = Clock::now();
   model.forward(batch);
   return seconds_since(start);
@@ -82,7 +85,7 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
   ops::BandwidthProbe probe(cfg.bandwidth_bytes);
   const double bytes = double(model.decode_weight_bytes());
   std::vector<double> step_s, probe_gbs, fraction;
-  double collective_s = 0;  // this rank's time in the all-reduces of the timed decode steps (tensor parallel)
+  double collective_s = 0;      // this rank's time in the all-reduces of the timed decode steps (tensor parallel)
   double collective_bytes = 0;  // and what it sent in them
   for (int64_t i = -2; i < cfg.decode_tokens; ++i) {
     const int64_t id = prompt[size_t(i + 2) % prompt.size()];
@@ -106,7 +109,7 @@ nlohmann::json bench_mode(Model& model, ThreadPool& pool, const BenchConfig& cfg
     std::vector<double> times;
     for (int64_t r = 0; r < cfg.repeats; ++r) {
       kv.truncate(cfg.prompt_tokens);
-      times.push_back(timed_forward(model, kv, std::span(prompt).first(size_t(k))));
+      times.push_back(timed_forward(model, kv, std::span(prompt).first(size_t(k)), /*every_row=*/true));
     }
     const double t = median(times);
     if (k == cfg.ks.front()) k_first = t;
@@ -191,11 +194,16 @@ int run_bench(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = model_options();
   specs.push_back({"--thread-counts", true, "comma-separated thread counts to run (default: 1,<cores>)"});
   specs.push_back({"--prompt-tokens", true, "prefill length (default 512)", integers(1, 16 * kMiB)});
-  specs.push_back({"--prefill-repeats", true, "prefills timed; median and best reported (default 3)", integers(1, 1000000)});
-  specs.push_back({"--decode-tokens", true, "decode steps timed; median and best reported (default 32)", integers(1, 16 * kMiB)});
+  specs.push_back(
+      {"--prefill-repeats", true, "prefills timed; median and best reported (default 3)", integers(1, 1000000)});
+  specs.push_back(
+      {"--decode-tokens", true, "decode steps timed; median and best reported (default 32)", integers(1, 16 * kMiB)});
   specs.push_back({"--k", true, "token counts of the k-token forwards (default 1,2,4,8,16)"});
-  specs.push_back({"--repeats", true, "repetitions of each k-token forward; the median is reported (default 5)", integers(1, 1000000)});
-  specs.push_back({"--bandwidth-bytes", true, "buffer the bandwidth probe reads before each timed decode step (default 256 MiB)", integers(0, kTiB)});
+  specs.push_back({"--repeats", true, "repetitions of each k-token forward; the median is reported (default 5)",
+                   integers(1, 1000000)});
+  specs.push_back({"--bandwidth-bytes", true,
+                   "buffer the bandwidth probe reads before each timed decode step (default 256 MiB)",
+                   integers(0, kTiB)});
   std::erase_if(specs, [](const OptionSpec& o) { return o.name == "--bf16-activations"; });
   specs.push_back({"--bf16-activations", true, "split, rounded or both (default both)"});
   specs.push_back({"--json", false, "print one JSON object (a list of per-thread-count, per-mode results)"});
@@ -223,9 +231,8 @@ int run_bench(const std::vector<std::string>& argv) {
   if (mode_name == "split" || mode_name == "both") modes.push_back(ops::Bf16Activations::kSplit);
   if (mode_name == "rounded" || mode_name == "both") modes.push_back(ops::Bf16Activations::kRounded);
   AERIE_CHECK(!modes.empty(), "--bf16-activations must be split, rounded or both, got ", mode_name);
-  std::vector<int64_t> thread_counts = args.has("--thread-counts")
-                                           ? args.integers("--thread-counts")
-                                           : std::vector<int64_t>{1, thread_count(args)};
+  std::vector<int64_t> thread_counts = args.has("--thread-counts") ? args.integers("--thread-counts")
+                                                                   : std::vector<int64_t>{1, thread_count(args)};
   thread_counts.erase(std::unique(thread_counts.begin(), thread_counts.end()), thread_counts.end());
   const bool json = args.has("--json");
   // Tensor parallel: every rank runs the same forwards (each rank its shards), rank 0 alone prints.
