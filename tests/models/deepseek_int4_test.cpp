@@ -68,17 +68,7 @@ void expect_close(const std::vector<float>& logits, const std::vector<float>& re
   const fs::path dir = kData / (name); \
   ASSERT_TRUE(fs::exists(dir / "config.json")) << dir << " is missing (tools/deepseek/int4_cases.sh)"
 
-std::vector<float> decoded_logits(Model& model, const std::vector<int64_t>& ids) {
-  KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);
-  std::vector<float> all;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const SequenceRows seq{0, 1, &kv};
-    const int64_t row = 0;
-    const ForwardOutput out = model.forward({std::span(&ids[i], 1), std::span(&seq, 1), std::span(&row, 1), {}});
-    all.insert(all.end(), out.logits, out.logits + out.n_vocab);
-  }
-  return all;
-}
+using testing::decoded_logits;
 
 class DeepseekInt4Golden : public ::testing::TestWithParam<std::string> {
  protected:

@@ -38,17 +38,7 @@ using testing::golden_ids;
 using testing::prompt_logits;
 using testing::relative_max_error;
 
-std::vector<float> decoded_logits(Model& model, const std::vector<int64_t>& ids) {
-  KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);
-  std::vector<float> all;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const SequenceRows seq{0, 1, &kv};
-    const int64_t row = 0;
-    const ForwardOutput out = model.forward({std::span(&ids[i], 1), std::span(&seq, 1), std::span(&row, 1), {}});
-    all.insert(all.end(), out.logits, out.logits + out.n_vocab);
-  }
-  return all;
-}
+using testing::decoded_logits;
 
 std::vector<float> reference(const fs::path& dir, int64_t rows, int64_t vocab) {
   std::vector<int64_t> shape;
@@ -108,7 +98,8 @@ TEST(DeepseekQuantizeAtLoad, Fp8ModelQuantisedAtLoadMatchesTheReference) {
   const std::vector<int64_t> ids = golden_ids(dir);
   // The lm_head is int8 here too (the reference keeps it BF16), which alone moves these logits by 0.7% of
   // their scale; the body's weights are proved byte for byte by the test above.
-  EXPECT_LT(relative_max_error(prompt_logits(*model, ids).data(), reference(dir, int64_t(ids.size()), model->n_vocab())),
+  EXPECT_LT(relative_max_error(prompt_logits(*model, ids).data(),
+                               reference(dir, int64_t(ids.size()), model->n_vocab())),
             2e-2);
 }
 
@@ -139,8 +130,8 @@ TEST(DeepseekInt8Speculative, GreedyEqualsPlainForEveryDrafter) {
       SpecOptions spec;
       spec.num_speculative_tokens = k;
       SpecStats stats;
-      const GenerateResult result =
-          generate_with_engine(*target, head, pool, prompt, generate_options, spec, nullptr, &stats);
+      const GenerateResult result = generate_with_engine(*target, head, pool, prompt, generate_options, spec, nullptr,
+                                                         &stats);
       EXPECT_EQ(result.tokens, plain) << head->describe() << ", K = " << k;
       if (head == &oracle) {
         EXPECT_GE(stats.accepted_tokens, 3) << "K = " << k;  // measured 4 (K = 1) of at most 8

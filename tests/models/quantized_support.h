@@ -40,6 +40,19 @@ inline std::vector<float> prompt_logits(Model& model, const std::vector<int64_t>
   return std::vector<float>(out.logits, out.logits + out.n_logit_rows * out.n_vocab);
 }
 
+// Logits of every position decoded one token at a time through an f32 KV cache (the decode path's arithmetic).
+inline std::vector<float> decoded_logits(Model& model, const std::vector<int64_t>& ids) {
+  KvCache kv = model.make_kv_cache(int64_t(ids.size()), KvDType::kF32);
+  std::vector<float> all;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const SequenceRows seq{0, 1, &kv};
+    const int64_t row = 0;
+    const ForwardOutput out = model.forward({std::span(&ids[i], 1), std::span(&seq, 1), std::span(&row, 1), {}});
+    all.insert(all.end(), out.logits, out.logits + out.n_vocab);
+  }
+  return all;
+}
+
 // Mean over rows of KL(softmax(p) || softmax(q)), nats.
 inline double mean_kl(const std::vector<float>& p, const std::vector<float>& q, int64_t n_vocab) {
   const size_t n_rows = p.size() / size_t(n_vocab);
