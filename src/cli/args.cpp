@@ -16,19 +16,31 @@ const OptionSpec* find_spec(const std::vector<OptionSpec>& specs, const std::str
   return nullptr;
 }
 
-// Throws when `text` is not a number within `range`, naming the option, the range and the value.
-void check_range(const std::string& name, const Range& range, const std::string& text) {
-  bool ok = false;
+// Whether `text` is one number within `range` (its list flag aside).
+bool in_range(const Range& range, const std::string& text) {
   if (range.integer) {
     int64_t value = 0;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    ok = ec == std::errc() && ptr == text.data() + text.size() && value >= range.min_integer &&
-         value <= range.max_integer;
-  } else {
-    char* end = nullptr;
-    const double value = std::strtod(text.c_str(), &end);
-    ok = !text.empty() && end == text.c_str() + text.size() && std::isfinite(value) &&
+    return ec == std::errc() && ptr == text.data() + text.size() && value >= range.min_integer &&
+           value <= range.max_integer;
+  }
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  return !text.empty() && end == text.c_str() + text.size() && std::isfinite(value) &&
          (range.min_exclusive ? value > range.min : value >= range.min) && value <= range.max;
+}
+
+// Throws when `text` is not a number (with range.list: a comma-separated list of numbers, none empty)
+// within `range`, naming the option, the range and the value.
+void check_range(const std::string& name, const Range& range, const std::string& text) {
+  bool ok = true;
+  if (range.list) {
+    size_t begin = 0;
+    for (size_t comma; ok && (comma = text.find(',', begin)) != std::string::npos; begin = comma + 1)
+      ok = in_range(range, text.substr(begin, comma - begin));
+    ok = ok && in_range(range, text.substr(begin));
+  } else {
+    ok = in_range(range, text);
   }
   AERIE_CHECK(ok, "option ", name, " must be ", range.text(), ", got '", text, "'");
 }
@@ -36,6 +48,7 @@ void check_range(const std::string& name, const Range& range, const std::string&
 }  // namespace
 
 std::string Range::text() const {
+  if (integer && list) return str_cat("integers in [", min_integer, ", ", max_integer, "], comma-separated");
   if (integer) return str_cat("an integer in [", min_integer, ", ", max_integer, "]");
   return str_cat("a number in ", min_exclusive ? "(" : "[", min, ", ", max, "]");
 }

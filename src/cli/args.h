@@ -20,9 +20,11 @@ struct Range {
   int64_t min_integer = 0, max_integer = 0;  // integer: [min_integer, max_integer]
   double min = 0.0, max = 0.0;               // otherwise: [min, max], or (min, max] when min_exclusive
   bool min_exclusive = false;
-  std::string text() const;  // "an integer in [1, 1024]", "a number in (0, 1]"
+  bool list = false;         // a comma-separated list, each element within the range
+  std::string text() const;  // "an integer in [1, 1024]", "a number in (0, 1]", "integers in [1, 8], comma-separated"
 };
 inline Range integers(int64_t min, int64_t max) { return Range{true, min, max, 0.0, 0.0, false}; }
+inline Range integer_list(int64_t min, int64_t max) { return Range{true, min, max, 0.0, 0.0, false, true}; }
 inline Range numbers(double min, double max, bool min_exclusive = false) {
   return Range{false, 0, 0, min, max, min_exclusive};
 }
@@ -34,7 +36,7 @@ struct OptionSpec {
   std::string name;  // "--model"
   bool takes_value = true;
   std::string help;
-  std::optional<Range> range;  // a single number within it; nullopt: any text (lists, names, "auto")
+  std::optional<Range> range;  // a number (or with range->list, a list) within it; nullopt: any text (names, "auto")
 };
 
 class Args {

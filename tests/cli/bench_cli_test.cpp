@@ -39,6 +39,52 @@ TEST(BenchCli, ReportsThePerStepBandwidthRatio) {
   }
 }
 
+// --context-tokens: one result per context, decode timed at that context (filled at random, no prefill),
+// the KV bytes a step reads (the cache's bytes per position times the rows each timed step attends to) and
+// (weight + KV bytes) / bandwidth beside the weight-only fraction; each listed value is range-checked.
+TEST(BenchCli, ContextTokensTimeDecodeAtEachContext) {
+  const fs::path model = fs::path(AERIE_TEST_DATA_DIR) / "llama" / "bf16_gqa_rope_scaled_tied";
+  const std::vector<std::string> base = {"--model", model.string(), "--thread-counts", "1", "--prompt-tokens", "8",
+                                         "--prefill-repeats", "1", "--decode-tokens", "3", "--k", "1,2",
+                                         "--repeats", "1", "--bandwidth-bytes", "4194304", "--bf16-activations",
+                                         "rounded", "--kv-cache-dtype", "fp8", "--quiet", "--json"};
+  std::vector<std::string> argv = base;
+  argv.insert(argv.end(), {"--context-tokens", "40,100"});
+  ::testing::internal::CaptureStdout();
+  const int rc = run_bench(argv);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(rc, 0) << out;
+  const nlohmann::json results = nlohmann::json::parse(out.substr(out.find('[')));
+  ASSERT_EQ(results.size(), 2u) << out;
+  const int64_t contexts[] = {40, 100};
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& r = results[i];
+    EXPECT_EQ(r["context_tokens"].get<int64_t>(), contexts[i]);
+    EXPECT_EQ(r["prefill_tokens"].get<int64_t>(), 8);
+    EXPECT_EQ(r["kv_cache_dtype"].get<std::string>(), "fp8");
+    // Timed steps attend to contexts[i] + 3 .. + 5 rows (two untimed steps first): the mean is + 4.
+    const double per_token = double(r["kv_bytes_per_token"].get<uint64_t>());
+    EXPECT_DOUBLE_EQ(r["decode_kv_bytes"].get<double>(), per_token * double(contexts[i] + 4));
+    EXPECT_GT(r["decode_bandwidth_fraction_with_kv"].get<double>(), r["decode_bandwidth_fraction"].get<double>());
+    EXPECT_GE(r["decode_bandwidth_fraction_with_kv_best"].get<double>(),
+              r["decode_bandwidth_fraction_with_kv"].get<double>());
+    EXPECT_EQ(r["forward_k_list"].size(), 2u);
+  }
+  for (const char* bad : {"0", "8,,9", "8,", "x", "16777217"}) {
+    argv = base;
+    argv.insert(argv.end(), {"--context-tokens", bad});
+    try {
+      run_bench(argv);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("option --context-tokens must be integers in [1, 16777216], "
+                                           "comma-separated"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // bench-engine with --random-range-ratio: plain and speculative runs over the same drawn request lengths
 // (so the same tokens in all), the ratio reported, auto's cold engine reported beside it; a ratio outside
 // [0, 1) refused with its name.
