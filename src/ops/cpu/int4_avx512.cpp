@@ -6,12 +6,23 @@
 // 8 products of 15 * 127 a lane, reset every chunk). The zero points never enter the loop:
 //   sum_i x_i (q_i - z_g) s_g = sum_g s_g (sum_{i in g} x_i q_i) - sum_g s_g z_g xs_g,
 // with xs_g from the packing. Per chunk, the lanes are converted to float and scaled:
-//   groups a multiple of 128 (whole chunks): t = fma(float(acc), s_b, t) over the group's chunks, then
-//     total = fma(t, s_g, total) once per group;
-//   other groups (64, 192, ...): total = fma(float(acc), s_b * s_g, total), s_g per lane half.
-// Then total -= s_g z_g xs_g lane-wise over the groups (16 at a time), and one fixed-tree horizontal sum.
-// Per row and output, 2 vpdpbusd and 2-3 float operations per 128 inputs, against 4 vpdpwssd, 2 widenings
-// and 2 zero-point subtractions with int16 activations.
+//   groups a multiple of 128 (whole chunks; pass4): the int32 sums of 4 weight rows are first folded into one
+//     vector (fold4, exact), then t = fma(float(folded), s_b, t) over the group's chunks and
+//     total = fma(t, s_g of the 4 rows, total) once per group: per row and chunk, 8 vpdpbusd, 6 fold
+//     operations, one conversion and one fma for 4 outputs;
+//   other groups (64, 192, ...): per output, total = fma(float(acc), s_b * s_g, total), s_g per lane half.
+// Then total -= s_g z_g xs_g lane-wise over the groups (16 at a time), and a fixed-order horizontal sum.
+//
+// Where the time goes (Zen 4, measured in session 16 with build/bench/quant_bench and a register-only loop):
+// a 512-bit vpdpbusd issues about once a cycle (0.28 ns at ~3.5 GHz), and 2 of them a row and 128 inputs
+// are the floor: 5 rows take 2.8 ns per 64 weight bytes, against 1.8-2.3 ns to stream those bytes at
+// 28-35 GB/s, so verifying 4 drafts cannot cost under ~1.2-1.5x a decode step on this core (Zen 5 issues
+// two a cycle). Per row and 4 weight rows a chunk: the 8 vpdpbusd alone 2.22 ns; with a conversion and two
+// fmas per weight row (before session 16) 4.39 ns; folded here, 3.42 ns. In the kernel, 5 rows over a
+// 8192 x 2048 matrix from L3, 1 thread, alternating: 957-1104 -> 752-771 us, 9 rows 1714-2043 -> 1375-1401,
+// 1 row 266-317 -> 234-236 us; streamed from memory at 2 threads, 5
+// rows 513-520 -> 397-450 us, 9 rows 921-928 -> 756 us. Prefetch distance (8-128 KiB ahead) and 4 KiB
+// against 2 MiB pages moved 1-row streaming by less than the host's run-to-run noise (+-20%).
 //
 // Batch invariance: each output's instruction sequence depends on the matrix shape only, never on the number
 // of rows; tiles (R activation rows x G weight rows) only change which outputs share a pass.
