@@ -1,209 +1,72 @@
-// Causal GQA attention with AVX-512 (ops::attention's contract). Threads split the kv heads; per kv head
-// the keys are transposed once into tiles of 32, [head_dim][32], and queries go in blocks whose rows are
-// (query, head) pairs of the heads sharing that kv head, so each key and value row serves all of them:
-//   scores: row i's scores for a tile are sum_d q_i[d] * kt[d][0:32] (broadcast FMAs, no horizontal sums);
-//   softmax: max, exp (exp512), sum over the row's own context, in 16-lane vectors;
-//   values:  out_i += p_ij * v_j for j in order, 4 rows (the heads of one query) sharing each v row.
+// Causal GQA attention with AVX-512 (ops::attention's contract). Two ways to split the work over threads,
+// one arithmetic per row:
+//   - by kv heads (prefill, trees): per kv head the keys [0, max_ctx) are transposed once into tiles of 32,
+//     [head_dim][32], and queries go in blocks whose rows are (query, head) pairs of the heads sharing that
+//     kv head, so each key and value row serves all of them;
+//   - by (kv head, context chunk) tasks, then a merge per (kv head, query) (flash-decoding: at most
+//     kSplitMaxQueries queries over more than one chunk, ops.cpp): a task transposes only its chunk's keys
+//     (1024 x head_dim f32, in L2), scores every query that sees the chunk and writes each row's partial
+//     max, sum and value sums.
+// Per row: scores for a tile are sum_d q_i[d] * kt[d][0:32] (broadcast FMAs, no horizontal sums); softmax and
+// value sums run over chunks of kAttentionChunkTokens columns (max, exp, sum in 16-lane vectors; out_i +=
+// p_ij * v_j for j in order, 4 rows sharing each v row), and the chunks are merged in chunk order
+// (attention_parts_avx512.h merge_chunks). A context of one chunk gives the bits of one plain softmax (the
+// kernel's bits before chunking, for every context up to 1024); longer contexts differ from them by float
+// rounding only. Chunk boundaries are fixed in tokens, so a row's bits depend on the shape alone: not on the
+// thread count, nor on which way the work was split, nor on which rows share the call.
 // KV rows stored as bf16 or fp8 (core/kv_dtype.h) are widened as they are read: keys while transposing
-// (transpose_keys), values 16 at a time in registers (an fp8 row's scale folded into p_ij). f32 rows take
-// the f32 path as is.
+// (16x16 blocks in registers; an fp8 byte through f16 bits and one multiply by 256 * its row's scale, bit
+// for bit the table's value times the scale), values 16 at a time in registers (an fp8 row's scale folded
+// into p_ij). f32 rows take the f32 path as is.
 // Tree rows (tree_parent, ops/tree_attention.h): row i's scores over [0, pos0 + i] are computed as for a chain,
 // then the ancestors' columns (cached tree rows among them) moved into a chain's places, so a node gets
-// exactly its path's chain bits.
+// exactly its path's chain bits (chunks count the chain's columns).
 // Batch invariance: row i's arithmetic depends only on its q, its context length and the cache, never on
 // which other rows share the task, so one query alone gives the bits it gives inside a prefill.
+//
+// What decided it (Llama-3.2-1B shape, int4 weights, 1 thread, `aerie bench --context-tokens 8192,32768
+// --decode-tokens 8`, README "Long contexts"): before, decode at 8k spent more time in the scalar key
+// transposition (a strided store per value, an fp8 byte through a table) than in all the matmuls, and fp8 KV
+// was slower than bf16 for it; at 32k the whole head's transposed keys (8 MiB) and scores no longer fit a
+// cache. 16x16 register transposes, chunk-sized buffers and the prefetch made decode 2.5x (8k) and 3.7x
+// (32k) faster with bf16 KV, 2.1x and 4.7x with fp8, which is now the faster of the two. Still compute-bound
+// on one core: ~100 vector instructions per (key, kv head) for 4 query heads (transpose ~28, scores ~28,
+// values ~32, softmax ~6), which at 8k x 8 kv heads x 16 layers is more time than the KV bytes take to read.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
-#include "core/dtype.h"
 #include "core/thread_scratch.h"
-#include "ops/cpu/exp_avx512.h"
-#include "ops/cpu/hsum_avx512.h"
+#include "ops/cpu/attention_parts_avx512.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/kernels_fp8.h"
 
 namespace aerie::ops::cpu {
+
+using namespace attention_parts;
+
 namespace {
 
-constexpr int64_t kKeyTile = 32;
 constexpr int64_t kRowsPerBlock = 16;  // (query, head) rows scored together
+constexpr int64_t kChunk = kAttentionChunkTokens;
+static_assert(kChunk % kKeyTile == 0);
 
-#define AERIE_UNROLL _Pragma("GCC unroll 16")
+int64_t chunks_of(int64_t n_ctx) { return (n_ctx + kChunk - 1) / kChunk; }
 
-// Scores of NR rows against one transposed key tile:  s[i * s_stride + 0:32] = scale * q_i . kt
-//   q: NR row pointers [head_dim];  kt: [head_dim][32]
-template <int NR>
-void score_tile(const float* const* q, const float* kt, int64_t head_dim, float scale, float* s, int64_t s_stride) {
-  __m512 acc[NR][2];
-  AERIE_UNROLL for (int i = 0; i < NR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (int64_t d = 0; d < head_dim; ++d) {
-    const __m512 k0 = _mm512_loadu_ps(kt + d * kKeyTile), k1 = _mm512_loadu_ps(kt + d * kKeyTile + 16);
-    AERIE_UNROLL for (int i = 0; i < NR; ++i) {
-      const __m512 qd = _mm512_set1_ps(q[i][d]);
-      acc[i][0] = _mm512_fmadd_ps(qd, k0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(qd, k1, acc[i][1]);
-    }
-  }
-  const __m512 sc = _mm512_set1_ps(scale);
-  AERIE_UNROLL for (int i = 0; i < NR; ++i) {
-    _mm512_storeu_ps(s + i * s_stride, _mm512_mul_ps(acc[i][0], sc));
-    _mm512_storeu_ps(s + i * s_stride + 16, _mm512_mul_ps(acc[i][1], sc));
+void transpose_keys_dtype(const PagedRows& k, int64_t max_ctx, int64_t tile0, int64_t tile1, int64_t col,
+                          int64_t head_dim, float* kt, const PagedRows* v = nullptr) {
+  switch (k.dtype) {
+    case KvDType::kF32: return transpose_keys<float>(k, max_ctx, tile0, tile1, col, head_dim, kt, v);
+    case KvDType::kBF16: return transpose_keys<uint16_t>(k, max_ctx, tile0, tile1, col, head_dim, kt, v);
+    case KvDType::kFP8E4M3: return transpose_keys<uint8_t>(k, max_ctx, tile0, tile1, col, head_dim, kt, v);
   }
 }
-
-void score_rows(const float* const* q, int64_t n_rows, const float* kt, int64_t head_dim, float scale, float* s,
-                int64_t s_stride) {
-  int64_t i = 0;
-  for (; i + 8 <= n_rows; i += 8) score_tile<8>(q + i, kt, head_dim, scale, s + i * s_stride, s_stride);
-  for (; i < n_rows; ++i) score_tile<1>(q + i, kt, head_dim, scale, s + i * s_stride, s_stride);
-}
-
-// In place over p[0, n): p = exp(p - max); returns 1 / sum.
-float softmax_row(float* p, int64_t n) {
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
-    mx = _mm512_mask_max_ps(mx, m, mx, _mm512_maskz_loadu_ps(m, p + j));
-  }
-  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = j + 16 <= n ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + j), vmax));
-    _mm512_mask_storeu_ps(p + j, m, e);
-    sum = _mm512_mask_add_ps(sum, m, sum, e);
-  }
-  return 1.0f / hsum512(sum);
-}
-
-// 16 stored values -> f32. For fp8 the result is the value times 2^-8 (row_multiplier folds 2^8 back in):
-// E4M3 s.eeee.mmm placed at f16 bits 15 and 13..7 reads as the same value times 2^-8 (f16's exponent bias
-// is 15, E4M3's 7; subnormals line up too), and vcvtph2ps widens it exactly.
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const uint16_t* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-inline __m512 load16(const uint8_t* p) {
-  const __m256i h = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x80)), 8);
-  const __m256i magnitude = _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7f)), 7);
-  return _mm512_cvtph_ps(_mm256_or_si256(sign, magnitude));
-}
-
-// Multiplier of row j's loaded values: fp8 rows their scale (times the 2^8 of load16), others none.
-//   scales: the fp8 scale of row `first` for this column; consecutive rows of a block are `stride` apart
-template <class T>
-struct RowMultiplier {
-  RowMultiplier(const PagedRows&, int64_t, int64_t) {}
-  float apply(float p, int64_t) const { return p; }
-};
-template <>
-struct RowMultiplier<uint8_t> {
-  const float* scales;
-  int64_t stride;
-  RowMultiplier(const PagedRows& v, int64_t first, int64_t col)
-      : scales(v.scales + v.slot(first) * (v.row_width / v.scale_width) + col / v.scale_width),
-        stride(v.row_width / v.scale_width) {}
-  float apply(float p, int64_t r) const { return p * (scales[r * stride] * 256.0f); }
-};
-
-// out_i[c0 : c0 + 64] = inv_sum_i * sum_{j < n_ctx} p_i[j] * v_(row j)[c0 : c0 + 64] for NR rows of one query,
-// j in increasing order, where row j = j for j < n_front (the whole context by default) and tail[j - n_front]
-// past it (a tree row's ancestors: their cache slots, ascending).
-//   v: the cache's value rows of type T; column offset `col` (this kv head's) + c0;  cols: 64 or a multiple of 16
-template <int NR, class T>
-void weighted_values(const float* const* p, const float* inv_sum, int64_t n_ctx, const PagedRows& v, int64_t col,
-                     int64_t c0, int64_t cols, float* const* out, int64_t n_front, const int64_t* tail) {
-  const int nv = int(cols / 16);
-  __m512 acc[NR][4];
-  AERIE_UNROLL for (int i = 0; i < NR; ++i) AERIE_UNROLL for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_setzero_ps();
-  // p columns [j0, j0 + run) against the contiguous cache rows [row0, row0 + run).
-  auto accumulate = [&](int64_t row0, int64_t j0, int64_t run) {
-    const T* vj = v.row<T>(row0) + col + c0;
-    const RowMultiplier<T> mult(v, row0, col);
-    if (nv == 4) {
-      for (int64_t r = 0; r < run; ++r, vj += v.row_width) {
-        __m512 vv[4];
-        AERIE_UNROLL for (int c = 0; c < 4; ++c) vv[c] = load16(vj + 16 * c);
-        AERIE_UNROLL for (int i = 0; i < NR; ++i) {
-          const __m512 pj = _mm512_set1_ps(mult.apply(p[i][j0 + r], r));
-          AERIE_UNROLL for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_fmadd_ps(pj, vv[c], acc[i][c]);
-        }
-      }
-    } else {
-      for (int64_t r = 0; r < run; ++r, vj += v.row_width) {
-        AERIE_UNROLL for (int i = 0; i < NR; ++i) {
-          const __m512 pj = _mm512_set1_ps(mult.apply(p[i][j0 + r], r));
-          for (int c = 0; c < nv; ++c) acc[i][c] = _mm512_fmadd_ps(pj, load16(vj + 16 * c), acc[i][c]);
-        }
-      }
-    }
-  };
-  const int64_t front = std::min(n_ctx, n_front);
-  for (int64_t j0 = 0; j0 < front;) {  // runs of contiguous cache rows
-    const int64_t run = v.run_length(j0, front - j0);
-    accumulate(j0, j0, run);
-    j0 += run;
-  }
-  for (int64_t j = front; j < n_ctx; ++j) accumulate(tail[j - front], j, 1);
-  AERIE_UNROLL for (int i = 0; i < NR; ++i)
-    for (int c = 0; c < nv; ++c)
-      _mm512_storeu_ps(out[i] + c0 + 16 * c, _mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv_sum[i])));
-}
-
-// Keys [0, max_ctx) of kv head columns [col, col + head_dim), transposed into tiles of 32 keys and widened
-// to f32 (scale applied): kt[tile][d][j] = k[tile * 32 + j, col + d], 0 past max_ctx. Scalar: each value is
-// converted where it is stored (a bf16 is a shift, an fp8 byte a table entry times its row's scale).
-template <class T>
-void transpose_keys(const PagedRows& k, int64_t max_ctx, int64_t n_tiles, int64_t col, int64_t head_dim, float* kt) {
-  const float* fp8 = fp8_table();
-  for (int64_t tile = 0; tile < n_tiles; ++tile) {
-    float* dst = kt + tile * head_dim * kKeyTile;
-    for (int64_t j = 0; j < kKeyTile; ++j) {
-      const int64_t key = tile * kKeyTile + j;
-      if (key >= max_ctx) {
-        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = 0.0f;
-        continue;
-      }
-      const T* kj = k.row<T>(key) + col;
-      if constexpr (std::is_same_v<T, float>) {
-        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = kj[d];
-      } else if constexpr (std::is_same_v<T, uint16_t>) {
-        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = bf16_to_f32(kj[d]);
-      } else {
-        const float scale = k.scale(key, col);
-        for (int64_t d = 0; d < head_dim; ++d) dst[d * kKeyTile + j] = fp8[kj[d]] * scale;
-      }
-    }
-  }
-}
-
-template <int NR>
-void weighted_values_any(const float* const* p, const float* inv_sum, int64_t n_ctx, const PagedRows& v, int64_t col,
-                         int64_t c0, int64_t cols, float* const* out, int64_t n_front, const int64_t* tail) {
-  switch (v.dtype) {
-    case KvDType::kF32: return weighted_values<NR, float>(p, inv_sum, n_ctx, v, col, c0, cols, out, n_front, tail);
-    case KvDType::kBF16:
-      return weighted_values<NR, uint16_t>(p, inv_sum, n_ctx, v, col, c0, cols, out, n_front, tail);
-    case KvDType::kFP8E4M3:
-      return weighted_values<NR, uint8_t>(p, inv_sum, n_ctx, v, col, c0, cols, out, n_front, tail);
-  }
-}
-
-}  // namespace
-
-bool attention_avx512_supported(int64_t head_dim) { return head_dim % 16 == 0; }
-
-namespace {
 
 struct Layout {
-  int64_t max_ctx, n_tiles, s_stride, max_rows;
+  int64_t max_ctx, n_tiles, s_stride, max_rows, max_chunks, group;
 };
 
 Layout layout(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv) {
@@ -211,10 +74,74 @@ Layout layout(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n
   const int64_t q_per_block = std::max<int64_t>(1, kRowsPerBlock / group);
   const int64_t max_ctx = std::min(pos0 + n_q, n_kv);  // keys any query sees
   const int64_t n_tiles = (max_ctx + kKeyTile - 1) / kKeyTile;
-  return {max_ctx, n_tiles, n_tiles * kKeyTile, q_per_block * group};
+  return {max_ctx, n_tiles, n_tiles * kKeyTile, q_per_block * group, chunks_of(max_ctx), group};
+}
+
+// Scratch of one row group's chunk partials (the rows of one query): value sums, maxima and sums.
+struct ChunkScratch {
+  float* acc;          // [max_chunks * group * head_dim]
+  float* max;          // [group * max_chunks]: row g's chunk c at g * max_chunks + c
+  float* sum;          // [group * max_chunks]
+  float* ones;         // [group] 1.0
+  float** acc_rows;    // [group]
+  const float** p_at;  // [group]
+  const float** merge; // [max_chunks]
+};
+
+// The rows of one query (group heads of kv head kvh), scores in p[g][0, n_ctx) already exp-free: softmax and
+// value sums in chunks of kChunk logical columns, merged in order (one chunk: written directly).
+void chunked_rows(float* const* p, int64_t group, int64_t n_ctx, const PagedRows& v, int64_t col, int64_t head_dim,
+                  float* const* out, int64_t n_front, const int64_t* tail, int64_t max_chunks, float* inv_sum,
+                  const ChunkScratch& cs) {
+  const int64_t n_chunks = chunks_of(n_ctx);
+  if (n_chunks == 1) {
+    float m;
+    for (int64_t g = 0; g < group; ++g) inv_sum[g] = 1.0f / softmax_partial(p[g], n_ctx, &m);
+    weighted_values_rows(p, inv_sum, group, 0, n_ctx, v, col, head_dim, out, n_front, tail);
+    return;
+  }
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t j0 = c * kChunk, j1 = std::min(n_ctx, j0 + kChunk);
+    for (int64_t g = 0; g < group; ++g) {
+      cs.p_at[g] = p[g] + j0;
+      cs.sum[g * max_chunks + c] = softmax_partial(p[g] + j0, j1 - j0, &cs.max[g * max_chunks + c]);
+      cs.acc_rows[g] = cs.acc + (c * group + g) * head_dim;
+    }
+    weighted_values_rows(cs.p_at, cs.ones, group, j0, j1, v, col, head_dim, cs.acc_rows, n_front, tail);
+  }
+  for (int64_t g = 0; g < group; ++g) {
+    for (int64_t c = 0; c < n_chunks; ++c) cs.merge[c] = cs.acc + (c * group + g) * head_dim;
+    merge_chunks(cs.merge, cs.max + g * max_chunks, cs.sum + g * max_chunks, n_chunks, head_dim, out[g]);
+  }
+}
+
+ChunkScratch carve_chunks(ScratchCarver& carve, int64_t max_chunks, int64_t group, int64_t head_dim) {
+  ChunkScratch cs;
+  cs.acc = carve.take<float>(size_t(max_chunks * group * head_dim));
+  cs.max = carve.take<float>(size_t(group * max_chunks));
+  cs.sum = carve.take<float>(size_t(group * max_chunks));
+  cs.ones = carve.take<float>(size_t(group));
+  std::fill(cs.ones, cs.ones + group, 1.0f);
+  cs.acc_rows = carve.take<float*>(size_t(group));
+  cs.p_at = carve.take<const float*>(size_t(group));
+  cs.merge = carve.take<const float*>(size_t(max_chunks));
+  return cs;
+}
+
+size_t chunk_scratch_bytes(int64_t max_chunks, int64_t group, int64_t head_dim) {
+  using C = ScratchCarver;
+  return C::round_up(sizeof(float) * size_t(max_chunks * group * head_dim)) +
+         2 * C::round_up(sizeof(float) * size_t(group * max_chunks)) + C::round_up(sizeof(float) * size_t(group)) +
+         2 * C::round_up(sizeof(void*) * size_t(group)) + C::round_up(sizeof(void*) * size_t(max_chunks));
 }
 
 }  // namespace
+
+void fp8_widen_avx512(const uint8_t* codes, int64_t n, float scale, float* out) {
+  for (int64_t i = 0; i < n; i += 16) _mm512_storeu_ps(out + i, widen16_fp8_exact(codes + i, scale));
+}
+
+bool attention_avx512_supported(int64_t head_dim) { return head_dim % 16 == 0; }
 
 size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
                                       int64_t head_dim, int64_t tree_cached) {
@@ -223,7 +150,8 @@ size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, i
   return C::round_up(sizeof(float) * size_t(l.n_tiles * head_dim * kKeyTile)) +
          C::round_up(sizeof(float) * size_t(l.max_rows * l.s_stride)) + 3 * C::round_up(sizeof(void*) * size_t(l.max_rows)) +
          C::round_up(sizeof(float) * size_t(l.max_rows)) +
-         C::round_up(sizeof(int64_t) * size_t(std::max<int64_t>(n_q + tree_cached, 1)));
+         C::round_up(sizeof(int64_t) * size_t(std::max<int64_t>(n_q + tree_cached, 1))) +
+         chunk_scratch_bytes(l.max_chunks, l.group, head_dim);
 }
 
 void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
@@ -242,14 +170,11 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
   float** out_rows = carve.take<float*>(size_t(max_rows));
   float* inv_sum = carve.take<float>(size_t(max_rows));
   int64_t* ancestors = carve.take<int64_t>(size_t(std::max<int64_t>(n_q + tree_cached, 1)));  // a tree row's path
+  const ChunkScratch cs = carve_chunks(carve, l.max_chunks, group, head_dim);
   const int64_t tree0 = pos0 - tree_cached;  // the slot of tree row 0; query qi is tree row tree_cached + qi
   for (int64_t kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
     // This head's keys, transposed once for every query.
-    switch (k.dtype) {
-      case KvDType::kF32: transpose_keys<float>(k, max_ctx, n_tiles, kvh * head_dim, head_dim, kt); break;
-      case KvDType::kBF16: transpose_keys<uint16_t>(k, max_ctx, n_tiles, kvh * head_dim, head_dim, kt); break;
-      case KvDType::kFP8E4M3: transpose_keys<uint8_t>(k, max_ctx, n_tiles, kvh * head_dim, head_dim, kt); break;
-    }
+    transpose_keys_dtype(k, max_ctx, 0, n_tiles, kvh * head_dim, head_dim, kt);
     for (int64_t q0 = 0; q0 < n_q; q0 += q_per_block) {
       const int64_t q1 = std::min(n_q, q0 + q_per_block);
       const int64_t n_rows = (q1 - q0) * group;  // row (qi - q0) * group + g: query qi, head kvh * group + g
@@ -285,19 +210,117 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
           n_front = tree0;
           n_ctx = tree0 + depth;
         }
-        for (int64_t g = 0; g < group; ++g)
-          inv_sum[size_t(row0 + g)] = softmax_row(p_rows[size_t(row0 + g)], n_ctx);
-        for (int64_t c0 = 0; c0 < head_dim; c0 += 64) {
-          const int64_t cols = std::min<int64_t>(64, head_dim - c0);
-          int64_t g = 0;
-          for (; g + 4 <= group; g += 4)
-            weighted_values_any<4>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
-                                   cols, out_rows + row0 + g, n_front, ancestors);
-          for (; g < group; ++g)
-            weighted_values_any<1>(p_rows + row0 + g, inv_sum + row0 + g, n_ctx, v, kvh * head_dim, c0,
-                                   cols, out_rows + row0 + g, n_front, ancestors);
-        }
+        chunked_rows(p_rows + row0, group, n_ctx, v, kvh * head_dim, head_dim, out_rows + row0, n_front, ancestors,
+                     l.max_chunks, inv_sum + row0, cs);
       }
+    }
+  }
+}
+
+// ---- Split by context chunks (flash-decoding): tasks (kv head, chunk), then a merge per (kv head, query).
+
+namespace {
+
+struct SplitLayout {
+  int64_t max_ctx, n_chunks, group, n_rows;  // n_rows = n_q * group: row qi * group + g
+};
+
+SplitLayout split_layout(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv) {
+  const int64_t max_ctx = std::min(pos0 + n_q, n_kv);
+  const int64_t group = n_head / n_head_kv;
+  return {max_ctx, chunks_of(max_ctx), group, n_q * group};
+}
+
+}  // namespace
+
+size_t attention_split_partial_floats(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                                      int64_t head_dim) {
+  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv);
+  return size_t(n_head_kv * s.n_chunks * s.n_rows * (head_dim + 2));
+}
+
+size_t attention_split_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                                     int64_t head_dim) {
+  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv);
+  using C = ScratchCarver;
+  const size_t chunks = C::round_up(sizeof(void*) * size_t(s.n_chunks)) + 2 * C::round_up(sizeof(float) * size_t(s.n_chunks));
+  return std::max(chunks, C::round_up(sizeof(float) * size_t(kChunk * head_dim)) +
+                              C::round_up(sizeof(float) * size_t(s.n_rows * kChunk)) +
+                              3 * C::round_up(sizeof(void*) * size_t(s.n_rows)) + C::round_up(sizeof(float) * size_t(s.group)));
+}
+
+void attention_split_chunks_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v,
+                                   int64_t n_kv, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                                   std::byte* scratch, float* partials, int64_t task_begin, int64_t task_end) {
+  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv);
+  const int64_t group = s.group;
+  ScratchCarver carve(scratch);  // in the order of attention_split_scratch_bytes
+  float* kt = carve.take<float>(size_t(kChunk * head_dim));
+  float* scores = carve.take<float>(size_t(s.n_rows * kChunk));  // [n_rows][kChunk]
+  const float** q_rows = carve.take<const float*>(size_t(s.n_rows));
+  float** p_rows = carve.take<float*>(size_t(s.n_rows));
+  float** acc_rows = carve.take<float*>(size_t(s.n_rows));
+  float* ones = carve.take<float>(size_t(group));
+  std::fill(ones, ones + group, 1.0f);
+  // partials: [n_head_kv][n_chunks][n_rows] value sums of head_dim, then the same of maxima, then of sums.
+  const int64_t n_partial = n_head_kv * s.n_chunks * s.n_rows;
+  float* part_max = partials + n_partial * head_dim;
+  float* part_sum = part_max + n_partial;
+  for (int64_t task = task_begin; task < task_end; ++task) {
+    const int64_t kvh = task / s.n_chunks, c = task % s.n_chunks;
+    const int64_t j_begin = c * kChunk, j_end = std::min(s.max_ctx, j_begin + kChunk);
+    const int64_t q_first = std::max<int64_t>(0, j_begin - pos0);  // queries seeing column j_begin
+    // Values of the same slots are prefetched to L2 while the keys are read (a chunk's: 1024 rows of 128 bytes
+    // for Llama-3.2-1B bf16), unless the values are the keys (MLA).
+    const PagedRows* v_prefetch = v.base != nullptr && v.base != k.base && v.dtype == k.dtype ? &v : nullptr;
+    transpose_keys_dtype(k, s.max_ctx, j_begin / kKeyTile, (j_end + kKeyTile - 1) / kKeyTile, kvh * head_dim, head_dim,
+                         kt, v_prefetch);
+    const int64_t base = (kvh * s.n_chunks + c) * s.n_rows;  // partial index of row 0 of this task
+    for (int64_t qi = q_first; qi < n_q; ++qi)
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t row = qi * group + g, h = kvh * group + g;
+        q_rows[row] = q + (qi * n_head + h) * head_dim;
+        p_rows[row] = scores + row * kChunk;
+        acc_rows[row] = partials + (base + row) * head_dim;
+      }
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile) {
+      const int64_t first_row = std::max(q_first, j0 - pos0) * group;
+      score_rows(q_rows + first_row, s.n_rows - first_row, kt + (j0 - j_begin) * head_dim, head_dim, scale,
+                 scores + first_row * kChunk + (j0 - j_begin), kChunk);
+    }
+    for (int64_t qi = q_first; qi < n_q; ++qi) {
+      const int64_t row0 = qi * group, n = std::min(std::min(pos0 + qi + 1, n_kv), j_end) - j_begin;
+      for (int64_t g = 0; g < group; ++g)
+        part_sum[base + row0 + g] = softmax_partial(p_rows[row0 + g], n, &part_max[base + row0 + g]);
+      weighted_values_rows(p_rows + row0, ones, group, j_begin, j_begin + n, v, kvh * head_dim, head_dim,
+                           acc_rows + row0, n_kv, nullptr);
+    }
+  }
+}
+
+void attention_split_merge_avx512(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                                  int64_t head_dim, const float* partials, float* out, std::byte* scratch,
+                                  int64_t task_begin, int64_t task_end) {
+  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv);
+  ScratchCarver carve(scratch);  // the first bytes of attention_split_scratch_bytes suffice
+  const float** merge = carve.take<const float*>(size_t(s.n_chunks));
+  float* weights = carve.take<float>(size_t(s.n_chunks));
+  float* sums = carve.take<float>(size_t(s.n_chunks));
+  const int64_t n_partial = n_head_kv * s.n_chunks * s.n_rows;
+  const float* part_max = partials + n_partial * head_dim;
+  const float* part_sum = part_max + n_partial;
+  for (int64_t task = task_begin; task < task_end; ++task) {  // task = kvh * n_q + qi
+    const int64_t kvh = task / n_q, qi = task % n_q;
+    const int64_t n_chunks = chunks_of(std::min(pos0 + qi + 1, n_kv));
+    for (int64_t g = 0; g < s.group; ++g) {
+      const int64_t row = qi * s.group + g;
+      for (int64_t c = 0; c < n_chunks; ++c) {
+        const int64_t at = (kvh * s.n_chunks + c) * s.n_rows + row;
+        merge[c] = partials + at * head_dim;
+        weights[c] = part_max[at];
+        sums[c] = part_sum[at];
+      }
+      merge_chunks(merge, weights, sums, n_chunks, head_dim, out + (qi * n_head + kvh * s.group + g) * head_dim);
     }
   }
 }

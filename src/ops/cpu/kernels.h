@@ -61,6 +61,29 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
                       int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
                       std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end,
                       const int32_t* tree_parent = nullptr, int64_t tree_cached = 0);
+// A row's softmax and value sums are computed over chunks of this many context columns (a tree row: its
+// path's chain columns) and merged in chunk order (attention_parts_avx512.h's merge_chunks); a context of
+// at most one chunk gives the bits of one unchunked softmax. Shape only: neither the thread count nor the
+// rows sharing a call change a row's bits.
+inline constexpr int64_t kAttentionChunkTokens = 1024;
+// Flash-decoding for few queries over a long context (chains only): attention_split_chunks_avx512 runs tasks
+// kvh * n_chunks + c (n_chunks = ceil(min(pos0 + n_q, n_kv) / kAttentionChunkTokens)), each scoring chunk c of
+// kv head kvh for every query that sees it into `partials` (attention_split_partial_floats floats, shared);
+// then attention_split_merge_avx512 runs tasks kvh * n_q + qi, merging each row's chunks into out. Each row
+// gets the bits attention_avx512 gives it. scratch: attention_split_scratch_bytes, the running thread's own.
+size_t attention_split_partial_floats(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                                      int64_t head_dim);
+size_t attention_split_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                                     int64_t head_dim);
+void attention_split_chunks_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v,
+                                   int64_t n_kv, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                                   std::byte* scratch, float* partials, int64_t task_begin, int64_t task_end);
+void attention_split_merge_avx512(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                                  int64_t head_dim, const float* partials, float* out, std::byte* scratch,
+                                  int64_t task_begin, int64_t task_end);
+// The fp8 key widening of the attention kernel: out[i] = fp8_table()[codes[i]] * scale bit for bit (n a
+// multiple of 16; for tests).
+void fp8_widen_avx512(const uint8_t* codes, int64_t n, float scale, float* out);
 // AVX-512F: out[i] = silu(gate[i]) * up[i] (out may alias gate).
 void silu_mul_avx512(const float* gate, const float* up, int64_t n, float* out);
 
