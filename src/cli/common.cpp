@@ -227,7 +227,8 @@ std::vector<OptionSpec> model_options() {
       {"--bf16-activations", true,
        "rounded or split: BF16-weight matmuls round activations to one bf16 (default, as llama.cpp does) or "
        "split them into two bf16 parts (float32-exact to ~1e-5, twice the dot-product work; the default of "
-       "`logits`)"},
+       "`logits`); int8 weights with one scale per channel decode on int8 activations per block of 256 when "
+       "rounded, int16 per row when split"},
       {"--weight-memory", true, str_cat("mapped, hugepages or auto (default mapped", kWeightMemoryHelp)},
       {"--weights", true,
        "as-stored (default), int8 or int4: quantise every projection and the output head (target and draft "

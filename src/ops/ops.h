@@ -95,7 +95,9 @@ void softmax(float* x, int64_t n_rows, int64_t n);
 // Index of the largest value (the first one on ties), as torch.argmax does.
 int64_t argmax(const float* x, int64_t n);
 
-// How BF16-weight matmuls treat f32 activations on AVX-512-BF16 machines:
+// How BF16-weight matmuls treat f32 activations on AVX-512-BF16 machines (and, below the GEMM, int8 weights
+// with one scale per channel on AVX-512-VNNI: int8 activations per block of 256 when rounded, int16 per row
+// when split; ops/int8.h):
 //   kRounded (default): activations rounded to one bf16 (what llama.cpp and bf16 PyTorch do), ~1e-2
 //     relative error per matmul; the fastest: one dot-product instruction per pair of values;
 //   kSplit: each activation is split into two bf16 parts (hi + lo, relative error ~2^-16), so results

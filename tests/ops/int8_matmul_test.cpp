@@ -4,6 +4,7 @@
 // counts, biases, 1-3 threads, both activation modes; the quantiser by hand; batch invariance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -42,25 +43,33 @@ struct Int8Matrix {
 // Checks y against the float64 definition; the bound per output is `rel` times sum |x * w| (rounding the
 // activations to bf16 on the GEMM path), plus half an int16 step of the row times sum |w| (the int16 paths'
 // quantisation of the activations), plus float32 accumulation slack.
+// int8_blocks: the rounded mode's int8 activations (per channel, VNNI, below the GEMM): each activation within
+// half a step of its block of 256's largest, max |x_b| / 127, times sum |w| over the block.
 void expect_matches(const std::vector<float>& x, int64_t n_rows, const Int8Matrix& w, const std::vector<float>* bias,
-                    const std::vector<float>& y, double rel, const std::string& what) {
+                    const std::vector<float>& y, double rel, const std::string& what, bool int8_blocks = false) {
   const int64_t n_out = w.tq.dim(0), n_in = w.tq.dim(1), n_groups = w.ts.dim(1), group = n_in / n_groups;
   std::vector<float> twin(size_t(n_rows * n_out));
   const Tensor tb{DType::kF32, Shape{n_out}, bias != nullptr ? bias->data() : nullptr};
   ref::matmul_int8(x.data(), n_rows, w.tq, w.ts, bias != nullptr ? &tb : nullptr, twin.data());
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t o = 0; o < n_out; ++o) {
-      double mag = 0, w_abs = 0, x_max = 0;
-      for (int64_t i = 0; i < n_in; ++i) {
-        const double wi = double(w.q[size_t(o * n_in + i)]) * double(w.scale[size_t(o * n_groups + i / group)]);
-        mag += std::abs(double(x[size_t(r * n_in + i)]) * wi);
-        w_abs += std::abs(wi);
-        x_max = std::max(x_max, std::abs(double(x[size_t(r * n_in + i)])));
+      double mag = 0, w_abs = 0, x_max = 0, blocks = 0;
+      for (int64_t b = 0; b < n_in; b += 256) {
+        double block_w = 0, block_x = 0;
+        for (int64_t i = b; i < std::min(n_in, b + 256); ++i) {
+          const double wi = double(w.q[size_t(o * n_in + i)]) * double(w.scale[size_t(o * n_groups + i / group)]);
+          mag += std::abs(double(x[size_t(r * n_in + i)]) * wi);
+          w_abs += std::abs(wi);
+          block_w += std::abs(wi);
+          block_x = std::max(block_x, std::abs(double(x[size_t(r * n_in + i)])));
+        }
+        x_max = std::max(x_max, block_x);
+        blocks += 0.5 * block_x / 127.0 * block_w * 1.01;
       }
       const double ref = twin[size_t(r * n_out + o)];  // float64 sums rounded once to float
       const double got = y[size_t(r * n_out + o)];
       // The int16 path (few rows, VNNI): each activation within half a step of max |x_r| / 32767.
-      const double int16 = 0.5 * x_max / 32767.0 * w_abs * 1.01;
+      const double int16 = int8_blocks ? blocks : 0.5 * x_max / 32767.0 * w_abs * 1.01;
       ASSERT_LE(std::abs(got - ref), rel * mag + int16 + 1e-6 * mag + 1e-7 + 1e-7 * std::abs(ref)) << what << " row " << r << " out " << o;
     }
 }
@@ -88,9 +97,13 @@ TEST(Int8Matmul, MatchesTheDefinitionForEveryShapeModeAndThreadCount) {
           const bool with_bias = rows % 2 == 1;
           const Tensor tb{DType::kF32, Shape{c.n_out}, bias.data()};
           matmul_int8(x.data(), rows, w.tq, w.ts, with_bias ? &tb : nullptr, y.data(), pool);
+          const CpuFeatures& f = cpu_features();
+          const bool int8_blocks = mode == Bf16Activations::kRounded && c.n_groups == 1 && f.has_avx512_tier() &&
+                                   f.avx512_vnni && (rows < kGemmMinRows || !f.avx512_bf16);
           expect_matches(x, rows, w, with_bias ? &bias : nullptr, y, rel,
                          str_cat(c.n_out, "x", c.n_in, "/", c.n_groups, " rows ", rows, " threads ", threads,
-                                 mode == Bf16Activations::kSplit ? " split" : " rounded", " isa ", matmul_int8_isa()));
+                                 mode == Bf16Activations::kSplit ? " split" : " rounded", " isa ", matmul_int8_isa()),
+                         int8_blocks);
         }
       }
     }
