@@ -18,25 +18,18 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "ops/bandwidth.h"
+#include "stream_support.h"
 #include "ops/ggml_blocks.h"
 
 namespace aerie {
 namespace {
 
-ThreadPool& pool(int threads) {
-  static std::map<int, std::unique_ptr<ThreadPool>> pools;
-  std::unique_ptr<ThreadPool>& p = pools[threads];
-  if (p == nullptr) p = std::make_unique<ThreadPool>(threads);
-  return *p;
-}
+using bench::pool;
+using bench::stream_bytes;
+
 
 constexpr DType kTypes[] = {DType::kQ4_K, DType::kQ4_0, DType::kQ8_0, DType::kQ6_K,
                             DType::kQ5_K, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
-size_t stream_bytes() {
-  const char* env = std::getenv("AERIE_BENCH_STREAM_MB");
-  return size_t(env != nullptr ? std::atoi(env) : 256) << 20;
-}
 
 // Byte offsets of a block's f16 scale fields (set to 0.01 so that the values are sane).
 std::vector<int> f16_fields(DType dtype) {
@@ -120,11 +113,7 @@ BENCHMARK(BM_MatmulBlocks)
     ->Unit(benchmark::kMicrosecond);
 
 // The bandwidth the figures above are held to (ops::BandwidthProbe over 256 MB, best of 4 passes).
-void BM_ReadBandwidth(benchmark::State& state) {
-  double gbs = 0;
-  for (auto _ : state) gbs = ops::measure_read_bandwidth_gbs(pool(int(state.range(0))), size_t(256) << 20);
-  state.counters["GB/s"] = gbs;
-}
+void BM_ReadBandwidth(benchmark::State& state) { bench::read_bandwidth(state); }
 BENCHMARK(BM_ReadBandwidth)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -16,24 +16,17 @@
 #include <random>
 #include <vector>
 
-#include "ops/bandwidth.h"
+#include "stream_support.h"
 #include "ops/int4.h"
 #include "ops/int8.h"
 
 namespace aerie {
 namespace {
 
-ThreadPool& pool(int threads) {
-  static std::map<int, std::unique_ptr<ThreadPool>> pools;
-  std::unique_ptr<ThreadPool>& p = pools[threads];
-  if (p == nullptr) p = std::make_unique<ThreadPool>(threads);
-  return *p;
-}
+using bench::pool;
+using bench::stream_bytes;
 
-size_t stream_bytes() {
-  const char* env = std::getenv("AERIE_BENCH_STREAM_MB");
-  return size_t(env != nullptr ? std::atoi(env) : 256) << 20;
-}
+
 
 // One anonymous mapping advised for huge pages, handed out in 4 KiB-aligned pieces.
 class Arena {
@@ -170,11 +163,7 @@ AERIE_QUANT_SHAPES(BENCHMARK(BM_MatmulInt4));
 AERIE_QUANT_SHAPES(BENCHMARK(BM_MatmulInt8));
 #undef AERIE_QUANT_SHAPES
 
-void BM_ReadBandwidth(benchmark::State& state) {
-  double gbs = 0;
-  for (auto _ : state) gbs = ops::measure_read_bandwidth_gbs(pool(int(state.range(0))), size_t(256) << 20);
-  state.counters["GB/s"] = gbs;
-}
+void BM_ReadBandwidth(benchmark::State& state) { bench::read_bandwidth(state); }
 BENCHMARK(BM_ReadBandwidth)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -238,31 +238,23 @@ inline void pass4(const Int4Matrix& w, const Int8Blocks& x, int64_t row0, int64_
 // Every row for outputs [o, o + 4) with groups a multiple of 128, in passes of at most kMaxRowsPerPass rows
 // spread evenly; the first pass prefetches the weight rows, later passes find them in cache.
 inline void all_rows4(const Int4Matrix& w, const Int8Blocks& x, int64_t o, float* y, int64_t y_stride) {
-  const int64_t n_passes = (x.n_rows + kMaxRowsPerPass - 1) / kMaxRowsPerPass;
-  const int64_t per_pass = (x.n_rows + n_passes - 1) / n_passes;
-  for (int64_t row0 = 0; row0 < x.n_rows; row0 += per_pass) {
-    const int64_t rows = std::min(per_pass, x.n_rows - row0);
+  for_each_even_pass(x.n_rows, kMaxRowsPerPass, [&](int64_t row0, int64_t rows) {
 #define AERIE_CASE(N)                                                                           \
   case N:                                                                                       \
     return row0 == 0 ? pass4<N, true>(w, x, row0, o, y, y_stride) : pass4<N, false>(w, x, row0, o, y, y_stride);
-    [&] {
-      switch (rows) {
-        AERIE_CASE(1) AERIE_CASE(2) AERIE_CASE(3) AERIE_CASE(4)
-        default: AERIE_CASE(5)
-      }
-    }();
+    switch (rows) {
+      AERIE_CASE(1) AERIE_CASE(2) AERIE_CASE(3) AERIE_CASE(4)
+      default: AERIE_CASE(5)
+    }
 #undef AERIE_CASE
-  }
+  });
 }
 
 // Every row of the call for outputs [o, o + G), in passes of at most kMaxRows rows spread evenly; the first
 // pass prefetches the weight rows, later passes find them in cache.
 template <int G, int kMaxRows, bool kWide>
 void all_rows(const Int4Matrix& w, const Int8Blocks& x, int64_t o, float* y, int64_t y_stride) {
-  const int64_t n_passes = (x.n_rows + kMaxRows - 1) / kMaxRows;
-  const int64_t per_pass = (x.n_rows + n_passes - 1) / n_passes;
-  for (int64_t row0 = 0; row0 < x.n_rows; row0 += per_pass) {
-    const int64_t rows = std::min(per_pass, x.n_rows - row0);
+  for_each_even_pass(x.n_rows, kMaxRows, [&](int64_t row0, int64_t rows) {
     const bool first = row0 == 0;
 #define AERIE_CASE(N)                                              \
   case N:                                                          \
@@ -281,7 +273,7 @@ void all_rows(const Int4Matrix& w, const Int8Blocks& x, int64_t o, float* y, int
       }
     }
 #undef AERIE_CASE
-  }
+  });
 }
 
 template <bool kWide>

@@ -92,26 +92,21 @@ inline void pass(const Int8Rows& x, const int8_t* q, const float* scale, int64_t
 // prefetches, later passes find the G weight rows in cache.
 template <int G, int kMaxRows>
 void all_rows(const Int8Rows& x, const int8_t* q, const float* scale, int64_t o, float* y, int64_t y_stride) {
-  const int64_t n_passes = (x.n_rows + kMaxRows - 1) / kMaxRows;
-  const int64_t per_pass = (x.n_rows + n_passes - 1) / n_passes;
-  for (int64_t row0 = 0; row0 < x.n_rows; row0 += per_pass) {
-    const int64_t rows = std::min(per_pass, x.n_rows - row0);
+  for_each_even_pass(x.n_rows, kMaxRows, [&](int64_t row0, int64_t rows) {
     const bool first = row0 == 0;
 #define AERIE_CASE(N)                                                                                       \
   case N:                                                                                                   \
     return first ? pass<N, G, true>(x, q, scale, row0, o, y, y_stride) : pass<N, G, false>(x, q, scale, row0, o, y, y_stride);
-    [&] {
-      if constexpr (kMaxRows == 1) {
-        pass<1, G, true>(x, q, scale, row0, o, y, y_stride);
-      } else {
-        switch (rows) {
-          AERIE_CASE(1) AERIE_CASE(2) AERIE_CASE(3) AERIE_CASE(4) AERIE_CASE(5)
-          default: AERIE_CASE(6)
-        }
+    if constexpr (kMaxRows == 1) {
+      pass<1, G, true>(x, q, scale, row0, o, y, y_stride);
+    } else {
+      switch (rows) {
+        AERIE_CASE(1) AERIE_CASE(2) AERIE_CASE(3) AERIE_CASE(4) AERIE_CASE(5)
+        default: AERIE_CASE(6)
       }
-    }();
+    }
 #undef AERIE_CASE
-  }
+  });
 }
 
 }  // namespace

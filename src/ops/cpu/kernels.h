@@ -35,6 +35,14 @@ inline void for_each_row_pass(int64_t n_rows, int64_t max_rows, Fn&& fn) {
     for (int64_t r = 0; r < block_rows; r += per_pass) fn(b, block_rows, r, std::min(per_pass, block_rows - r));
   }
 }
+// The same for rows laid out one after another (no blocks): passes of at most max_rows rows spread evenly;
+// fn(first row, rows) for each pass, in order.
+template <typename Fn>
+inline void for_each_even_pass(int64_t n_rows, int64_t max_rows, Fn&& fn) {
+  const int64_t n_passes = (n_rows + max_rows - 1) / max_rows;
+  const int64_t per_pass = (n_rows + n_passes - 1) / n_passes;
+  for (int64_t r = 0; r < n_rows; r += per_pass) fn(r, std::min(per_pass, n_rows - r));
+}
 struct PackedRows {
   const uint16_t* data;
   int64_t n_rows;
