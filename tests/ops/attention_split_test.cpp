@@ -22,36 +22,15 @@
 #include "ops/ref/ref_ops.h"
 #include "ops/tree_attention.h"
 #include "random_data.h"
+#include "stored_kv_rows.h"
 
 namespace aerie::ops {
 namespace {
 
 using testing::random_floats;
 
-// n_kv rows encoded as `dtype`, in blocks of 16 positions stored in reverse order (runs cross blocks).
-struct StoredRows {
-  std::vector<std::byte> bytes;
-  std::vector<float> scales;
-  std::vector<int32_t> block_ids;
-  PagedRows rows;
-
-  StoredRows(const std::vector<float>& src, int64_t n_kv, int64_t row_width, int64_t scale_width, KvDType dtype) {
-    const int64_t block = 16, n_blocks = (n_kv + block - 1) / block, groups = row_width / scale_width;
-    const size_t esize = kv_dtype_size(dtype);
-    bytes.resize(size_t(n_blocks * block * row_width) * esize);
-    scales.assign(size_t(n_blocks * block * groups), 1.0f);
-    for (int64_t b = 0; b < n_blocks; ++b) block_ids.push_back(int32_t(n_blocks - 1 - b));
-    const bool fp8 = dtype == KvDType::kFP8E4M3;
-    rows = PagedRows{bytes.data(), block_ids.data(), block, row_width, dtype, fp8 ? scales.data() : nullptr,
-                     fp8 ? scale_width : 0};
-    for (int64_t p = 0; p < n_kv; ++p)
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t slot = rows.slot(p);
-        scales[size_t(slot * groups + g)] = kv_encode(dtype, src.data() + p * row_width + g * scale_width, scale_width,
-                                                      bytes.data() + size_t(slot * row_width + g * scale_width) * esize);
-      }
-  }
-};
+using testing::StoredRows;
+constexpr int64_t kBlock = 16;  // positions per KV block (runs of rows cross blocks)
 
 struct Shape {
   int64_t n_head, n_head_kv, head_dim;
@@ -69,8 +48,8 @@ struct Case {
   StoredRows ks, vs;
   Case(Shape shape, KvDType d, int64_t n)
       : s(shape), dtype(d), n_kv(n), k(random_floats(size_t(n * shape.n_head_kv * shape.head_dim), 51, 1.0f)),
-        v(random_floats(k.size(), 52, 1.0f)), ks(k, n, shape.n_head_kv * shape.head_dim, shape.head_dim, d),
-        vs(v, n, shape.n_head_kv * shape.head_dim, shape.head_dim, d) {}
+        v(random_floats(k.size(), 52, 1.0f)), ks(k, n, shape.n_head_kv * shape.head_dim, shape.head_dim, d, kBlock),
+        vs(v, n, shape.n_head_kv * shape.head_dim, shape.head_dim, d, kBlock) {}
   int64_t row() const { return s.n_head * s.head_dim; }
   std::vector<float> run(const float* q, int64_t n_q, int64_t pos0, int threads) const {
     ThreadPool pool(threads);

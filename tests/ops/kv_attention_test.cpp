@@ -15,35 +15,15 @@
 #include "ops/ops.h"
 #include "ops/ref/ref_ops.h"
 #include "random_data.h"
+#include "stored_kv_rows.h"
 
 namespace aerie::ops {
 namespace {
 
 using testing::random_floats;
 
-// n_kv rows of `row_width` values encoded as `dtype`, in blocks of 4 positions stored in reverse order.
-struct StoredRows {
-  std::vector<std::byte> bytes;
-  std::vector<float> scales;
-  std::vector<int32_t> block_ids;
-  PagedRows rows;
-
-  StoredRows(const std::vector<float>& src, int64_t n_kv, int64_t row_width, int64_t scale_width, KvDType dtype) {
-    const int64_t block = 4, n_blocks = (n_kv + block - 1) / block, groups = row_width / scale_width;
-    const size_t esize = kv_dtype_size(dtype);
-    bytes.resize(size_t(n_blocks * block * row_width) * esize);
-    scales.assign(size_t(n_blocks * block * groups), 1.0f);
-    for (int64_t b = 0; b < n_blocks; ++b) block_ids.push_back(int32_t(n_blocks - 1 - b));
-    rows = PagedRows{bytes.data(), block_ids.data(), block, row_width, dtype,
-                     dtype == KvDType::kFP8E4M3 ? scales.data() : nullptr, dtype == KvDType::kFP8E4M3 ? scale_width : 0};
-    for (int64_t p = 0; p < n_kv; ++p)
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t slot = rows.slot(p);
-        scales[size_t(slot * groups + g)] = kv_encode(dtype, src.data() + p * row_width + g * scale_width, scale_width,
-                                                      bytes.data() + size_t(slot * row_width + g * scale_width) * esize);
-      }
-  }
-};
+using testing::StoredRows;
+constexpr int64_t kBlock = 4;  // positions per KV block
 
 struct Shape {
   int64_t n_head, n_head_kv, head_dim;
@@ -60,7 +40,7 @@ TEST(KvAttention, Bf16AndFp8RowsMatchTheReferenceOverTheSameRows) {
     for (const Shape& s : kShapes) {
       const int64_t w = s.n_head_kv * s.head_dim;
       const std::vector<float> k = random_floats(size_t(n_kv * w), 21, 1.0f), v = random_floats(size_t(n_kv * w), 22, 2.0f);
-      const StoredRows ks(k, n_kv, w, s.head_dim, dtype), vs(v, n_kv, w, s.head_dim, dtype);
+      const StoredRows ks(k, n_kv, w, s.head_dim, dtype, kBlock), vs(v, n_kv, w, s.head_dim, dtype, kBlock);
       for (int64_t n_q : {1, 5})
         for (int64_t pos0 : {int64_t(0), int64_t(9), n_kv - n_q}) {
           const std::vector<float> q = random_floats(size_t(n_q * s.n_head * s.head_dim), 23, 1.0f);
@@ -86,7 +66,7 @@ TEST(KvAttention, Bf16AndFp8RowsMatchTheReferenceOverTheSameRows) {
 TEST(KvAttention, RowsReadBackAsTheirRoundedValues) {
   const int64_t n_kv = 9, w = 32;
   const std::vector<float> x = random_floats(size_t(n_kv * w), 31, 3.0f);
-  const StoredRows bf16(x, n_kv, w, 16, KvDType::kBF16), fp8(x, n_kv, w, 16, KvDType::kFP8E4M3);
+  const StoredRows bf16(x, n_kv, w, 16, KvDType::kBF16, kBlock), fp8(x, n_kv, w, 16, KvDType::kFP8E4M3, kBlock);
   std::vector<float> row(w);
   for (int64_t p = 0; p < n_kv; ++p) {
     bf16.rows.load(p, 0, w, row.data());
@@ -109,7 +89,7 @@ TEST(KvAttention, QueriesDoNotDependOnTheQueryCount) {
     for (const Shape& s : kShapes) {
       const int64_t w = s.n_head_kv * s.head_dim, row = s.n_head * s.head_dim;
       const std::vector<float> k = random_floats(size_t(n_kv * w), 41, 1.0f), v = random_floats(size_t(n_kv * w), 42, 1.0f);
-      const StoredRows ks(k, n_kv, w, s.head_dim, dtype), vs(v, n_kv, w, s.head_dim, dtype);
+      const StoredRows ks(k, n_kv, w, s.head_dim, dtype, kBlock), vs(v, n_kv, w, s.head_dim, dtype, kBlock);
       const std::vector<float> q = random_floats(size_t(n_q * row), 43, 1.0f);
       std::vector<float> all(q.size()), one(static_cast<size_t>(row));
       attention(q.data(), n_q, pos0, ks.rows, vs.rows, n_kv, s.n_head, s.n_head_kv, s.head_dim, 0.125f, all.data(), pool);
