@@ -37,6 +37,16 @@ class TaskScratch {
   size_t bytes_ = 0;
 };
 
+// The calling thread's own scratch of at least `bytes` (64-byte aligned), grown in powers of two and then
+// kept: for what a kernel's caller prepares before its ThreadPool job (packed activation rows), valid until
+// the thread's next call. One buffer per thread, shared by every caller: a job must not start another
+// that uses it before it has finished with its own.
+inline std::byte* caller_scratch(size_t bytes) {
+  thread_local AlignedBuffer buffer;
+  if (buffer.size() < bytes) buffer = AlignedBuffer(std::bit_ceil(bytes));
+  return buffer.as<std::byte>();
+}
+
 // Carves typed arrays out of a scratch buffer, in order, each 64-byte aligned.
 class ScratchCarver {
  public:

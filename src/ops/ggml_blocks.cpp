@@ -9,14 +9,13 @@
 #include "ops/ggml_blocks.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <vector>
 
-#include "core/aligned_buffer.h"
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/thread_scratch.h"
 #include "ops/cpu/ggml_blocks_kernels.h"
 #include "ops/cpu/kernels.h"
 #include "ops/ops.h"
@@ -163,10 +162,8 @@ void matmul_scalar(const float* x, int64_t n_rows, const cpu::BlockMatrix& w, in
 
 // The integer tiers: decode, verification, and prefill without AVX-512-BF16.
 void matmul_int8(const float* x, int64_t n_rows, const cpu::BlockMatrix& w, Tier t, float* y, ThreadPool& pool) {
-  thread_local AlignedBuffer packed;  // grows to the largest call's size, then stays
-  const size_t bytes = size_t(cpu::int8_units_bytes(w.dtype, n_rows, w.n_in));
-  if (packed.size() < bytes) packed = AlignedBuffer(std::bit_ceil(bytes));
-  const cpu::Int8Units rows = cpu::pack_int8_units(w.dtype, x, n_rows, w.n_in, packed.data());
+  std::byte* packed = caller_scratch(size_t(cpu::int8_units_bytes(w.dtype, n_rows, w.n_in)));
+  const cpu::Int8Units rows = cpu::pack_int8_units(w.dtype, x, n_rows, w.n_in, packed);
   pool.parallel_for(w.n_out, 16, [&](int64_t b, int64_t e) {
     if (t == Tier::kAvx512Vnni) {
       cpu::matmul_blocks_avx512vnni(rows, w, b, e, y, w.n_out);

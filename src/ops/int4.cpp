@@ -1,14 +1,13 @@
 #include "ops/int4.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <vector>
 
-#include "core/aligned_buffer.h"
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/thread_scratch.h"
 #include "ops/cpu/int4_kernels.h"
 #include "ops/cpu/int4_loop.h"
 #include "ops/cpu/kernels.h"
@@ -95,10 +94,8 @@ void matmul_int4(const float* x, int64_t n_rows, const Tensor& q, const Tensor& 
     });
     cpu::onednn_rows_finish(gemm_rows, n_out, y);
   } else if (f.has_avx512_tier() && f.avx512_vnni) {
-    thread_local AlignedBuffer packed;  // grows to the largest call's size, then stays
-    const size_t bytes = size_t(cpu::int8_blocks_bytes(n_rows, n_in, w.n_groups));
-    if (packed.size() < bytes) packed = AlignedBuffer(std::bit_ceil(bytes));
-    const cpu::Int8Blocks rows = cpu::pack_rows_int8_blocks(x, n_rows, n_in, w.n_groups, packed.data());
+    std::byte* packed = caller_scratch(size_t(cpu::int8_blocks_bytes(n_rows, n_in, w.n_groups)));
+    const cpu::Int8Blocks rows = cpu::pack_rows_int8_blocks(x, n_rows, n_in, w.n_groups, packed);
     pool.parallel_for(n_out, 64, [&](int64_t b, int64_t e) { cpu::matmul_int4_avx512vnni(rows, w, b, e, y, n_out); });
   } else if (f.has_avx2_tier()) {
     pool.parallel_for(n_out, 16, [&](int64_t b, int64_t e) { cpu::matmul_int4_avx2(x, n_rows, w, b, e, y, n_out); });

@@ -1,14 +1,13 @@
 #include "ops/int8.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <vector>
 
-#include "core/aligned_buffer.h"
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/thread_scratch.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/int8_kernels.h"
 #include "ops/ops.h"
@@ -105,11 +104,10 @@ void matmul_int8(const float* x, int64_t n_rows, const Tensor& q, const Tensor& 
     cpu::onednn_rows_finish(gemm_rows, n_out, y);
   } else if (!split && n_groups == 1 && f.has_avx512_tier() && f.avx512_vnni) {
     // Rounded mode, one scale per channel: int8 activations per block of 256, vpdpbusd.
-    thread_local AlignedBuffer packed;  // grows to the largest call's size, then stays
-    const size_t bytes = size_t(cpu::int8_rows_bytes(n_rows, n_in));
-    if (packed.size() < bytes) packed = AlignedBuffer(std::bit_ceil(bytes));
-    const cpu::Int8Rows rows = cpu::pack_rows_int8(x, n_rows, n_in, packed.data());
-    pool.parallel_for(n_out, 48, [&](int64_t b, int64_t e) { cpu::matmul_int8_a8_avx512vnni(rows, qp, sp, b, e, y, n_out); });
+    std::byte* packed = caller_scratch(size_t(cpu::int8_rows_bytes(n_rows, n_in)));
+    const cpu::Int8Rows rows = cpu::pack_rows_int8(x, n_rows, n_in, packed);
+    pool.parallel_for(n_out, 48,
+                      [&](int64_t b, int64_t e) { cpu::matmul_int8_a8_avx512vnni(rows, qp, sp, b, e, y, n_out); });
   } else if (f.has_avx2_tier()) {
     // Activations as int16 rows, then VNNI's vpdpwssd or AVX2's vpmaddwd.
     const bool vnni = f.has_avx512_tier() && f.avx512_vnni;

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/thread_scratch.h"
 #include "ops/cpu/hsum_avx512.h"
 #include "ops/cpu/int8_kernels.h"
 
@@ -34,19 +35,6 @@ constexpr int64_t kPrefetchBytes = 64 * 1024;
 constexpr int kMaxRowsPerPass = 6;
 
 #define AERIE_UNROLL _Pragma("GCC unroll 16")
-
-int64_t align64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-
-struct Parts {
-  int64_t data, scales, bias;  // byte offsets
-};
-Parts parts(int64_t n_rows, int64_t n_in) {
-  const int64_t n_blocks = (n_in + kBlock - 1) / kBlock;
-  Parts p{};
-  p.scales = align64(n_rows * n_blocks * kBlock);
-  p.bias = p.scales + align64(n_rows * n_blocks * int64_t(sizeof(float)));
-  return p;
-}
 
 // Outputs [o, o + G) for rows [row0, row0 + R): y[(row0 + r) * y_stride + o + g].
 template <int R, int G, bool kPrefetch>
@@ -96,7 +84,8 @@ void all_rows(const Int8Rows& x, const int8_t* q, const float* scale, int64_t o,
     const bool first = row0 == 0;
 #define AERIE_CASE(N)                                                                                       \
   case N:                                                                                                   \
-    return first ? pass<N, G, true>(x, q, scale, row0, o, y, y_stride) : pass<N, G, false>(x, q, scale, row0, o, y, y_stride);
+    return first ? pass<N, G, true>(x, q, scale, row0, o, y, y_stride)                                  \
+                 : pass<N, G, false>(x, q, scale, row0, o, y, y_stride);
     if constexpr (kMaxRows == 1) {
       pass<1, G, true>(x, q, scale, row0, o, y, y_stride);
     } else {
@@ -112,17 +101,17 @@ void all_rows(const Int8Rows& x, const int8_t* q, const float* scale, int64_t o,
 }  // namespace
 
 int64_t int8_rows_bytes(int64_t n_rows, int64_t n_in) {
-  const int64_t n_blocks = (n_in + kBlock - 1) / kBlock;
-  return parts(n_rows, n_in).bias + align64(n_rows * n_blocks * 16 * int64_t(sizeof(int32_t)));
+  const size_t blocks = size_t(n_rows) * size_t((n_in + kBlock - 1) / kBlock);  // of all rows
+  return int64_t(ScratchCarver::round_up(blocks * kBlock) + ScratchCarver::round_up(blocks * sizeof(float)) +
+                 ScratchCarver::round_up(blocks * 16 * sizeof(int32_t)));
 }
 
 Int8Rows pack_rows_int8(const float* x, int64_t n_rows, int64_t n_in, void* buffer) {
   const int64_t n_blocks = (n_in + kBlock - 1) / kBlock, n_pad = n_blocks * kBlock;
-  const Parts at = parts(n_rows, n_in);
-  auto* base = static_cast<char*>(buffer);
-  auto* data = reinterpret_cast<int8_t*>(base + at.data);
-  auto* scales = reinterpret_cast<float*>(base + at.scales);
-  auto* bias = reinterpret_cast<int32_t*>(base + at.bias);
+  ScratchCarver carve(static_cast<std::byte*>(buffer));
+  int8_t* data = carve.take<int8_t>(size_t(n_rows * n_pad));
+  float* scales = carve.take<float>(size_t(n_rows * n_blocks));
+  int32_t* bias = carve.take<int32_t>(size_t(n_rows * n_blocks * 16));
   const __m512i ones = _mm512_set1_epi8(1);
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* xr = x + r * n_in;
@@ -150,7 +139,8 @@ Int8Rows pack_rows_int8(const float* x, int64_t n_rows, int64_t n_in, void* buff
       __m512i lanes = _mm512_setzero_si512();
       for (int64_t i = begin; i < begin + kBlock; i += kChunk)
         lanes = _mm512_dpbusd_epi32(lanes, ones, _mm512_loadu_si512(dr + i));
-      _mm512_storeu_si512(bias + (r * n_blocks + b) * 16, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(lanes, 7)));
+      const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(lanes, 7));  // -128 x sums
+      _mm512_storeu_si512(bias + (r * n_blocks + b) * 16, start);
     }
   }
   return Int8Rows{data, scales, bias, n_rows, n_in, n_blocks};
