@@ -25,16 +25,21 @@ Geometry geometry_of(const KvCache& probe) {
 }  // namespace
 
 Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, ThreadPool& pool)
-    : target_(target), draft_(drafter ? drafter->as_head() : nullptr), config_(config) {
+    : target_(target), config_(config) {
   (void)pool;  // the models were loaded onto it; the engine itself runs on the calling thread
-  DraftHead* const draft = draft_;
-  TokenDrafter* const token_drafter = drafter ? drafter->as_token_drafter() : nullptr;
-  // A token drafter's proposal is deterministic: q is one-hot, verified by target match.
-  if (token_drafter) config_.spec.proposal = DraftProposal::kArgmax;
+  if (drafter) {
+    ProposerConfig pc;
+    pc.spec = config.spec;
+    pc.target_vocab = target.n_vocab();
+    proposer_ = drafter->make_proposer(pc);
+    // A token drafter's proposal is deterministic: q is one-hot, verified by target match.
+    if (proposer_->one_hot()) config_.spec.proposal = DraftProposal::kArgmax;
+  }
   const KvDType dtype = config.kv_cache_dtype;
   const Geometry tg = geometry_of(target.make_kv_cache(1, dtype));
   Geometry dg{0, 0, 0, false, 0};
-  if (draft) dg = geometry_of(draft->make_kv_cache(1, dtype));
+  const std::optional<KvCache> head_probe = proposer_ ? proposer_->make_kv_cache(1, dtype) : std::nullopt;
+  if (head_probe) dg = geometry_of(*head_probe);
   MemoryPlanInput in;
   in.budget_bytes = config.kv_cache_memory;
   in.budget_fraction = config.kv_cache_fraction;
@@ -61,43 +66,22 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching,
                                       partitions);
   store_->set_local_partition(partitions, target.kv_partition());
-  int64_t max_k = 0;
-  std::vector<int64_t> draft_to_target;
-  if (drafter) {
-    validate(config.spec);
-    max_k = config.spec.num_speculative_tokens;
-    for (const auto& r : config.k_by_batch_size.ranges) max_k = std::max(max_k, r.k);
-    AERIE_CHECK(max_k <= 32, "draft tokens by batch size: K must be at most 32, got ", max_k);
-    AERIE_CHECK(!config.spec.adaptive_k || config.k_by_batch_size.ranges.empty(),
-                "adaptive K (auto) and K by batch size exclude each other");
-    if (config.spec.adaptive_k)
-      adaptive_k_ = std::make_unique<AdaptiveK>(max_k, config.max_batch_tokens, plan_.max_length,
-                                                config.spec.adaptive_memory);
+  int64_t max_rows = 0;  // drafts a verification carries, and head rows past the root a round writes
+  if (proposer_) {
+    k_policy_ = std::make_unique<KPolicy>(config.spec, config.k_by_batch_size, config.max_batch_tokens, plan_.max_length);
+    max_rows = k_policy_->max_k();
+    if (config.spec.tree.enabled()) {
+      AERIE_CHECK(proposer_->drafts_trees(), "draft trees (--spec-tree-top-k) need an EAGLE-1 or EAGLE-3 head (MHA, "
+                  "or MLA on DeepSeek-V3); ", proposer_->describe(), " drafts chains only: leave --spec-tree-top-k out");
+      const DraftTreeShape& tree = config.spec.tree;
+      max_rows = std::max({max_rows, tree.total_tokens, tree.top_k * (tree.depth - 1)});
+    }
+    draft_error_ = head_probe ? "draft head: " : "drafter: ";
   }
-  int64_t max_rows = max_k;  // drafts a verification carries, and head rows past the root a round writes
-  if (drafter && config.spec.tree.enabled()) {
-    AERIE_CHECK(draft && draft->takes_tree_rows(), "draft trees (--spec-tree-top-k) need an EAGLE-1 or EAGLE-3 head (MHA, "
-                "or MLA on DeepSeek-V3); ", drafter->describe(), " drafts chains only: leave --spec-tree-top-k out");
-    AERIE_CHECK(config.k_by_batch_size.ranges.empty(), "draft trees and draft tokens by batch size exclude each other");
-    const DraftTreeShape& tree = config.spec.tree;
-    max_rows = std::max({max_rows, tree.total_tokens, tree.top_k * (tree.depth - 1)});
-  }
-  if (draft) {
+  if (head_probe) {
     draft_store_ = std::make_unique<KvStore>(dg.n_layer, dg.row_width, plan_.n_blocks, config.block_size, dg.values,
                                              dtype, dg.scale_width);
     draft_pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
-    if (draft->reduced_vocab()) {
-      draft_to_target.resize(size_t(draft->n_vocab()));
-      for (int64_t d = 0; d < draft->n_vocab(); ++d) {
-        const int64_t t = draft->to_target(d);
-        AERIE_CHECK(t >= 0 && t < target.n_vocab(), "draft head maps draft id ", d, " to target id ", t,
-                    " outside the target vocabulary [0, ", target.n_vocab(), ")");
-        draft_to_target[size_t(d)] = t;
-      }
-    } else {
-      AERIE_CHECK(draft->n_vocab() == target.n_vocab(), "draft head vocabulary ", draft->n_vocab(),
-                  " differs from the target's ", target.n_vocab(), " and the head has no draft-to-target map");
-    }
   }
   SchedulerConfig sc;
   sc.max_batch_tokens = config.max_batch_tokens;
@@ -109,14 +93,11 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   VerifierConfig vc;
   vc.eos = target.eos_token_ids();
   vc.max_length = plan_.max_length;
-  vc.n_draft_vocab = draft ? draft->n_vocab() : token_drafter ? target.n_vocab() : 0;
-  vc.draft_to_target = draft_to_target;
+  vc.n_draft_vocab = proposer_ ? proposer_->n_draft_vocab() : 0;
+  if (proposer_) vc.draft_to_target.assign(proposer_->draft_to_target().begin(), proposer_->draft_to_target().end());
   vc.spec = config_.spec;
-  vc.has_draft = drafter != nullptr;
+  vc.has_draft = proposer_ != nullptr;
   verifier_ = std::make_unique<Verifier>(std::move(vc), target.n_vocab());
-  if (draft)
-    drafter_ = std::make_unique<DraftRunner>(*draft, *scheduler_, std::move(draft_to_target), config.spec, plan_.max_length);
-  if (token_drafter) token_drafter_ = std::make_unique<TokenDraftRunner>(*token_drafter, plan_.max_length, max_k);
   metrics_.kv_blocks_total = plan_.n_blocks;
   if (partitions > 1) metrics_.attention_rows_per_rank.assign(size_t(partitions), 0);
 }
@@ -184,9 +165,20 @@ void Engine::drain_inbox() {
     seq->table.blocks.reserve(max_blocks);
     seq->draft_table.blocks.reserve(max_blocks);
     seq->kv.emplace(*store_, seq->table, *pool_);
-    if (draft_) seq->draft_kv.emplace(*draft_store_, seq->draft_table, *draft_pool_);
+    if (draft_store_) seq->draft_kv.emplace(*draft_store_, seq->draft_table, *draft_pool_);
+    Live live;
+    if (proposer_) {
+      // Room for what its rounds fill, so that no later step allocates.
+      seq->drafts.reserve(size_t(max_draft_tokens_));
+      seq->draft_ids.reserve(size_t(max_draft_tokens_));
+      seq->draft_parents.reserve(size_t(max_draft_tokens_) + 1);
+      seq->spec.proposed_at.reserve(size_t(max_draft_tokens_));
+      seq->spec.accepted_at.reserve(size_t(max_draft_tokens_));
+      live.spec.proposer = proposer_->start(int64_t(seq->tokens.capacity()));
+    }
     Sequence* raw = seq.get();
-    live_.emplace(seq->id, std::move(seq));
+    live.seq = std::move(seq);
+    live_.emplace(raw->id, std::move(live));
     {
       std::lock_guard<std::mutex> lock(metrics_mutex_);
       ++metrics_.requests_submitted;
@@ -201,7 +193,7 @@ void Engine::drain_inbox() {
   }
   for (uint64_t id : cancels) {
     auto it = live_.find(id);
-    if (it != live_.end()) finish(*it->second, FinishReason::kCancelled);
+    if (it != live_.end()) finish(*it->second.seq, FinishReason::kCancelled);
   }
 }
 
@@ -238,10 +230,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   }
   send_event(seq, last, reason, error);
   scheduler_->remove(&seq);
-  if (token_drafter_) token_drafter_->forget(seq.id);
-  if (drafter_) drafter_->forget(seq.id);
-  if (adaptive_k_) adaptive_k_->forget(seq.id);
-  live_.erase(seq.id);
+  live_.erase(seq.id);  // its speculation state with it
 }
 
 void Engine::observe_finished(const Sequence& seq, FinishReason reason) {
@@ -272,14 +261,12 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   const auto t0 = Clock::now();
   // Draft trees: each tree's row parents for the target's tree attention (null: a chain).
   tree_parents_.assign(plan.size(), nullptr);
-  trees_.assign(plan.size(), nullptr);
-  if (drafter_)
-    for (size_t i = 0; i < plan.size(); ++i)
-      if ((trees_[i] = drafter_->tree(*plan[i].seq))) tree_parents_[i] = trees_[i]->row_parent.data();
+  for (size_t i = 0; i < plan.size(); ++i)
+    if (!plan[i].seq->draft_parents.empty()) tree_parents_[i] = plan[i].seq->draft_parents.data();
   input_.build(plan, tree_parents_);
   const std::vector<int> none;
   try {
-    out_ = target_.forward(input_.batch(draft_ ? draft_->target_layers() : none));
+    out_ = target_.forward(input_.batch(proposer_ ? proposer_->target_layers() : none));
   } catch (const FatalError&) {
     throw;  // no request's fault, and retrying one by one cannot help
   } catch (const std::exception& e) {
@@ -301,10 +288,9 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     rows += plan[i].n_rows;
     try {
       const float* logits = out_.logits + input_.logit_begin[i] * out_.n_vocab;
-      PendingTree* tree = trees_[i];
-      if (tree) {
-        verifier_->run_tree(seq, logits, tree->row_parent, tree->kept, result);
-        seq.kv->keep_tree_path(seq.n_computed, tree->kept);  // the accepted path's rows, moved into line
+      if (tree_parents_[i] && !prefilling) {
+        verifier_->run_tree(seq, logits, result);
+        seq.kv->keep_tree_path(seq.n_computed, result.tree_path);  // the accepted path's rows, moved into line
       } else {
         verifier_->run(seq, plan[i].n_rows, logits, result);
       }
@@ -316,13 +302,13 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     }
     if (prefilling) prefilled += plan[i].n_rows;
     generated += int64_t(result.tokens.size());
-    if (!prefilling && (draft_ || token_drafter_)) {
+    if (!prefilling && proposer_) {
       if (result.n_drafts == 0) ++seq.spec.plain_rounds;
       std::lock_guard<std::mutex> lock(metrics_mutex_);
       metrics_.draft_tokens_per_step.observe(double(result.n_drafts));
       if (result.n_drafts == 0) ++metrics_.spec.plain_rounds;
     }
-    if (adaptive_k_ && result.n_drafts > 0) adaptive_k_->observe_round(seq, result.n_drafts, result.n_accepted);
+    if (k_policy_ && result.n_drafts > 0) k_policy_->observe_round(seq.id, spec_of(seq), result.n_drafts, result.n_accepted);
     if (result.n_drafts > 0) {
       seq.spec.record(result.n_drafts, result.n_accepted);
       seq.spec.relaxed_accepted += result.n_relaxed;
@@ -338,25 +324,27 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   }
   const auto t1 = Clock::now();
   const double forward_s = std::chrono::duration<double>(t1 - t0).count();
-  if (adaptive_k_ && decode_only) adaptive_k_->observe_forward(rows, forward_s);
+  const bool adaptive = k_policy_ && k_policy_->adaptive();
+  if (adaptive && decode_only) k_policy_->observe_forward(rows, forward_s);
   // The head's first pass this step may also run prompt rows or rows deferred at K = 0 (not steady).
   int64_t deferred_rows = 0;
-  for (const ScheduledRows& r : plan) deferred_rows += r.seq->deferred_rows;
-  if (drafter_) run_draft(plan, first);
-  if (token_drafter_) run_token_draft(plan, first);
+  if (adaptive)
+    for (const ScheduledRows& r : plan) deferred_rows += proposer_->deferred_rows(*spec_of(*r.seq).proposer);
+  if (proposer_) run_draft(plan, first);
   const auto t2 = Clock::now();
   // Step time, charged to each sequence's speculation figures (the time its tokens waited on).
   const double verify_s = forward_s;
   const double draft_s = std::chrono::duration<double>(t2 - t1).count();
-  if (adaptive_k_) {
+  if (adaptive) {
     size_t passes = 0;  // the drafter's passes: as many as the deepest chain
     int64_t head_prompt_rows = 0;  // prompt rows the head ran (a prompt chunk, not deferred, not switched off)
     for (const ScheduledRows& r : plan) {
       passes = std::max(passes, r.seq->drafts.size());
-      if (r.seq->draft_kv && r.seq->n_computed <= r.seq->n_prompt && !r.seq->speculation_off && r.seq->deferred_rows == 0)
+      const SpecState& spec = spec_of(*r.seq);
+      if (r.seq->draft_kv && r.seq->n_computed <= r.seq->n_prompt && !spec.off && proposer_->deferred_rows(*spec.proposer) == 0)
         head_prompt_rows += r.n_rows;
     }
-    adaptive_k_->observe_draft(int64_t(passes), draft_s, !decode_only, deferred_rows, head_prompt_rows);
+    k_policy_->observe_draft(int64_t(passes), draft_s, !decode_only, deferred_rows, head_prompt_rows);
   }
   for (const ScheduledRows& r : plan) {
     r.seq->spec.verify_seconds += verify_s;
@@ -364,56 +352,79 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   }
 }
 
-int64_t Engine::draft_k_step() const {
-  int64_t decoding = 0;
-  for (Sequence* s : scheduler_->running()) decoding += s->prefilling() ? 0 : 1;
-  return config_.k_by_batch_size.k_for(decoding, config_.spec.num_speculative_tokens);
-}
-
-int64_t Engine::choose_k_step(std::span<const ScheduledRows> plan, size_t first) {
-  if (!adaptive_k_) return draft_k_step();
-  return adaptive_k_->choose(plan, std::span<const StepResult>(results_).subspan(first, plan.size()));
-}
-
-void Engine::run_token_draft(std::span<const ScheduledRows> plan, size_t first) {
-  const int64_t k_step = choose_k_step(plan, first);
+void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
+  const std::span<const StepResult> results = std::span<const StepResult>(results_).subspan(first, plan.size());
+  specs_.resize(plan.size());
+  tree_flags_.resize(plan.size());
+  k_.resize(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
-    const StepResult& r = results_[first + i];
-    if (r.finish != FinishReason::kNone || r.n_new_positions == 0) continue;
-    try {
-      token_drafter_->propose(*plan[i].seq, k_step);
-    } catch (const std::exception& e) {
-      fail(first + i, "drafter: ", e);
+    const Sequence& seq = *plan[i].seq;
+    specs_[i] = &spec_of(seq);
+    tree_flags_[i] = drafts_tree(config_.spec, seq.options.sampling, seq.constraint != nullptr,
+                                 seq.options.penalties.active());
+  }
+  int64_t n_decoding = 0;  // K by batch size counts every running sequence that decodes
+  for (const Sequence* s : scheduler_->running()) n_decoding += s->prefilling() ? 0 : 1;
+  const int64_t step_k = k_policy_->choose(plan, results, specs_, tree_flags_, n_decoding, k_);
+  proposal_rows_.clear();
+  proposal_plan_.clear();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& seq = *plan[i].seq;
+    const StepResult& r = results[i];
+    if (r.finish != FinishReason::kNone || r.n_new_positions == 0 || specs_[i]->off) continue;
+    ProposalRow row;
+    row.state = specs_[i]->proposer.get();
+    row.tokens = seq.tokens;
+    row.n_computed = seq.n_computed;
+    row.n_new = r.n_new_positions;
+    row.feature_row = input_.row_begin[i];
+    row.feature_path = r.tree_path;
+    row.head_cache = seq.draft_kv ? &*seq.draft_kv : nullptr;
+    row.k = k_[i];
+    row.tree = tree_flags_[i];
+    row.sampled = accept_rule(seq.options.sampling, config_.spec, true) == AcceptRule::kRejection;
+    row.sampling = &seq.options.sampling;
+    row.rng = &seq.rng;
+    row.constraint = seq.constraint.get();
+    specs_[i]->head_fed = specs_[i]->head_fed || row.head_cache != nullptr;
+    proposal_rows_.push_back(row);
+    proposal_plan_.push_back(i);
+  }
+  if (proposal_rows_.empty()) return;
+  if (proposals_.size() < proposal_rows_.size()) proposals_.resize(proposal_rows_.size());
+  const std::span<SequenceProposal> out = std::span(proposals_).first(proposal_rows_.size());
+  bool proposed = false;
+  try {
+    proposer_->propose(ProposalInput{proposal_rows_, &out_, step_k}, out);
+    proposed = true;
+  } catch (const std::exception& e) {
+    if (proposal_rows_.size() == 1) {
+      fail(first + proposal_plan_[0], draft_error_, e);
+      return;
     }
   }
-}
-
-void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
-  const int64_t k_step = choose_k_step(plan, first);
-  new_positions_.resize(plan.size());
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const StepResult& r = results_[first + i];
-    new_positions_[i] = r.finish == FinishReason::kNone ? r.n_new_positions : 0;
-  }
-  try {
-    drafter_->propose(plan, input_.row_begin, new_positions_, out_, k_step);
-    return;
-  } catch (const std::exception& e) {
-    if (plan.size() == 1) return fail(first, "draft head: ", e);
-  }
-  // The head's pass failed for the batch: retry each sequence alone (its head cache rewound to where this
-  // pass's rows start, deferred ones included), so that only the one it fails on fails.
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const int64_t rows = new_positions_[i];
-    if (rows == 0) continue;
+  for (size_t j = 0; j < proposal_rows_.size(); ++j) {
+    const size_t i = proposal_plan_[j];
     Sequence& seq = *plan[i].seq;
-    const int64_t start = seq.n_computed - rows - seq.deferred_rows;  // where this pass's head rows begin
-    if (seq.draft_kv->length() > start) seq.draft_kv->truncate(start, /*keep_blocks=*/true);
+    if (!proposed) {
+      // The batch failed: this sequence alone, its head cache rewound to where this step's head rows (the
+      // deferred ones included) begin, so that only the one it fails on fails.
+      const ProposalRow& row = proposal_rows_[j];
+      const int64_t start = row.n_computed - row.n_new - proposer_->deferred_rows(*row.state);
+      if (row.head_cache && row.head_cache->length() > start) row.head_cache->truncate(start, /*keep_blocks=*/true);
+      try {
+        proposer_->propose(ProposalInput{std::span(&row, 1), &out_, step_k}, out.subspan(j, 1));
+      } catch (const std::exception& e) {
+        fail(first + i, draft_error_, e);
+        continue;
+      }
+    }
+    const SequenceProposal& p = out[j];
+    if (p.gave_up) specs_[i]->off = true;  // too far behind: plain from now on
     try {
-      drafter_->propose(plan.subspan(i, 1), std::span(input_.row_begin).subspan(i, 1), std::span(&rows, 1), out_,
-                        k_step);
+      scheduler_->update(seq, ProposedDrafts{p.drafts, p.draft_ids, p.q, p.tree_parent});
     } catch (const std::exception& e) {
-      fail(first + i, "draft head: ", e);
+      fail(first + i, "", e);
     }
   }
 }
@@ -454,6 +465,12 @@ bool Engine::step_once() {
   preempted_.clear();
   const std::vector<ScheduledRows>& plan = scheduler_->plan(preempted_);
   if (!preempted_.empty()) {
+    // Recomputed from scratch when it runs again, the head's cache included.
+    for (Sequence* seq : preempted_) {
+      SpecState& spec = spec_of(*seq);
+      if (spec.proposer) proposer_->restart(*spec.proposer);
+      spec.off = spec.head_fed = false;
+    }
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     metrics_.preemptions += int64_t(preempted_.size());
   }
@@ -461,8 +478,8 @@ bool Engine::step_once() {
     if (scheduler_->n_running() == 0 && scheduler_->n_waiting() > 0) {
       // Nothing runs and the oldest waiting request still does not fit: it never will.
       std::vector<Sequence*> stuck;
-      for (auto& [id, seq] : live_)
-        if (!seq->running) stuck.push_back(seq.get());
+      for (auto& [id, live] : live_)
+        if (!live.seq->running) stuck.push_back(live.seq.get());
       std::sort(stuck.begin(), stuck.end(), [](auto* a, auto* b) { return a->arrival < b->arrival; });
       finish(*stuck.front(), FinishReason::kError, "the request needs more KV cache blocks than the engine has");
       return true;
@@ -511,12 +528,13 @@ void Engine::snapshot_state() {
 
 const KvCache* Engine::target_cache(uint64_t id) const {
   const auto it = live_.find(id);
-  return it != live_.end() && it->second->running ? &*it->second->kv : nullptr;
+  return it != live_.end() && it->second.seq->running ? &*it->second.seq->kv : nullptr;
 }
 
 const KvCache* Engine::draft_cache(uint64_t id) const {
   const auto it = live_.find(id);
-  return it != live_.end() && it->second->running && it->second->draft_kv ? &*it->second->draft_kv : nullptr;
+  const Sequence* seq = it != live_.end() ? it->second.seq.get() : nullptr;
+  return seq && seq->running && seq->draft_kv ? &*seq->draft_kv : nullptr;
 }
 
 EngineMetrics Engine::metrics() const {

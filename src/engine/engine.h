@@ -11,13 +11,13 @@
 //                             -> StepResult                                            (verifier.h)
 //   scheduler.update(result)  tokens appended, positions advanced, rejected positions cut off (blocks go
 //                             back to the pool), full blocks registered for prefix caching
-//   DraftRunner::propose()    the head over every sequence's new rows, then K - 1 own-feature passes:
-//                             the next drafts                                          (draft_runner.h)
-//                             or, with SpecOptions::tree, an EAGLE-2 tree per sequence: the target
-//                             runs it as tree rows (SequenceRows::tree_parent), Verifier::run_tree accepts
-//                             a path (greedy: the longest agreeing one; sampled: by rejection over siblings), KvCache::keep_tree_path keeps that path's rows
-//     or TokenDraftRunner     a token drafter's (n-gram) drafts from each sequence's own tokens, up to K
-//                             each, none where it finds no match                 (token_draft_runner.h)
+//   KPolicy::choose()         this step's K per sequence: fixed, by batch size or adaptive (k_policy.h)
+//   Proposer::propose()       the drafter, fed each sequence's tokens, kept rows' target features and K,
+//                             returns its drafts as values (spec/proposer.h): a head's passes (chains, or
+//                             with SpecOptions::tree an EAGLE-2 tree per sequence, which the target runs
+//                             as tree rows and Verifier::run_tree accepts a path of; KvCache::keep_tree_path
+//                             keeps that path's rows), or a token drafter's (n-gram) drafts
+//   scheduler.update(drafts)  the drafts land in the sequence, the head's full blocks are registered
 //   events                    each request's callback, from inside step()
 //
 // A failure inside one request's work (its sampling, mask, or a forward it was batched into) finishes
@@ -36,19 +36,18 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/adaptive_k.h"
-#include "engine/draft_runner.h"
 #include "engine/draft_tokens.h"
+#include "engine/k_policy.h"
 #include "engine/memory_plan.h"
 #include "engine/metrics.h"
+#include "engine/spec_state.h"
 #include "engine/step_input.h"
-#include "engine/token_draft_runner.h"
 #include "engine/verifier.h"
 #include "models/model.h"
 #include "sched/request.h"
 #include "sched/scheduler.h"
-#include "spec/draft_head.h"
 #include "spec/drafter.h"
+#include "spec/proposer.h"
 #include "spec/spec_options.h"
 
 namespace aerie {
@@ -116,12 +115,10 @@ class Engine {
   // forward, each sequence's decision and scheduler update, then the head's passes. A forward that throws
   // is retried one sequence at a time, so that only the sequence it fails on fails.
   void run(std::span<const ScheduledRows> plan, size_t first);
+  // This step's K (KPolicy), then the proposer over plan's sequences that go on (results_[first..]), and
+  // their drafts to the scheduler. A proposer that throws is retried one sequence at a time.
   void run_draft(std::span<const ScheduledRows> plan, size_t first);
-  void run_token_draft(std::span<const ScheduledRows> plan, size_t first);
-  int64_t draft_k_step() const;  // K this step, by the number of decoding sequences
-  // K this step for plan's sequences after results_[first..]: adaptive (each sequence's own K set, the
-  // largest returned) or draft_k_step().
-  int64_t choose_k_step(std::span<const ScheduledRows> plan, size_t first);
+  SpecState& spec_of(const Sequence& seq) { return live_.find(seq.id)->second.spec; }
   void fail(size_t i, const std::string& what, const std::exception& e);
   void post_events(const std::vector<ScheduledRows>& plan);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
@@ -131,7 +128,6 @@ class Engine {
   void send_event(Sequence& seq, const StepResult* step, FinishReason reason, const std::string& error);
 
   Model& target_;
-  DraftHead* draft_;  // null without a draft head (plain decoding, or a token drafter)
   EngineConfig config_;
   MemoryPlan plan_;
   int64_t max_draft_tokens_ = 0;  // the largest K any batch size gets
@@ -139,9 +135,9 @@ class Engine {
   std::unique_ptr<BlockPool> pool_, draft_pool_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Verifier> verifier_;
-  std::unique_ptr<DraftRunner> drafter_;  // null without a draft head
-  std::unique_ptr<TokenDraftRunner> token_drafter_;  // null without a token drafter
-  std::unique_ptr<AdaptiveK> adaptive_k_;  // null unless config.spec.adaptive_k (with a drafter)
+  std::unique_ptr<Proposer> proposer_;  // null without a drafter (plain decoding)
+  std::unique_ptr<KPolicy> k_policy_;   // null without a drafter
+  const char* draft_error_ = "";        // a failed proposal's prefix: "draft head: " or "drafter: "
 
   mutable std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;
@@ -149,7 +145,12 @@ class Engine {
   std::vector<uint64_t> cancel_inbox_;
   uint64_t next_id_ = 1;
 
-  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> live_;  // step thread only
+  // Every request from submit to finish, with its speculation state (forgotten with it); step thread only.
+  struct Live {
+    std::unique_ptr<Sequence> seq;
+    SpecState spec;
+  };
+  std::unordered_map<uint64_t, Live> live_;
   uint64_t arrivals_ = 0;
   EngineMetrics metrics_;
   mutable std::mutex metrics_mutex_;
@@ -159,9 +160,13 @@ class Engine {
   StepInput input_;
   ForwardOutput out_;
   std::vector<StepResult> results_;       // per planned sequence
-  std::vector<int64_t> new_positions_;    // per planned sequence: rows whose features feed the head
   std::vector<const int32_t*> tree_parents_;  // per planned sequence: its draft tree's row parents, or null
-  std::vector<PendingTree*> trees_;           // per planned sequence: its pending draft tree, or null
+  std::vector<SpecState*> specs_;         // per planned sequence (run_draft)
+  std::vector<char> tree_flags_;          // per planned sequence: whether it drafts a tree
+  std::vector<int64_t> k_;                // per planned sequence: its K this step
+  std::vector<ProposalRow> proposal_rows_;  // the sequences that go to the proposer
+  std::vector<size_t> proposal_plan_;       // their index in the plan
+  std::vector<SequenceProposal> proposals_;
   TokenEvent event_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "spec/draft_head.h"
 
 namespace aerie {
 

@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "engine/finite_logits.h"
+#include "sample/finite_logits.h"
 
 namespace aerie {
 namespace {

@@ -29,8 +29,8 @@ struct StepInput {
   // A prefilling sequence contributes its next n_rows prompt tokens (logits of the rows that give prompt
   // log-probability entries, Sequence::prompt_logprob_rows, then of the last row when the chunk reaches
   // the end of its tokens); a decoding one its last token and its drafts (logits of every row).
-  // tree_parent: empty, or per planned sequence its draft tree's row parents ([1 + drafts], engine/
-  // draft_runner.h PendingTree) or null for a chain.
+  // tree_parent: empty, or per planned sequence its draft tree's row parents ([1 + drafts],
+  // Sequence::draft_parents) or null for a chain.
   void build(std::span<const ScheduledRows> plan, std::span<const int32_t* const> tree_parent = {});
   StepBatch batch(std::span<const int> capture_layers) const { return StepBatch{ids, rows, logit_rows, capture_layers}; }
 };

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "engine/finite_logits.h"
+#include "sample/finite_logits.h"
 
 namespace aerie {
 
@@ -119,9 +119,9 @@ void Verifier::run(Sequence& seq, int64_t n_rows, const float* logits, StepResul
   out.n_new_positions = int64_t(out.tokens.size());
 }
 
-void Verifier::run_tree(Sequence& seq, const float* logits, std::span<const int32_t> row_parent,
-                        std::vector<int64_t>& kept, StepResult& out) {
+void Verifier::run_tree(Sequence& seq, const float* logits, StepResult& out) {
   out.clear();
+  const std::span<const int32_t> row_parent = seq.draft_parents;
   AERIE_CHECK(!seq.constraint && !seq.options.penalties.active(),
               "draft trees are verified without penalties or structured output");
   const int64_t n_rows = int64_t(row_parent.size());
@@ -134,8 +134,8 @@ void Verifier::run_tree(Sequence& seq, const float* logits, std::span<const int3
                                 verify_scratch_, path_);
   out.n_drafts = int64_t(seq.drafts.size());
   out.n_accepted = int64_t(path_.size());
-  kept.assign(1, 0);
-  kept.insert(kept.end(), path_.begin(), path_.end());
+  out.tree_path.assign(1, 0);
+  out.tree_path.insert(out.tree_path.end(), path_.begin(), path_.end());
   // Each accepted token comes from its parent's row, the next token from the last accepted row.
   bool going = true;
   int64_t row = 0;

@@ -38,11 +38,11 @@ class Verifier {
   // its tokens) samples the first output token; [K + 1, n_vocab] for a round (K = seq.drafts.size()).
   // A prompt chunk's entries go to out.prompt_logprobs; with max_tokens 0 the request ends after its prompt.
   void run(Sequence& seq, int64_t n_rows, const float* logits, StepResult& out);
-  // A round whose drafts are a tree (engine/draft_runner.h): logits [1 + N, n_vocab] of the rows with
-  // parents row_parent; verified greedily or by sampling (spec/tree_verify.h; requests without penalties
-  // or structured output only). kept: out, the rows whose positions stay (0, then the accepted path's).
-  void run_tree(Sequence& seq, const float* logits, std::span<const int32_t> row_parent, std::vector<int64_t>& kept,
-                StepResult& out);
+  // A round whose drafts are a tree (spec/head_proposer.h): logits [1 + N, n_vocab] of the rows with
+  // parents seq.draft_parents; verified greedily or by sampling (spec/tree_verify.h; requests without
+  // penalties or structured output only). out.tree_path: the rows whose positions stay (0, then the
+  // accepted path's).
+  void run_tree(Sequence& seq, const float* logits, StepResult& out);
 
  private:
   // Appends `token` to out (with its log-probability from `row`) and sets out.finish when it ends the

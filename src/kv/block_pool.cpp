@@ -217,10 +217,12 @@ int64_t BlockTable::match_prefix(BlockPool& pool, std::span<const int64_t> token
   return n_tokens;
 }
 
-void BlockTable::register_full_blocks(BlockPool& pool, std::span<const int64_t> tokens) {
+void BlockTable::register_full_blocks(BlockPool& pool, std::span<const int64_t> tokens, int64_t n_positions) {
   const int64_t bs = pool.block_size();
-  AERIE_CHECK(int64_t(tokens.size()) >= n_tokens, "block table: fewer tokens than positions written");
-  while ((n_registered + 1) * bs <= n_tokens) {
+  if (n_positions < 0) n_positions = n_tokens;
+  AERIE_CHECK(n_positions <= n_tokens, "block table: ", n_positions, " positions to register of ", n_tokens, " written");
+  AERIE_CHECK(int64_t(tokens.size()) >= n_positions, "block table: fewer tokens than positions written");
+  while ((n_registered + 1) * bs <= n_positions) {
     const auto chunk = tokens.subspan(size_t(n_registered * bs), size_t(bs));
     last_hash = pool.register_full(blocks[size_t(n_registered)], last_hash, chunk);
     ++n_registered;

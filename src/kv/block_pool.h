@@ -126,9 +126,9 @@ struct BlockTable {
   // positions reused.
   int64_t match_prefix(BlockPool& pool, std::span<const int64_t> tokens, int64_t max_positions = -1,
                        uint64_t root = BlockPool::kRootHash);
-  // Registers the full blocks among positions [0, n_tokens) not yet registered; `tokens` holds at least
-  // n_tokens ids of this sequence.
-  void register_full_blocks(BlockPool& pool, std::span<const int64_t> tokens);
+  // Registers the full blocks among positions [0, n_positions) not yet registered (n_positions <= n_tokens;
+  // -1: n_tokens); `tokens` holds at least n_positions ids of this sequence.
+  void register_full_blocks(BlockPool& pool, std::span<const int64_t> tokens, int64_t n_positions = -1);
 };
 
 }  // namespace aerie

@@ -34,10 +34,7 @@ void Scheduler::release(Sequence* seq) {
   seq->n_computed = 0;
   seq->drafts.clear();
   seq->draft_ids.clear();
-  // Recomputed from scratch when it runs again, the head's cache included.
-  seq->deferred_features.clear();
-  seq->deferred_rows = 0;
-  seq->speculation_off = false;
+  seq->draft_parents.clear();
   seq->running = false;
 }
 
@@ -223,15 +220,26 @@ void Scheduler::update(Sequence& seq, const StepResult& result) {
   // The head's blocks stay reserved: it rewrites these positions in this step's draft passes.
   if (seq.draft_kv && seq.draft_kv->length() > p) seq.draft_kv->truncate(p, /*keep_blocks=*/true);
   seq.drafts.clear();
+  seq.draft_parents.clear();
   seq.n_prompt_logprobs += int64_t(result.prompt_logprobs.size());
   AERIE_CHECK(seq.n_prompt_logprobs < std::max<int64_t>(seq.n_prompt, 1), "scheduler: ", seq.n_prompt_logprobs,
               " prompt log-probability entries for a prompt of ", seq.n_prompt);
   seq.table.register_full_blocks(pool_, seq.tokens);
 }
 
-void Scheduler::register_draft_blocks(Sequence& seq) {
+void Scheduler::update(Sequence& seq, const ProposedDrafts& proposal) {
+  seq.drafts.assign(proposal.drafts.begin(), proposal.drafts.end());
+  seq.draft_ids.assign(proposal.draft_ids.begin(), proposal.draft_ids.end());
+  seq.q.assign(proposal.q.begin(), proposal.q.end());
+  seq.draft_parents.assign(proposal.tree_parent.begin(), proposal.tree_parent.end());
+  AERIE_CHECK(seq.draft_ids.size() == seq.drafts.size() &&
+                  (seq.draft_parents.empty() || seq.draft_parents.size() == seq.drafts.size() + 1),
+              "scheduler: a proposal of ", seq.drafts.size(), " drafts with ", seq.draft_ids.size(), " draft ids and ",
+              seq.draft_parents.size(), " tree rows");
+  if (!seq.draft_kv) return;
   // Head row t carries token t + 1.
-  seq.draft_table.register_full_blocks(*draft_pool_, std::span<const int64_t>(seq.tokens).subspan(1));
+  seq.draft_table.register_full_blocks(*draft_pool_, std::span<const int64_t>(seq.tokens).subspan(1),
+                                       std::min(seq.n_computed, seq.draft_kv->length()));
 }
 
 }  // namespace aerie

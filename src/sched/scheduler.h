@@ -61,9 +61,10 @@ class Scheduler {
   // rows end (its blocks kept for this step's draft passes) and registers full blocks in the prefix
   // cache. The only writer of a sequence's progress besides admission and preemption.
   void update(Sequence& seq, const StepResult& result);
-  // Registers the head's full blocks of positions computed from target features (call after the head's
-  // first pass of a step, before its own-feature passes write speculative positions).
-  void register_draft_blocks(Sequence& seq);
+  // Takes the drafts proposed for seq's next round, and registers the head's full blocks of positions
+  // computed from target features (those below n_computed; the positions after them that the head's
+  // own-feature passes wrote are speculative). The only writer of a sequence's drafts.
+  void update(Sequence& seq, const ProposedDrafts& proposal);
 
   int64_t n_running() const { return int64_t(running_.size()); }
   int64_t n_waiting() const { return int64_t(waiting_.size()); }

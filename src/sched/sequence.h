@@ -33,24 +33,16 @@ struct Sequence {
   std::optional<KvCache> kv, draft_kv;  // views over the tables
   Rng rng{0};
   std::unique_ptr<TokenConstraint> constraint;  // this request's structured-output state (options' clone)
-  std::unique_ptr<TokenConstraint> draft_constraint;  // the same walked along this step's drafts
   bool running = false;          // admitted (holds blocks)
   bool cancelled = false;
   int64_t preemptions = 0;
 
-  // Speculation.
+  // Speculation: the drafts proposed for the next round, written only by Scheduler::update (the
+  // drafter's own state is the engine's: engine/spec_state.h).
   std::vector<int64_t> drafts;       // target ids proposed for the next step
   std::vector<int64_t> draft_ids;    // the same as draft-vocabulary ids
   std::vector<float> q;              // [K, n_draft_vocab] draft distributions (rejection sampling)
-  // Steps at K = 0 run no head pass: the target features of their new rows wait here, [rows, n_parts *
-  // n_embd] (the head's cache ends `deferred_rows` positions before the target's), and go into the head's
-  // next pass. Past the engine's limit the sequence stops speculating instead (speculation_off).
-  std::vector<float> deferred_features;
-  int64_t deferred_rows = 0;
-  bool speculation_off = false;
-  // K chosen for this sequence's next round by --num-speculative-tokens auto (engine/adaptive_k.h, which
-  // keeps the rest of its adaptive state); -1: none chosen, the step's K applies.
-  int64_t draft_limit = -1;
+  std::vector<int32_t> draft_parents;  // a draft tree: [1 + K] the parent row of each verification row; empty: a chain
   bool thinking = false;  // inside the thinking phase (relaxed acceptance): options, then the tokens emitted
   SpecStats spec;
 

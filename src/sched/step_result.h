@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct StepResult {
   std::vector<PromptTokenLogprob> prompt_logprobs;  // a prompt chunk's entries (prompt_logprobs), in order
   int64_t n_drafts = 0, n_accepted = 0; // the round's drafts and how many were accepted
   int64_t n_relaxed = 0;                // of the accepted, taken by relaxed thinking acceptance
+  // A draft tree's round: the verification rows whose positions stay (0, then the accepted path's rows).
+  std::vector<int64_t> tree_path;
   FinishReason finish = FinishReason::kNone;  // kStop / kLength when this step ended the request
   std::string error;                    // set when the step failed for this request (finish = kError)
 
@@ -33,9 +36,19 @@ struct StepResult {
     tokens.clear();
     logprobs.clear();
     prompt_logprobs.clear();
+    tree_path.clear();
     finish = FinishReason::kNone;
     error.clear();
   }
+};
+
+// The drafts a proposer made for a sequence's next round (spec/proposer.h SequenceProposal), as the
+// scheduler takes them.
+struct ProposedDrafts {
+  std::span<const int64_t> drafts;       // target ids
+  std::span<const int64_t> draft_ids;    // draft-vocabulary ids
+  std::span<const float> q;              // [drafts, n_draft_vocab] for rejection sampling, else empty
+  std::span<const int32_t> tree_parent;  // a tree's verification-row parents, else empty
 };
 
 }  // namespace aerie

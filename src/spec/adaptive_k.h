@@ -6,7 +6,7 @@
 //   E[tokens | K] = 1 + sum_{i=1..K} prod_{j<=i} a_j
 // where a_j = P(draft j accepted | drafts 1..j-1 accepted), the chain's conditional acceptance. For one
 // sequence the best K maximises E[tokens | K] / (verify(K + 1 rows) + draft(K passes)); K = 0 is a plain
-// decode step (no drafter pass at all: the engine defers the head's rows, engine/draft_runner.h).
+// decode step (no drafter pass at all: the engine defers the head's rows, spec/head_proposer.h).
 //
 // Acceptance (AcceptanceEstimate): per sequence and position, decayed counts of drafts tried and accepted
 // (a round with n drafts of which m accepted tried positions 1..min(m + 1, n) and accepted 1..m), shrunk
@@ -101,9 +101,11 @@
 #include <span>
 #include <vector>
 
+#include "spec/spec_options.h"
+
 namespace aerie {
 
-inline constexpr int64_t kMaxAdaptiveK = 32;  // as validate(SpecOptions) bounds K
+inline constexpr int64_t kMaxAdaptiveK = kMaxDraftTokens;
 
 // Conditional acceptance per chain position, decayed counts ([kMaxAdaptiveK] each; position 0 is draft 1).
 struct AcceptanceEstimate {
@@ -218,7 +220,7 @@ struct AdaptiveKMemory {
   AcceptanceEstimate engine_wide;
 };
 
-// A sequence's adaptive-K state (kept by the engine per sequence: engine/adaptive_k.h).
+// A sequence's adaptive-K state (kept by the engine per sequence: engine/k_policy.h).
 struct AdaptiveKState {
   static constexpr int64_t kFirstProbeInterval = 1, kMaxProbeInterval = 64, kExploreInterval = 8;
   // Rounds with drafts before probes space out or speculation stops for good: a few unlucky first rounds

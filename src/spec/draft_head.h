@@ -56,6 +56,7 @@ struct DraftOutput {
 class DraftHead : public Drafter {
  public:
   DraftHead* as_head() override { return this; }
+  std::unique_ptr<Proposer> make_proposer(const ProposerConfig& config) override;  // spec/head_proposer.cpp
   // Output pointers stay valid until the next forward.
   virtual DraftOutput forward(const DraftBatch& batch) = 0;
   // The head's own KV cache: up to `capacity` positions stored as `dtype`.

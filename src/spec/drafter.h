@@ -15,12 +15,17 @@ namespace aerie {
 
 class DraftHead;
 class TokenDrafter;
+class Proposer;
+struct ProposerConfig;
 
 class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string describe() const = 0;
-  // Exactly one of these is not null: the interface the engine drives this drafter through.
+  // What the engine drafts with (spec/proposer.h): a HeadProposer over a head, a TokenProposer over a
+  // token drafter. The drafter must outlive it.
+  virtual std::unique_ptr<Proposer> make_proposer(const ProposerConfig& config) = 0;
+  // Exactly one of these is not null: what the command-line tools read a drafter through (a head's logits).
   virtual DraftHead* as_head() { return nullptr; }
   virtual TokenDrafter* as_token_drafter() { return nullptr; }
 };
@@ -33,6 +38,7 @@ struct DraftState {
 class TokenDrafter : public Drafter {
  public:
   TokenDrafter* as_token_drafter() override { return this; }
+  std::unique_ptr<Proposer> make_proposer(const ProposerConfig& config) override;  // spec/token_proposer.cpp
   // A state for a sequence that will hold up to `capacity` tokens (sized so that proposing never
   // allocates while the sequence stays within it).
   virtual std::unique_ptr<DraftState> start(int64_t capacity) const = 0;

@@ -5,8 +5,8 @@
 namespace aerie {
 
 void validate(const SpecOptions& spec) {
-  AERIE_CHECK(spec.num_speculative_tokens >= 1 && spec.num_speculative_tokens <= 32,
-              "num_speculative_tokens must be in [1, 32], got ", spec.num_speculative_tokens);
+  AERIE_CHECK(spec.num_speculative_tokens >= 1 && spec.num_speculative_tokens <= kMaxDraftTokens,
+              "num_speculative_tokens must be in [1, ", kMaxDraftTokens, "], got ", spec.num_speculative_tokens);
   AERIE_CHECK(spec.synthetic_acceptance <= 1.0, "synthetic acceptance must be in [0, 1], got ",
               spec.synthetic_acceptance);
   if (spec.relaxed_thinking) {
@@ -23,6 +23,11 @@ AcceptRule accept_rule(const SamplingParams& sampling, const SpecOptions& spec, 
   if (sampling.greedy()) return AcceptRule::kGreedy;
   if (!has_draft) return AcceptRule::kTargetMatch;
   return spec.proposal == DraftProposal::kSampled ? AcceptRule::kRejection : AcceptRule::kTargetMatch;
+}
+
+bool drafts_tree(const SpecOptions& spec, const SamplingParams& sampling, bool constrained, bool penalised) {
+  return spec.tree.enabled() && accept_rule(sampling, spec, true) != AcceptRule::kSynthetic && !constrained &&
+         !penalised && !spec.relaxed_thinking;
 }
 
 }  // namespace aerie

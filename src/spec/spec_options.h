@@ -14,6 +14,10 @@ namespace aerie {
 
 struct AdaptiveKMemory;  // spec/adaptive_k.h
 
+// The most drafts a round may carry (K), whatever chooses it: --num-speculative-tokens, its per-batch-size
+// ranges, auto (spec/adaptive_k.h). Checked once, where the K policy is made (engine/k_policy.h).
+inline constexpr int64_t kMaxDraftTokens = 32;
+
 enum class DraftProposal {
   kSampled,  // T > 0: drafts drawn from the head's processed distribution, verified by rejection sampling
   kArgmax,   // drafts are the head's argmax, verified by drawing from the target and comparing
@@ -22,7 +26,7 @@ enum class DraftProposal {
 struct SpecOptions {
   int64_t num_speculative_tokens = 3;  // K; with adaptive_k the most a sequence drafts
   // --num-speculative-tokens auto: K chosen per sequence and round in 0..num_speculative_tokens from the
-  // measured acceptance and step costs (spec/adaptive_k.h, engine/adaptive_k.h).
+  // measured acceptance and step costs (spec/adaptive_k.h, engine/k_policy.h).
   bool adaptive_k = false;
   // With adaptive_k: the costs and acceptance learned so far, shared by the engines given the same object
   // one after another (spec/adaptive_k.h, AdaptiveKMemory); null: each engine learns from nothing.
@@ -40,7 +44,7 @@ struct SpecOptions {
   DraftTreeShape tree;
 };
 
-// Throws aerie::Error unless K is in [1, 32], the synthetic acceptance is at most 1 and a tree's shape is
+// Throws aerie::Error unless K is in [1, kMaxDraftTokens], the synthetic acceptance is at most 1 and a tree's shape is
 // valid (and not combined with adaptive K).
 void validate(const SpecOptions& spec);
 
@@ -48,5 +52,10 @@ void validate(const SpecOptions& spec);
 // for sampled proposals, target-match for argmax proposals; synthetic in performance tests. Without a
 // draft head a sampled token is a plain draw (kTargetMatch over no drafts).
 AcceptRule accept_rule(const SamplingParams& sampling, const SpecOptions& spec, bool has_draft);
+
+// Whether a sequence drafts an EAGLE-2 tree rather than a chain: trees are on and its request has no
+// penalties, no structured output, no relaxed or synthetic acceptance (spec/tree_verify.h verifies greedy
+// and sampled trees).
+bool drafts_tree(const SpecOptions& spec, const SamplingParams& sampling, bool constrained, bool penalised);
 
 }  // namespace aerie

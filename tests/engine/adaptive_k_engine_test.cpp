@@ -1,4 +1,4 @@
-// --num-speculative-tokens auto through the engine (engine/adaptive_k.h): greedy output equals plain
+// --num-speculative-tokens auto through the engine (engine/k_policy.h): greedy output equals plain
 // greedy output token for token, several requests batched, on the shipped trained Llama and DeepSeek with
 // their EAGLE-3 heads (drafts accepted), the random 16-token target with its EAGLE-3 head (mostly
 // rejected), and the n-gram drafter on repeating text; drafts are proposed (a chosen K or a probe), the

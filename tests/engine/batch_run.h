@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "spec/draft_head.h"
 
 namespace aerie::testing {
 

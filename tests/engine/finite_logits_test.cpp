@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/engine_generate.h"
-#include "engine/finite_logits.h"
+#include "sample/finite_logits.h"
 #include "engine/generator.h"
 #include "fault_injection.h"
 #include "lossless_support.h"

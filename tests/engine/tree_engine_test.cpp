@@ -1,4 +1,4 @@
-// EAGLE-2 draft trees on the engine path (engine/draft_runner.h, spec/draft_tree.h, spec/tree_verify.h):
+// EAGLE-2 draft trees on the engine path (spec/head_proposer.h, spec/draft_tree.h, spec/tree_verify.h):
 // greedy tree output equals plain output token for token, batched, paged and under preemption, with the
 // shipped trained heads (which accept: long paths are exercised) and a random head with a reduced
 // vocabulary, and on DeepSeek-V3 with its MLA head and with an MHA head; top_k 1 is exactly the chain (same tokens, same acceptance); requests a tree cannot verify

@@ -1,4 +1,4 @@
-#include "engine/finite_logits.h"
+#include "sample/finite_logits.h"
 
 #include <cmath>
 #include <cstring>

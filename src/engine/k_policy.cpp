@@ -1,11 +1,11 @@
-#include "engine/adaptive_k.h"
+#include "engine/k_policy.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
 
-#include "engine/draft_runner.h"
+#include "core/error.h"
 
 namespace aerie {
 
@@ -45,27 +45,49 @@ void trace_choice(const StepCosts& costs, std::span<const std::span<const double
 }
 }  // namespace
 
-AdaptiveK::AdaptiveK(int64_t k_max, int64_t max_rows, int64_t max_length, std::shared_ptr<AdaptiveKMemory> memory)
-    : k_max_(std::min(k_max, kMaxAdaptiveK)),
-      max_length_(max_length),
-      memory_(memory ? std::move(memory) : std::make_shared<AdaptiveKMemory>(max_rows)),
-      costs_(memory_->costs),
-      engine_wide_(memory_->engine_wide) {}
+int64_t drafts_allowed(const Sequence& seq, int64_t k, int64_t max_length) {
+  const int64_t remaining = seq.options.max_tokens - seq.n_generated();
+  const int64_t room = max_length - seq.n_computed - 1;
+  return std::max<int64_t>(0, std::min({k, remaining - 1, room}));
+}
 
-void AdaptiveK::observe_round(Sequence& seq, int64_t n_drafts, int64_t n_accepted) {
-  states_[seq.id].acceptance.observe(n_drafts, n_accepted);
-  if (tracing()) std::fprintf(stderr, "adaptive-k: seq %llu round %lld/%lld accepted\n", (unsigned long long)seq.id, (long long)n_accepted, (long long)n_drafts);
+KPolicy::KPolicy(const SpecOptions& spec, const DraftTokensByBatchSize& by_batch_size, int64_t max_rows,
+                 int64_t max_length)
+    : spec_(spec),
+      by_batch_size_(by_batch_size),
+      adaptive_(spec.adaptive_k),
+      max_k_(spec.num_speculative_tokens),
+      max_length_(max_length),
+      memory_(spec.adaptive_memory ? spec.adaptive_memory : std::make_shared<AdaptiveKMemory>(max_rows)),
+      costs_(memory_->costs),
+      engine_wide_(memory_->engine_wide) {
+  validate(spec);
+  for (const auto& r : by_batch_size.ranges) max_k_ = std::max(max_k_, r.k);
+  AERIE_CHECK(max_k_ <= kMaxDraftTokens, "draft tokens by batch size: K must be at most ", kMaxDraftTokens, ", got ",
+              max_k_);
+  AERIE_CHECK(!spec.adaptive_k || by_batch_size.ranges.empty(), "adaptive K (auto) and K by batch size exclude each other");
+  AERIE_CHECK(!spec.tree.enabled() || by_batch_size.ranges.empty(),
+              "draft trees and draft tokens by batch size exclude each other");
+  k_max_ = std::min(max_k_, kMaxAdaptiveK);
+}
+
+void KPolicy::observe_round(uint64_t seq_id, SpecState& spec, int64_t n_drafts, int64_t n_accepted) {
+  if (!adaptive_) return;
+  spec.adaptive.acceptance.observe(n_drafts, n_accepted);
+  if (tracing()) std::fprintf(stderr, "adaptive-k: seq %llu round %lld/%lld accepted\n", (unsigned long long)seq_id, (long long)n_accepted, (long long)n_drafts);
   engine_wide_.observe(n_drafts, n_accepted, kEngineWideDecay);
 }
 
-void AdaptiveK::observe_forward(int64_t rows, double seconds) {
+void KPolicy::observe_forward(int64_t rows, double seconds) {
+  if (!adaptive_) return;
   // After a step without a drafter pass this step verified nothing either: a plain step, target-only caches.
   if (last_k_step_ == 0) costs_.observe_plain(rows, seconds);
   else costs_.observe_forward(rows, seconds);
 }
 
-void AdaptiveK::observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows,
-                              int64_t head_prompt_rows) {
+void KPolicy::observe_draft(int64_t passes, double seconds, bool prompt_rows, int64_t deferred_rows,
+                            int64_t head_prompt_rows) {
+  if (!adaptive_) return;
   if (head_prompt_rows > 0 && deferred_rows == 0 && costs_.draft_measured())
     costs_.observe_prompt_rows(head_prompt_rows, seconds - costs_.draft(passes));
   if (passes == 0 || prompt_rows) return;
@@ -73,7 +95,7 @@ void AdaptiveK::observe_draft(int64_t passes, double seconds, bool prompt_rows, 
   else costs_.observe_draft(passes, seconds);
 }
 
-void AdaptiveK::choose_engine_wide(int64_t plain_rows) {
+void KPolicy::choose_engine_wide(int64_t plain_rows) {
   // Every sequence of the step at the engine-wide rates (as long as its own), into wide_k_.
   const size_t n = spans_.size();
   wide_rates_.resize(size_t(k_max_));
@@ -84,9 +106,9 @@ void AdaptiveK::choose_engine_wide(int64_t plain_rows) {
   choose_draft_tokens(wide_spans_, costs_, wide_k_, gains_, plain_rows);
 }
 
-void AdaptiveK::judge_prompt(Sequence& seq, int64_t n_seqs) {
-  AdaptiveKState& state = states_[seq.id];
-  if (state.prompt_judged || seq.speculation_off) return;
+void KPolicy::judge_prompt(const Sequence& seq, SpecState& spec, int64_t n_seqs) {
+  AdaptiveKState& state = spec.adaptive;
+  if (state.prompt_judged || spec.off) return;
   if (costs_.n_measured() < 1 || !costs_.draft_measured() || costs_.prompt_row() <= 0 ||
       engine_wide_.rounds < AdaptiveKState::kMinEngineEvidence)
     return;  // not yet known: optimistically on
@@ -102,29 +124,53 @@ void AdaptiveK::judge_prompt(Sequence& seq, int64_t n_seqs) {
                  (long long)seq.options.max_tokens, saved > cost ? "on" : "off");
   // Its head never runs (plain from the start), but for one in kExplorePrompts of those judged off.
   if (saved > cost) return;
-  if (++prompts_off_ % AdaptiveKState::kExplorePrompts != 0) seq.speculation_off = true;
+  if (++prompts_off_ % AdaptiveKState::kExplorePrompts != 0) spec.off = true;
   else state.explore = true;
 }
 
-int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results) {
+int64_t KPolicy::choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results,
+                        std::span<SpecState* const> specs, std::span<const char> tree, int64_t n_decoding,
+                        std::span<int64_t> k) {
+  own_.assign(plan.size(), -1);
+  const int64_t step = adaptive_ ? choose_adaptive(plan, results, specs)
+                                 : by_batch_size_.k_for(n_decoding, spec_.num_speculative_tokens);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    k[i] = 0;
+    const Sequence& seq = *plan[i].seq;
+    const StepResult& r = results[i];
+    if (specs[i] == nullptr || specs[i]->off || r.finish != FinishReason::kNone || r.n_new_positions == 0 ||
+        seq.prefilling())
+      continue;
+    // A tree's depth bounds its accepted path as K bounds a chain's.
+    int64_t want = tree[i] ? spec_.tree.depth : step;
+    if (own_[i] >= 0) want = std::min(want, own_[i]);
+    k[i] = drafts_allowed(seq, want, max_length_);
+  }
+  return step;
+}
+
+int64_t KPolicy::choose_adaptive(std::span<const ScheduledRows> plan, std::span<const StepResult> results,
+                                 std::span<SpecState* const> specs) {
   seqs_.clear();
   seq_states_.clear();
+  seq_specs_.clear();
+  seq_plan_.clear();
   // A prompt the head has not run yet: weighed before this step's head pass would run it.
-  for (const ScheduledRows& r : plan)
-    if (r.seq->draft_kv && r.seq->draft_kv->length() == 0 && r.seq->deferred_rows == 0)
-      judge_prompt(*r.seq, int64_t(plan.size()));
+  for (size_t i = 0; i < plan.size(); ++i)
+    if (specs[i] && plan[i].seq->draft_kv && !specs[i]->head_fed) judge_prompt(*plan[i].seq, *specs[i], int64_t(plan.size()));
   int64_t plain_rows = 0;  // decoding sequences with speculation off: one row each in the next step
   for (size_t i = 0; i < plan.size(); ++i) {
-    Sequence& seq = *plan[i].seq;
-    seq.draft_limit = -1;  // drafts_allowed() below without this step's choice
+    const Sequence& seq = *plan[i].seq;
     const StepResult& r = results[i];
-    if (r.finish != FinishReason::kNone || r.n_new_positions == 0 || seq.prefilling()) continue;
-    if (seq.speculation_off) {
+    if (specs[i] == nullptr || r.finish != FinishReason::kNone || r.n_new_positions == 0 || seq.prefilling()) continue;
+    if (specs[i]->off) {
       ++plain_rows;
       continue;
     }
     seqs_.push_back(&seq);
-    seq_states_.push_back(&states_[seq.id]);  // made on a sequence's first decode step
+    seq_states_.push_back(&specs[i]->adaptive);
+    seq_specs_.push_back(specs[i]);
+    seq_plan_.push_back(i);
   }
   const size_t n = seqs_.size();
   rates_.resize(n * size_t(k_max_));
@@ -146,7 +192,7 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
   const int64_t refresh = costs_.plain_samples(step_rows) < CostCurve::kMinSamples ? kPlainRefreshEarly
                                                                                     : kPlainRefreshInterval;
   if (calibrated && n > 0 && spec_steps_ >= refresh) {
-    for (size_t s = 0; s < n; ++s) seq_states_[s]->k = 0, seq_states_[s]->probe = false, seqs_[s]->draft_limit = 0;
+    for (size_t s = 0; s < n; ++s) seq_states_[s]->k = 0, seq_states_[s]->probe = false, own_[seq_plan_[s]] = 0;
     if (tracing()) std::fprintf(stderr, "adaptive-k: plain step to re-time plain decoding at %lld rows\n", (long long)step_rows);
     spec_steps_ = 0;
     last_k_step_ = 0;
@@ -171,12 +217,12 @@ int64_t AdaptiveK::choose(std::span<const ScheduledRows> plan, std::span<const S
         state.acceptance.rounds == 0 && !state.explore ? engine_wide_.rounds : state.acceptance.rounds;
     if (dear_probes && k_[s] == 0 && wide_k_[s] == 0 && evidence >= AdaptiveKState::kMinEvidence &&
         engine_wide_.rounds >= AdaptiveKState::kMinEngineEvidence) {
-      seqs_[s]->speculation_off = true;  // probing costs more than it could find: plain from now on
+      seq_specs_[s]->off = true;  // probing costs more than it could find: plain from now on
       state.k = 0, state.probe = false;
     } else {
       state.k = calibrated ? apply_probe(state, k_[s], int64_t(spans_[s].size())) : 0;
     }
-    seqs_[s]->draft_limit = state.k;
+    own_[seq_plan_[s]] = state.k;
     k_step = std::max(k_step, state.k);
   }
   if (tracing()) trace_choice(costs_, spans_, seq_states_, k_, plain_rows);
