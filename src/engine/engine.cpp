@@ -99,12 +99,19 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   vc.has_draft = proposer_ != nullptr;
   verifier_ = std::make_unique<Verifier>(std::move(vc), target.n_vocab());
   metrics_.kv_blocks_total = plan_.n_blocks;
-  if (partitions > 1) metrics_.attention_rows_per_rank.assign(size_t(partitions), 0);
+  if (partitions > 1) {
+    metrics_.attention_rows_per_rank.assign(size_t(partitions), 0);
+    stats_.attention_rows_per_rank.assign(size_t(partitions), 0);
+  }
+  if (proposer_) {
+    stats_.spec.proposed_at.reserve(size_t(max_draft_tokens_));
+    stats_.spec.accepted_at.reserve(size_t(max_draft_tokens_));
+  }
 }
 
 Engine::~Engine() = default;
 
-uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& options, EventCallback on_event) {
+void Engine::check_request(std::span<const int64_t> prompt, const RequestOptions& options) const {
   AERIE_CHECK(!prompt.empty(), "the prompt is empty");
   for (int64_t id : prompt)
     AERIE_CHECK(id >= 0 && id < target_.n_vocab(), "token id ", id, " is outside the vocabulary [0, ", target_.n_vocab(), ")");
@@ -114,6 +121,16 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   AERIE_CHECK(options.prompt_logprobs >= -1, "prompt_logprobs must be -1 (off) or >= 0, got ", options.prompt_logprobs);
   validate(options.sampling);
   validate(options.penalties);
+}
+
+uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& options, EventCallback on_event, uint64_t id) {
+  check_request(prompt, options);
+  AERIE_CHECK(int64_t(inbox_.size()) + scheduler_->n_waiting() < config_.max_queue, "the request queue is full (",
+              config_.max_queue, " waiting)");
+  if (id == 0) id = next_id_;
+  AERIE_CHECK(live_.count(id) == 0 && std::none_of(inbox_.begin(), inbox_.end(), [&](const auto& s) { return s->id == id; }),
+              "request id ", id, " is in use");
+  next_id_ = std::max(next_id_, id + 1);
   auto seq = std::make_unique<Sequence>();
   seq->options = options;
   if (options.constraint) seq->constraint = options.constraint->clone();
@@ -122,40 +139,21 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   seq->thinking = options.starts_in_thinking;
   seq->tokens = std::move(prompt);
   seq->submitted = Clock::now();
-  std::lock_guard<std::mutex> lock(inbox_mutex_);
-  AERIE_CHECK(int64_t(inbox_.size()) + scheduler_->n_waiting() < config_.max_queue, "the request queue is full (",
-              config_.max_queue, " waiting)");
-  seq->id = next_id_++;
+  seq->id = id;
   seq->rng = Rng(options.sampling.seed ^ (seq->id * 0x9E3779B97F4A7C15ull * uint64_t(options.sampling.seed == 0)));
   inbox_.push_back(std::move(seq));
-  inbox_cv_.notify_all();
-  return next_id_ - 1;
+  return id;
 }
 
-void Engine::cancel(uint64_t id) {
-  std::lock_guard<std::mutex> lock(inbox_mutex_);
-  cancel_inbox_.push_back(id);
-  inbox_cv_.notify_all();
-}
+void Engine::cancel(uint64_t id) { cancel_inbox_.push_back(id); }
 
-void Engine::wait_for_work(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(inbox_mutex_);
-  inbox_cv_.wait_for(lock, timeout, [this] { return !inbox_.empty() || !cancel_inbox_.empty(); });
-}
-
-bool Engine::idle() const {
-  std::lock_guard<std::mutex> lock(inbox_mutex_);
-  return inbox_.empty() && cancel_inbox_.empty() && live_.empty();
-}
+bool Engine::idle() const { return inbox_.empty() && cancel_inbox_.empty() && live_.empty(); }
 
 void Engine::drain_inbox() {
   std::vector<std::unique_ptr<Sequence>> incoming;
   std::vector<uint64_t> cancels;
-  {
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
-    incoming.swap(inbox_);
-    cancels.swap(cancel_inbox_);
-  }
+  incoming.swap(inbox_);  // a callback below may submit or cancel: those wait for the next step
+  cancels.swap(cancel_inbox_);
   for (auto& seq : incoming) {
     seq->arrival = arrivals_++;
     // Room for every token it may hold, so that steps never grow it.
@@ -179,11 +177,8 @@ void Engine::drain_inbox() {
     Sequence* raw = seq.get();
     live.seq = std::move(seq);
     live_.emplace(raw->id, std::move(live));
-    {
-      std::lock_guard<std::mutex> lock(metrics_mutex_);
-      ++metrics_.requests_submitted;
-      metrics_.prompt_tokens += raw->n_prompt;
-    }
+    ++stats_.submitted;
+    stats_.submitted_prompt_tokens += raw->n_prompt;
     if (raw->options.max_tokens == 0 && raw->options.prompt_logprobs < 0) {  // else it runs its prompt
       raw->cancelled = false;
       finish(*raw, FinishReason::kLength);
@@ -221,34 +216,30 @@ void Engine::send_event(Sequence& seq, const StepResult* step, FinishReason reas
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error, const StepResult* last) {
   if (reason == FinishReason::kError)
     std::fprintf(stderr, "aerie: request %llu failed: %s\n", (unsigned long long)seq.id, error.c_str());
-  {  // counted before the client hears of the end, so that a scrape after the response includes it
-    std::lock_guard<std::mutex> lock(metrics_mutex_);
-    if (reason == FinishReason::kCancelled) ++metrics_.requests_cancelled;
-    else if (reason == FinishReason::kError) ++metrics_.requests_failed;
-    else observe_finished(seq, reason);
-    metrics_.cached_prompt_tokens += seq.n_cached_prompt;
-  }
+  observe_finished(seq, reason);
   send_event(seq, last, reason, error);
   scheduler_->remove(&seq);
   live_.erase(seq.id);  // its speculation state with it
 }
 
 void Engine::observe_finished(const Sequence& seq, FinishReason reason) {
-  ++metrics_.requests_finished;
-  ++(reason == FinishReason::kStop ? metrics_.finished_stop : metrics_.finished_length);
+  FinishedRequest& f = stats_.finished.emplace_back();
+  f.reason = reason;
+  f.prompt_tokens = seq.n_prompt;
+  f.cached_prompt_tokens = seq.n_cached_prompt;
+  f.generated_tokens = seq.n_generated();
+  if (reason == FinishReason::kCancelled || reason == FinishReason::kError) return;
   const auto now = Clock::now();
   auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
   // A request finished without running (max_tokens 0) counts as scheduled and answered at once.
   const auto scheduled = seq.scheduled_seen ? seq.first_scheduled : now;
   const auto first_token = seq.first_token_seen ? seq.first_token_at : now;
-  metrics_.request_queue_time.observe(seconds(seq.submitted, scheduled));
-  metrics_.request_prefill_time.observe(seconds(scheduled, first_token));
-  metrics_.request_decode_time.observe(seconds(first_token, now));
-  metrics_.request_inference_time.observe(seconds(scheduled, now));
-  metrics_.e2e_request_latency.observe(seconds(seq.submitted, now));
-  if (seq.n_generated() > 1) metrics_.time_per_output_token.observe(seconds(first_token, now) / double(seq.n_generated() - 1));
-  metrics_.request_prompt_tokens.observe(double(seq.n_prompt));
-  metrics_.request_generation_tokens.observe(double(seq.n_generated()));
+  f.queue = seconds(seq.submitted, scheduled);
+  f.prefill = seconds(scheduled, first_token);
+  f.decode = seconds(first_token, now);
+  f.inference = seconds(scheduled, now);
+  f.e2e = seconds(seq.submitted, now);
+  if (seq.n_generated() > 1) f.time_per_output_token = seconds(first_token, now) / double(seq.n_generated() - 1);
 }
 
 void Engine::fail(size_t i, const std::string& what, const std::exception& e) {
@@ -303,25 +294,19 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     if (prefilling) prefilled += plan[i].n_rows;
     generated += int64_t(result.tokens.size());
     if (!prefilling && proposer_) {
-      if (result.n_drafts == 0) ++seq.spec.plain_rounds;
-      std::lock_guard<std::mutex> lock(metrics_mutex_);
-      metrics_.draft_tokens_per_step.observe(double(result.n_drafts));
-      if (result.n_drafts == 0) ++metrics_.spec.plain_rounds;
+      if (result.n_drafts == 0) ++seq.spec.plain_rounds, ++stats_.spec.plain_rounds;
+      stats_.draft_tokens.push_back(result.n_drafts);
     }
     if (k_policy_ && result.n_drafts > 0) k_policy_->observe_round(seq.id, spec_of(seq), result.n_drafts, result.n_accepted);
     if (result.n_drafts > 0) {
       seq.spec.record(result.n_drafts, result.n_accepted);
       seq.spec.relaxed_accepted += result.n_relaxed;
-      std::lock_guard<std::mutex> lock(metrics_mutex_);
-      metrics_.spec.record(result.n_drafts, result.n_accepted);
-      metrics_.spec.relaxed_accepted += result.n_relaxed;
+      stats_.spec.record(result.n_drafts, result.n_accepted);
+      stats_.spec.relaxed_accepted += result.n_relaxed;
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(metrics_mutex_);
-    metrics_.prefilled_tokens += prefilled;
-    metrics_.generated_tokens += generated;
-  }
+  stats_.prefilled_tokens += prefilled;
+  stats_.generated_tokens += generated;
   const auto t1 = Clock::now();
   const double forward_s = std::chrono::duration<double>(t1 - t0).count();
   const bool adaptive = k_policy_ && k_policy_->adaptive();
@@ -435,13 +420,12 @@ void Engine::post_events(const std::vector<ScheduledRows>& plan) {
     Sequence& seq = *plan[i].seq;
     const StepResult& result = results_[i];
     if (!result.tokens.empty()) {
-      std::lock_guard<std::mutex> lock(metrics_mutex_);
       if (!seq.first_token_seen) {
-        metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - seq.submitted).count());
+        stats_.time_to_first_token.push_back(std::chrono::duration<double>(now - seq.submitted).count());
         seq.first_token_at = now;
       } else {
         const double gap = std::chrono::duration<double>(now - seq.last_token_at).count() / double(result.tokens.size());
-        for (size_t t = 0; t < result.tokens.size(); ++t) metrics_.inter_token_latency.observe(gap);
+        stats_.inter_token_latency.insert(stats_.inter_token_latency.end(), result.tokens.size(), gap);
       }
       seq.first_token_seen = true;
       seq.last_token_at = now;
@@ -454,10 +438,17 @@ void Engine::post_events(const std::vector<ScheduledRows>& plan) {
   }
 }
 
-bool Engine::step() {
-  const bool worked = step_once();
-  snapshot_state();
-  return worked;
+const StepStats& Engine::step() {
+  stats_.clear();
+  stats_.worked = step_once();
+  stats_.running = scheduler_->n_running();
+  stats_.waiting = scheduler_->n_waiting();
+  stats_.kv_blocks_in_use = pool_->n_in_use();
+  stats_.kv_blocks_cached = pool_->n_cached_idle();
+  stats_.prefix_block_lookups = pool_->lookups();
+  stats_.prefix_block_hits = pool_->hits();
+  metrics_.record(stats_);
+  return stats_;
 }
 
 bool Engine::step_once() {
@@ -471,8 +462,7 @@ bool Engine::step_once() {
       if (spec.proposer) proposer_->restart(*spec.proposer);
       spec.off = spec.head_fed = false;
     }
-    std::lock_guard<std::mutex> lock(metrics_mutex_);
-    metrics_.preemptions += int64_t(preempted_.size());
+    stats_.preemptions += int64_t(preempted_.size());
   }
   if (plan.empty()) {
     if (scheduler_->n_running() == 0 && scheduler_->n_waiting() > 0) {
@@ -494,10 +484,9 @@ bool Engine::step_once() {
     if (!seq.scheduled_seen) seq.first_scheduled = scheduled_at, seq.scheduled_seen = true;
   }
   if (pool_->n_partitions() > 1) {  // data-parallel attention: whose rank runs each sequence's target rows
-    std::lock_guard<std::mutex> lock(metrics_mutex_);
     for (const ScheduledRows& r : plan) {
       const int32_t p = r.seq->table.partition(*pool_);
-      if (p >= 0) metrics_.attention_rows_per_rank[size_t(p)] += r.n_rows;
+      if (p >= 0) stats_.attention_rows_per_rank[size_t(p)] += r.n_rows;
     }
   }
   // Batch-invariant kernels for the whole step (target and head forwards) when any of its requests asks.
@@ -506,24 +495,13 @@ bool Engine::step_once() {
   const ops::BatchInvariantScope invariant_kernels(invariant);
   run(plan, 0);
   post_events(plan);
-  std::lock_guard<std::mutex> lock(metrics_mutex_);
-  ++metrics_.steps;
+  stats_.ran = true;
   return true;
 }
 
 void Engine::run_until_idle() {
-  while (step() || !idle()) {
+  while (step().worked || !idle()) {
   }
-}
-
-void Engine::snapshot_state() {
-  std::lock_guard<std::mutex> lock(metrics_mutex_);
-  metrics_.running = scheduler_->n_running();
-  metrics_.waiting = scheduler_->n_waiting();
-  metrics_.kv_blocks_in_use = pool_->n_in_use();
-  metrics_.kv_blocks_cached = pool_->n_cached_idle();
-  metrics_.prefix_block_lookups = pool_->lookups();
-  metrics_.prefix_block_hits = pool_->hits();
 }
 
 const KvCache* Engine::target_cache(uint64_t id) const {
@@ -535,13 +513,6 @@ const KvCache* Engine::draft_cache(uint64_t id) const {
   const auto it = live_.find(id);
   const Sequence* seq = it != live_.end() ? it->second.seq.get() : nullptr;
   return seq && seq->running && seq->draft_kv ? &*seq->draft_kv : nullptr;
-}
-
-EngineMetrics Engine::metrics() const {
-  // Scheduler and pool figures are as of the end of the last step (step() copies them), so any thread
-  // may call this while a step runs.
-  std::lock_guard<std::mutex> lock(metrics_mutex_);
-  return metrics_;
 }
 
 }  // namespace aerie

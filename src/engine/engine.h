@@ -22,15 +22,16 @@
 //
 // A failure inside one request's work (its sampling, mask, or a forward it was batched into) finishes
 // that request with FinishReason::kError and frees its blocks; the engine goes on with the others.
-// submit() and cancel() may be called from any thread; step() from one thread at a time.
+//
+// The engine is single-threaded: submit(), cancel(), step() and the accessors belong to one thread (an
+// event callback may submit or cancel). Each step returns what it did as a StepStats value, folded into
+// metrics() once at its end. engine/engine_loop.h is the thread-safe facade (a queue, a loop thread,
+// cancellation, a metrics snapshot) that the server and an embedder use.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -41,6 +42,7 @@
 #include "engine/memory_plan.h"
 #include "engine/metrics.h"
 #include "engine/spec_state.h"
+#include "engine/step_stats.h"
 #include "engine/step_input.h"
 #include "engine/verifier.h"
 #include "models/model.h"
@@ -82,22 +84,23 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues a request; returns its id. Throws aerie::Error for a request that can never run (empty prompt,
-  // prompt + 1 beyond the max length, bad sampling parameters) or when the queue is full.
-  uint64_t submit(std::vector<int64_t> prompt, const RequestOptions& options, EventCallback on_event);
+  // Throws aerie::Error for a request that can never run (empty prompt, an id outside the vocabulary,
+  // prompt + 1 beyond the max length, bad sampling parameters). Reads only what construction fixed: any
+  // thread may call it.
+  void check_request(std::span<const int64_t> prompt, const RequestOptions& options) const;
+  // Queues a request (it runs from the next step); returns its id: `id` when not 0 (a facade's own ids,
+  // unique), else the next free one. Throws as check_request, or when the queue is full.
+  uint64_t submit(std::vector<int64_t> prompt, const RequestOptions& options, EventCallback on_event, uint64_t id = 0);
   // Cancels a request wherever it is; its last event (finish_reason kCancelled) comes from the next step.
   void cancel(uint64_t id);
 
-  // One step; false when there was nothing to do.
-  bool step();
+  // One step: what it did (worked: false when there was nothing to do), valid until the next step.
+  const StepStats& step();
   void run_until_idle();
   bool idle() const;
-  // Blocks until submit() or cancel() has queued something, or the timeout passes (for a serving loop
-  // that sleeps while idle).
-  void wait_for_work(std::chrono::milliseconds timeout);
 
-  // A copy of the metrics; scheduler and KV figures as of the end of the last step. Thread-safe.
-  EngineMetrics metrics() const;
+  // The metrics; scheduler and KV figures as of the end of the last step.
+  const EngineMetrics& metrics() const { return metrics_; }
   const MemoryPlan& memory_plan() const { return plan_; }
   int64_t max_length() const { return plan_.max_length; }
   const BlockPool& pool() const { return *pool_; }
@@ -109,7 +112,6 @@ class Engine {
 
  private:
   bool step_once();
-  void snapshot_state();
   void drain_inbox();
   // Runs `plan` (all of this step's plan, or a slice whose results are results_[first..]): the target
   // forward, each sequence's decision and scheduler update, then the head's passes. A forward that throws
@@ -122,7 +124,7 @@ class Engine {
   void fail(size_t i, const std::string& what, const std::exception& e);
   void post_events(const std::vector<ScheduledRows>& plan);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
-  // A request that finished by stop or length: its counters and per-request histograms (metrics_mutex_ held).
+  // A request that ended, into this step's stats.
   void observe_finished(const Sequence& seq, FinishReason reason);
   // Calls seq's callback with `step`'s tokens (none when null); finished when reason is not kNone.
   void send_event(Sequence& seq, const StepResult* step, FinishReason reason, const std::string& error);
@@ -139,9 +141,7 @@ class Engine {
   std::unique_ptr<KPolicy> k_policy_;   // null without a drafter
   const char* draft_error_ = "";        // a failed proposal's prefix: "draft head: " or "drafter: "
 
-  mutable std::mutex inbox_mutex_;
-  std::condition_variable inbox_cv_;
-  std::vector<std::unique_ptr<Sequence>> inbox_;
+  std::vector<std::unique_ptr<Sequence>> inbox_;  // submitted, taken in at the next step
   std::vector<uint64_t> cancel_inbox_;
   uint64_t next_id_ = 1;
 
@@ -153,7 +153,7 @@ class Engine {
   std::unordered_map<uint64_t, Live> live_;
   uint64_t arrivals_ = 0;
   EngineMetrics metrics_;
-  mutable std::mutex metrics_mutex_;
+  StepStats stats_;  // the current step's
 
   // Per-step state, reused (steady-state steps allocate nothing).
   std::vector<Sequence*> preempted_;

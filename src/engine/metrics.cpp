@@ -41,4 +41,60 @@ double Histogram::quantile(double q) const {
   return bounds_.back();
 }
 
+void StepStats::clear() {
+  worked = ran = false;
+  submitted = submitted_prompt_tokens = preemptions = prefilled_tokens = generated_tokens = 0;
+  std::fill(attention_rows_per_rank.begin(), attention_rows_per_rank.end(), 0);
+  draft_tokens.clear();
+  // Zero counts, sizes kept (SpecStats::record grows them to the longest chain once).
+  spec.rounds = spec.draft_tokens = spec.accepted_tokens = spec.relaxed_accepted = spec.plain_rounds = 0;
+  std::fill(spec.proposed_at.begin(), spec.proposed_at.end(), 0);
+  std::fill(spec.accepted_at.begin(), spec.accepted_at.end(), 0);
+  time_to_first_token.clear();
+  inter_token_latency.clear();
+  finished.clear();
+}
+
+void EngineMetrics::record(const StepStats& step) {
+  requests_submitted += step.submitted;
+  prompt_tokens += step.submitted_prompt_tokens;
+  preemptions += step.preemptions;
+  prefilled_tokens += step.prefilled_tokens;
+  generated_tokens += step.generated_tokens;
+  if (step.ran) ++steps;
+  for (size_t r = 0; r < step.attention_rows_per_rank.size() && r < attention_rows_per_rank.size(); ++r)
+    attention_rows_per_rank[r] += step.attention_rows_per_rank[r];
+  for (int64_t k : step.draft_tokens) draft_tokens_per_step.observe(double(k));
+  spec.add(step.spec);
+  for (double t : step.time_to_first_token) time_to_first_token.observe(t);
+  for (double t : step.inter_token_latency) inter_token_latency.observe(t);
+  for (const FinishedRequest& f : step.finished) {
+    cached_prompt_tokens += f.cached_prompt_tokens;
+    if (f.reason == FinishReason::kCancelled) {
+      ++requests_cancelled;
+      continue;
+    }
+    if (f.reason == FinishReason::kError) {
+      ++requests_failed;
+      continue;
+    }
+    ++requests_finished;
+    ++(f.reason == FinishReason::kStop ? finished_stop : finished_length);
+    request_queue_time.observe(f.queue);
+    request_prefill_time.observe(f.prefill);
+    request_decode_time.observe(f.decode);
+    request_inference_time.observe(f.inference);
+    e2e_request_latency.observe(f.e2e);
+    if (f.time_per_output_token >= 0) time_per_output_token.observe(f.time_per_output_token);
+    request_prompt_tokens.observe(double(f.prompt_tokens));
+    request_generation_tokens.observe(double(f.generated_tokens));
+  }
+  running = step.running;
+  waiting = step.waiting;
+  kv_blocks_in_use = step.kv_blocks_in_use;
+  kv_blocks_cached = step.kv_blocks_cached;
+  prefix_block_lookups = step.prefix_block_lookups;
+  prefix_block_hits = step.prefix_block_hits;
+}
+
 }  // namespace aerie

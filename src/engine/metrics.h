@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/step_stats.h"
 #include "sched/spec_stats.h"
 
 namespace aerie {
@@ -55,6 +56,8 @@ struct EngineMetrics {
   // With a drafter: drafts verified per decoding sequence and step (K; 0 for a plain step), which
   // --num-speculative-tokens auto chooses per sequence.
   Histogram draft_tokens_per_step{{0, 1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}};
+  // Folds one step in (Engine::step, once per step).
+  void record(const StepStats& step);
   double prefix_hit_rate() const {
     return prefix_block_lookups > 0 ? double(prefix_block_hits) / double(prefix_block_lookups) : 0.0;
   }

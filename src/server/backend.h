@@ -13,7 +13,8 @@
 
 #include "engine/engine.h"
 #include "sample/token_trie.h"
-#include "server/engine_loop.h"
+#include "engine/engine_loop.h"
+#include "server/choice_events.h"
 #include "server/reasoning.h"
 #include "server/tool_parser.h"
 #include "tokenizer/chat_template.h"

@@ -63,7 +63,7 @@ void Generation::start() {
     job.choice = choice.index;
     jobs.push_back(std::move(job));
   }
-  const std::vector<uint64_t> ids = backend_->loop->submit(std::move(jobs), queue_);
+  const std::vector<uint64_t> ids = submit_choices(*backend_->loop, std::move(jobs), queue_);
   for (size_t i = 0; i < ids.size(); ++i) choices_[i].engine_id = ids[i];
   submitted_ = true;
 }
