@@ -124,40 +124,24 @@ void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const Sequence
                             const int64_t* positions, int64_t cache_layer, const DeepseekLayerWeights& w,
                             const DeepseekLayerContext& ctx, DeepseekLayerScratch& scratch, ThreadPool& pool) {
   const int64_t n_embd = w.attn_norm->dim(0);
-  // [n_tokens, n_embd] each: the normalised input, the block output. Rows kept local (data-parallel
-  // attention) may be none on this rank this step: it then serves only its experts to the others.
+  // [n_tokens, n_embd] each: the normalised input, the block output (a data-parallel rank may have no rows).
   float* cur = scratch.cur.reserve(std::max<int64_t>(n_tokens, 1) * n_embd);
   float* block_out = scratch.block_out.reserve(std::max<int64_t>(n_tokens, 1) * n_embd);
   const trace::Where layer_trace(ctx.trace_scope, int(cache_layer));
-  if (n_tokens > 0) {
-    ops::rms_norm(x, n_tokens, n_embd, *w.attn_norm, ctx.eps, cur, pool);
-    AERIE_TRACE("attn_norm", cur, n_tokens, n_embd);
-    mla_attention(cur, n_tokens, sequences, positions, cache_layer, w.attn, ctx.mla, ctx.inv_freq, ctx.path,
-                  scratch.mla, block_out, pool);
-    if (ctx.ranks != nullptr && ctx.attention_split)  // this rank's heads' share of o_proj
-      ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
-    if (trace::enabled()) trace_mla(w.attn, ctx.mla, scratch.mla, n_tokens);
-    AERIE_TRACE("attn_out", block_out, n_tokens, n_embd);
-    ops::add_inplace(x, block_out, n_tokens * n_embd);
-    ops::rms_norm(x, n_tokens, n_embd, *w.ffn_norm, ctx.eps, cur, pool);
-    AERIE_TRACE("ffn_norm", cur, n_tokens, n_embd);
-  }
-  if (ctx.rows_local) {  // every rank takes part in the MoE exchange, rows or not
-    if (w.is_moe) {
-      dispatch_moe(cur, n_tokens, w.moe, ctx.router, *ctx.ranks, scratch.moe, scratch.dispatch, block_out, pool);
-    } else if (n_tokens > 0) {
-      swiglu_ffn(cur, n_tokens, w.dense, scratch.ffn, block_out, pool);
-    }
+  ops::rms_norm(x, n_tokens, n_embd, *w.attn_norm, ctx.eps, cur, pool);
+  AERIE_TRACE("attn_norm", cur, n_tokens, n_embd);
+  mla_attention(cur, n_tokens, sequences, positions, cache_layer, w.attn, ctx.mla, ctx.inv_freq, ctx.path, scratch.mla,
+                block_out, pool);
+  if (trace::enabled()) trace_mla(w.attn, ctx.mla, scratch.mla, n_tokens);
+  AERIE_TRACE("attn_out", block_out, n_tokens, n_embd);
+  ops::add_inplace(x, block_out, n_tokens * n_embd);
+  ops::rms_norm(x, n_tokens, n_embd, *w.ffn_norm, ctx.eps, cur, pool);
+  AERIE_TRACE("ffn_norm", cur, n_tokens, n_embd);
+  if (w.is_moe) {
+    parallel_moe(cur, n_tokens, w.moe, ctx.router, ctx.experts, scratch.moe, scratch.dispatch, block_out, pool);
   } else {
-    if (w.is_moe) {
-      moe_ffn(cur, n_tokens, w.moe, ctx.router, scratch.moe, block_out, pool);
-    } else {
-      swiglu_ffn(cur, n_tokens, w.dense, scratch.ffn, block_out, pool);
-    }
-    if (ctx.ranks != nullptr && (w.is_moe || ctx.dense_split))  // this rank's experts, or its n_ff slice
-      ctx.ranks->all_reduce_sum(std::span<float>(block_out, size_t(n_tokens * n_embd)));
+    swiglu_ffn(cur, n_tokens, w.dense, scratch.ffn, block_out, pool);
   }
-  if (n_tokens == 0) return;
   AERIE_TRACE("ffn_out", block_out, n_tokens, n_embd);
   ops::add_inplace(x, block_out, n_tokens * n_embd);
   AERIE_TRACE("out", x, n_tokens, n_embd);
@@ -171,7 +155,8 @@ DeepseekV3Model::DeepseekV3Model(DeepseekV3Config config, WeightStore store, Thr
   context_ = deepseek_layer_context(config_, inv_freq_);
   if (communicator != nullptr && communicator->size() > 1) {
     communicator_ = communicator;
-    shard_weights(layout);
+    layout_ = layout;
+    shard_weights();
   }
   cache_fit_ = CacheFit{config_.n_layer, config_.kv_cache_width(), false,
                         "this model (DeepSeek-V3 needs KvCache::latent)"};
@@ -211,11 +196,21 @@ std::string DeepseekV3Model::describe() const {
                  c.n_expert, " (", c.n_expert_used, " used, ", c.n_expert_shared, " shared, ", c.n_group,
                  " groups keep ", c.topk_group, "), vocab ", c.n_vocab,
                  c.quantization.enabled ? ", FP8 block weights" : "", c.rope_scaling.enabled ? ", YaRN" : "",
-                 communicator_ == nullptr ? std::string()
-                 : str_cat("; rank ", communicator_->rank(), " of ", communicator_->size(), ": ",
-                           context_.attention_split ? str_cat(context_.mla.n_head, " heads, ") : std::string(),
-                           data_parallel_ ? "attention of its own sequences, " : "",
-                           "experts [", experts.begin, ", ", experts.end, ")"));
+                 communicator_ == nullptr
+                     ? std::string()
+                     : str_cat("; rank ", communicator_->rank(), " of ", communicator_->size(), ": ",
+                               layout_ == ParallelLayout::kTensor ? str_cat(context_.mla.n_head, " heads, ")
+                                                                  : std::string(),
+                               rows_.data_parallel() ? "attention of its own sequences, " : "", "experts [",
+                               experts.begin, ", ", experts.end, ")"));
+}
+
+void DeepseekV3Model::capture_layer(const StepBatch& batch, int layer, const float* x) {
+  const std::span<const int> layers = batch.capture_layers;
+  if (std::find(layers.begin(), layers.end(), layer) == layers.end()) return;
+  const int64_t n_tokens = int64_t(batch.token_ids.size());
+  const float* all = rows_.gather(x, n_tokens, true, {}, 0);  // null on ranks other than 0 (data parallel)
+  if (all != nullptr) capture_.capture(batch, layer, all, n_tokens, config_.n_embd);
 }
 
 ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {
@@ -224,19 +219,25 @@ ForwardOutput DeepseekV3Model::forward(const StepBatch& batch) {
   const int64_t n_tokens = int64_t(batch.token_ids.size());
   capture_.begin(batch);
   fill_positions(batch.sequences, n_tokens, positions_);
-
-  if (data_parallel_) return forward_rows_local(batch);
-  float* x = x_.reserve(n_tokens * c.n_embd);  // [n_tokens, n_embd] residual stream
-  ops::embedding(*weights_.embed, batch.token_ids.data(), n_tokens, x);
+  // This rank's rows: the batch, or under data-parallel attention its own sequences' (possibly none).
+  const LocalRows rows = rows_.select(batch, positions_);
+  float* x = x_.reserve(std::max<int64_t>(rows.n_rows, 1) * c.n_embd);  // [n_rows, n_embd] residual stream
+  ops::embedding(*weights_.embed, rows.token_ids, rows.n_rows, x);
   const trace::Where model_trace("target", trace::kNoLayer);
-  AERIE_TRACE("embed", x, n_tokens, c.n_embd);
+  AERIE_TRACE("embed", x, rows.n_rows, c.n_embd);
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    capture_.capture(batch, int(il), x, n_tokens, c.n_embd);
-    deepseek_decoder_layer(x, n_tokens, batch.sequences, positions_.data(), il, weights_.layers[size_t(il)], context_,
+    capture_layer(batch, int(il), x);
+    deepseek_decoder_layer(x, rows.n_rows, rows.sequences, rows.positions, il, weights_.layers[size_t(il)], context_,
                            layer_scratch_, pool_);
   }
+  // The head is split by vocabulary under several ranks: every rank needs the logit rows (and every row
+  // where the last layer's output or its final norm is captured), gathered from their ranks.
+  const std::span<const int> layers = batch.capture_layers;
+  const bool all_rows = std::find(layers.begin(), layers.end(), int(c.n_layer)) != layers.end() ||
+                        std::find(layers.begin(), layers.end(), kFinalNormLayer) != layers.end();
+  const float* head_rows = rows_.gather(x, n_tokens, all_rows, batch.logit_rows, -1);
   // The last layer's output (and its final norm) captured as asked, caches advanced, logits of the wanted rows.
-  return end_.finish_target(batch, x, c.n_embd, c.n_layer,
+  return end_.finish_target(batch, head_rows, c.n_embd, c.n_layer,
                             OutputHead{weights_.norm, float(c.rms_norm_eps), weights_.output, "head", communicator_,
                                        vocab_.begin, c.n_vocab},
                             capture_, pool_);

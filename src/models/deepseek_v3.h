@@ -25,8 +25,9 @@
 #include "models/forward_helpers.h"
 #include "models/model.h"
 #include "models/moe.h"
-#include "models/moe_dispatch.h"
-#include "models/tensor_parallel.h"
+#include "models/parallel/parallel_linear.h"
+#include "models/parallel/parallel_moe.h"
+#include "models/parallel/rank_rows.h"
 
 namespace aerie {
 
@@ -54,18 +55,6 @@ const Tensor* bind_table(const WeightStore& store, const std::string& name, cons
 // is_moe_layer(layer). The MTP drafter binds layer num_hidden_layers with it.
 DeepseekLayerWeights bind_deepseek_layer(const WeightStore& store, const DeepseekV3Config& config, int64_t layer);
 
-// Data-parallel attention (issue 22): the sequences of a batch that this rank runs, their rows gathered in
-// batch order into a sub-batch that stays on this rank through every layer.
-struct OwnedRows {
-  std::vector<SequenceRows> sequences;  // row_begin counts rows of the sub-batch
-  std::vector<int64_t> token_ids;       // [n_rows]
-  std::vector<int64_t> positions;       // [n_rows]
-  int64_t n_rows = 0;
-  std::vector<int32_t> row_owner;       // [batch rows] the rank that runs the row's sequence
-  std::vector<int64_t> local_row;       // [batch rows] the row's index in the sub-batch on its owner
-  std::vector<int64_t> rows_per_rank;   // [ranks]
-};
-
 // Everything a decoder layer needs besides its weights (shared with drafters that reuse the geometry).
 struct DeepseekLayerContext {
   MlaShape mla;
@@ -74,16 +63,10 @@ struct DeepseekLayerContext {
   float eps = 1e-6f;
   MlaPath path = MlaPath::kAuto;
   const char* trace_scope = "target";  // AERIE_TRACE_DIR names (io/trace.h): "head" for the MTP layer
-  // Several ranks (issue 22): the partial outputs of split attention (attention_split: this rank's heads),
-  // split dense FFNs (dense_split: its n_ff slice) and every MoE block (its experts) are summed over `ranks`.
-  // Null: one process.
-  dist::Communicator* ranks = nullptr;
-  bool attention_split = false;
-  bool dense_split = false;
-  // Data-parallel attention: the rows given are this rank's own sequences' (possibly none), attention and
-  // dense layers run on them alone, and MoE layers exchange rows with the expert-owning ranks
-  // (models/moe_dispatch.h), so nothing else is summed or gathered.
-  bool rows_local = false;
+  // How the ranks sharing the MoE layers' experts combine (models/parallel/parallel_moe.h); kNone in one
+  // process. Split attention and dense layers need nothing here: their row-parallel o_proj and down_proj sum
+  // over the ranks themselves (models/parallel/parallel_linear.h).
+  ExpertRanks experts;
 };
 DeepseekLayerContext deepseek_layer_context(const DeepseekV3Config& config, const std::vector<float>& inv_freq);
 
@@ -97,9 +80,9 @@ struct DeepseekLayerScratch {
 
 // One decoder layer in place on the residual stream x [n_tokens, n_embd]:
 //   x += MLA(input_layernorm(x));  x += FFN_or_MoE(post_attention_layernorm(x))
-// writing its cache rows into layer `cache_layer` of each sequence's cache (not advancing it). With
-// context.ranks, every rank calls it on the same x and they sum their partial outputs (one all-reduce per
-// split half).
+// writing its cache rows into layer `cache_layer` of each sequence's cache (not advancing it). The same at
+// any rank count: the weights' parallel projections and context.experts do the exchanges. Under
+// data-parallel attention n_tokens may be 0 (this rank's experts still serve the other ranks' rows).
 void deepseek_decoder_layer(float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
                             const int64_t* positions, int64_t cache_layer, const DeepseekLayerWeights& w,
                             const DeepseekLayerContext& context, DeepseekLayerScratch& scratch, ThreadPool& pool);
@@ -122,7 +105,7 @@ MlaShape deepseek_mla_shape(const DeepseekV3Config& config);
 //     too). Each sequence runs only on the rank whose partition of the engine's KV pool holds its blocks
 //     (kv_partitions() = ranks): its embedding, attention (a rank's KV memory is its own sequences'), norms
 //     and dense layers; its rows leave that rank only to reach the owners of their chosen experts and come
-//     back (models/moe_dispatch.h), to be gathered on rank 0 at a captured layer, and for the output head
+//     back (models/parallel/moe_dispatch.h), to be gathered on rank 0 at a captured layer, and for the output head
 //     (the logit rows, gathered on every rank).
 // All split the output head by vocabulary. Under kTensor and kExpert the router runs on every rank over every
 // row, so no routing is exchanged (kData sends it with the rows). FP8 projections split on their 128x128
@@ -163,9 +146,9 @@ class DeepseekV3Model final : public Model {
   // dist::balanced_split(n_routed_experts, ranks, r).
   std::vector<int64_t> expert_load() const;
   // Data-parallel attention: rows whose attention this rank has run since load.
-  int64_t owned_rows_run() const { return owned_rows_run_; }
-  int kv_partitions() const override { return data_parallel_ ? communicator_->size() : 1; }
-  int kv_partition() const override { return data_parallel_ ? communicator_->rank() : 0; }
+  int64_t owned_rows_run() const { return rows_.rows_run(); }
+  int kv_partitions() const override { return rows_.kv_partitions(); }
+  int kv_partition() const override { return rows_.kv_partition(); }
 
  private:
   DeepseekV3Config config_;
@@ -176,29 +159,19 @@ class DeepseekV3Model final : public Model {
   DeepseekLayerContext context_;
   CacheFit cache_fit_;  // what a batch's caches must be (built once: no string per forward)
   dist::Communicator* communicator_ = nullptr;  // set only with several ranks
+  ParallelLayout layout_ = ParallelLayout::kTensor;  // with several ranks
   ShardStore shards_;                           // what weights_' shards own (several ranks only)
   dist::Range vocab_;                           // this rank's rows of the output head (several ranks only)
   LinearWeight whole_output_;                   // the unsplit head (several ranks only)
-  bool data_parallel_ = false;                  // ParallelLayout::kData
-  OwnedRows owned_;                             // this forward's sequences of this rank (data parallel)
-  int64_t owned_rows_run_ = 0;
+  RankRows rows_;                               // the rows this rank runs: all, or its own (data parallel)
 
-  void gather_owned(const StepBatch& batch);
-  // Data-parallel forward: every layer over this rank's rows only (models/deepseek_v3_parallel.cpp).
-  ForwardOutput forward_rows_local(const StepBatch& batch);
-  // The batch rows `rows` (ascending; all of them when all_rows) of the local stream x, placed in batch order
-  // into a [n_tokens, n_embd] buffer that it returns, on rank `root` (-1: every rank; a rank that receives
-  // nothing gets an unfilled buffer).
-  const float* gather_rows(const float* x, int64_t n_tokens, bool all_rows, std::span<const int64_t> rows, int root);
-
-  void shard_weights(ParallelLayout layout);  // models/deepseek_v3_parallel.cpp
+  void shard_weights();  // models/deepseek_v3_parallel.cpp
+  // Copies the batch stream x (of rows_' rows) into the slots that ask for `layer`: on rank 0 alone under
+  // data parallelism, where the rows are gathered there first.
+  void capture_layer(const StepBatch& batch, int layer, const float* x);
 
   // Activations, reused across forwards.
   ScratchBuffer x_;
-  ScratchBuffer gathered_, gather_send_, gather_recv_;  // gather_rows
-  std::vector<int> gather_send_counts_, gather_recv_counts_;
-  std::vector<char> gather_want_;
-  std::vector<int64_t> gather_rows_;
   HiddenCapture capture_;  // ForwardOutput::hidden points into it
   ForwardEnd end_;         // final norm, output head, logit rows
   std::vector<int64_t> positions_;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "kv/block_pool.h"
 #include "models/deepseek_v3.h"
 #include "ops/ops.h"
 
@@ -36,9 +35,10 @@ bool ffn_splits_everywhere(const FfnWeights& w, int n_ranks) {
 
 }  // namespace
 
-void DeepseekV3Model::shard_weights(ParallelLayout layout) {
+void DeepseekV3Model::shard_weights() {
   const DeepseekV3Config& c = config_;
   const int n_ranks = communicator_->size(), rank = communicator_->rank();
+  const ParallelLayout layout = layout_;
   const bool split = layout == ParallelLayout::kTensor;
   const dist::Range heads = dist::balanced_split(c.n_head, n_ranks, rank);
   AERIE_CHECK(!split || c.n_head >= n_ranks, store_.source(), ": tensor parallel ", n_ranks, " needs at least ",
@@ -52,7 +52,7 @@ void DeepseekV3Model::shard_weights(ParallelLayout layout) {
     DeepseekLayerWeights& layer = weights_.layers[size_t(il)];
     const std::string p = "model.layers." + std::to_string(il) + ".";
     try {
-      if (split) {  // this rank's heads: their q (or q_b) and kv_b rows, their o_proj columns
+      if (split) {  // this rank's heads: their q (or q_b) and kv_b rows, their o_proj columns (summed over ranks)
         MlaWeights& a = layer.attn;
         LinearWeight& q = a.q_b.weight != nullptr ? a.q_b : a.q;
         const LinearWeight whole_o = a.o;
@@ -63,7 +63,7 @@ void DeepseekV3Model::shard_weights(ParallelLayout layout) {
         } else {
           a.kv_b = column_shard(a.kv_b, {heads.begin * kv_b_head, heads.end * kv_b_head}, shards_);
         }
-        a.o = row_shard(a.o, {heads.begin * c.v_head_dim, heads.end * c.v_head_dim}, shards_);
+        a.o = row_shard(a.o, {heads.begin * c.v_head_dim, heads.end * c.v_head_dim}, shards_, communicator_);
         release_unsharded_pages(whole_o);  // copied out and never read again here
         if (!layer.is_moe) {
           const FfnWeights whole = layer.dense;
@@ -72,7 +72,7 @@ void DeepseekV3Model::shard_weights(ParallelLayout layout) {
                       ffn_unit(whole) > 1 ? str_cat(" in whole ", ffn_unit(whole), "-wide ",
                                                     whole.gate.is_fp8() ? "FP8 tiles" : "blocks")
                                           : std::string());
-          layer.dense = shard_ffn(whole, ff, shards_);
+          layer.dense = shard_ffn(whole, ff, shards_, communicator_);  // down_proj summed over ranks
           release_unsharded_pages(whole.down);
         }
       }
@@ -82,6 +82,7 @@ void DeepseekV3Model::shard_weights(ParallelLayout layout) {
         if (layout == ParallelLayout::kData) {
           // Each rank's rows meet the shared experts on that rank: whole everywhere.
         } else if (moe.has_shared && ffn_splits_everywhere(moe.shared, n_ranks)) {
+          // A partial sum, added up with the routed experts' by the block's one all-reduce (parallel_moe.h).
           const FfnWeights whole = moe.shared;
           moe.shared = shard_ffn(whole, split_ff(whole, whole.gate.n_out(), n_ranks, rank), shards_);
           release_unsharded_pages(whole.down);
@@ -98,113 +99,10 @@ void DeepseekV3Model::shard_weights(ParallelLayout layout) {
   whole_output_ = weights_.output;  // what a draft head on rank 0 borrows (output_head())
   weights_.output = column_shard(weights_.output, vocab_, shards_);
   if (split) context_.mla.n_head = heads.size();
-  data_parallel_ = layout == ParallelLayout::kData;
-  context_.rows_local = data_parallel_;
-  context_.ranks = communicator_;
-  context_.attention_split = split;
-  context_.dense_split = split;
-}
-
-void DeepseekV3Model::gather_owned(const StepBatch& batch) {
-  const int n_ranks = communicator_->size(), rank = communicator_->rank();
-  const int64_t n_tokens = int64_t(batch.token_ids.size());
-  owned_.sequences.clear();
-  owned_.token_ids.clear();
-  owned_.positions.clear();
-  owned_.n_rows = 0;
-  owned_.row_owner.resize(size_t(n_tokens));
-  owned_.local_row.resize(size_t(n_tokens));
-  std::vector<int64_t>& rows_of = owned_.rows_per_rank;  // rows each rank holds so far
-  rows_of.assign(size_t(n_ranks), 0);
-  for (const SequenceRows& s : batch.sequences) {
-    // The partition of its first block (kv/block_pool.h); an unpaged cache (one sequence run on every rank,
-    // as `logits` does) is rank 0's.
-    const std::span<const int32_t> blocks = s.kv->block_ids();
-    const int64_t owner =
-        s.kv->paged() && !blocks.empty() ? BlockPool::partition_of(blocks[0], s.kv->store().n_blocks(), n_ranks) : 0;
-    for (int64_t r = 0; r < s.n_rows; ++r) {
-      owned_.row_owner[size_t(s.row_begin + r)] = int32_t(owner);
-      owned_.local_row[size_t(s.row_begin + r)] = rows_of[size_t(owner)] + r;
-    }
-    rows_of[size_t(owner)] += s.n_rows;
-    if (owner != rank) continue;
-    SequenceRows mine = s;
-    mine.row_begin = owned_.n_rows;
-    owned_.sequences.push_back(mine);
-    owned_.token_ids.insert(owned_.token_ids.end(), batch.token_ids.begin() + s.row_begin,
-                            batch.token_ids.begin() + s.row_begin + s.n_rows);
-    owned_.positions.insert(owned_.positions.end(), positions_.begin() + s.row_begin,
-                            positions_.begin() + s.row_begin + s.n_rows);
-    owned_.n_rows += s.n_rows;
-  }
-  owned_rows_run_ += owned_.n_rows;
-}
-
-const float* DeepseekV3Model::gather_rows(const float* x, int64_t n_tokens, bool all_rows,
-                                          std::span<const int64_t> rows, int root) {
-  const int n_ranks = communicator_->size(), rank = communicator_->rank();
-  const int64_t n_embd = config_.n_embd;
-  gather_want_.assign(size_t(n_tokens), all_rows ? 1 : 0);
-  for (int64_t r : rows) gather_want_[size_t(r)] = 1;
-  // This rank's wanted rows, ascending, sent once to each receiving rank.
-  gather_rows_.clear();
-  for (int64_t r = 0; r < n_tokens; ++r)
-    if (gather_want_[size_t(r)] != 0 && owned_.row_owner[size_t(r)] == rank) gather_rows_.push_back(r);
-  const int64_t mine = int64_t(gather_rows_.size());
-  const int n_to = root < 0 ? n_ranks : 1;
-  float* send = gather_send_.reserve(std::max<int64_t>(mine * n_to, 1) * n_embd);
-  for (int64_t i = 0; i < mine; ++i)
-    std::copy_n(x + owned_.local_row[size_t(gather_rows_[size_t(i)])] * n_embd, n_embd, send + i * n_embd);
-  for (int d = 1; d < n_to; ++d) std::copy_n(send, mine * n_embd, send + d * mine * n_embd);
-  gather_send_counts_.assign(size_t(n_ranks), 0);
-  gather_recv_counts_.assign(size_t(n_ranks), 0);
-  int64_t n_recv = 0;
-  for (int d = 0; d < n_ranks; ++d)
-    if (root < 0 || d == root) gather_send_counts_[size_t(d)] = int(mine * n_embd);
-  if (root < 0 || rank == root)
-    for (int64_t r = 0; r < n_tokens; ++r)
-      if (gather_want_[size_t(r)] != 0) gather_recv_counts_[size_t(owned_.row_owner[size_t(r)])] += int(n_embd), ++n_recv;
-  float* recv = gather_recv_.reserve(std::max<int64_t>(n_recv, 1) * n_embd);
-  communicator_->all_to_all_v(std::span<const float>(send, size_t(mine * n_to * n_embd)), gather_send_counts_,
-                              std::span<float>(recv, size_t(n_recv * n_embd)), gather_recv_counts_);
-  // The pieces arrive in rank order, each rank's rows ascending.
-  float* out = gathered_.reserve(std::max<int64_t>(n_tokens, 1) * n_embd);
-  if (n_recv == 0) return out;
-  const float* from = recv;
-  for (int src = 0; src < n_ranks; ++src)
-    for (int64_t r = 0; r < n_tokens; ++r)
-      if (gather_want_[size_t(r)] != 0 && owned_.row_owner[size_t(r)] == src) {
-        std::copy_n(from, n_embd, out + r * n_embd);
-        from += n_embd;
-      }
-  return out;
-}
-
-ForwardOutput DeepseekV3Model::forward_rows_local(const StepBatch& batch) {
-  const DeepseekV3Config& c = config_;
-  const int64_t n_tokens = int64_t(batch.token_ids.size());
-  gather_owned(batch);
-  const int64_t n_rows = owned_.n_rows;
-  float* x = x_.reserve(std::max<int64_t>(n_rows, 1) * c.n_embd);  // [n_rows, n_embd] this rank's stream
-  if (n_rows > 0) ops::embedding(*weights_.embed, owned_.token_ids.data(), n_rows, x);
-  const std::span<const int> captures = batch.capture_layers;
-  auto captured = [&](int layer) { return std::find(captures.begin(), captures.end(), layer) != captures.end(); };
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    if (captured(int(il))) {  // for the draft head, on rank 0
-      const float* all = gather_rows(x, n_tokens, true, {}, 0);
-      if (communicator_->rank() == 0) capture_.capture(batch, int(il), all, n_tokens, c.n_embd);
-    }
-    deepseek_decoder_layer(x, n_rows, owned_.sequences, owned_.positions.data(), il, weights_.layers[size_t(il)],
-                           context_, layer_scratch_, pool_);
-  }
-  // The head is split by vocabulary: every rank needs the logit rows (and every row where the last layer's
-  // output or its final norm is captured).
-  const bool all_rows = captured(int(c.n_layer)) || captured(kFinalNormLayer);
-  const float* rows = gather_rows(x, n_tokens, all_rows, batch.logit_rows, -1);
-  return end_.finish_target(batch, rows, c.n_embd, c.n_layer,
-                            OutputHead{weights_.norm, float(c.rms_norm_eps), weights_.output, "head", communicator_,
-                                       vocab_.begin, c.n_vocab},
-                            capture_, pool_);
+  const bool data_parallel = layout == ParallelLayout::kData;
+  context_.experts = ExpertRanks{communicator_,
+                                 data_parallel ? ExpertExchange::kDispatchRows : ExpertExchange::kSumOutputs};
+  if (data_parallel) rows_ = RankRows(*communicator_, c.n_embd);
 }
 
 std::vector<int64_t> DeepseekV3Model::expert_load() const {

@@ -13,6 +13,7 @@ FfnWeights bind_ffn(const WeightStore& store, const std::string& prefix, int64_t
 
 void swiglu_ffn(const float* x, int64_t n_tokens, const FfnWeights& w, FfnScratch& scratch, float* out,
                 ThreadPool& pool) {
+  if (n_tokens == 0) return;  // a data-parallel rank without rows this step
   const int64_t n_ff = w.gate.n_out();
   float* gate = scratch.gate.reserve(n_tokens * n_ff);  // [n_tokens, n_ff]
   float* up = scratch.up.reserve(n_tokens * n_ff);      // [n_tokens, n_ff]

@@ -31,7 +31,7 @@ struct FfnScratch {
 FfnWeights bind_ffn(const WeightStore& store, const std::string& prefix, int64_t n_ff, int64_t n_embd,
                     bool fp8_allowed);
 
-// out = down(silu(gate(x)) * up(x));  x: [n_tokens, n_in] f32, out: [n_tokens, n_out] f32
+// out = down(silu(gate(x)) * up(x));  x: [n_tokens, n_in] f32 (n_tokens may be 0), out: [n_tokens, n_out] f32
 void swiglu_ffn(const float* x, int64_t n_tokens, const FfnWeights& w, FfnScratch& scratch, float* out,
                 ThreadPool& pool);
 

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "dist/shard.h"
 #include "io/trace.h"
 #include "ops/ops.h"
 
@@ -23,32 +22,10 @@ LogitRows ForwardEnd::finish(std::span<const SequenceRows> sequences, const floa
   }
   // [n_rows, n_vocab]; under a vocabulary split rank 0's alone
   float* logits = head.ranks == nullptr || head.ranks->rank() == 0 ? logits_.reserve(out.n_rows * out.n_vocab) : nullptr;
-  if (head.ranks != nullptr) {
-    const int n_ranks = head.ranks->size(), rank = head.ranks->rank();
-    const int64_t n_slice = head.output.n_out();
-    const dist::Range mine{head.vocab_begin, head.vocab_begin + n_slice};
-    AERIE_CHECK(dist::balanced_split(head.n_vocab, n_ranks, rank) == mine,
-                "output head: rank ", rank, " holds vocabulary [", head.vocab_begin, ", ", head.vocab_begin + n_slice,
-                "), not its balanced share of ", head.n_vocab);
-    float* slice = slice_.reserve(out.n_rows * n_slice);  // [n_rows, n_slice] this rank's logits
-    linear(head_in, out.n_rows, head.output, slice, pool);
-    // Only rank 0 samples: a gather there moves half the bytes of all-reducing zero-filled full rows.
-    send_counts_.assign(size_t(n_ranks), 0);
-    recv_counts_.assign(size_t(n_ranks), 0);
-    send_counts_[0] = int(out.n_rows * n_slice);
-    if (rank == 0)
-      for (int r = 0; r < n_ranks; ++r)
-        recv_counts_[size_t(r)] = int(out.n_rows * dist::balanced_split(head.n_vocab, n_ranks, r).size());
-    float* gathered = gathered_.reserve(rank == 0 ? out.n_rows * out.n_vocab : 1);
-    head.ranks->all_to_all_v(std::span<const float>(slice, size_t(out.n_rows * n_slice)), send_counts_,
-                             std::span<float>(gathered, rank == 0 ? size_t(out.n_rows * out.n_vocab) : 0), recv_counts_);
-    if (rank != 0) return LogitRows{nullptr, out.n_rows, out.n_vocab};
-    const float* from = gathered;  // rank r's [n_rows, its vocabulary], in rank order
-    for (int r = 0; r < n_ranks; ++r) {
-      const dist::Range v = dist::balanced_split(head.n_vocab, n_ranks, r);
-      for (int64_t i = 0; i < out.n_rows; ++i, from += v.size())
-        std::memcpy(logits + i * out.n_vocab + v.begin, from, size_t(v.size()) * sizeof(float));
-    }
+  if (head.ranks != nullptr) {  // this rank's slice of the vocabulary, gathered on rank 0
+    vocab_parallel_logits(head_in, out.n_rows, head.output, head.vocab_begin, head.n_vocab, *head.ranks, vocab_scratch_,
+                          logits, pool);
+    if (head.ranks->rank() != 0) return out;
   } else {
     linear(head_in, out.n_rows, head.output, logits, pool);
   }

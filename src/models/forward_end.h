@@ -18,6 +18,7 @@
 #include "models/forward_helpers.h"
 #include "models/linear.h"
 #include "models/model.h"
+#include "models/parallel/vocab_parallel_head.h"
 #include "models/scratch.h"
 
 namespace aerie {
@@ -27,10 +28,9 @@ struct OutputHead {
   float eps = 0.0f;              // the norm's epsilon
   const LinearWeight& output;    // [n_vocab, n_embd]
   const char* trace_scope = "head";  // AERIE_TRACE_DIR names of the normed rows and logits (io/trace.h)
-  // Several ranks, split by vocabulary: `output` is this rank's rows [vocab_begin, vocab_begin +
-  // output.n_out()) of an n_vocab head, dist::balanced_split(n_vocab, ranks, rank); each rank computes its
-  // slice and one all-to-all gathers the slices on rank 0, the only rank that samples: the logits are rank
-  // 0's alone (null on the others). Null ranks: the whole head here.
+  // Several ranks, split by vocabulary (models/parallel/vocab_parallel_head.h): `output` is this rank's rows
+  // [vocab_begin, vocab_begin + output.n_out()) of an n_vocab head; the logits are rank 0's alone (null on
+  // the others). Null ranks: the whole head here.
   dist::Communicator* ranks = nullptr;
   int64_t vocab_begin = 0;
   int64_t n_vocab = 0;
@@ -58,9 +58,7 @@ class ForwardEnd {
   ScratchBuffer final_norm_;  // [n_tokens, n_embd] norm(x), only when kFinalNormLayer is captured
   ScratchBuffer head_in_;     // [n_logit_rows, n_embd] the rows entering the projection
   ScratchBuffer logits_;      // [n_logit_rows, n_vocab]
-  ScratchBuffer slice_;       // [n_logit_rows, this rank's vocabulary] under a vocabulary split
-  ScratchBuffer gathered_;    // [ranks, n_logit_rows, rank's vocabulary] the slices, on rank 0
-  std::vector<int> send_counts_, recv_counts_;
+  VocabParallelScratch vocab_scratch_;  // under a vocabulary split
 };
 
 }  // namespace aerie

@@ -1,8 +1,10 @@
 #include "models/linear.h"
 
+#include <span>
 #include <vector>
 
 #include "core/error.h"
+#include "dist/communicator.h"
 #include "ops/ops.h"
 #include "ops/ops_fp8.h"
 #include "ops/int8.h"
@@ -132,6 +134,7 @@ void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, Thr
   } else {
     ops::matmul(x, n_rows, *w.weight, bias, y, pool);
   }
+  if (w.sum_over_ranks != nullptr) w.sum_over_ranks->all_reduce_sum(std::span<float>(y, size_t(n_rows * w.n_out())));
 }
 
 }  // namespace aerie

@@ -6,7 +6,8 @@
 // U8 [n_out, n_groups] and, for GPTQ's act-order checkpoints, `<name>.weight_perm` I32 [n_in] (ops/int4.h;
 // models/int4_weights.h), or a GGUF block-quantised matrix (DType::kQ4_K ...: ops/ggml_blocks.h, which
 // ops::matmul reads in place). Every projection of every model and draft head goes through here, output
-// heads included.
+// heads included. Under tensor parallelism a projection may be one rank's row-parallel shard, whose output
+// linear() sums over the ranks itself (models/parallel/parallel_linear.h), so a block never reduces.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,9 @@
 #include "io/weight_store.h"
 
 namespace aerie {
+namespace dist {
+class Communicator;
+}
 
 struct LinearWeight {
   const Tensor* weight = nullptr;     // [n_out, n_in]
@@ -24,6 +28,9 @@ struct LinearWeight {
   const Tensor* scale = nullptr;      // [n_out, n_groups] F32 for I8 and int4 weights, else null
   const Tensor* zero = nullptr;       // [n_out, n_groups] U8 for int4 weights (then weight is U8 [n_out, n_in / 2])
   const Tensor* perm = nullptr;       // [n_in] I32 or null: int4 column j holds input perm[j] (GPTQ act order)
+  // Row-parallel: weight holds this rank's columns of the projection, and linear() sums y over these ranks
+  // (one all-reduce) so that every rank ends with the whole output. Null: y is this process's own.
+  dist::Communicator* sum_over_ranks = nullptr;
 
   int64_t n_out() const { return weight->dim(0); }
   int64_t n_in() const { return is_int4() ? 2 * weight->dim(1) : weight->dim(1); }
@@ -56,6 +63,7 @@ LinearWeight bind_linear(const WeightStore& store, const std::string& name, int6
 void linear_rows(const LinearWeight& w, int64_t row_begin, int64_t row_end, float* out);
 
 // y = x w^T (+ bias):  x [n_rows, n_in] f32 -> y [n_rows, n_out] f32;  bias [n_out] any float dtype or null.
+// A row-parallel w (sum_over_ranks) then sums y over its ranks: every rank must call it with the same n_rows.
 void linear(const float* x, int64_t n_rows, const LinearWeight& w, float* y, ThreadPool& pool,
             const Tensor* bias = nullptr);
 

@@ -89,8 +89,9 @@ void LlamaModel::shard_weights() {
                   ", and only F32, BF16 and F16 projections are split so far");
     }
     const LinearWeight whole_o = layer.attn.o, whole_down = layer.mlp.down;
-    layer.attn = shard_attention(layer.attn, heads, rank, shards_);
-    layer.mlp = shard_ffn(layer.mlp, ff, shards_);
+    // Row-parallel o_proj and down_proj sum their outputs over the ranks (models/parallel/parallel_linear.h).
+    layer.attn = shard_attention(layer.attn, heads, rank, shards_, communicator_);
+    layer.mlp = shard_ffn(layer.mlp, ff, shards_, communicator_);
     // The row shards are copies: the whole o/down matrices they were copied from are never read again here
     // (the tensor-parallel load maps the weights; nothing else reads this store's projections).
     release_unsharded_pages(whole_o);
@@ -103,10 +104,6 @@ void LlamaModel::shard_weights() {
   weights_.output = column_shard(weights_.output, vocab_, shards_);
   attn_shape_.n_head = heads.q_heads.size();
   attn_shape_.n_head_kv = heads.kv_heads.size();
-}
-
-void LlamaModel::sum_over_ranks(float* data, int64_t n) {
-  if (communicator_ != nullptr) communicator_->all_reduce_sum(std::span<float>(data, size_t(n)));
 }
 
 KvCache LlamaModel::make_kv_cache(int64_t capacity, KvDType dtype) const {
@@ -160,13 +157,11 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
     AERIE_TRACE("attn_norm", cur, n_tokens, c.n_embd);
     gqa_attention(cur, n_tokens, batch.sequences, positions_.data(), il, layer.attn, attn_shape_,
                   inv_freq_.data(), attn_scratch_, block_out, pool_);
-    sum_over_ranks(block_out, n_tokens * c.n_embd);  // tensor parallel: o_proj's partial sums
     if (trace::enabled()) trace_attention(attn_scratch_, attn_shape_, n_tokens, block_out, c.n_embd);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.ffn_norm, eps, cur, pool_);
     AERIE_TRACE("ffn_norm", cur, n_tokens, c.n_embd);
     swiglu_ffn(cur, n_tokens, layer.mlp, ffn_scratch_, block_out, pool_);
-    sum_over_ranks(block_out, n_tokens * c.n_embd);  // tensor parallel: down_proj's partial sums
     AERIE_TRACE("ffn_out", block_out, n_tokens, c.n_embd);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
     AERIE_TRACE("out", x, n_tokens, c.n_embd);

@@ -2,11 +2,12 @@
 // tied or untied output head. Weights are the checkpoint's own tensors, viewed in place.
 //
 // Tensor parallelism (issue 22): given a communicator of T > 1 ranks, each rank keeps only its shards
-// (models/tensor_parallel.h): q/k/v column-split by kv-head groups, gate/up by n_ff rows, o/down row-split;
-// it runs n_head/T query heads over n_head_kv/T kv heads (its KV cache holds only those) and sums the
-// partial outputs of o_proj and down_proj over the ranks, one all_reduce_sum each per layer. The output head
-// is split by vocabulary (rank r computes logits [V r / T, V (r + 1) / T)) and its slices joined by one more
-// all_reduce_sum, so every rank ends with the same logits; the embedding and the norms stay whole.
+// (models/parallel/parallel_linear.h): q/k/v column-parallel by kv-head groups, gate/up by n_ff rows, o/down
+// row-parallel; it runs n_head/T query heads over n_head_kv/T kv heads (its KV cache holds only those), and
+// o_proj and down_proj sum their partial outputs over the ranks themselves, one all_reduce_sum each per layer,
+// so the forward reads the same at any rank count. The output head is split by vocabulary (rank r computes
+// logits [V r / T, V (r + 1) / T)) and its slices gathered on rank 0, the one that samples
+// (models/forward_end.h); the embedding and the norms stay whole.
 #pragma once
 
 #include <memory>
@@ -23,7 +24,7 @@
 #include "models/forward_end.h"
 #include "models/forward_helpers.h"
 #include "models/model.h"
-#include "models/tensor_parallel.h"
+#include "models/parallel/parallel_linear.h"
 
 namespace aerie {
 
@@ -91,8 +92,6 @@ class LlamaModel final : public Model {
   ForwardEnd end_;         // final norm, output head, logit rows
 
   void shard_weights();  // weights_ -> this rank's shards, attn_shape_ -> its heads
-  // Tensor parallel: data [n] f32, this rank's partial sum of a row-split projection -> the sum over ranks.
-  void sum_over_ranks(float* data, int64_t n);
   std::vector<int64_t> positions_;
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;

@@ -182,6 +182,7 @@ void expanded_attention(const float* q, const SequenceRows& seq, int64_t pos0, i
 void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences, const int64_t* positions,
                    int64_t layer, const MlaWeights& w, const MlaShape& s, const float* inv_freq, MlaPath path,
                    MlaScratch& scratch, float* out, ThreadPool& pool) {
+  if (n_tokens == 0) return;  // a data-parallel rank without rows this step
   const int64_t dn = s.qk_nope_head_dim, dr = s.qk_rope_head_dim, dv = s.v_head_dim, c = s.kv_lora_rank;
   const int64_t h_n = s.n_head, width = s.cache_width(), q_head = dn + dr;
   float* q = scratch.q.reserve(n_tokens * h_n * q_head);    // [n_tokens, n_head, dn + dr]

@@ -81,7 +81,7 @@ struct MlaScratch {
   std::vector<uint8_t> seq_absorbed;    // [n_seqs] 1 when that sequence takes the absorbed form
 };
 
-// x: [n_tokens, n_in] f32 (normalised); positions: [n_tokens]; out: [n_tokens, n_out] f32.
+// x: [n_tokens, n_in] f32 (normalised; n_tokens may be 0); positions: [n_tokens]; out: [n_tokens, n_out] f32.
 // Writes each row's latent | k_pe into its sequence's cache at its position; does not advance the caches.
 void mla_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
                    const int64_t* positions, int64_t layer, const MlaWeights& w, const MlaShape& shape,

@@ -44,7 +44,8 @@ struct MoeWeights {
   FfnWeights shared;                    // mlp.shared_experts.* (n_ff = moe_intermediate_size * n_shared_experts)
   // Expert parallelism (issue 22): this rank runs only the routed experts in `owned` (every rank routes
   // every token the same way), and the shared experts only when shared_here (whole on one rank, or each rank
-  // its slice of their n_ff); the ranks' outputs are then summed by the caller. One process: all, here.
+  // its slice of their n_ff); the ranks' outputs are then summed by
+  // models/parallel/parallel_moe.h. One process: all, here.
   dist::Range owned;                    // of [0, n_expert), set when bound
   bool shared_here = true;
 };
@@ -72,7 +73,7 @@ struct MoeScratch {
 void moe_ffn(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& shape, MoeScratch& scratch,
              float* out, ThreadPool& pool);
 
-// The parts of moe_ffn, for a caller that moves rows between ranks in between (models/moe_dispatch.h):
+// The parts of moe_ffn, for a caller that moves rows between ranks in between (models/parallel/moe_dispatch.h):
 // moe_route fills scratch.chosen and scratch.chosen_weight ([n_tokens, n_expert_used] each) from x.
 void moe_route(const float* x, int64_t n_tokens, const MoeWeights& w, const RouterShape& shape, MoeScratch& scratch,
                ThreadPool& pool);

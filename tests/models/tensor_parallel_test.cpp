@@ -1,7 +1,7 @@
 // One rank's shards of a projection against the whole projection: column shards give exactly their rows of
 // the output, and row shards' partial outputs summed over ranks (what all_reduce_sum does) give the whole
 // output; the SwiGLU FFN split over ranks sums to the unsplit FFN. BF16 and F32 weights, 1..4 ranks.
-#include "models/tensor_parallel.h"
+#include "models/parallel/parallel_linear.h"
 
 #include <gtest/gtest.h>
 

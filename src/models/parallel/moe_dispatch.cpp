@@ -1,4 +1,4 @@
-#include "models/moe_dispatch.h"
+#include "models/parallel/moe_dispatch.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "models/tensor_parallel.h"
+#include "models/parallel/parallel_linear.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -91,7 +91,7 @@ const Tensor* copy_columns(const Tensor& t, dist::Range columns, ShardStore& sto
 
 }  // namespace
 
-LinearWeight row_shard(const LinearWeight& w, dist::Range columns, ShardStore& store) {
+LinearWeight row_shard(const LinearWeight& w, dist::Range columns, ShardStore& store, dist::Communicator* ranks) {
   const int64_t n_in = w.n_in();
   AERIE_CHECK(columns.begin >= 0 && columns.begin <= columns.end && columns.end <= n_in, "row shard columns [",
               columns.begin, ", ", columns.end, ") outside ", n_in);
@@ -100,6 +100,7 @@ LinearWeight row_shard(const LinearWeight& w, dist::Range columns, ShardStore& s
   if (w.is_fp8())  // the tile columns of those columns
     shard.scale_inv = copy_columns(
         *w.scale_inv, dist::Range{columns.begin / kFp8Tile, (columns.end + kFp8Tile - 1) / kFp8Tile}, store);
+  shard.sum_over_ranks = ranks;
   return shard;
 }
 
@@ -117,17 +118,18 @@ const Tensor* bias_shard(const Tensor* bias, dist::Range range, ShardStore& stor
                            static_cast<const std::byte*>(bias->data) + size_t(range.begin) * dtype_size(bias->dtype)});
 }
 
-FfnWeights shard_ffn(const FfnWeights& w, dist::Range ff, ShardStore& store) {
-  return FfnWeights{column_shard(w.gate, ff, store), column_shard(w.up, ff, store), row_shard(w.down, ff, store)};
+FfnWeights shard_ffn(const FfnWeights& w, dist::Range ff, ShardStore& store, dist::Communicator* ranks) {
+  return FfnWeights{column_shard(w.gate, ff, store), column_shard(w.up, ff, store),
+                    row_shard(w.down, ff, store, ranks)};
 }
 
 AttentionWeights shard_attention(const AttentionWeights& w, const dist::AttentionShard& shard, int rank,
-                                 ShardStore& store) {
+                                 ShardStore& store, dist::Communicator* ranks) {
   AttentionWeights s;
   s.q = column_shard(w.q, shard.q_rows, store);
   s.k = column_shard(w.k, shard.kv_rows, store);
   s.v = column_shard(w.v, shard.kv_rows, store);
-  s.o = row_shard(w.o, shard.q_rows, store);
+  s.o = row_shard(w.o, shard.q_rows, store, ranks);
   s.q_bias = bias_shard(w.q_bias, shard.q_rows, store);
   s.k_bias = bias_shard(w.k_bias, shard.kv_rows, store);
   s.v_bias = bias_shard(w.v_bias, shard.kv_rows, store);
