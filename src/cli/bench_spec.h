@@ -17,11 +17,11 @@ namespace aerie::cli {
 struct SpecBenchConfig {
   int64_t k = 0;  // the step costs' K: the largest of `runs`
   // The end-to-end runs at each synthetic rate, after a plain one: fixed K or adaptive (auto:N).
-  std::vector<SpecOptions> runs;  // --num-speculative-tokens
-  int64_t prompt_tokens = 0;      // --prompt-tokens, at least 2
-  int64_t decode_tokens = 0;      // --decode-tokens, at least 2
-  int64_t repeats = 0;            // --repeats
-  std::vector<double> synthetic_rates;  // --rates, each in [0, 1]
+  std::vector<SpecOptions> runs;            // --num-speculative-tokens
+  int64_t prompt_tokens = 0;                // --prompt-tokens, at least 2
+  int64_t decode_tokens = 0;                // --decode-tokens, at least 2
+  int64_t repeats = 0;                      // --repeats
+  std::vector<double> synthetic_rates;      // --rates, each in [0, 1]
   KvDType kv_cache_dtype = KvDType::kBF16;  // --kv-cache-dtype: target and head caches
 };
 // From the parsed options; an aerie::Error naming what is out of range.

@@ -2,9 +2,9 @@
 // model as stored with split bf16 activations (float32-exact: the reference) and by a quantised copy
 // (--weights int8 or int4), or by another file of the same model as stored (--reference: a GGUF Q4_K_M
 // against the BF16 GGUF or Hugging Face folder it was made from, as llama.cpp's `llama-perplexity
-// --kl-divergence` compares them), the way decoding runs it: in forwards of --chunk rows (default 16, below the
+// --kl-divergence` compares them), the way decoding runs it: in forwards of --chunk rows (by default below the
 // GEMM threshold, so the decode and verification kernels run) with the activation mode of
-// --bf16-activations (default rounded, what generate and serve use). Per position: KL(reference ||
+// --bf16-activations (by default rounded, what generate and serve use). Per position: KL(reference ||
 // quantised) of the next-token distributions, whether the greedy (top-1) tokens agree and the largest logit
 // difference. The same figures for the model as stored in the same activation mode are printed first: the
 // cost BF16 users already accept. The sequence is --ids or --prompt-tokens seeded pseudo-random ids: with

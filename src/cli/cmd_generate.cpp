@@ -71,7 +71,8 @@ int run_generate(const std::vector<std::string>& argv) {
       load_draft_verbose(args, *model, pool, args.has("--quiet") || json, choice.default_draft);
   SpecOptions spec = spec_options(args, head.get());
   // The shipped head drafts its best measured K unless told otherwise.
-  if (head && !args.has("--draft") && !args.has("--num-speculative-tokens")) spec.num_speculative_tokens = kDefaultDraftK;
+  if (head && !args.has("--draft") && !args.has("--num-speculative-tokens"))
+    spec.num_speculative_tokens = kDefaultDraftK;
   if (spec.synthetic_acceptance >= 0.0 && !json)
     std::fprintf(stderr, "synthetic acceptance %.2f: the output below is NOT the model's\n", spec.synthetic_acceptance);
   SpecStats stats;

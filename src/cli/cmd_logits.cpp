@@ -66,7 +66,7 @@ int run_logits(const std::vector<std::string>& argv) {
   }
   const std::vector<int64_t> ids = args.integers("--ids");
   const std::string out_path = args.required("--out");
-  apply_bf16_activations(args);                 // the command's default: split, float32-exact
+  apply_bf16_activations(args);                   // the command's default: split, float32-exact
   const KvDType kv_dtype = kv_cache_dtype(args);  // the command's default: f32, exact KV unless asked
   // Tensor parallel: every rank runs the same prefill; rank 0 alone writes the files.
   const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);

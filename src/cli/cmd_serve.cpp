@@ -131,8 +131,10 @@ int run_serve(const std::vector<std::string>& argv) {
   EngineConfig config = engine_config(args);
   config.spec = spec_options(args, head.get());
   if (config.spec.synthetic_acceptance >= 0.0)
-    std::fprintf(stderr, "aerie serve: synthetic acceptance %.2f: responses are NOT the model's output (load tests "
-                         "only)\n", config.spec.synthetic_acceptance);
+    std::fprintf(stderr,
+                 "aerie serve: synthetic acceptance %.2f: responses are NOT the model's output (load tests "
+                 "only)\n",
+                 config.spec.synthetic_acceptance);
   // Relaxed thinking acceptance needs the tokens that open and close a <think> block as single tokens.
   config.spec.relaxed_thinking = relaxed_acceptance(args);
   AERIE_CHECK(!config.spec.relaxed_thinking || head, "--thinking-acceptance relaxed needs --draft");

@@ -35,7 +35,7 @@ struct WeightChoice {
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
                                           const WeightChoice& weights, dist::Communicator* ranks = nullptr);
 
-// The ranks of --tensor-parallel T (default 1): the MPI world when launched by mpirun, else this process
+// The ranks of --tensor-parallel T: the MPI world when launched by mpirun, else this process
 // alone. Throws aerie::Error unless the world has exactly T ranks (`mpirun -np T aerie ... --tensor-parallel
 // T`). Every rank runs the same steps; on ranks other than 0, stdout goes to /dev/null so only rank 0
 // writes output (callers also write files and summaries on rank 0 only).

@@ -59,19 +59,11 @@ constexpr CommandSet kModelCommands = kEveryCommand.without(kTokenize);
 constexpr CommandSet kDraftCommands = {kGenerate, kServe, kLogits, kBenchSpec, kBenchEngine};
 constexpr CommandSet kSpeculating = {kGenerate, kServe, kBenchEngine};
 
-std::vector<OptionRow> build_table() {
-  const EngineConfig engine;
-  const GenerateOptions generation;
-  const SamplingParams sampling;
-  const Penalties penalties;
+// The rows of the model and how it runs.
+std::vector<OptionRow> model_rows() {
   const WeightChoice weights;
-  const server::ServerOptions server;
-  const HttpLimits http;
-  const NgramOptions ngram;
-  const std::string k = std::to_string(SpecOptions{}.num_speculative_tokens);
   const std::vector<std::string> formats = {"as-stored", "int8", "int4"};
   return {
-      // The model and how it runs.
       {text("--model", "PATH", kOptional,
             "checkpoint folder (config.json + safetensors or pytorch_model.bin), or a GGUF file; generate and "
             "bench-accept without it: the shipped aerie-tiny-llama; tokenize reads only its tokenizer"),
@@ -130,8 +122,12 @@ std::vector<OptionRow> build_table() {
                     {"bfloat16", "float32", "fp8_e4m3"}),
        kModelCommands,
        {{kLogits, "f32"}}},  // a reference check: exact KV unless asked
+  };
+}
 
-      // The prompt.
+// The rows of the prompt.
+std::vector<OptionRow> prompt_rows() {
+  return {
       {text("--ids", "LIST", kOptional,
             "comma-separated token ids: the prompt (generate), the one sequence prefilled (logits), the "
             "sequence scored (bench-quality; absent: --prompt-tokens seeded ids)"),
@@ -149,7 +145,8 @@ std::vector<OptionRow> build_table() {
             "template, generation prompt added"),
        {kTokenize}},
       {text("--system", "TEXT", kOptional, "with --chat: a system message before it"), {kGenerate}},
-      {text("--messages", "FILE", kOptional, "a conversation as JSON (a list of messages, or {\"messages\", \"tools\"})"),
+      {text("--messages", "FILE", kOptional,
+            "a conversation as JSON (a list of messages, or {\"messages\", \"tools\"})"),
        {kGenerate}},
       {text("--chat-template", "FILE", kOptional, "a Jinja chat template file instead of tokenizer_config.json's"),
        {kGenerate, kServe, kTokenize}},
@@ -160,8 +157,15 @@ std::vector<OptionRow> build_table() {
        {kGenerate, kServe, kTokenize, kBenchAccept}},
       {flag("--no-special", "do not add BOS (text input only)"), {kTokenize}},
       {flag("--ids-only", "print only the comma-separated ids"), {kTokenize}},
+  };
+}
 
-      // Drafting.
+// The rows of drafting and verification.
+std::vector<OptionRow> draft_rows() {
+  const NgramOptions ngram;
+  const std::vector<std::string> formats = {"as-stored", "int8", "int4"};
+  const std::string k = std::to_string(SpecOptions{}.num_speculative_tokens);
+  return {
       {text("--draft", "PATH", kOptional,
             "EAGLE-1 or EAGLE-3 draft head folder, a draft model folder (a small model of the target's "
             "tokenizer), 'mtp' (a DeepSeek-V3 target's own MTP layer), 'ngram' (prompt lookup, any target) or "
@@ -174,7 +178,8 @@ std::vector<OptionRow> build_table() {
       {ranged("--ngram-max", integers(1, 64), ngram.max_n,
               "with --draft ngram: the longest n-gram matched, tried first (only --ngram-min given: the same)"),
        kDraftCommands | CommandSet{kBenchAccept}},
-      {text("--draft-layers", "LIST", kOptional, "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (absent: its config)"),
+      {text("--draft-layers", "LIST", kOptional,
+            "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (absent: its config)"),
        kDraftCommands},
       {one_of("--draft-weights", formats, kOptional,
               "the draft head's projections (absent: as --weights says; a GGUF target's weights are used as "
@@ -185,8 +190,11 @@ std::vector<OptionRow> build_table() {
        kDraftCommands},
       {text("--num-speculative-tokens", "K", k,
             str_cat("with --draft: tokens drafted per target forward, K in 1..32; auto: chosen per sequence and "
-                    "step in 0..", kAutoMaxK, " from measured acceptance and cost (auto:N: 0..N; serve: the K "
-                    "histogram is in /metrics); generate with the shipped head and no --draft: ", kDefaultDraftK,
+                    "step in 0..",
+                    kAutoMaxK,
+                    " from measured acceptance and cost (auto:N: 0..N; serve: the K "
+                    "histogram is in /metrics); generate with the shipped head and no --draft: ",
+                    kDefaultDraftK,
                     "; bench-spec and bench-engine: a comma-separated list, e.g. 1,2,4,auto, each run in turn")),
        {kGenerate, kServe, kBenchSpec, kBenchEngine}},
       {text("--num-speculative-tokens-per-batch-size", "LIST", kOptional,
@@ -227,8 +235,16 @@ std::vector<OptionRow> build_table() {
             "takes the row-invariant kernels at any row count (prefill pays: README \"Deterministic mode\"). A "
             "request can ask for it alone with the field \"deterministic\": true"),
        kSpeculating},
+  };
+}
 
-      // Generation and sampling.
+// The rows of generation and sampling.
+std::vector<OptionRow> generation_rows() {
+  const EngineConfig engine;
+  const GenerateOptions generation;
+  const SamplingParams sampling;
+  const Penalties penalties;
+  return {
       {ranged("--max-tokens", integers(0, 16 * kMiB), generation.max_tokens,
               "tokens generated per request (generate, bench-engine) or per prompt (bench-accept)"),
        {kGenerate, kBenchEngine, kBenchAccept},
@@ -262,8 +278,13 @@ std::vector<OptionRow> build_table() {
       {flag("--ignore-eos", "do not stop at the model's end-of-sequence ids"), {kGenerate}},
       {flag("--show-prompt", "print the (rendered) prompt text before the output"), {kGenerate}},
       {flag("--show-special", "print special tokens (e.g. <|eot_id|>) in the streamed text"), {kGenerate}},
+  };
+}
 
-      // The engine.
+// The rows of the engine.
+std::vector<OptionRow> engine_rows() {
+  const EngineConfig engine;
+  return {
       {ranged("--max-num-seqs", integers(1, 65536), engine.max_num_seqs, "sequences decoded together"), {kServe}},
       {ranged("--max-batch-tokens", integers(1, kMiB), engine.max_batch_tokens, "rows per engine step"),
        {kServe, kBenchEngine}},
@@ -275,8 +296,14 @@ std::vector<OptionRow> build_table() {
        {kServe, kBenchEngine},
        {{kBenchEngine, int64_t{4} << 30}},
        {{kBenchEngine, integers(1, kTiB * 64)}}},
+  };
+}
 
-      // The server.
+// The rows of the server.
+std::vector<OptionRow> server_rows() {
+  const server::ServerOptions server;
+  const HttpLimits http;
+  return {
       {text("--host", "ADDRESS", server.host, "address to listen on"), {kServe}},
       {ranged("--port", integers(0, 65535), server.port, "port (0 = any free port, printed at start)"), {kServe}},
       {text("--api-key", "KEY", kOptional, "require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize"),
@@ -297,7 +324,8 @@ std::vector<OptionRow> build_table() {
       {ranged("--max-request-bytes", integers(1, kTiB), http.max_body_bytes,
               "largest request body (larger: 413, before it is read)"),
        {kServe}},
-      {text("--limit", "LIST", kOptional, "GROUP.FIELD=VALUE,...: raise or lower any limit on requests (the list: --help)"),
+      {text("--limit", "LIST", kOptional,
+            "GROUP.FIELD=VALUE,...: raise or lower any limit on requests (the list: --help)"),
        {kServe}},
       {ranged("--max-header-bytes", integers(1, kTiB), http.max_header_bytes,
               "largest request line plus headers (larger: 431)"),
@@ -313,8 +341,12 @@ std::vector<OptionRow> build_table() {
        {kServe}},
       {ranged("--drain-timeout", integers(0, 86400), 30, "seconds running requests may take to finish on SIGTERM"),
        {kServe}},
+  };
+}
 
-      // The benches and the reference tools.
+// The rows of the benches and the reference tools, then --json and --help.
+std::vector<OptionRow> bench_rows() {
+  return {
       {text("--thread-counts", "LIST", kOptional, "comma-separated thread counts to run (absent: 1 and --threads)"),
        {kBench}},
       {ranged("--prompt-tokens", integers(1, 16 * kMiB), 128,
@@ -383,6 +415,13 @@ std::vector<OptionRow> build_table() {
        {kGenerate, kTokenize, kBench, kBenchSpec, kBenchEngine, kBenchAccept}},
       {flag("--help", "this text"), kEveryCommand},
   };
+}
+
+std::vector<OptionRow> build_table() {
+  std::vector<OptionRow> table;
+  for (auto rows : {model_rows, prompt_rows, draft_rows, generation_rows, engine_rows, server_rows, bench_rows})
+    for (OptionRow& row : rows()) table.push_back(std::move(row));
+  return table;
 }
 
 }  // namespace

@@ -15,7 +15,17 @@
 
 namespace aerie::cli {
 
-enum class Command { kGenerate, kServe, kLogits, kTokenize, kBench, kBenchSpec, kBenchEngine, kBenchAccept, kBenchQuality };
+enum class Command {
+  kGenerate,
+  kServe,
+  kLogits,
+  kTokenize,
+  kBench,
+  kBenchSpec,
+  kBenchEngine,
+  kBenchAccept,
+  kBenchQuality
+};
 inline constexpr Command kAllCommands[] = {Command::kGenerate,    Command::kServe,       Command::kLogits,
                                            Command::kTokenize,    Command::kBench,       Command::kBenchSpec,
                                            Command::kBenchEngine, Command::kBenchAccept, Command::kBenchQuality};

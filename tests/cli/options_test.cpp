@@ -154,10 +154,14 @@ std::vector<std::string> listed(const std::string& help) {
 
 TEST(OptionTable, EachCommandsHelpListsExactlyItsRows) {
   const std::vector<std::pair<Command, int (*)(const std::vector<std::string>&)>> commands = {
-      {Command::kGenerate, run_generate},       {Command::kServe, run_serve},
-      {Command::kLogits, run_logits},           {Command::kTokenize, run_tokenize},
-      {Command::kBench, run_bench},             {Command::kBenchSpec, run_bench_spec},
-      {Command::kBenchEngine, run_bench_engine}, {Command::kBenchAccept, run_bench_accept},
+      {Command::kGenerate, run_generate},
+      {Command::kServe, run_serve},
+      {Command::kLogits, run_logits},
+      {Command::kTokenize, run_tokenize},
+      {Command::kBench, run_bench},
+      {Command::kBenchSpec, run_bench_spec},
+      {Command::kBenchEngine, run_bench_engine},
+      {Command::kBenchAccept, run_bench_accept},
       {Command::kBenchQuality, run_bench_quality}};
   for (const auto& [command, run] : commands) {
     SCOPED_TRACE(command_name(command));
@@ -189,9 +193,10 @@ TEST(OptionConfigs, ServeAndBenchEngineValuesReachEngineConfig) {
   const EngineConfig engine_default;
   for (Command command : {Command::kServe, Command::kBenchEngine}) {
     SCOPED_TRACE(command_name(command));
-    const EngineConfig config = engine_config(parse_options(
-        command, {"--max-batch-tokens", "77", "--max-prefill-rows-while-decoding", "9", "--kv-cache-memory", "123456",
-                  "--kv-cache-dtype", "fp8", "--deterministic", "--num-speculative-tokens-per-batch-size", "1-4:3,5-:0"}));
+    const EngineConfig config = engine_config(
+        parse_options(command, {"--max-batch-tokens", "77", "--max-prefill-rows-while-decoding", "9",
+                                "--kv-cache-memory", "123456", "--kv-cache-dtype", "fp8", "--deterministic",
+                                "--num-speculative-tokens-per-batch-size", "1-4:3,5-:0"}));
     EXPECT_EQ(config.max_batch_tokens, 77);
     EXPECT_EQ(config.max_prefill_rows_while_decoding, 9);
     EXPECT_EQ(config.kv_cache_memory, 123456u);
@@ -218,10 +223,29 @@ TEST(OptionConfigs, ServeAndBenchEngineValuesReachEngineConfig) {
 }
 
 TEST(OptionConfigs, GenerateValuesReachItsRequest) {
-  const GenerateOptions o = generate_options(parse_options(
-      Command::kGenerate, {"--max-tokens", "7", "--max-length", "99", "--kv-cache-dtype", "f32", "--deterministic",
-                           "--temperature", "0.5", "--top-k", "3", "--top-p", "0.9", "--min-p", "0.1", "--seed", "42",
-                           "--presence-penalty", "0.25", "--frequency-penalty", "-0.5", "--repetition-penalty", "1.5"}));
+  const GenerateOptions o = generate_options(parse_options(Command::kGenerate, {"--max-tokens",
+                                                                                "7",
+                                                                                "--max-length",
+                                                                                "99",
+                                                                                "--kv-cache-dtype",
+                                                                                "f32",
+                                                                                "--deterministic",
+                                                                                "--temperature",
+                                                                                "0.5",
+                                                                                "--top-k",
+                                                                                "3",
+                                                                                "--top-p",
+                                                                                "0.9",
+                                                                                "--min-p",
+                                                                                "0.1",
+                                                                                "--seed",
+                                                                                "42",
+                                                                                "--presence-penalty",
+                                                                                "0.25",
+                                                                                "--frequency-penalty",
+                                                                                "-0.5",
+                                                                                "--repetition-penalty",
+                                                                                "1.5"}));
   EXPECT_EQ(o.max_tokens, 7);
   EXPECT_EQ(o.max_length, 99);
   EXPECT_EQ(o.kv_cache_dtype, KvDType::kF32);
@@ -240,26 +264,31 @@ TEST(OptionConfigs, GenerateValuesReachItsRequest) {
 }
 
 TEST(OptionConfigs, SpeculativeOptionsNeedADrafterAndReachSpecOptions) {
-  EXPECT_EQ(error_of([] { spec_options(parse_options(Command::kServe, {"--num-speculative-tokens-per-batch-size", "1-:2"}), nullptr); }),
-            "--num-speculative-tokens-per-batch-size needs --draft");
-  EXPECT_EQ(error_of([] { spec_options(parse_options(Command::kGenerate, {"--spec-tree-depth", "3"}), nullptr); }),
+  EXPECT_EQ(
+      error_of([] {
+        spec_options(parse_options(Command::kServe, {"--num-speculative-tokens-per-batch-size", "1-:2"}), nullptr);
+      }),
+      "--num-speculative-tokens-per-batch-size needs --draft");
+  EXPECT_EQ(error_of([] {
+              spec_options(parse_options(Command::kGenerate, {"--spec-tree-depth", "3"}), nullptr);
+            }),
             "--spec-tree-depth needs --draft");
   NgramDrafter ngram{NgramOptions{}};
   const SpecOptions fixed = spec_options(parse_options(Command::kGenerate, {}), &ngram);
   EXPECT_EQ(fixed.num_speculative_tokens, SpecOptions{}.num_speculative_tokens);
   EXPECT_FALSE(fixed.adaptive_k);
   EXPECT_LT(fixed.synthetic_acceptance, 0.0);
-  const SpecOptions spec = spec_options(
-      parse_options(Command::kServe, {"--num-speculative-tokens", "auto:5", "--draft-proposal", "argmax",
-                                      "--synthetic-acceptance", "0.3", "--spec-tree-top-k", "2"}),
-      &ngram);
+  const SpecOptions spec =
+      spec_options(parse_options(Command::kServe, {"--num-speculative-tokens", "auto:5", "--draft-proposal", "argmax",
+                                                   "--synthetic-acceptance", "0.3", "--spec-tree-top-k", "2"}),
+                   &ngram);
   EXPECT_EQ(spec.num_speculative_tokens, 5);
   EXPECT_TRUE(spec.adaptive_k);
   EXPECT_EQ(spec.proposal, DraftProposal::kArgmax);
   EXPECT_DOUBLE_EQ(spec.synthetic_acceptance, 0.3);
   EXPECT_EQ(spec.tree.top_k, 2);
-  const std::optional<RelaxedAcceptance> relaxed =
-      relaxed_acceptance(parse_options(Command::kBenchAccept, {"--thinking-acceptance", "relaxed", "--relaxed-top-k", "4"}));
+  const std::optional<RelaxedAcceptance> relaxed = relaxed_acceptance(
+      parse_options(Command::kBenchAccept, {"--thinking-acceptance", "relaxed", "--relaxed-top-k", "4"}));
   ASSERT_TRUE(relaxed.has_value());
   EXPECT_EQ(relaxed->top_k, 4);
   EXPECT_DOUBLE_EQ(relaxed->delta, 0.6);
@@ -267,18 +296,20 @@ TEST(OptionConfigs, SpeculativeOptionsNeedADrafterAndReachSpecOptions) {
 }
 
 TEST(OptionConfigs, ServeValuesReachServerOptions) {
-  const server::ServerOptions o = server_options(parse_options(
-      Command::kServe, {"--model", "dir", "--host", "0.0.0.0", "--port", "1234", "--http-threads", "3", "--max-queue",
-                        "12", "--limit", "http.max_body_bytes=5000,http.body_deadline_s=7", "--max-header-bytes", "999"}));
+  const server::ServerOptions o = server_options(
+      parse_options(Command::kServe,
+                    {"--model", "dir", "--host", "0.0.0.0", "--port", "1234", "--http-threads", "3", "--max-queue",
+                     "12", "--limit", "http.max_body_bytes=5000,http.body_deadline_s=7", "--max-header-bytes", "999"}));
   EXPECT_EQ(o.host, "0.0.0.0");
   EXPECT_EQ(o.port, 1234);
   EXPECT_EQ(o.http_threads, 3);
   EXPECT_EQ(o.max_in_flight, 12);
-  EXPECT_EQ(o.served_model_name, "dir");  // the --model argument unless named
+  EXPECT_EQ(o.served_model_name, "dir");      // the --model argument unless named
   EXPECT_EQ(o.limits.max_body_bytes, 5000u);  // --limit, where no specific flag says otherwise
   EXPECT_EQ(o.limits.body_deadline_s, 7);
   EXPECT_EQ(o.limits.max_header_bytes, 999u);
-  EXPECT_EQ(server_options(parse_options(Command::kServe, {"--limit", "http.max_body_bytes=5000", "--max-request-bytes", "6000"}))
+  EXPECT_EQ(server_options(
+                parse_options(Command::kServe, {"--limit", "http.max_body_bytes=5000", "--max-request-bytes", "6000"}))
                 .limits.max_body_bytes,
             6000u);  // the specific flag wins
   const server::ServerOptions plain = server_options(parse_options(Command::kServe, {"--served-model-name", "m"}));
@@ -291,9 +322,10 @@ TEST(OptionConfigs, ServeValuesReachServerOptions) {
 }
 
 TEST(OptionConfigs, BenchSpecValuesReachItsConfig) {
-  const SpecBenchConfig cfg = spec_bench_config(parse_options(
-      Command::kBenchSpec, {"--num-speculative-tokens", "2,auto:4", "--prompt-tokens", "77", "--decode-tokens", "9",
-                            "--repeats", "2", "--rates", "0.25,1", "--kv-cache-dtype", "f32"}));
+  const SpecBenchConfig cfg = spec_bench_config(
+      parse_options(Command::kBenchSpec,
+                    {"--num-speculative-tokens", "2,auto:4", "--prompt-tokens", "77", "--decode-tokens", "9",
+                     "--repeats", "2", "--rates", "0.25,1", "--kv-cache-dtype", "f32"}));
   ASSERT_EQ(cfg.runs.size(), 2u);
   EXPECT_EQ(cfg.k, 4);
   EXPECT_TRUE(cfg.runs[1].adaptive_k);
@@ -306,8 +338,9 @@ TEST(OptionConfigs, BenchSpecValuesReachItsConfig) {
   EXPECT_EQ(plain.k, 3);
   EXPECT_EQ(plain.prompt_tokens, 128);
   EXPECT_EQ(plain.synthetic_rates, (std::vector<double>{0.5, 0.7, 0.9}));
-  EXPECT_NE(error_of([] { spec_bench_config(parse_options(Command::kBenchSpec, {"--rates", "0.5,2"})); })
-                .find("--rates: '2' is not a rate in [0, 1]"),
+  EXPECT_NE(error_of([] {
+              spec_bench_config(parse_options(Command::kBenchSpec, {"--rates", "0.5,2"}));
+            }).find("--rates: '2' is not a rate in [0, 1]"),
             std::string::npos);
 }
 
