@@ -10,12 +10,6 @@
 namespace aerie::cli {
 namespace {
 
-const OptionSpec* find_spec(const std::vector<OptionSpec>& specs, const std::string& name) {
-  for (const OptionSpec& s : specs)
-    if (s.name == name) return &s;
-  return nullptr;
-}
-
 // Whether `text` is one number within `range` (its list flag aside).
 bool in_range(const Range& range, const std::string& text) {
   if (range.integer) {
@@ -45,6 +39,15 @@ void check_range(const std::string& name, const Range& range, const std::string&
   AERIE_CHECK(ok, "option ", name, " must be ", range.text(), ", got '", text, "'");
 }
 
+// Throws when `text` is none of the option's choices (or aliases), naming the option and the choices.
+void check_choice(const OptionSpec& spec, const std::string& text) {
+  for (const std::vector<std::string>* names : {&spec.choices, &spec.aliases})
+    for (const std::string& name : *names)
+      if (text == name) return;
+  const std::string shown = spec.bare_refusal ? text : "'" + text + "'";
+  throw_error(str_cat(spec.name, " must be ", or_list(spec.choices), ", got ", shown));
+}
+
 }  // namespace
 
 std::string Range::text() const {
@@ -53,7 +56,20 @@ std::string Range::text() const {
   return str_cat("a number in ", min_exclusive ? "(" : "[", min, ", ", max, "]");
 }
 
-Args::Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs) {
+std::string Default::text() const {
+  if (const auto* i = std::get_if<int64_t>(&value_)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&value_)) return str_cat(*d);
+  if (const auto* s = std::get_if<std::string>(&value_)) return *s;
+  return "";
+}
+
+std::string or_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+Args::Args(const std::vector<std::string>& argv, std::vector<OptionSpec> specs) : specs_(std::move(specs)) {
   for (size_t i = 0; i < argv.size(); ++i) {
     std::string name = argv[i];
     std::optional<std::string> value;
@@ -61,7 +77,7 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& 
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    const OptionSpec* spec = find_spec(specs, name);
+    const OptionSpec* spec = find(name);
     AERIE_CHECK(spec != nullptr, "unknown option '", name, "'");
     if (spec->takes_value && !value) {
       AERIE_CHECK(i + 1 < argv.size(), "option ", name, " needs a value");
@@ -69,18 +85,47 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& 
     }
     AERIE_CHECK(spec->takes_value || !value, "option ", name, " takes no value");
     if (spec->range) check_range(name, *spec->range, *value);
+    if (!spec->choices.empty()) check_choice(*spec, *value);
     values_[name] = value.value_or("");
   }
 }
 
-std::string Args::str(const std::string& name, const std::string& fallback) const {
+const OptionSpec* Args::find(const std::string& name) const {
+  for (const OptionSpec& s : specs_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+const Default& Args::fallback_of(const std::string& name) const {
+  const OptionSpec* spec = find(name);
+  AERIE_CHECK(spec != nullptr, "internal: ", name, " is not an option of this command");
+  return spec->fallback;
+}
+
+std::string Args::str(const std::string& name) const {
   const auto it = values_.find(name);
-  return it == values_.end() ? fallback : it->second;
+  return it != values_.end() ? it->second : fallback_of(name).text();
 }
 
 std::string Args::required(const std::string& name) const {
   AERIE_CHECK(has(name), "missing required option ", name);
   return values_.at(name);
+}
+
+int64_t Args::integer(const std::string& name) const {
+  if (has(name)) return integer(name, 0);
+  const auto* value = std::get_if<int64_t>(&fallback_of(name).value());
+  AERIE_CHECK(value != nullptr, "internal: ", name, " has no integer default");
+  return *value;
+}
+
+double Args::number(const std::string& name) const {
+  if (has(name)) return number(name, 0.0);
+  const auto& value = fallback_of(name).value();
+  if (const auto* i = std::get_if<int64_t>(&value)) return double(*i);
+  const auto* d = std::get_if<double>(&value);
+  AERIE_CHECK(d != nullptr, "internal: ", name, " has no numeric default");
+  return *d;
 }
 
 int64_t Args::integer(const std::string& name, int64_t fallback) const {
@@ -103,7 +148,16 @@ double Args::number(const std::string& name, double fallback) const {
   return value;
 }
 
-std::vector<int64_t> Args::integers(const std::string& name) const { return parse_int_list(required(name), name); }
+std::vector<int64_t> Args::integers(const std::string& name) const {
+  if (!has(name) && declares(name) && fallback_of(name).given()) return parse_int_list(str(name), name);
+  return parse_int_list(required(name), name);
+}
+
+std::vector<double> Args::numbers(const std::string& name) const { return parse_number_list(str(name), name); }
+
+std::vector<double> Args::numbers(const std::string& name, const std::string& fallback) const {
+  return parse_number_list(has(name) ? values_.at(name) : fallback, name);
+}
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what) {
   std::vector<int64_t> out;
@@ -118,10 +172,6 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
   }
   AERIE_CHECK(!out.empty(), what, ": expected at least one integer");
   return out;
-}
-
-std::vector<double> Args::numbers(const std::string& name, const std::string& fallback) const {
-  return parse_number_list(has(name) ? values_.at(name) : fallback, name);
 }
 
 std::vector<double> parse_number_list(const std::string& text, const std::string& what) {
@@ -142,9 +192,13 @@ std::vector<double> parse_number_list(const std::string& text, const std::string
 std::string usage(const std::string& command, const std::vector<OptionSpec>& specs) {
   std::ostringstream out;
   out << "usage: aerie " << command << " [options]\n";
-  for (const OptionSpec& s : specs)
-    out << "  " << s.name << (s.takes_value ? " VALUE" : "") << "\n      " << s.help
-        << (s.range ? "; " + s.range->text() : std::string()) << "\n";
+  for (const OptionSpec& s : specs) {
+    const std::string shape = !s.takes_value ? "" : s.free_text.empty() ? " VALUE" : " " + s.free_text;
+    std::string what = s.range ? s.range->text() : s.choices.empty() ? "" : or_list(s.choices);
+    out << "  " << s.name << shape << "\n      " << s.help
+        << (s.fallback.given() ? " (default " + s.fallback.text() + ")" : "") << (what.empty() ? "" : "; " + what)
+        << "\n";
+  }
   return out.str();
 }
 

@@ -1,8 +1,10 @@
-// A small command-line parser: "--name value", "--name=value" and boolean "--flag". Each subcommand
-// declares its options; an unknown option, a missing value or a malformed number is an aerie::Error that
-// names the option. A numeric option declares its range with it: the parser refuses a value outside it
-// ("option --http-threads must be an integer in [1, 1024], got 1000000") and --help prints it, from the
-// same declaration.
+// A small command-line parser: "--name value", "--name=value" and boolean "--flag". An option is declared
+// once (cli/options.h holds every command's declarations) with its default, its help and what it takes:
+// a number within a range, one of a set of names, or free text (a path, a name, a form the command reads).
+// The parser refuses an unknown option, a missing value, a number outside its range ("option --http-threads
+// must be an integer in [1, 1024], got '1000000'") and a name outside its set ("--kv-cache-dtype must be
+// auto, bf16, f32 or fp8, got 'int4'"), each an aerie::Error that names the option; --help prints all of it
+// from the same declaration.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace aerie::cli {
@@ -30,35 +33,76 @@ inline Range numbers(double min, double max, bool min_exclusive = false) {
 }
 constexpr int64_t kKiB = int64_t{1} << 10, kMiB = int64_t{1} << 20, kGiB = int64_t{1} << 30, kTiB = int64_t{1} << 40;
 
+// The value an option has when it is not given: an integer, a number or a text, or none (an optional
+// option: its absence means what its help says, e.g. --draft absent: no draft).
+class Default {
+ public:
+  Default() = default;
+  Default(int value) : value_(int64_t{value}) {}
+  Default(int64_t value) : value_(value) {}
+  Default(uint64_t value) : value_(int64_t(value)) {}
+  Default(double value) : value_(value) {}
+  Default(float value) : value_(double(value)) {}
+  Default(const char* value) : value_(std::string(value)) {}
+  Default(std::string value) : value_(std::move(value)) {}
+  bool given() const { return !std::holds_alternative<std::monostate>(value_); }
+  const std::variant<std::monostate, int64_t, double, std::string>& value() const { return value_; }
+  std::string text() const;  // "512", "0.6", "mapped"; "" when none
+
+ private:
+  std::variant<std::monostate, int64_t, double, std::string> value_;
+};
+inline const Default kOptional{};
+
 struct OptionSpec {
   OptionSpec(std::string name, bool takes_value, std::string help, std::optional<Range> range = std::nullopt)
       : name(std::move(name)), takes_value(takes_value), help(std::move(help)), range(range) {}
   std::string name;  // "--model"
   bool takes_value = true;
-  std::string help;
-  std::optional<Range> range;  // a number (or with range->list, a list) within it; nullopt: any text (names, "auto")
+  std::string help;  // what it does; the default, range and choices are printed after it from the fields below
+  std::optional<Range> range;        // a number (or with range->list, a list) within it
+  std::vector<std::string> choices;  // an enumerated option: one of these names
+  std::vector<std::string> aliases;  // further names it accepts without listing them (bfloat16 for bf16)
+  bool bare_refusal = false;         // a refused choice is shown unquoted (--bf16-activations has always been)
+  std::string free_text;             // neither: what the text is (PATH, FILE, JSON, LIST, ...), shown in --help
+  Default fallback;                  // the value when absent; a flag is false when absent
 };
 
 class Args {
  public:
-  Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs);
+  Args(const std::vector<std::string>& argv, std::vector<OptionSpec> specs);
 
   bool has(const std::string& name) const { return values_.count(name) != 0; }
-  std::string str(const std::string& name, const std::string& fallback = "") const;
+  // Whether `name` is an option of this command (given or not).
+  bool declares(const std::string& name) const { return find(name) != nullptr; }
+  // The value given, else the declared default ("" for an optional text that is absent).
+  std::string str(const std::string& name) const;
   std::string required(const std::string& name) const;
+  // The value given, else the declared default; an aerie::Error for an option declared without one.
+  int64_t integer(const std::string& name) const;
+  double number(const std::string& name) const;
+  // "1,2,3" -> {1, 2, 3}; the declared default when absent; an error when absent without one.
+  std::vector<int64_t> integers(const std::string& name) const;
+  // "0,0.7,1" -> {0, 0.7, 1}; the declared default when absent.
+  std::vector<double> numbers(const std::string& name) const;
+
+  // The same reads with the fallback given here, for options declared without a default.
   int64_t integer(const std::string& name, int64_t fallback) const;
   double number(const std::string& name, double fallback) const;
-  // "1,2,3" -> {1, 2, 3}
-  std::vector<int64_t> integers(const std::string& name) const;
-  // "0,0.7,1" -> {0, 0.7, 1}; `fallback` (a list in the same form) when absent.
   std::vector<double> numbers(const std::string& name, const std::string& fallback) const;
 
  private:
+  const OptionSpec* find(const std::string& name) const;
+  const Default& fallback_of(const std::string& name) const;
+  std::vector<OptionSpec> specs_;
   std::map<std::string, std::string> values_;
 };
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);
 std::vector<double> parse_number_list(const std::string& text, const std::string& what);
+// "a, b or c"
+std::string or_list(const std::vector<std::string>& names);
+// One paragraph per option: its name, then its help with the default, the range or the choices.
 std::string usage(const std::string& command, const std::vector<OptionSpec>& specs);
 
 }  // namespace aerie::cli

@@ -13,6 +13,7 @@
 
 #include "cli/bench_spec.h"
 #include "cli/common.h"
+#include "cli/options.h"
 #include "cli/draft.h"
 #include "cli/speculative_tokens.h"
 #include "core/error.h"
@@ -189,51 +190,36 @@ void print_speculative(const nlohmann::json& r) {
 
 namespace aerie::cli {
 
-int run_bench_spec(const std::vector<std::string>& argv) {
-  std::vector<OptionSpec> specs = model_options();
-  for (const OptionSpec& o : draft_options()) specs.push_back(o);
-  specs.push_back({"--num-speculative-tokens", true, "K (default 3); a list runs each at every rate: 1,2,4,auto "
-                                                    "(auto: chosen per step in 0..8; auto:N in 0..N)"});
-  specs.push_back({"--prompt-tokens", true, "context length of the measured steps (default 128)", integers(1, 16 * kMiB)});
-  specs.push_back({"--decode-tokens", true, "tokens generated per end-to-end run (default 64)", integers(1, 16 * kMiB)});
-  specs.push_back({"--repeats", true, "repetitions of each step; the median is reported (default 7)", integers(1, 1000000)});
-  specs.push_back({"--rates", true, "synthetic acceptance rates (default 0.5,0.7,0.9)"});
-  specs.push_back({"--json", false, "print one JSON object"});
-  specs.push_back({"--help", false, "this text"});
-  const Args args(argv, specs);
-  if (args.has("--help")) {
-    std::fputs(usage("bench-spec", specs).c_str(), stdout);
-    return 0;
-  }
-  AERIE_CHECK(args.has("--draft"), "bench-spec needs --draft DIR, mtp or ngram");
+SpecBenchConfig spec_bench_config(const Args& args) {
   SpecBenchConfig cfg;
+  cfg.runs = speculative_token_runs(args);
   cfg.k = 1;
-  cfg.runs.clear();
-  std::stringstream ks(args.str("--num-speculative-tokens", "3"));
-  for (std::string item; std::getline(ks, item, ',');) {
-    SpecOptions spec;
-    parse_num_speculative_tokens(item, spec);
-    cfg.runs.push_back(spec);
-    cfg.k = std::max(cfg.k, spec.num_speculative_tokens);
-  }
-  cfg.prompt_tokens = args.integer("--prompt-tokens", 128);
-  cfg.decode_tokens = args.integer("--decode-tokens", 64);
-  cfg.repeats = args.integer("--repeats", 7);
+  for (const SpecOptions& spec : cfg.runs) cfg.k = std::max(cfg.k, spec.num_speculative_tokens);
+  cfg.prompt_tokens = args.integer("--prompt-tokens");
+  cfg.decode_tokens = args.integer("--decode-tokens");
+  cfg.repeats = args.integer("--repeats");
   cfg.kv_cache_dtype = kv_cache_dtype(args);
   AERIE_CHECK(cfg.k >= 1 && cfg.prompt_tokens >= 2 && cfg.decode_tokens >= 2 && cfg.repeats >= 1,
               "bench-spec: K >= 1, prompt tokens >= 2, decode tokens >= 2, repeats >= 1");
-  if (args.has("--rates")) {
-    cfg.synthetic_rates.clear();
-    std::stringstream in(args.str("--rates"));
-    std::string item;
-    while (std::getline(in, item, ',')) {
-      char* end = nullptr;
-      const double rate = std::strtod(item.c_str(), &end);
-      AERIE_CHECK(end != item.c_str() && *end == '\0' && rate >= 0.0 && rate <= 1.0, "--rates: '", item,
-                  "' is not a rate in [0, 1]");
-      cfg.synthetic_rates.push_back(rate);
-    }
+  std::stringstream rates(args.str("--rates"));
+  for (std::string item; std::getline(rates, item, ',');) {
+    char* end = nullptr;
+    const double rate = std::strtod(item.c_str(), &end);
+    AERIE_CHECK(end != item.c_str() && *end == '\0' && rate >= 0.0 && rate <= 1.0, "--rates: '", item,
+                "' is not a rate in [0, 1]");
+    cfg.synthetic_rates.push_back(rate);
   }
+  return cfg;
+}
+
+int run_bench_spec(const std::vector<std::string>& argv) {
+  const Args args = parse_options(Command::kBenchSpec, argv);
+  if (args.has("--help")) {
+    std::fputs(command_usage(Command::kBenchSpec).c_str(), stdout);
+    return 0;
+  }
+  AERIE_CHECK(args.has("--draft"), "bench-spec needs --draft DIR, mtp or ngram");
+  const SpecBenchConfig cfg = spec_bench_config(args);
   const bool json = args.has("--json");
   apply_bf16_activations(args);
   ThreadPool pool(thread_count(args));

@@ -6,22 +6,26 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/args.h"
 #include "models/model.h"
 #include "spec/draft_head.h"
 #include "spec/spec_options.h"
 
 namespace aerie::cli {
 
+// bench-spec's options (their defaults are in cli/options.cpp).
 struct SpecBenchConfig {
-  int64_t k = 3;  // the step costs' K: the largest of `runs`
+  int64_t k = 0;  // the step costs' K: the largest of `runs`
   // The end-to-end runs at each synthetic rate, after a plain one: fixed K or adaptive (auto:N).
-  std::vector<SpecOptions> runs = {SpecOptions{}};
-  int64_t prompt_tokens = 128;
-  int64_t decode_tokens = 64;
-  int64_t repeats = 7;
-  std::vector<double> synthetic_rates = {0.5, 0.7, 0.9};
-  KvDType kv_cache_dtype = KvDType::kBF16;  // target and head caches
+  std::vector<SpecOptions> runs;            // --num-speculative-tokens
+  int64_t prompt_tokens = 0;                // --prompt-tokens, at least 2
+  int64_t decode_tokens = 0;                // --decode-tokens, at least 2
+  int64_t repeats = 0;                      // --repeats
+  std::vector<double> synthetic_rates;      // --rates, each in [0, 1]
+  KvDType kv_cache_dtype = KvDType::kBF16;  // --kv-cache-dtype: target and head caches
 };
+// From the parsed options; an aerie::Error naming what is out of range.
+SpecBenchConfig spec_bench_config(const Args& args);
 
 // JSON fields: num_speculative_tokens, prompt_tokens, decode_step_ms, verify_step_ms, draft_step_ms,
 // verify_over_decode, draft_over_decode, plain_decode_tokens_per_second, draft, synthetic[{acceptance,

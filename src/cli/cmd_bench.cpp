@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/options.h"
 #include "core/error.h"
 #include "ops/bandwidth.h"
 #include "ops/ops.h"
@@ -62,6 +63,22 @@ struct BenchConfig {
   KvDType kv_dtype;
   std::vector<int64_t> contexts;  // --context-tokens; empty: decode at the prompt's context
 };
+
+// The options' values (each count at least 1 by its range); --k values checked against the prompt.
+BenchConfig bench_config(const Args& args) {
+  BenchConfig cfg;
+  cfg.prompt_tokens = args.integer("--prompt-tokens");
+  cfg.prefill_repeats = args.integer("--prefill-repeats");
+  cfg.decode_tokens = args.integer("--decode-tokens");
+  cfg.ks = args.integers("--k");
+  cfg.repeats = args.integer("--repeats");
+  cfg.bandwidth_bytes = uint64_t(args.integer("--bandwidth-bytes"));
+  cfg.weights = weight_choice(args);
+  cfg.kv_dtype = kv_cache_dtype(args);
+  if (args.has("--context-tokens")) cfg.contexts = args.integers("--context-tokens");
+  for (int64_t k : cfg.ks) AERIE_CHECK(k >= 1 && k <= cfg.prompt_tokens, "--k values must be in [1, prompt tokens]");
+  return cfg;
+}
 
 // Fills positions [0, n_ctx) of every layer with seeded random rows (the bytes a decode step reads, not a
 // prompt's: attention's cost does not depend on the values), so a 32k context costs no 32k prefill.
@@ -246,51 +263,16 @@ void print_human(const nlohmann::json& r) {
 }  // namespace
 
 int run_bench(const std::vector<std::string>& argv) {
-  std::vector<OptionSpec> specs = model_options();
-  specs.push_back({"--thread-counts", true, "comma-separated thread counts to run (default: 1,<cores>)"});
-  specs.push_back({"--prompt-tokens", true, "prefill length (default 512)", integers(1, 16 * kMiB)});
-  specs.push_back(
-      {"--prefill-repeats", true, "prefills timed; median and best reported (default 3)", integers(1, 1000000)});
-  specs.push_back(
-      {"--decode-tokens", true, "decode steps timed; median and best reported (default 32)", integers(1, 16 * kMiB)});
-  specs.push_back({"--context-tokens", true,
-                   "contexts to time decode and the k-token forwards at, each filled once with random KV rows "
-                   "(no prefill timed per repeat); one result per context (default: the prompt's, after its prefill)",
-                   integer_list(1, 16 * kMiB)});
-  specs.push_back({"--k", true, "token counts of the k-token forwards (default 1,2,4,8,16)"});
-  specs.push_back({"--repeats", true, "repetitions of each k-token forward; the median is reported (default 5)",
-                   integers(1, 1000000)});
-  specs.push_back({"--bandwidth-bytes", true,
-                   "buffer the bandwidth probe reads before each timed decode step (default 256 MiB)",
-                   integers(0, kTiB)});
-  std::erase_if(specs, [](const OptionSpec& o) { return o.name == "--bf16-activations"; });
-  specs.push_back({"--bf16-activations", true, "split, rounded or both (default both)"});
-  specs.push_back({"--json", false, "print one JSON object (a list of per-thread-count, per-mode results)"});
-  specs.push_back({"--help", false, "this text"});
-  const Args args(argv, specs);
+  const Args args = parse_options(Command::kBench, argv);
   if (args.has("--help")) {
-    std::fputs(usage("bench", specs).c_str(), stdout);
+    std::fputs(command_usage(Command::kBench).c_str(), stdout);
     return 0;
   }
-  BenchConfig cfg;
-  cfg.prompt_tokens = args.integer("--prompt-tokens", 512);
-  cfg.prefill_repeats = args.integer("--prefill-repeats", 3);
-  cfg.decode_tokens = args.integer("--decode-tokens", 32);
-  cfg.ks = args.has("--k") ? args.integers("--k") : std::vector<int64_t>{1, 2, 4, 8, 16};
-  cfg.repeats = args.integer("--repeats", 5);
-  cfg.bandwidth_bytes = uint64_t(args.integer("--bandwidth-bytes", int64_t(256) << 20));
-  cfg.weights = weight_choice(args);
-  cfg.kv_dtype = kv_cache_dtype(args);
-  if (args.has("--context-tokens")) cfg.contexts = args.integers("--context-tokens");
-  AERIE_CHECK(cfg.prompt_tokens >= 1 && cfg.prefill_repeats >= 1 && cfg.decode_tokens >= 1 && cfg.repeats >= 1,
-              "bench: counts must be >= 1");
-  AERIE_CHECK(!cfg.ks.empty(), "--k needs at least one value");
-  for (int64_t k : cfg.ks) AERIE_CHECK(k >= 1 && k <= cfg.prompt_tokens, "--k values must be in [1, prompt tokens]");
-  const std::string mode_name = args.str("--bf16-activations", "both");
+  const BenchConfig cfg = bench_config(args);
+  const std::string mode_name = args.str("--bf16-activations");  // split, rounded or both: its choices
   std::vector<ops::Bf16Activations> modes;
   if (mode_name == "split" || mode_name == "both") modes.push_back(ops::Bf16Activations::kSplit);
   if (mode_name == "rounded" || mode_name == "both") modes.push_back(ops::Bf16Activations::kRounded);
-  AERIE_CHECK(!modes.empty(), "--bf16-activations must be split, rounded or both, got ", mode_name);
   std::vector<int64_t> thread_counts = args.has("--thread-counts") ? args.integers("--thread-counts")
                                                                    : std::vector<int64_t>{1, thread_count(args)};
   thread_counts.erase(std::unique(thread_counts.begin(), thread_counts.end()), thread_counts.end());

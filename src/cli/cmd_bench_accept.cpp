@@ -25,8 +25,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/configs.h"
 #include "cli/default_model.h"
 #include "cli/draft.h"
+#include "cli/options.h"
 #include "cli/prompt.h"
 #include "cli/speculative_tokens.h"
 #include "core/error.h"
@@ -154,34 +156,6 @@ RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::
   return t;
 }
 
-std::vector<OptionSpec> bench_accept_options() {
-  std::vector<OptionSpec> specs = model_options();
-  specs.push_back({"--tokenizer", true, "tokenizer.json folder (default: the model's)"});
-  specs.push_back({"--draft", true, "draft head folders, 'mtp' or 'ngram', comma-separated (default: the shipped "
-                                    "EAGLE-3 head with the shipped model)"});
-  specs.push_back({"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)", integers(1, 64)});
-  specs.push_back({"--ngram-max", true, "with --draft ngram: the longest n-gram matched (default 5, or --ngram-min)", integers(1, 64)});
-  specs.push_back({"--prompts", true, "JSON list of prompts: strings or {\"text\", \"source\"} objects (default: "
-                                      "the held-out set tests/data/trained/prompts.json)"});
-  specs.push_back({"--max-prompts", true, "use the first N prompts only (default: all)", integers(0, kMiB)});
-  specs.push_back({"--k", true, "numbers of speculative tokens to measure (default 1,2,3,4,5,6); auto or auto:N: "
-                                "chosen per step in 0..8 (0..N) from measured acceptance and cost"});
-  specs.push_back({"--trees", true, "EAGLE-2 draft trees to measure beside the chains, TOP_K:DEPTH:TOKENS "
-                                    "comma-separated (e.g. 2:4:4: as wide a verification as K = 4); greedy "
-                                    "requests only, T > 0 rows draft chains of K = 3"});
-  specs.push_back({"--temperatures", true, "temperatures (default 0,1; T > 0 is lossless rejection sampling)"});
-  specs.push_back({"--max-tokens", true, "tokens generated per prompt (default 128)", integers(2, 16 * kMiB)});
-  specs.push_back({"--seed", true, "seed of prompt 0; prompt i uses seed + i (default 0)", integers(INT64_MIN, INT64_MAX)});
-  specs.push_back({"--thinking-acceptance", true, "strict (default) or relaxed: measure relaxed acceptance (lossy) as if "
-                                                "every output token were in the thinking phase; reports the KL of the "
-                                                "outputs to the target's distribution instead of requiring equality"});
-  specs.push_back({"--relaxed-top-k", true, "with relaxed: a draft must be among the target's top N (default 10)", integers(1, kMiB)});
-  specs.push_back({"--relaxed-delta", true, "with relaxed: and within this many nats of the best (default 0.6)", numbers(0, 100)});
-  specs.push_back({"--json", false, "print one JSON object instead of the table"});
-  specs.push_back({"--help", false, "this text"});
-  return specs;
-}
-
 // The K column: "4", "auto", or a tree as TOP_K:DEPTH:TOKENS.
 std::string k_label(const SpecOptions& k) {
   if (k.tree.enabled()) return str_cat(k.tree.top_k, ":", k.tree.depth, ":", k.tree.total_tokens);
@@ -197,10 +171,9 @@ std::string percent_list(const std::vector<double>& v) {
 }  // namespace
 
 int run_bench_accept(const std::vector<std::string>& argv) {
-  const std::vector<OptionSpec> specs = bench_accept_options();
-  const Args args(argv, specs);
+  const Args args = parse_options(Command::kBenchAccept, argv);
   if (args.has("--help")) {
-    std::fputs(usage("bench-accept", specs).c_str(), stdout);
+    std::fputs(command_usage(Command::kBenchAccept).c_str(), stdout);
     return 0;
   }
   const bool json = args.has("--json");
@@ -220,7 +193,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
                 " is absent");
   }
   std::vector<SpecOptions> ks;
-  for (const std::string& text : split(args.str("--k", "1,2,3,4,5,6"), ',')) {
+  for (const std::string& text : split(args.str("--k"), ',')) {
     SpecOptions k;
     parse_num_speculative_tokens(text, k);
     AERIE_CHECK(k.num_speculative_tokens <= 16, "--k values must be in 1..16, got ", text);
@@ -232,21 +205,14 @@ int run_bench_accept(const std::vector<std::string>& argv) {
       tree.tree = parse_tree_shape(text);
       ks.push_back(tree);
     }
-  const std::vector<double> temperatures = args.numbers("--temperatures", "0,1");
+  const std::vector<double> temperatures = args.numbers("--temperatures");
   for (double t : temperatures) AERIE_CHECK(t >= 0.0, "--temperatures must be >= 0");
-  const int64_t max_tokens = args.integer("--max-tokens", 128);
-  AERIE_CHECK(max_tokens >= 2, "--max-tokens must be at least 2");
-  const uint64_t seed = uint64_t(args.integer("--seed", 0));
-  const std::string thinking = args.str("--thinking-acceptance", "strict");
-  AERIE_CHECK(thinking == "strict" || thinking == "relaxed", "--thinking-acceptance must be strict or relaxed");
-  std::optional<RelaxedAcceptance> relaxed;
-  if (thinking == "relaxed") {
-    relaxed = RelaxedAcceptance{args.integer("--relaxed-top-k", 10), args.number("--relaxed-delta", 0.6)};
-    validate(*relaxed);
-  }
+  const int64_t max_tokens = args.integer("--max-tokens");  // at least 2 by its range
+  const uint64_t seed = uint64_t(args.integer("--seed"));
+  const std::optional<RelaxedAcceptance> relaxed = relaxed_acceptance(args);
 
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, choice.model, /*required=*/true);
-  const std::vector<BenchPrompt> prompts = load_prompts(prompt_file, *tokenizer, args.integer("--max-prompts", 0));
+  const std::vector<BenchPrompt> prompts = load_prompts(prompt_file, *tokenizer, args.integer("--max-prompts"));
   apply_bf16_activations(args);
   const KvDType kv_dtype = kv_cache_dtype(args);
   ThreadPool pool(thread_count(args));
@@ -262,7 +228,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
     std::vector<std::string> draft_argv = {"--draft", draft_dir};
     for (const char* name : {"--ngram-min", "--ngram-max"})
       if (args.has(name) && draft_dir == "ngram") draft_argv.insert(draft_argv.end(), {name, args.str(name)});
-    const Args draft_args(draft_argv, draft_options());
+    const Args draft_args = parse_options(Command::kBenchAccept, draft_argv);
     const std::unique_ptr<Drafter> head = load_draft_verbose(draft_args, *target, pool, quiet);
     AERIE_CHECK(head != nullptr, "bench-accept: '", draft_dir, "' is not a drafter");
     if (!json)

@@ -25,7 +25,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/configs.h"
 #include "cli/draft.h"
+#include "cli/options.h"
 #include "cli/speculative_tokens.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -133,27 +135,9 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
 }  // namespace
 
 int run_bench_engine(const std::vector<std::string>& argv) {
-  std::vector<OptionSpec> specs = model_options();
-  for (const OptionSpec& o : draft_options()) specs.push_back(o);
-  specs.push_back(deterministic_option());
-  specs.push_back({"--num-speculative-tokens", true, "K with --draft (default 3); a list runs each: 1,2,4,auto "
-                                                    "(auto: chosen per step in 0..8; auto:N in 0..N)"});
-  specs.push_back({"--num-speculative-tokens-per-batch-size", true, "K by decoding batch size, e.g. 1-4:3,5-16:2,17-:0"});
-  specs.push_back({"--synthetic-acceptance", true, "with --draft: accept each draft with this probability (speed test)", numbers(0, 1)});
-  specs.push_back({"--concurrency", true, "comma-separated concurrent requests (default 1,4,16,64)"});
-  specs.push_back({"--requests", true, "requests per level (default: 2 x concurrency, at least 4)", integers(1, kMiB)});
-  specs.push_back({"--prompt-tokens", true, "prompt length (default 128)", integers(1, 16 * kMiB)});
-  specs.push_back({"--max-tokens", true, "tokens generated per request (default 64)", integers(1, 16 * kMiB)});
-  specs.push_back({"--random-range-ratio", true, "R in [0, 1): each request's prompt and max tokens drawn from "
-                                                "[L (1 - R), L (1 + R)], the same in every run (default 0)", numbers(0, 0.999999)});
-  specs.push_back({"--max-batch-tokens", true, "rows per step (default 512)", integers(1, kMiB)});
-  specs.push_back({"--max-prefill-rows-while-decoding", true, "prompt rows in a step that also decodes (default 256; 0: no cap)", integers(0, kMiB)});
-  specs.push_back({"--kv-cache-memory", true, "KV budget in bytes (default 4 GB)", integers(1, kTiB * 64)});
-  specs.push_back({"--json", false, "print one JSON object"});
-  specs.push_back({"--help", false, "this text"});
-  const Args args(argv, specs);
+  const Args args = parse_options(Command::kBenchEngine, argv);
   if (args.has("--help")) {
-    std::fputs(usage("bench-engine", specs).c_str(), stdout);
+    std::fputs(command_usage(Command::kBenchEngine).c_str(), stdout);
     return 0;
   }
   const bool json = args.has("--json");
@@ -166,36 +150,14 @@ int run_bench_engine(const std::vector<std::string>& argv) {
       load_engine_target(args.required("--model"), pool, json || args.has("--quiet"), weight_choice(args), *ranks);
   Model* const target = &loaded.model();
   std::unique_ptr<Drafter> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
-  const std::vector<int64_t> levels = args.has("--concurrency") ? args.integers("--concurrency")
-                                                                 : std::vector<int64_t>{1, 4, 16, 64};
-  const int64_t prompt_tokens = args.integer("--prompt-tokens", 128), max_tokens = args.integer("--max-tokens", 64);
-  AERIE_CHECK(prompt_tokens >= 1 && max_tokens >= 1, "bench-engine: prompt and max tokens must be >= 1");
-  const double range_ratio = args.number("--random-range-ratio", 0.0);
-  AERIE_CHECK(range_ratio >= 0 && range_ratio < 1, "bench-engine: --random-range-ratio must be in [0, 1), got ",
-              range_ratio);
-  EngineConfig config;
-  config.kv_cache_memory = uint64_t(args.integer("--kv-cache-memory", int64_t(4) << 30));
-  config.kv_cache_dtype = kv_cache_dtype(args);
-  config.deterministic = args.has("--deterministic");
-  config.max_batch_tokens = args.integer("--max-batch-tokens", 512);
-  config.max_prefill_rows_while_decoding = args.integer("--max-prefill-rows-while-decoding", 256);
+  const std::vector<int64_t> levels = args.integers("--concurrency");
+  const int64_t prompt_tokens = args.integer("--prompt-tokens"), max_tokens = args.integer("--max-tokens");
+  const double range_ratio = args.number("--random-range-ratio");  // in [0, 1) by its range
+  EngineConfig config = engine_config(args);
   // The longest request draw_length can make, and room past it (drafts beyond max_tokens).
   config.max_length = int64_t(double(prompt_tokens + max_tokens) * (1 + range_ratio)) + 64;
-  std::vector<SpecOptions> spec_runs;  // one per --num-speculative-tokens entry
-  {
-    std::string list = args.str("--num-speculative-tokens", "3");
-    for (size_t start = 0;;) {
-      const size_t end = list.find(',', start);
-      SpecOptions spec;
-      parse_num_speculative_tokens(list.substr(start, end == std::string::npos ? end : end - start), spec);
-      spec_runs.push_back(spec);
-      if (end == std::string::npos) break;
-      start = end + 1;
-    }
-  }
-  config.spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
-  if (args.has("--num-speculative-tokens-per-batch-size"))
-    config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
+  const std::vector<SpecOptions> spec_runs = speculative_token_runs(args);  // one per --num-speculative-tokens entry
+  if (args.has("--synthetic-acceptance")) config.spec.synthetic_acceptance = args.number("--synthetic-acceptance");
   // Warm-up: the GEMM library compiles a kernel the first time it meets a shape.
   config.max_num_seqs = 4;
   for (const SpecOptions& spec : spec_runs) {
@@ -207,7 +169,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   for (int64_t c : levels) {
     AERIE_CHECK(c >= 1, "--concurrency levels must be >= 1");
     config.max_num_seqs = c;
-    const int64_t n = args.has("--requests") ? args.integer("--requests", 4) : std::max<int64_t>(4, 2 * c);
+    const int64_t n = args.has("--requests") ? args.integer("--requests") : std::max<int64_t>(4, 2 * c);
     std::vector<const SpecOptions*> runs = {nullptr};  // plain, then each K
     if (head)
       for (const SpecOptions& spec : spec_runs) runs.push_back(&spec);

@@ -2,9 +2,9 @@
 // model as stored with split bf16 activations (float32-exact: the reference) and by a quantised copy
 // (--weights int8 or int4), or by another file of the same model as stored (--reference: a GGUF Q4_K_M
 // against the BF16 GGUF or Hugging Face folder it was made from, as llama.cpp's `llama-perplexity
-// --kl-divergence` compares them), the way decoding runs it: in forwards of --chunk rows (default 16, below the
+// --kl-divergence` compares them), the way decoding runs it: in forwards of --chunk rows (by default below the
 // GEMM threshold, so the decode and verification kernels run) with the activation mode of
-// --bf16-activations (default rounded, what generate and serve use). Per position: KL(reference ||
+// --bf16-activations (by default rounded, what generate and serve use). Per position: KL(reference ||
 // quantised) of the next-token distributions, whether the greedy (top-1) tokens agree and the largest logit
 // difference. The same figures for the model as stored in the same activation mode are printed first: the
 // cost BF16 users already accept. The sequence is --ids or --prompt-tokens seeded pseudo-random ids: with
@@ -18,6 +18,7 @@
 #include <random>
 
 #include "cli/common.h"
+#include "cli/options.h"
 #include "cli/prompt.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer_gguf.h"
@@ -90,23 +91,9 @@ void print(const char* what, const Quality& x) {
 }  // namespace
 
 int run_bench_quality(const std::vector<std::string>& argv) {
-  std::vector<OptionSpec> specs = model_options();
-  specs.push_back({"--ids", true, "comma-separated token ids to score (default: --prompt-tokens seeded ids)"});
-  specs.push_back({"--prompt-tokens", true, "length of the seeded pseudo-random sequence (default 128)", integers(1, 16 * kMiB)});
-  specs.push_back({"--seed", true, "seed of that sequence (default 1)", integers(INT64_MIN, INT64_MAX)});
-  specs.push_back({"--chunk", true, "rows per forward of the scored runs (default 16: the decode/verify kernels)", integers(1, kMiB)});
-  specs.push_back({"--file", true, "score this text, encoded with --model's tokenizer (no special tokens)"});
-  specs.push_back({"--ctx", true,
-                   "score the ids in chunks of this many, each from an empty cache and its first token made BOS when "
-                   "the tokenizer adds one, counting only each chunk's second half (llama-perplexity's rule, for "
-                   "figures beside its --kl-divergence); default: one chunk, every position counted", integers(1, 16 * kMiB)});
-  specs.push_back({"--reference", true,
-                   "score --model as stored against this model as stored (e.g. the BF16 GGUF or folder a quantised "
-                   "GGUF was made from) instead of against a --weights copy of itself"});
-  specs.push_back({"--help", false, "this text"});
-  const Args args(argv, specs);
+  const Args args = parse_options(Command::kBenchQuality, argv);
   if (args.has("--help")) {
-    std::fputs(usage("bench-quality", specs).c_str(), stdout);
+    std::fputs(command_usage(Command::kBenchQuality).c_str(), stdout);
     return 0;
   }
   const WeightChoice quantised = weight_choice(args);
@@ -116,10 +103,9 @@ int run_bench_quality(const std::vector<std::string>& argv) {
               "--reference MODEL (the file a quantised GGUF was made from)");
   AERIE_CHECK(!versus_reference || quantised.format == WeightFormat::kAsStored,
               "--reference compares two models as stored: leave out --weights");
-  apply_bf16_activations(args, ops::Bf16Activations::kRounded);
+  apply_bf16_activations(args);  // the command's default: rounded, what generate and serve use
   const ops::Bf16Activations mode = ops::bf16_activations();
-  const int64_t chunk = args.integer("--chunk", 16);
-  AERIE_CHECK(chunk >= 1, "--chunk must be at least 1, got ", chunk);
+  const int64_t chunk = args.integer("--chunk");  // at least 1 by its range
   ThreadPool pool(thread_count(args));
   const bool quiet = args.has("--quiet");
   WeightChoice stored = quantised;
@@ -138,13 +124,12 @@ int run_bench_quality(const std::vector<std::string>& argv) {
   } else if (args.has("--ids")) {
     ids = args.integers("--ids");
   } else {
-    const int64_t n = args.integer("--prompt-tokens", 128);
-    AERIE_CHECK(n >= 1, "--prompt-tokens must be at least 1, got ", n);
-    std::mt19937_64 rng(uint64_t(args.integer("--seed", 1)));
+    const int64_t n = args.integer("--prompt-tokens");  // at least 1 by its range
+    std::mt19937_64 rng(uint64_t(args.integer("--seed")));
     for (int64_t i = 0; i < n; ++i) ids.push_back(int64_t(rng() % uint64_t(reference->n_vocab())));
   }
   const int64_t vocab = reference->n_vocab(), n = int64_t(ids.size());
-  const int64_t ctx = args.integer("--ctx", n);
+  const int64_t ctx = args.has("--ctx") ? args.integer("--ctx") : n;
   AERIE_CHECK(ctx >= 2 && ctx <= n, "--ctx must be in [2, ", n, "] (the number of ids), got ", ctx);
   Quality stored_quality, model_quality;
   for (int64_t begin = 0; begin + ctx <= n; begin += ctx) {

@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/configs.h"
 #include "cli/default_model.h"
 #include "cli/draft.h"
+#include "cli/options.h"
 #include "cli/prompt.h"
 #include "cli/speculative_tokens.h"
 #include "core/error.h"
@@ -16,63 +18,11 @@
 #include "tokenizer/tokenizer.h"
 
 namespace aerie::cli {
-namespace {
-
-std::vector<OptionSpec> generate_options() {
-  std::vector<OptionSpec> specs = model_options();
-  const std::vector<OptionSpec> prompt = prompt_options();
-  specs.insert(specs.end(), prompt.begin(), prompt.end());
-  const std::vector<OptionSpec> draft = draft_options();
-  specs.insert(specs.end(), draft.begin(), draft.end());
-  const std::vector<OptionSpec> tree = tree_option_specs();
-  specs.insert(specs.end(), tree.begin(), tree.end());
-  specs.push_back(deterministic_option());
-  const std::vector<OptionSpec> own = {
-      {"--max-tokens", true, "most tokens to generate (default 128)", integers(0, 16 * kMiB)},
-      {"--max-length", true, "KV cache capacity in positions (default: prompt + max tokens)", integers(0, 16 * kMiB)},
-      {"--temperature", true, "0 = greedy (default 0)", numbers(0, 100)},
-      {"--top-k", true, "keep the k most likely tokens (0 = off)", integers(-1, int64_t{1} << 31)},
-      {"--top-p", true, "nucleus sampling mass (1 = off)", numbers(0, 1, /*min_exclusive=*/true)},
-      {"--min-p", true, "drop tokens below min_p x the top probability (0 = off)", numbers(0, 1)},
-      {"--seed", true, "random seed (default 0)", integers(INT64_MIN, INT64_MAX)},
-      {"--presence-penalty", true, "subtract this from the logit of every token already in the output, [-2, 2] (0 = off)", numbers(-2, 2)},
-      {"--frequency-penalty", true, "subtract this times a token's count in the output from its logit, [-2, 2] (0 = off)", numbers(-2, 2)},
-      {"--repetition-penalty", true, "divide positive (multiply negative) logits of tokens in the prompt or output by "
-                                     "this, > 0 (1 = off; vLLM's and llama.cpp's repetition penalty)", numbers(0, 10, /*min_exclusive=*/true)},
-      {"--ignore-eos", false, "do not stop at the model's end-of-sequence ids"},
-      {"--num-speculative-tokens", true, "with --draft: tokens drafted per target forward, K (default 3); auto: "
-                                         "chosen per step in 0..8 from measured acceptance and cost (auto:N: 0..N)"},
-      {"--draft-proposal", true, "with a draft head at T > 0: sampled (default; rejection sampling) or argmax "
-                                 "(--draft ngram: always argmax)"},
-      {"--synthetic-acceptance", true, "with --draft: accept each draft with this probability, for speed "
-                                       "tests only (the output is NOT the model's)", numbers(0, 1)},
-      {"--json", false, "print one JSON object at the end instead of streaming"},
-      {"--show-prompt", false, "print the (rendered) prompt text before the output"},
-      {"--show-special", false, "print special tokens (e.g. <|eot_id|>) in the streamed text"},
-      {"--help", false, "this text"},
-  };
-  specs.insert(specs.end(), own.begin(), own.end());
-  return specs;
-}
-
-SamplingParams sampling_from(const Args& args) {
-  SamplingParams p;
-  p.temperature = float(args.number("--temperature", 0.0));
-  p.top_k = args.integer("--top-k", 0);
-  p.top_p = float(args.number("--top-p", 1.0));
-  p.min_p = float(args.number("--min-p", 0.0));
-  p.seed = uint64_t(args.integer("--seed", 0));
-  validate(p);
-  return p;
-}
-
-}  // namespace
 
 int run_generate(const std::vector<std::string>& argv) {
-  const std::vector<OptionSpec> specs = generate_options();
-  const Args args(argv, specs);
+  const Args args = parse_options(Command::kGenerate, argv);
   if (args.has("--help")) {
-    std::fputs(usage("generate", specs).c_str(), stdout);
+    std::fputs(command_usage(Command::kGenerate).c_str(), stdout);
     return 0;
   }
   const bool json = args.has("--json");
@@ -82,16 +32,7 @@ int run_generate(const std::vector<std::string>& argv) {
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, model_dir, prompt_needs_tokenizer(args));
   const Prompt prompt_input = build_prompt(args, tokenizer.get());
   const std::vector<int64_t>& prompt = prompt_input.ids;
-  GenerateOptions options;
-  options.max_tokens = args.integer("--max-tokens", 128);
-  options.max_length = args.integer("--max-length", 0);
-  options.kv_cache_dtype = kv_cache_dtype(args);
-  options.deterministic = args.has("--deterministic");
-  options.sampling = sampling_from(args);
-  options.penalties.presence = float(args.number("--presence-penalty", 0.0));
-  options.penalties.frequency = float(args.number("--frequency-penalty", 0.0));
-  options.penalties.repetition = float(args.number("--repetition-penalty", 1.0));
-  validate(options.penalties);
+  GenerateOptions options = generate_options(args);
 
   apply_bf16_activations(args);
   // Tensor parallel: rank 0 runs the engine (and any draft head) and prints; the other ranks repeat its
@@ -128,22 +69,12 @@ int run_generate(const std::vector<std::string>& argv) {
   }
   const std::unique_ptr<Drafter> head =
       load_draft_verbose(args, *model, pool, args.has("--quiet") || json, choice.default_draft);
-  const bool default_draft = head && !args.has("--draft");
-  SpecOptions spec;
-  if (head) {
-    apply_num_speculative_tokens(args, default_draft ? kDefaultDraftK : 3, spec);
-    spec.proposal = draft_proposal(args, *head);
-    apply_tree_options(args, spec);
-    spec.synthetic_acceptance = args.number("--synthetic-acceptance", -1.0);
-    AERIE_CHECK(!args.has("--synthetic-acceptance") || spec.synthetic_acceptance >= 0.0,
-                "--synthetic-acceptance must be in [0, 1]");
-    if (spec.synthetic_acceptance >= 0.0 && !json)
-      std::fprintf(stderr, "synthetic acceptance %.2f: the output below is NOT the model's\n", spec.synthetic_acceptance);
-  } else {
-    for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--synthetic-acceptance",
-                             "--spec-tree-top-k", "--spec-tree-depth", "--spec-tree-tokens"})
-      AERIE_CHECK(!args.has(name), name, " needs --draft");
-  }
+  SpecOptions spec = spec_options(args, head.get());
+  // The shipped head drafts its best measured K unless told otherwise.
+  if (head && !args.has("--draft") && !args.has("--num-speculative-tokens"))
+    spec.num_speculative_tokens = kDefaultDraftK;
+  if (spec.synthetic_acceptance >= 0.0 && !json)
+    std::fprintf(stderr, "synthetic acceptance %.2f: the output below is NOT the model's\n", spec.synthetic_acceptance);
   SpecStats stats;
   const GenerateResult result = generate_with_engine(*model, head.get(), pool, prompt, options, spec, stream, &stats);
   if (decoder) std::fputs(decoder->flush().c_str(), stdout);

@@ -8,6 +8,7 @@
 
 #include "cli/common.h"
 #include "cli/draft.h"
+#include "cli/options.h"
 #include "core/error.h"
 #include "io/npy.h"
 
@@ -58,22 +59,15 @@ int write_draft_logits(Model& target, DraftHead& head, const std::vector<int64_t
 }  // namespace
 
 int run_logits(const std::vector<std::string>& argv) {
-  std::vector<OptionSpec> specs = model_options();
-  specs.push_back({"--ids", true, "comma-separated token ids (one sequence, prefilled at positions 0..n-1)"});
-  specs.push_back({"--out", true, "output .npy for the logits, float32 [n, n_vocab]"});
-  specs.push_back({"--hidden-layers", true, "comma-separated layers (0..n_layer, or final_norm) to dump"});
-  specs.push_back({"--hidden-out", true, "prefix of the hidden-state files: PREFIX<layer>.npy"});
-  for (const OptionSpec& o : draft_options()) specs.push_back(o);
-  specs.push_back({"--help", false, "this text"});
-  const Args args(argv, specs);
+  const Args args = parse_options(Command::kLogits, argv);
   if (args.has("--help")) {
-    std::fputs(usage("logits", specs).c_str(), stdout);
+    std::fputs(command_usage(Command::kLogits).c_str(), stdout);
     return 0;
   }
   const std::vector<int64_t> ids = args.integers("--ids");
   const std::string out_path = args.required("--out");
-  apply_bf16_activations(args, ops::Bf16Activations::kSplit);
-  const KvDType kv_dtype = kv_cache_dtype(args, KvDType::kF32);  // a reference check: exact KV unless asked
+  apply_bf16_activations(args);                   // the command's default: split, float32-exact
+  const KvDType kv_dtype = kv_cache_dtype(args);  // the command's default: f32, exact KV unless asked
   // Tensor parallel: every rank runs the same prefill; rank 0 alone writes the files.
   const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);
   const bool writer = ranks->rank() == 0;

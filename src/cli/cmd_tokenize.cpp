@@ -4,30 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/options.h"
 #include "cli/prompt.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer_gguf.h"
 
 namespace aerie::cli {
 namespace {
-
-std::vector<OptionSpec> tokenize_options() {
-  return {
-      {"--model", true, "checkpoint folder holding tokenizer.json, or a GGUF file (only the tokenizer is loaded)"},
-      {"--text", true, "text to encode (BOS added as the tokenizer's post-processor says)"},
-      {"--file", true, "encode the text of a file"},
-      {"--chat", true,
-       "a conversation JSON file (list of messages, or {\"messages\", \"tools\"}), rendered "
-       "with the chat template, generation prompt added"},
-      {"--chat-template", true, "a Jinja chat template file instead of tokenizer_config.json's"},
-      {"--chat-kwargs", true, "extra chat template variables as a JSON object"},
-      {"--tokenizer", true, "folder with tokenizer.json (default: --model)"},
-      {"--no-special", false, "do not add BOS (text input only)"},
-      {"--ids-only", false, "print only the comma-separated ids"},
-      {"--json", false, "print {ids, tokens, text} as JSON"},
-      {"--help", false, "this text"},
-  };
-}
 
 // A token's bytes made printable: control bytes and invalid UTF-8 as \xNN, newline/tab as \n/\t.
 std::string printable(std::string_view bytes) {
@@ -63,10 +46,9 @@ std::string printable(std::string_view bytes) {
 }  // namespace
 
 int run_tokenize(const std::vector<std::string>& argv) {
-  const std::vector<OptionSpec> specs = tokenize_options();
-  const Args args(argv, specs);
+  const Args args = parse_options(Command::kTokenize, argv);
   if (args.has("--help")) {
-    std::fputs(usage("tokenize", specs).c_str(), stdout);
+    std::fputs(command_usage(Command::kTokenize).c_str(), stdout);
     return 0;
   }
   AERIE_CHECK(args.has("--model") || args.has("--tokenizer"), "give --model DIR (or --tokenizer DIR)");
@@ -83,14 +65,14 @@ int run_tokenize(const std::vector<std::string>& argv) {
     std::vector<std::string> prompt_argv = {"--messages", args.str("--chat")};
     for (const char* name : {"--chat-template", "--chat-kwargs"})
       if (args.has(name)) prompt_argv.insert(prompt_argv.end(), {name, args.str(name)});
-    const Prompt prompt = build_prompt(Args(prompt_argv, prompt_options()), &tokenizer);
+    const Prompt prompt = build_prompt(parse_options(Command::kGenerate, prompt_argv), &tokenizer);
     text = prompt.text;
     ids.assign(prompt.ids.begin(), prompt.ids.end());
   } else {
     AERIE_CHECK(!args.has("--chat-template") && !args.has("--chat-kwargs"), "--chat-template and --chat-kwargs need --chat");
     std::vector<std::string> prompt_argv = {args.has("--text") ? "--prompt" : "--file",
                                             args.has("--text") ? args.str("--text") : args.str("--file")};
-    const Prompt prompt = build_prompt(Args(prompt_argv, prompt_options()), &tokenizer);
+    const Prompt prompt = build_prompt(parse_options(Command::kGenerate, prompt_argv), &tokenizer);
     text = prompt.text;
     ids = tokenizer.encode(text, !args.has("--no-special"));
   }

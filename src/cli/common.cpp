@@ -17,14 +17,6 @@
 namespace aerie::cli {
 
 namespace {
-constexpr const char* kWeightMemoryHelp =
-    "): view the weight files mapped in place, or copy them into memory backed by 2 MiB transparent huge pages "
-    "(fewer page walks while decoding; costs a copy at load); auto: hugepages when transparent huge pages are "
-    "enabled, the weights are over 1 GiB and under 80% of available memory";
-}  // namespace
-
-
-namespace {
 
 // "weights in hugepages: 98% in 2 MiB pages, copied in 3.1 s", "weights mapped (<why not huge pages>)".
 std::string describe_weight_memory(const WeightMemoryReport& r) {
@@ -88,23 +80,22 @@ std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, Thre
   return model;
 }
 
-WeightMemory weight_memory(const Args& args, WeightMemory command_default) {
-  if (!args.has("--weight-memory")) return command_default;
-  return parse_weight_memory(args.str("--weight-memory", ""), "--weight-memory");
+WeightMemory weight_memory(const Args& args) {
+  return parse_weight_memory(args.str("--weight-memory"), "--weight-memory");
 }
 
-WeightChoice weight_choice(const Args& args, WeightMemory memory_default) {
+WeightChoice weight_choice(const Args& args) {
   WeightChoice c;
-  c.memory = weight_memory(args, memory_default);
-  c.format = parse_weight_format(args.str("--weights", "as-stored"), "--weights");
-  c.int8_group = args.integer("--int8-group", 0);
+  c.memory = weight_memory(args);
+  c.format = parse_weight_format(args.str("--weights"), "--weights");
+  c.int8_group = args.integer("--int8-group");
   AERIE_CHECK(c.int8_group == 0 || (c.int8_group > 0 && c.int8_group % 32 == 0), "--int8-group must be 0 (one "
               "scale per output channel) or a positive multiple of 32, got ", c.int8_group);
   // The groups apply to the target (--weights) and the draft head (--draft-weights, cli/draft.h).
-  const std::string draft_format = args.str("--draft-weights", "");
+  const std::string draft_format = args.has("--draft-weights") ? args.str("--draft-weights") : "";
   AERIE_CHECK(c.int8_group == 0 || c.format == WeightFormat::kInt8 || draft_format == "int8",
               "--int8-group needs --weights int8 or --draft-weights int8");
-  c.int4_group = args.integer("--int4-group", 128);
+  c.int4_group = args.integer("--int4-group");
   AERIE_CHECK(c.int4_group == 0 || (c.int4_group > 0 && c.int4_group % 64 == 0), "--int4-group must be 0 (one "
               "group per output channel) or a positive multiple of 64, got ", c.int4_group);
   AERIE_CHECK(!args.has("--int4-group") || c.format == WeightFormat::kInt4 || draft_format == "int4",
@@ -149,11 +140,9 @@ int follow_tensor_parallel(const std::filesystem::path& model_dir, dist::Communi
 }
 
 int64_t parallel_ranks(const Args& args, ParallelLayout* layout) {
-  const int64_t t = args.integer("--tensor-parallel", 1), e = args.integer("--expert-parallel", 1),
-                d = args.integer("--data-parallel", 1);
-  AERIE_CHECK(t >= 1, "--tensor-parallel must be 1 or more, got ", t);
-  AERIE_CHECK(e >= 1, "--expert-parallel must be 1 or more, got ", e);
-  AERIE_CHECK(d >= 1, "--data-parallel must be 1 or more, got ", d);
+  // Each at least 1: their ranges (cli/options.cpp) refuse anything else as the arguments are parsed.
+  const int64_t t = args.integer("--tensor-parallel"), e = args.integer("--expert-parallel"),
+                d = args.integer("--data-parallel");
   AERIE_CHECK(t == 1 || e == 1 || t == e, "--tensor-parallel ", t, " and --expert-parallel ", e, " differ: tensor "
               "parallelism already shares the routed experts out over its ranks; give one of the two");
   AERIE_CHECK(d == 1 || t == 1, "--data-parallel ", d, " and --tensor-parallel ", t, " exclude each other: data-parallel "
@@ -184,85 +173,27 @@ std::unique_ptr<dist::Communicator> tensor_parallel_ranks(const Args& args) {
   return ranks;
 }
 
-void describe_weight_memory_default(std::vector<OptionSpec>& specs, WeightMemory command_default) {
-  const char* name = command_default == WeightMemory::kAuto ? "auto" : command_default == WeightMemory::kHugePages ? "hugepages" : "mapped";
-  for (OptionSpec& o : specs) {
-    if (o.name != "--weight-memory") continue;
-    o.help = str_cat("mapped, hugepages or auto (default ", name, kWeightMemoryHelp);
-  }
+void apply_bf16_activations(const Args& args) {
+  const std::string mode = args.str("--bf16-activations");  // the flag, or the command's default ("" if none)
+  if (mode.empty() || (!args.has("--bf16-activations") && std::getenv("AERIE_BF16_ACTIVATIONS") != nullptr)) return;
+  AERIE_CHECK(mode == "split" || mode == "rounded", "--bf16-activations must be split or rounded, got ", mode);
+  ops::set_bf16_activations(mode == "split" ? ops::Bf16Activations::kSplit : ops::Bf16Activations::kRounded);
 }
 
-void apply_bf16_activations(const Args& args, std::optional<ops::Bf16Activations> command_default) {
-  if (args.has("--bf16-activations")) {
-    const std::string mode = args.str("--bf16-activations", "");
-    AERIE_CHECK(mode == "split" || mode == "rounded", "--bf16-activations must be split or rounded, got ", mode);
-    ops::set_bf16_activations(mode == "split" ? ops::Bf16Activations::kSplit : ops::Bf16Activations::kRounded);
-  } else if (command_default && std::getenv("AERIE_BF16_ACTIVATIONS") == nullptr) {
-    ops::set_bf16_activations(*command_default);
-  }
-}
-
-KvDType kv_cache_dtype(const Args& args, KvDType command_default) {
-  if (!args.has("--kv-cache-dtype")) return command_default;
-  const std::string name = args.str("--kv-cache-dtype", "auto");
+KvDType kv_cache_dtype(const Args& args) {
+  const std::string name = args.str("--kv-cache-dtype");
   KvDType dtype;
   AERIE_CHECK(kv_dtype_from_name(name, &dtype), "--kv-cache-dtype must be auto, bf16, f32 or fp8, got '", name, "'");
   return dtype;
 }
 
 int thread_count(const Args& args) {
-  const int64_t n = args.integer("--threads", 0);
+  const int64_t n = args.integer("--threads");
   if (n > 0) return int(n);
   // Under mpirun the ranks on this machine share its cores (Open MPI names how many there are).
   const char* local_ranks = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int sharing = local_ranks != nullptr ? std::max(1, std::atoi(local_ranks)) : 1;
   return int(std::max(1u, std::thread::hardware_concurrency() / unsigned(sharing)));
-}
-
-std::vector<OptionSpec> model_options() {
-  return {
-      {"--model", true, "checkpoint folder (config.json + safetensors or pytorch_model.bin), or a GGUF file"},
-      {"--threads", true, "worker threads (default: every core)", integers(0, 1024)},
-      {"--quiet", false, "no loading messages"},
-      {"--bf16-activations", true,
-       "rounded or split: BF16-weight matmuls round activations to one bf16 (default, as llama.cpp does) or "
-       "split them into two bf16 parts (float32-exact to ~1e-5, twice the dot-product work; the default of "
-       "`logits`); int8 weights with one scale per channel decode on int8 activations per block of 256 when "
-       "rounded, int16 per row when split"},
-      {"--weight-memory", true, str_cat("mapped, hugepages or auto (default mapped", kWeightMemoryHelp)},
-      {"--weights", true,
-       "as-stored (default), int8 or int4: quantise every projection and the output head (target and draft "
-       "head) at load, to symmetric int8 with one scale per output channel (or per --int8-group inputs), or "
-       "to asymmetric int4 with a scale and zero point per --int4-group inputs; int8 (compressed-tensors), "
-       "GPTQ and AWQ checkpoints load as they are either way"},
-      {"--int8-group", true, "with --weights int8: inputs per scale, a multiple of 32 (default 0: per channel)", integers(0, 65536)},
-      {"--int4-group", true,
-       "with --weights int4: inputs per scale and zero point, a multiple of 64 (default 128; "
-       "0: per channel)", integers(0, 65536)},
-      {"--tensor-parallel", true,
-       "T: split every layer's attention heads and FFN over the T ranks of `mpirun -np T` (default 1; generate, serve, "
-       "logits, bench and bench-engine; F32/BF16/F16 weights, and FP8 on whole 128x128 tiles; Llama 3: T must "
-       "divide num_key_value_heads; DeepSeek-V3: also shares the routed experts out, whole, over the ranks)", integers(1, 1024)},
-      {"--expert-parallel", true,
-       "E: share DeepSeek-V3's routed experts out over the E ranks of `mpirun -np E`, keeping attention and dense "
-       "layers whole on every rank (default 1; one all-reduce per MoE layer)", integers(1, 1024)},
-      {"--data-parallel", true,
-       "D: DeepSeek-V3 over the D ranks of `mpirun -np D` with data-parallel attention: each request's attention and "
-       "KV cache live on one rank (the KV pool is split D ways, each rank holding the size one process would), "
-       "the routed experts are shared out as with --expert-parallel (default 1; serve, generate, bench-engine, "
-       "logits, bench; --expert-parallel may be given too, equal to D)", integers(1, 1024)},
-      {"--kv-cache-dtype", true,
-       "auto (default, = bf16), bf16, f32 or fp8: how KV cache rows are stored (2, 4 or 1 byte a value; fp8 "
-       "E4M3 adds an f32 scale per kv head per position), target and draft head alike"},
-  };
-}
-
-OptionSpec deterministic_option() {
-  return {"--deterministic", false,
-          "batch-invariant decoding: a request's tokens do not depend on what else is in the batch, on prompt "
-          "chunking, on preemption or on speculation (greedy: the same ids alone or under load); every matmul "
-          "takes the row-invariant kernels at any row count (prefill pays: README \"Deterministic mode\"). A "
-          "request can ask for it alone with the field \"deterministic\": true"};
 }
 
 }  // namespace aerie::cli

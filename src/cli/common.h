@@ -35,7 +35,7 @@ struct WeightChoice {
 std::unique_ptr<Model> load_model_verbose(const std::filesystem::path& dir, ThreadPool& pool, bool quiet,
                                           const WeightChoice& weights, dist::Communicator* ranks = nullptr);
 
-// The ranks of --tensor-parallel T (default 1): the MPI world when launched by mpirun, else this process
+// The ranks of --tensor-parallel T: the MPI world when launched by mpirun, else this process
 // alone. Throws aerie::Error unless the world has exactly T ranks (`mpirun -np T aerie ... --tensor-parallel
 // T`). Every rank runs the same steps; on ranks other than 0, stdout goes to /dev/null so only rank 0
 // writes output (callers also write files and summaries on rank 0 only).
@@ -65,35 +65,26 @@ std::string describe_expert_load(const std::vector<int64_t>& load);
 int follow_tensor_parallel(const std::filesystem::path& model_dir, dist::Communicator& ranks, const Args& args,
                            const WeightChoice& weights);
 
-// --weight-memory mapped|hugepages|auto, `command_default` without the flag. Huge pages make single-thread
-// decode stream the weights 5-10 points of the bandwidth closer to the machine's limit (bench's per-step
-// ratio, Llama 1B and 8B shapes), for a copy at load (15-36 s for 16 GB from the page cache here): a
-// server, which loads once, defaults to auto; one-shot commands stay mapped (io/weight_memory.h).
-WeightMemory weight_memory(const Args& args, WeightMemory command_default = WeightMemory::kMapped);
+// --weight-memory mapped|hugepages|auto; its default is the command's (cli/options.h): huge pages make
+// single-thread decode stream the weights 5-10 points of the bandwidth closer to the machine's limit (bench's
+// per-step ratio, Llama 1B and 8B shapes), for a copy at load (15-36 s for 16 GB from the page cache here):
+// a server, which loads once, defaults to auto; one-shot commands stay mapped (io/weight_memory.h).
+WeightMemory weight_memory(const Args& args);
 // weight_memory plus --weights as-stored|int8|int4, --int8-group N (0 or a multiple of 32) and --int4-group N
-// (0 or a multiple of 64; default 128).
-WeightChoice weight_choice(const Args& args, WeightMemory memory_default = WeightMemory::kMapped);
-// Sets --weight-memory's help text to name `command_default`.
-void describe_weight_memory_default(std::vector<OptionSpec>& specs, WeightMemory command_default);
+// (0 or a multiple of 64).
+WeightChoice weight_choice(const Args& args);
 
 // --bf16-activations split|rounded: sets the process-wide mode (ops::set_bf16_activations). Without the
-// flag the mode stays what AERIE_BF16_ACTIVATIONS or the library default (rounded) made it, unless
-// `command_default` is given and the variable is unset (`logits`, a reference check, defaults to split).
-void apply_bf16_activations(const Args& args, std::optional<ops::Bf16Activations> command_default = std::nullopt);
+// flag the mode stays what AERIE_BF16_ACTIVATIONS or the library default (rounded) made it, unless the
+// command has a default of its own and the variable is unset (`logits`, a reference check, defaults to split).
+void apply_bf16_activations(const Args& args);
 
-// --kv-cache-dtype auto|bf16|f32|fp8 (vLLM's flag; auto, the default, is bf16): what the KV cache stores
-// (core/kv_dtype.h); `command_default` without the flag (`logits`, a reference check, defaults to f32).
-// Throws aerie::Error naming the flag for any other value.
-KvDType kv_cache_dtype(const Args& args, KvDType command_default = KvDType::kBF16);
+// --kv-cache-dtype auto|bf16|f32|fp8 (vLLM's flag; auto is bf16): what the KV cache stores (core/kv_dtype.h);
+// the command's default without the flag (`logits`, a reference check, defaults to f32).
+KvDType kv_cache_dtype(const Args& args);
 
-// --threads N (0 or absent: every core, shared among the ranks of this machine under mpirun).
+// --threads N (0: every core, shared among the ranks of this machine under mpirun).
 int thread_count(const Args& args);
-
-// Options every model-running command accepts.
-std::vector<OptionSpec> model_options();
-
-// --deterministic (serve, generate, bench-engine): EngineConfig::deterministic.
-OptionSpec deterministic_option();
 
 int run_generate(const std::vector<std::string>& argv);
 int run_logits(const std::vector<std::string>& argv);

@@ -17,9 +17,9 @@ NgramOptions ngram_options(const Args& args, const std::string& draft) {
   const bool has_min = args.has("--ngram-min"), has_max = args.has("--ngram-max");
   AERIE_CHECK(draft == kNgramDraftName || !(has_min || has_max), has_min ? "--ngram-min" : "--ngram-max",
               " needs --draft ", kNgramDraftName);
-  if (has_min) o.min_n = o.max_n = args.integer("--ngram-min", o.min_n);
+  if (has_min) o.min_n = o.max_n = args.integer("--ngram-min");
   if (has_max) {
-    o.max_n = args.integer("--ngram-max", o.max_n);
+    o.max_n = args.integer("--ngram-max");
     if (!has_min) o.min_n = o.max_n;
   }
   return o;
@@ -35,24 +35,6 @@ std::string layers_text(const DraftHead& head) {
 }
 
 }  // namespace
-
-std::vector<OptionSpec> draft_options() {
-  return {
-      {"--draft", true,
-       "EAGLE-1 or EAGLE-3 draft head folder, a draft model folder (a small model of the "
-       "target's tokenizer), 'mtp' (a DeepSeek-V3 target's own MTP layer), "
-       "'ngram' (prompt lookup, any target) or 'none'"},
-      {"--ngram-min", true, "with --draft ngram: the shortest n-gram matched (default 5, or --ngram-max)", integers(1, 64)},
-      {"--ngram-max", true, "with --draft ngram: the longest n-gram matched, tried first (default 5, or --ngram-min)", integers(1, 64)},
-      {"--draft-layers", true, "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (default: its config)"},
-      {"--draft-weights", true,
-       "as-stored, int8 or int4: the draft head's projections (default: as --weights "
-       "says; a GGUF target's weights are used as stored, so this is how its head is "
-       "quantised)"},
-      {"--draft-layer-ids-are-outputs", false,
-       "the head's eagle_aux_hidden_state_layer_ids count layer outputs (SGLang): add 1"},
-  };
-}
 
 std::unique_ptr<Drafter> load_draft_verbose(const Args& args, const Model& target, ThreadPool& pool, bool quiet,
                                             const std::filesystem::path& fallback) {
@@ -82,9 +64,7 @@ std::unique_ptr<Drafter> load_draft_verbose(const Args& args, const Model& targe
 }
 
 DraftProposal draft_proposal(const Args& args, Drafter& drafter) {
-  const std::string proposal = args.str("--draft-proposal", "sampled");
-  AERIE_CHECK(proposal == "sampled" || proposal == "argmax", "--draft-proposal must be sampled or argmax, got '",
-              proposal, "'");
+  const std::string proposal = args.str("--draft-proposal");  // sampled or argmax: its choices (cli/options.cpp)
   AERIE_CHECK(!(drafter.as_token_drafter() && args.has("--draft-proposal") && proposal == "sampled"),
               "--draft-proposal sampled does not apply to ", drafter.describe(),
               ": its drafts are deterministic, verified as argmax proposals");

@@ -1,10 +1,10 @@
-// Drafter options shared by generate, serve, logits and the benches:
+// Drafter options shared by generate, serve, logits and the benches (declared in cli/options.cpp):
 //   --draft DIR                       an EAGLE-1 / EAGLE-3 head for the --model target (MHA, or MLA for a
 //                                     DeepSeek-V3 target)
 //   --draft none                      no draft (where a command has a default one)
 //   --draft mtp                       a DeepSeek-V3 target's own MTP layer (model.layers.{L}.*)
 //   --draft ngram                     prompt lookup (spec/ngram_drafter.h), for any target:
-//     --ngram-min N --ngram-max M     the gram lengths it matches, longest first (default 5 and 5, vLLM's
+//     --ngram-min N --ngram-max M     the gram lengths it matches, longest first (vLLM's
 //                                     prompt_lookup_min/max; giving one sets the other to it)
 //   --draft-layers 2,16,29            target layers an EAGLE-3 head fuses (residual entering layer i)
 //   --draft-layer-ids-are-outputs     the head config's eagle_aux_hidden_state_layer_ids count layer outputs
@@ -24,14 +24,12 @@
 
 namespace aerie::cli {
 
-std::vector<OptionSpec> draft_options();
-
 // Loads --draft for `target`, printing a summary unless quiet. Null when --draft is "none", or absent and
 // `fallback` is empty; when --draft is absent, `fallback` (a head folder) is loaded instead.
 std::unique_ptr<Drafter> load_draft_verbose(const Args& args, const Model& target, ThreadPool& pool, bool quiet,
                                             const std::filesystem::path& fallback = {});
 
-// --draft-proposal (sampled, the default, or argmax) for `drafter`. A token drafter proposes
+// --draft-proposal (sampled or argmax) for `drafter`. A token drafter proposes
 // deterministically (always verified as argmax proposals): an explicit "sampled" is refused.
 DraftProposal draft_proposal(const Args& args, Drafter& drafter);
 

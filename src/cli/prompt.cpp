@@ -42,20 +42,6 @@ void check_messages(const nlohmann::ordered_json& messages, const std::string& s
 
 }  // namespace
 
-std::vector<OptionSpec> prompt_options() {
-  return {
-      {"--ids", true, "prompt as comma-separated token ids"},
-      {"--prompt", true, "prompt text (encoded with the model's tokenizer.json)"},
-      {"--file", true, "read the prompt text from a file"},
-      {"--chat", false, "render the prompt as a user message with the model's chat template"},
-      {"--system", true, "with --chat: a system message before it"},
-      {"--messages", true, "a conversation as JSON (a list of messages, or {\"messages\", \"tools\"})"},
-      {"--chat-template", true, "a Jinja chat template file instead of tokenizer_config.json's"},
-      {"--chat-kwargs", true, "extra chat template variables as a JSON object, e.g. '{\"thinking\":true}'"},
-      {"--tokenizer", true, "folder with tokenizer.json (default: the model folder)"},
-  };
-}
-
 bool prompt_needs_tokenizer(const Args& args) {
   return args.has("--prompt") || args.has("--file") || args.has("--messages") || args.has("--chat");
 }

@@ -1,4 +1,4 @@
-// Prompt input shared by the commands that take one (generate, tokenize, later bench/serve tools):
+// Prompt input shared by the commands that take one (generate, tokenize; declared in cli/options.cpp):
 //   --ids 1,2,3                    token ids as given
 //   --prompt TEXT / --file F       text, encoded with the model's tokenizer (BOS added as the tokenizer's
 //                                  post-processor says)
@@ -24,7 +24,6 @@
 
 namespace aerie::cli {
 
-std::vector<OptionSpec> prompt_options();
 // The whole file; "<what> <path>: cannot open" when it cannot be read.
 std::string read_text_file(const std::string& path, const char* what);
 

@@ -26,23 +26,22 @@ void parse_num_speculative_tokens(const std::string& text, SpecOptions& spec) {
   spec.num_speculative_tokens = value;
 }
 
-void apply_num_speculative_tokens(const Args& args, int64_t fallback, SpecOptions& spec) {
-  if (args.has("--num-speculative-tokens")) return parse_num_speculative_tokens(args.str("--num-speculative-tokens"), spec);
-  spec.num_speculative_tokens = fallback;
-  spec.adaptive_k = false;
+std::vector<SpecOptions> speculative_token_runs(const Args& args) {
+  const std::string list = args.str("--num-speculative-tokens");
+  std::vector<SpecOptions> runs;
+  for (size_t start = 0;;) {
+    const size_t end = list.find(',', start);
+    SpecOptions spec;
+    parse_num_speculative_tokens(list.substr(start, end == std::string::npos ? end : end - start), spec);
+    runs.push_back(spec);
+    if (end == std::string::npos) return runs;
+    start = end + 1;
+  }
 }
 
 std::string num_speculative_tokens_text(const SpecOptions& spec) {
   return spec.adaptive_k ? "auto:" + std::to_string(spec.num_speculative_tokens)
                          : std::to_string(spec.num_speculative_tokens);
-}
-
-std::vector<OptionSpec> tree_option_specs() {
-  return {{"--spec-tree-top-k", true, "with an EAGLE head on a Llama target: draft EAGLE-2 trees, expanding the top "
-                                      "k candidates of the k best nodes per level (default: chains of K)", integers(1, 16)},
-          {"--spec-tree-depth", true, "with --spec-tree-top-k: the tree's levels (SGLang num_steps; default 5)", integers(1, 16)},
-          {"--spec-tree-tokens", true, "with --spec-tree-top-k: nodes verified per round, the best by cumulative "
-                                       "draft probability (SGLang num_draft_tokens; default 8)", integers(1, 64)}};
 }
 
 void apply_tree_options(const Args& args, SpecOptions& spec) {
@@ -51,8 +50,8 @@ void apply_tree_options(const Args& args, SpecOptions& spec) {
       AERIE_CHECK(!args.has(name), name, " needs --spec-tree-top-k");
     return;
   }
-  spec.tree = DraftTreeShape{args.integer("--spec-tree-top-k", 0), args.integer("--spec-tree-depth", 5),
-                             args.integer("--spec-tree-tokens", 8)};
+  spec.tree = DraftTreeShape{args.integer("--spec-tree-top-k"), args.integer("--spec-tree-depth"),
+                             args.integer("--spec-tree-tokens")};
   AERIE_CHECK(spec.tree.top_k >= 1, "--spec-tree-top-k must be at least 1");
   validate(spec.tree);
 }

@@ -17,14 +17,13 @@ inline constexpr int64_t kAutoMaxK = 8;
 // Sets spec.num_speculative_tokens and spec.adaptive_k from `text`; an aerie::Error naming the option for
 // anything but a K in 1..32, "auto" or "auto:N" with N in 1..32.
 void parse_num_speculative_tokens(const std::string& text, SpecOptions& spec);
-// From --num-speculative-tokens, or K = `fallback` (fixed) when it is absent.
-void apply_num_speculative_tokens(const Args& args, int64_t fallback, SpecOptions& spec);
+// --num-speculative-tokens as bench-spec and bench-engine take it: a comma-separated list, one run each.
+std::vector<SpecOptions> speculative_token_runs(const Args& args);
 // "3" or "auto:8", as the option takes it.
 std::string num_speculative_tokens_text(const SpecOptions& spec);
 
 // EAGLE-2 draft trees, named as SGLang names them: --spec-tree-top-k (speculative_eagle_topk; absent:
-// chains), --spec-tree-depth (num_steps, default 5), --spec-tree-tokens (num_draft_tokens, default 8).
-std::vector<OptionSpec> tree_option_specs();
+// chains), --spec-tree-depth (num_steps), --spec-tree-tokens (num_draft_tokens).
 // spec.tree from those options; an aerie::Error for depth or tokens without top-k, or a shape out of range.
 void apply_tree_options(const Args& args, SpecOptions& spec);
 // "TOP_K:DEPTH:TOKENS" (bench-accept's --trees entries) -> a shape, checked.

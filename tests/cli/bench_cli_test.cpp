@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/options.h"
 #include "core/error.h"
 
 namespace aerie::cli {
@@ -123,25 +124,28 @@ TEST(BenchEngineCli, RandomRangeRatioDrawsTheSameRequestsInEveryRun) {
   }
 }
 
-Args parse(const std::vector<std::string>& argv) { return Args(argv, model_options()); }
+// serve's default is auto, the others' mapped (cli/options.cpp).
+Args parse(const std::vector<std::string>& argv, Command command = Command::kGenerate) {
+  return parse_options(command, argv);
+}
 
 TEST(WeightMemoryFlag, CommandDefaultUnlessTheFlagSaysOtherwise) {
   EXPECT_EQ(weight_memory(parse({"--model", "m"})), WeightMemory::kMapped);
-  EXPECT_EQ(weight_memory(parse({"--model", "m"}), WeightMemory::kAuto), WeightMemory::kAuto);
-  EXPECT_EQ(weight_memory(parse({"--weight-memory", "mapped"}), WeightMemory::kAuto), WeightMemory::kMapped);
+  EXPECT_EQ(weight_memory(parse({"--model", "m"}, Command::kServe)), WeightMemory::kAuto);
+  EXPECT_EQ(weight_memory(parse({"--weight-memory", "mapped"}, Command::kServe)), WeightMemory::kMapped);
   EXPECT_EQ(weight_memory(parse({"--weight-memory", "hugepages"})), WeightMemory::kHugePages);
-  EXPECT_THROW(weight_memory(parse({"--weight-memory", "huge"}), WeightMemory::kAuto), Error);
+  EXPECT_THROW(weight_memory(parse({"--weight-memory", "huge"}, Command::kServe)), Error);
 }
 
 TEST(WeightMemoryFlag, HelpNamesTheCommandsDefault) {
-  std::vector<OptionSpec> specs = model_options();
-  auto help = [&] {
-    for (const OptionSpec& o : specs)
-      if (o.name == "--weight-memory") return o.help;
-    return std::string();
+  Command command = Command::kGenerate;
+  auto help = [&] {  // the option's paragraph of the command's --help
+    const std::string text = command_usage(command);
+    const size_t begin = text.find("  --weight-memory ");
+    return begin == std::string::npos ? std::string() : text.substr(begin, text.find("\n  --", begin + 1) - begin);
   };
   EXPECT_NE(help().find("(default mapped)"), std::string::npos) << help();
-  describe_weight_memory_default(specs, WeightMemory::kAuto);
+  command = Command::kServe;
   EXPECT_NE(help().find("(default auto)"), std::string::npos) << help();
   EXPECT_EQ(help().find("(default mapped)"), std::string::npos) << help();
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "cli/common.h"
+#include "cli/options.h"
 #include "core/error.h"
 #include "ops/ops.h"
 
@@ -21,7 +22,10 @@ class Bf16ActivationsFlag : public ::testing::Test {
     saved_ = ops::bf16_activations();
   }
   void TearDown() override { ops::set_bf16_activations(saved_); }
-  static Args parse(const std::vector<std::string>& argv) { return Args(argv, model_options()); }
+  // logits has a default of its own (split, cli/options.cpp); generate has none.
+  static Args parse(const std::vector<std::string>& argv, Command command = Command::kGenerate) {
+    return parse_options(command, argv);
+  }
   Bf16Activations saved_ = Bf16Activations::kRounded;
 };
 
@@ -32,9 +36,9 @@ TEST_F(Bf16ActivationsFlag, LibraryDefaultIsRounded) {
 }
 
 TEST_F(Bf16ActivationsFlag, FlagWinsOverTheCommandDefault) {
-  apply_bf16_activations(parse({"--model", "m"}), Bf16Activations::kSplit);
+  apply_bf16_activations(parse({"--model", "m"}, Command::kLogits));
   EXPECT_EQ(ops::bf16_activations(), Bf16Activations::kSplit);
-  apply_bf16_activations(parse({"--model", "m", "--bf16-activations", "rounded"}), Bf16Activations::kSplit);
+  apply_bf16_activations(parse({"--model", "m", "--bf16-activations", "rounded"}, Command::kLogits));
   EXPECT_EQ(ops::bf16_activations(), Bf16Activations::kRounded);
   apply_bf16_activations(parse({"--bf16-activations=split"}));
   EXPECT_EQ(ops::bf16_activations(), Bf16Activations::kSplit);

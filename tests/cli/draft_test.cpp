@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/draft.h"
+#include "cli/options.h"
 #include "core/error.h"
 #include "models/registry.h"
 #include "spec/ngram_drafter.h"
@@ -22,7 +23,7 @@ const fs::path kData = fs::path(AERIE_TEST_DATA_DIR);
 std::unique_ptr<Drafter> load(const std::string& draft, const Model& target, ThreadPool& pool,
                               std::vector<std::string> more = {}) {
   more.insert(more.begin(), {"--draft", draft});
-  const Args args(more, draft_options());
+  const Args args = parse_options(Command::kGenerate, more);
   return load_draft_verbose(args, target, pool, /*quiet=*/true);
 }
 

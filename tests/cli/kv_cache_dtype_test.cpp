@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/options.h"
 #include "core/error.h"
 
 namespace aerie::cli {
@@ -16,12 +17,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Args parse(const std::vector<std::string>& argv) { return Args(argv, model_options()); }
+// The command's default is the table's (cli/options.cpp): logits, a reference check, defaults to f32.
+Args parse(const std::vector<std::string>& argv, Command command = Command::kGenerate) {
+  return parse_options(command, argv);
+}
 
 TEST(KvCacheDtypeFlag, ValuesAndCommandDefault) {
   EXPECT_EQ(kv_cache_dtype(parse({})), KvDType::kBF16);
-  EXPECT_EQ(kv_cache_dtype(parse({}), KvDType::kF32), KvDType::kF32);  // logits
-  EXPECT_EQ(kv_cache_dtype(parse({"--kv-cache-dtype", "auto"}), KvDType::kF32), KvDType::kBF16);
+  EXPECT_EQ(kv_cache_dtype(parse({}, Command::kLogits)), KvDType::kF32);  // logits
+  EXPECT_EQ(kv_cache_dtype(parse({"--kv-cache-dtype", "auto"}, Command::kLogits)), KvDType::kBF16);
   EXPECT_EQ(kv_cache_dtype(parse({"--kv-cache-dtype", "bf16"})), KvDType::kBF16);
   EXPECT_EQ(kv_cache_dtype(parse({"--kv-cache-dtype", "f32"})), KvDType::kF32);
   EXPECT_EQ(kv_cache_dtype(parse({"--kv-cache-dtype", "fp8"})), KvDType::kFP8E4M3);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/options.h"
 #include "cli/speculative_tokens.h"
 #include "core/error.h"
 
@@ -12,7 +13,7 @@ namespace aerie::cli {
 namespace {
 
 SpecOptions applied(const std::vector<std::string>& argv) {
-  const Args args(argv, tree_option_specs());
+  const Args args = parse_options(Command::kGenerate, argv);
   SpecOptions spec;
   apply_tree_options(args, spec);
   return spec;

@@ -1,0 +1,120 @@
+#include "cli/configs.h"
+
+#include <algorithm>
+#include <string_view>
+#include <type_traits>
+
+#include "cli/common.h"
+#include "cli/draft.h"
+#include "cli/speculative_tokens.h"
+#include "core/error.h"
+#include "core/limits.h"
+
+namespace aerie::cli {
+
+SamplingParams sampling_params(const Args& args) {
+  SamplingParams p;
+  p.temperature = float(args.number("--temperature"));
+  p.top_k = args.integer("--top-k");
+  p.top_p = float(args.number("--top-p"));
+  p.min_p = float(args.number("--min-p"));
+  p.seed = uint64_t(args.integer("--seed"));
+  validate(p);
+  return p;
+}
+
+Penalties penalties(const Args& args) {
+  Penalties p;
+  p.presence = float(args.number("--presence-penalty"));
+  p.frequency = float(args.number("--frequency-penalty"));
+  p.repetition = float(args.number("--repetition-penalty"));
+  validate(p);
+  return p;
+}
+
+GenerateOptions generate_options(const Args& args) {
+  GenerateOptions options;
+  options.max_tokens = args.integer("--max-tokens");
+  options.max_length = args.integer("--max-length");
+  options.kv_cache_dtype = kv_cache_dtype(args);
+  options.deterministic = args.has("--deterministic");
+  options.sampling = sampling_params(args);
+  options.penalties = penalties(args);
+  return options;
+}
+
+EngineConfig engine_config(const Args& args) {
+  EngineConfig config;
+  auto read = [&](const char* name, auto& field) {
+    if (args.declares(name)) field = std::remove_reference_t<decltype(field)>(args.integer(name));
+  };
+  read("--max-num-seqs", config.max_num_seqs);
+  read("--max-batch-tokens", config.max_batch_tokens);
+  read("--max-prefill-rows-while-decoding", config.max_prefill_rows_while_decoding);
+  read("--kv-cache-memory", config.kv_cache_memory);
+  read("--max-length", config.max_length);
+  if (args.declares("--max-queue")) config.max_queue = args.integer("--max-queue") + 1;
+  config.kv_cache_dtype = kv_cache_dtype(args);
+  config.deterministic = args.has("--deterministic");
+  if (args.has("--num-speculative-tokens-per-batch-size"))
+    config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
+  return config;
+}
+
+SpecOptions spec_options(const Args& args, Drafter* drafter) {
+  SpecOptions spec;
+  if (drafter == nullptr) {
+    for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--num-speculative-tokens-per-batch-size",
+                             "--synthetic-acceptance", "--spec-tree-top-k", "--spec-tree-depth", "--spec-tree-tokens"})
+      AERIE_CHECK(!args.has(name), name, " needs --draft");
+    return spec;
+  }
+  parse_num_speculative_tokens(args.str("--num-speculative-tokens"), spec);
+  spec.proposal = draft_proposal(args, *drafter);
+  apply_tree_options(args, spec);
+  if (args.has("--synthetic-acceptance")) spec.synthetic_acceptance = args.number("--synthetic-acceptance");
+  return spec;
+}
+
+std::optional<RelaxedAcceptance> relaxed_acceptance(const Args& args) {
+  if (args.str("--thinking-acceptance") != "relaxed") return std::nullopt;
+  const RelaxedAcceptance relaxed{args.integer("--relaxed-top-k"), args.number("--relaxed-delta")};
+  validate(relaxed);
+  return relaxed;
+}
+
+server::ServerOptions server_options(const Args& args) {
+  server::ServerOptions options;
+  options.host = args.str("--host");
+  options.port = int(args.integer("--port"));
+  options.api_key = args.str("--api-key");
+  options.served_model_name = args.has("--served-model-name") ? args.str("--served-model-name") : args.str("--model");
+  options.http_threads = int(args.integer("--http-threads"));
+  options.max_in_flight = args.integer("--max-queue");
+  RequestSideLimits limits;
+  if (args.has("--limit")) {
+    const std::string list = args.str("--limit");
+    for (size_t begin = 0; begin <= list.size();) {
+      const size_t end = std::min(list.find(',', begin), list.size());
+      set_limit(limits, std::string_view(list).substr(begin, end - begin));
+      begin = end + 1;
+    }
+  }
+  // The specific flags, where given, win over --limit http.* (their defaults are HttpLimits' own).
+  auto read = [&](const char* name, auto& field) {
+    if (args.has(name)) field = std::remove_reference_t<decltype(field)>(args.integer(name));
+  };
+  read("--max-request-bytes", limits.http.max_body_bytes);
+  read("--max-header-bytes", limits.http.max_header_bytes);
+  read("--header-timeout", limits.http.header_deadline_s);
+  read("--body-timeout", limits.http.body_deadline_s);
+  read("--keep-alive-timeout", limits.http.keep_alive_idle_s);
+  options.limits = limits.http;
+  options.json_limits = limits.json;
+  options.request_limits = limits.request;
+  options.schema_limits = limits.schema;
+  options.template_limits = limits.chat_template;
+  return options;
+}
+
+}  // namespace aerie::cli

@@ -1,0 +1,44 @@
+// The config structs the commands fill, each built from the parsed options (cli/options.h) in one function
+// that every command shares. A field whose option the command does not take keeps the struct's own
+// default; a default the table states is read from there, never retyped here.
+#pragma once
+
+#include <optional>
+
+#include "cli/args.h"
+#include "engine/engine.h"
+#include "engine/generator.h"
+#include "sample/penalties.h"
+#include "sample/sampling.h"
+#include "server/http_server.h"
+#include "spec/draft_head.h"
+#include "spec/spec_options.h"
+
+namespace aerie::cli {
+
+// --temperature, --top-k, --top-p, --min-p, --seed; validated.
+SamplingParams sampling_params(const Args& args);
+// --presence-penalty, --frequency-penalty, --repetition-penalty; validated.
+Penalties penalties(const Args& args);
+// generate's request: --max-tokens, --max-length, --kv-cache-dtype, --deterministic, sampling and penalties.
+GenerateOptions generate_options(const Args& args);
+
+// serve's and bench-engine's engine: --max-num-seqs, --max-batch-tokens, --max-prefill-rows-while-decoding,
+// --kv-cache-memory, --kv-cache-dtype, --max-length, --max-queue (the engine's queue one beyond the
+// server's, so the server's 429 answers first), --deterministic, --num-speculative-tokens-per-batch-size.
+// The speculative options are spec_options' (or bench-engine's runs).
+EngineConfig engine_config(const Args& args);
+
+// With a drafter: --num-speculative-tokens (one K), --draft-proposal, the --spec-tree-* shape and
+// --synthetic-acceptance. Without one, each of those the command takes is refused, naming it ("... needs
+// --draft").
+SpecOptions spec_options(const Args& args, Drafter* drafter);
+
+// --thinking-acceptance relaxed with --relaxed-top-k and --relaxed-delta, validated; empty when strict.
+std::optional<RelaxedAcceptance> relaxed_acceptance(const Args& args);
+
+// serve's HTTP side: --host, --port, --api-key, --served-model-name (absent: --model), --http-threads,
+// --max-queue, and the request limits (--limit GROUP.FIELD=VALUE,..., then the specific flags over it).
+server::ServerOptions server_options(const Args& args);
+
+}  // namespace aerie::cli
