@@ -12,7 +12,8 @@
 3. Outside the sh blocks: `aerie <word>` in code must name a command; in a section headed `aerie <command>`,
    and in a code span that starts with `[aerie] <command> --`, every --flag must be that command's; any other
    --flag must belong to some aerie command, to a script under tools/, or to FOREIGN_FLAGS below.
-4. docs/commands.md has a section for every command `aerie --help` lists; the README names `bash tools/test.sh`.
+4. Every relative link names a file that exists (and a heading of it, for an #anchor); docs/commands.md has a
+   section for every command `aerie --help` lists; the README names `bash tools/test.sh`.
 Exits 1 naming every failure with its file and line.
 """
 import argparse
@@ -229,6 +230,31 @@ def parse_check(block, aerie, source, env, errors):
                     errors.append(f"{where}: {script} has no option {flag}")
 
 
+def slug(heading):
+    """GitHub's anchor of a heading."""
+    text = re.sub(r"[`*_\[\]()]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def check_links(path, source, errors):
+    """Every relative link names a file that exists, and a heading of it when it has an #anchor."""
+    text = path.read_text()
+    for number, line in enumerate(text.splitlines(), 1):
+        for target in re.findall(r"\]\(([^)\s]+)\)", line):
+            if re.match(r"[a-z]+://", target):
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            where = f"{path.relative_to(source)}:{number}"
+            if not linked.exists():
+                errors.append(f"{where}: link to {target}: no such file")
+            elif anchor and linked.suffix == ".md":
+                headings = re.findall(r"^#{1,6}\s+(.*)$", linked.read_text(), re.M)
+                if anchor not in {slug(h) for h in headings}:
+                    errors.append(f"{where}: link to {target}: no such heading")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -318,6 +344,7 @@ def main():
     for page in pages:
         rel = page.relative_to(source)
         blocks, prose = parse_markdown(page)
+        check_links(page, source, errors)
         check_prose(rel, prose, aerie, other_flags, errors)
         for block in blocks:
             where = f"{rel}:{block.line}"
