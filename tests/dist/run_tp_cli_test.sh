@@ -142,7 +142,7 @@ case $mode in
     [[ $status == 503 ]] || { cat "$work/s3.log"; fail "a hung rank answered $status, not 503"; }
     grep -q "ranks are out of step; exiting" "$work/s3.log" || fail "no exit message for the hung rank"
     # A follower that dies in the middle of a forward (its 5th all-reduce): mpirun sends rank 0 SIGTERM and,
-    # after odls_base_sigkill_timeout (1 s by default, 20 here: a long grace as the README advises), SIGKILL;
+    # after odls_base_sigkill_timeout (1 s by default, 20 here: a long grace as docs/multi-process.md advises), SIGKILL;
     # rank 0's collective times out first, so the request in flight is answered 503 and the job exits
     # non-zero. Rank 0 then ends itself within seconds (MPI_Abort, and _exit if that blocks): it used to
     # stay in MPI_Abort (or MPI_Finalize) until the SIGKILL. (mpirun itself still sleeps out the grace
