@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The first thing to run on a fresh machine: set-up, build, then generate with the model aerie ships
-# (models/aerie-tiny-llama, trained by tools/trained/ on public-domain English text) and its trained EAGLE-3
+# (models/aerie-tiny-llama, trained by tools/gen/trained/ on public-domain English text) and its trained EAGLE-3
 # head — the speculative run and the plain one, so the two speed lines can be compared.
 set -euo pipefail
 cd "$(dirname "$0")/.."

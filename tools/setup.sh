@@ -29,7 +29,7 @@ fi
 # test suite itself does not: its goldens are committed.
 if [[ "${AERIE_SETUP_REFERENCE:-0}" == "1" ]]; then
   packages+=(python3-torch python3-jinja2)
-  # tools/trained: the regex module (Llama 3 pre-tokenizer), an optimised BLAS for PyTorch training (the
+  # tools/gen/trained: the regex module (Llama 3 pre-tokenizer), an optimised BLAS for PyTorch training (the
   # default reference BLAS is ~20x slower), and the public-domain English texts of the training corpus.
   packages+=(python3-regex libopenblas0-openmp r-cran-janeaustenr jargon-text dict-devil bible-kjv-text bible-kjv)
 fi

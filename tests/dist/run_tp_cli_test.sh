@@ -142,7 +142,7 @@ case $mode in
     [[ $status == 503 ]] || { cat "$work/s3.log"; fail "a hung rank answered $status, not 503"; }
     grep -q "ranks are out of step; exiting" "$work/s3.log" || fail "no exit message for the hung rank"
     # A follower that dies in the middle of a forward (its 5th all-reduce): mpirun sends rank 0 SIGTERM and,
-    # after odls_base_sigkill_timeout (1 s by default, 20 here: a long grace as the README advises), SIGKILL;
+    # after odls_base_sigkill_timeout (1 s by default, 20 here: a long grace as docs/multi-process.md advises), SIGKILL;
     # rank 0's collective times out first, so the request in flight is answered 503 and the job exits
     # non-zero. Rank 0 then ends itself within seconds (MPI_Abort, and _exit if that blocks): it used to
     # stay in MPI_Abort (or MPI_Finalize) until the SIGKILL. (mpirun itself still sleeps out the grace
@@ -212,7 +212,7 @@ case $mode in
     # Four ranks, one head and two experts each, in every layout.
     for flag in --tensor-parallel --expert-parallel --data-parallel; do same_logits bf16_qlora_yarn "$1" 4 $flag; done
     # FP8 heads of 192 q rows and 256 kv_b rows: two heads a rank keep whole tiles.
-    /usr/bin/python3 "$(dirname "$0")/../../tools/deepseek/make_deepseek_checkpoint.py" --out "$work/fp8_tiles" --fp8 \
+    /usr/bin/python3 "$(dirname "$0")/../../tools/gen/deepseek/make_deepseek_checkpoint.py" --out "$work/fp8_tiles" --fp8 \
       --seed 7 --hidden-size 128 --num-heads 4 --qk-nope-head-dim 128 --qk-rope-head-dim 64 --v-head-dim 128 \
       --q-lora-rank 128 --kv-lora-rank 128 --intermediate-size 256 --moe-intermediate-size 128 --n-routed-experts 4 \
       --n-group 2 --topk-group 1 --num-experts-per-tok 2 --n-shared-experts 1 --num-layers 2 --first-k-dense-replace 1 \

@@ -3,7 +3,7 @@
 templates and Jinja snippets of tests/data/chat_template, the request bodies and JSON schemas written in the
 tests, the test checkpoints' safetensors headers (with tiny tensors) and torch zip / pickle files, and
 tokenizer.json snippets cut from the real Llama 3.1 and DeepSeek-V3 tokenizers (when
-tools/tokenizer/fetch_tokenizers.sh has fetched them; the committed seeds keep them otherwise).
+tools/gen/tokenizer/fetch_tokenizers.sh has fetched them; the committed seeds keep them otherwise).
 
 Only seed-* files are rewritten; regress-* files (inputs of past crashes) are left alone.
 Usage: python3 tests/fuzz/make_corpus.py

@@ -1,4 +1,4 @@
-// .npy: the writer's bytes equal numpy.save's (goldens from tools/io/make_npy_data.py), the reader reads
+// .npy: the writer's bytes equal numpy.save's (goldens from tools/gen/io/make_npy_data.py), the reader reads
 // numpy's files, and damaged files are clear errors.
 #include "io/npy.h"
 

@@ -1,4 +1,4 @@
-// torch.save zip state dicts (tests/data/io/state_dict.bin, written by tools/io/make_torch_zip_data.py with
+// torch.save zip state dicts (tests/data/io/state_dict.bin, written by tools/gen/io/make_torch_zip_data.py with
 // torch 1.13): values, dtypes, strided and shared storages, and clear errors on damaged archives.
 #include <gtest/gtest.h>
 

@@ -49,7 +49,7 @@ TEST(KvCache, BytesPerPositionByDtype) {
   }
 }
 
-// The README's figures: KV bytes per token of published shapes, per dtype (memory_plan divides by these).
+// docs/weight-formats.md's figures: KV bytes per token of published shapes, per dtype (memory_plan divides by these).
 //   Llama-3.2-1B: 16 layers x 8 kv heads x 64; Llama-3.1-8B: 32 x 8 x 128; DeepSeek-V3: 61 layers of
 //   latent rows of 512 + 64, keys only.
 TEST(KvStore, BytesPerTokenOfPublishedShapes) {

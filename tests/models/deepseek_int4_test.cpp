@@ -1,5 +1,5 @@
 // Int4 weights on DeepSeek-V3 (models/int4_weights.h): GPTQ, AWQ and compressed-tensors pack-quantized
-// checkpoints written by numpy (tools/deepseek/make_int4_checkpoint.py: every attention projection, kv_b
+// checkpoints written by numpy (tools/gen/deepseek/make_int4_checkpoint.py: every attention projection, kv_b
 // included, dense FFN, routed and shared expert and the MTP layer int4) give the logits deepseek_ref.py
 // computes in float64 on their dequantised weights, in prefill and token by token (MLA's absorbed form reads
 // int4 kv_b rows); --weights int4 gives the values and zero points of the numpy quantiser, and the same
@@ -7,7 +7,7 @@
 // MTP layer, an EAGLE-3 MLA head and an oracle equals plain decoding; bad pack-quantized tensors and settings
 // are errors naming the tensor or key.
 //
-// Every case is committed under tests/data/deepseek_int4 (tools/deepseek/int4_cases.sh writes them, numpy and
+// Every case is committed under tests/data/deepseek_int4 (tools/gen/deepseek/int4_cases.sh writes them, numpy and
 // torch: CI needs neither).
 #include <gtest/gtest.h>
 
@@ -66,7 +66,7 @@ void expect_close(const std::vector<float>& logits, const std::vector<float>& re
 // A committed case folder: its absence fails the test.
 #define REQUIRE_CASE(dir, name)        \
   const fs::path dir = kData / (name); \
-  ASSERT_TRUE(fs::exists(dir / "config.json")) << dir << " is missing (tools/deepseek/int4_cases.sh)"
+  ASSERT_TRUE(fs::exists(dir / "config.json")) << dir << " is missing (tools/gen/deepseek/int4_cases.sh)"
 
 using testing::decoded_logits;
 

@@ -1,5 +1,5 @@
 // Int8 weights on DeepSeek-V3 (models/quantize.h): compressed-tensors int8 checkpoints written by numpy
-// (tools/deepseek/make_int8_checkpoint.py, every attention, dense and expert projection int8) give the
+// (tools/gen/deepseek/make_int8_checkpoint.py, every attention, dense and expert projection int8) give the
 // logits deepseek_ref.py computes in float64 from their dequantised weights, in prefill (expanded MLA) and
 // token by token (absorbed MLA, kv_b read row block by row block from int8); quantising an FP8 checkpoint
 // at load gives exactly the bytes numpy wrote from the same FP8 tiles; greedy speculative decoding with an

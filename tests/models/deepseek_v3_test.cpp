@@ -1,4 +1,4 @@
-// DeepSeek-V3 against an independent float64 PyTorch reference (tools/deepseek/deepseek_ref.py; goldens
+// DeepSeek-V3 against an independent float64 PyTorch reference (tools/gen/deepseek/deepseek_ref.py; goldens
 // under tests/data/deepseek/<case>/, conventions in its README.md), plus properties that catch cache and
 // batching bugs: MLA's absorbed form == its expanded form, prefill == token-by-token decode, rollback,
 // a ragged batch == each sequence alone, the latent-only cache size, FP8 == the same model dequantised.

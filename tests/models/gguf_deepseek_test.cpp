@@ -1,7 +1,7 @@
 // DeepSeek-V3 GGUF files (llama.cpp's architecture deepseek2, as its current converter writes them: kv_b_proj
 // split per head into attn_k_b / attn_v_b, MLA sizes in *_mla keys, stacked experts) as targets:
 //   - the config from the metadata equals the source checkpoint's config.json (and older files' keys);
-//   - logits against two independent references per file (tests/data/gguf/goldens, tools/gguf/make_goldens.py):
+//   - logits against two independent references per file (tests/data/gguf/goldens, tools/gen/gguf/make_goldens.py):
 //     the float64 PyTorch reference on the file's weights dequantised by numpy, and llama.cpp's own logits;
 //     the MTP layer's logits against the reference's;
 //   - greedy speculative == plain with the file's own MTP layer drafting, EAGLE-3 MLA heads in the Hugging

@@ -1,5 +1,5 @@
 // GGUF files as targets (models/gguf_loader.h) against two independent references per file
-// (tests/data/gguf/goldens, tools/gguf/make_goldens.py): the float64 PyTorch reference on the file's weights
+// (tests/data/gguf/goldens, tools/gen/gguf/make_goldens.py): the float64 PyTorch reference on the file's weights
 // dequantised by numpy, and llama.cpp's own logits for the same file. Then split shards, speculative
 // decoding through the engine with GGUF targets (an EAGLE-3 head in the Hugging Face layout, an oracle
 // head), and files that lie about their model.

@@ -119,7 +119,7 @@ TEST(QuantizeAtLoad, ModelStaysCloseToTheBf16Model) {
   const std::vector<int64_t> ids = golden_ids(kSource);
   const std::vector<float> a = prompt_logits(*q, ids), b = prompt_logits(*f, ids);
   // Per-channel int8 of random weights: the numpy reference's figure for this checkpoint is a mean KL of
-  // 0.003 nats (tools/reference/int8_checkpoint.py); 0.02 leaves room for the head, which is int8 here.
+  // 0.003 nats (tools/gen/reference/int8_checkpoint.py); 0.02 leaves room for the head, which is int8 here.
   EXPECT_LT(mean_kl(b, a, q->n_vocab()), 0.02);
 }
 

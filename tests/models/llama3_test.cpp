@@ -1,4 +1,4 @@
-// Llama 3 against an independent PyTorch reference (tools/reference/llama_ref.py; goldens committed under
+// Llama 3 against an independent PyTorch reference (tools/gen/reference/llama_ref.py; goldens committed under
 // tests/data/llama/<case>/), plus properties of the KV cache and the ragged batch that would catch bugs:
 // prefill == token-by-token decode, rollback then recompute == never having gone ahead, and a batch of
 // two sequences == each alone.

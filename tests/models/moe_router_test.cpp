@@ -1,5 +1,5 @@
 // The noaux_tc router on hand-made scores: tests/data/deepseek/router_cases.json (made by
-// tools/deepseek/make_goldens.py from the float64 reference) and cases written here.
+// tools/gen/deepseek/make_goldens.py from the float64 reference) and cases written here.
 #include <gtest/gtest.h>
 
 #include <algorithm>

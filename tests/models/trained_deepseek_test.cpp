@@ -1,6 +1,6 @@
 // aerie-tiny-deepseek (models/aerie-tiny-deepseek: FP8 block-scaled weights, trained by
-// tools/trained/train_deepseek.py) against the independent float64 reference tools/deepseek/deepseek_ref.py
-// (goldens in tests/data/trained/deepseek_golden, made by tools/trained/make_deepseek_goldens.py and
+// tools/gen/trained/train_deepseek.py) against the independent float64 reference tools/gen/deepseek/deepseek_ref.py
+// (goldens in tests/data/trained/deepseek_golden, made by tools/gen/trained/make_deepseek_goldens.py and
 // cross-checked with the float32 PyTorch training model): the log-probability of every next prompt token,
 // the logits after each held-out prompt, the MTP layer's logits, and greedy continuations token for token.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // Shared by the trained-model golden tests (trained_llama_test, trained_deepseek_test): the golden.json
-// cases written by tools/trained/make_model_goldens.py and make_deepseek_goldens.py, an all-rows prefill,
+// cases written by tools/gen/trained/make_model_goldens.py and make_deepseek_goldens.py, an all-rows prefill,
 // and the checks both models pass against their reference (next-token log-probabilities, greedy
 // continuations up to the first near-tie).
 #pragma once

@@ -1,5 +1,5 @@
 // The shipped draft heads (models/aerie-tiny-llama-eagle1, -eagle3 and aerie-tiny-deepseek-eagle3, trained
-// by tools/trained/train_heads.py, and aerie-tiny-deepseek's own MTP layer), loaded through the loaders
+// by tools/gen/trained/train_heads.py, and aerie-tiny-deepseek's own MTP layer), loaded through the loaders
 // published heads use: on held-out prompts greedy speculative output equals plain greedy output token for
 // token, and the mean acceptance length stays above floors set from the measured values (so a regression
 // in the drafting path, the loaders or the layer alignment fails here rather than only in a benchmark).

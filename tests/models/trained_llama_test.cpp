@@ -1,6 +1,6 @@
-// aerie-tiny-llama (models/aerie-tiny-llama, trained by tools/trained/train_target.py) against the PyTorch
+// aerie-tiny-llama (models/aerie-tiny-llama, trained by tools/gen/trained/train_target.py) against the PyTorch
 // model it was trained with (goldens in tests/data/trained/model_golden, made by
-// tools/trained/make_model_goldens.py from the exported BF16 weights, cross-checked with llama_ref.py):
+// tools/gen/trained/make_model_goldens.py from the exported BF16 weights, cross-checked with llama_ref.py):
 // the log-probability of every next prompt token, the logits after each held-out prompt, hidden states,
 // and greedy continuations token for token.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // llama.cpp's block types (ops/ggml_blocks.h) against the naive twin ops/ref/ref_ggml_blocks.h, a float64 sum
-// written here and the numpy goldens of tests/data/ggml (tools/gguf/ggml_dequant_ref.py), at every ISA tier
+// written here and the numpy goldens of tests/data/ggml (tools/gen/gguf/ggml_dequant_ref.py), at every ISA tier
 // (CTest runs this binary as detected and with AERIE_ISA=avx2 / scalar): every type, whole and partial
 // units, rows on both sides of the GEMM threshold, biases, 1-2 threads, both bf16 activation modes; batch
 // invariance; the AVX2 kernels against the AVX-512 ones bit for bit; dequantisation, embedding and

@@ -1,5 +1,5 @@
 // The byte-level JSON matcher against Python's json module: tests/data/sample/json_cases.json (made by
-// tools/structured/make_json_cases.py) labels each byte string valid or invalid, and hand-written invalid
+// tools/gen/structured/make_json_cases.py) labels each byte string valid or invalid, and hand-written invalid
 // cases carry the offset of the first byte that must be refused.
 #include <gtest/gtest.h>
 

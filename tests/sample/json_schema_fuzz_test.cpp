@@ -1,7 +1,7 @@
 // Seeded random schemas, supported or not, well-formed or not: each compiles or is refused with an
 // aerie::Error (nothing else escapes); a compiled one never leads a walk into a dead end nor gives a mask
 // that differs from the brute-force one; and every document a walk completes validates against its schema
-// under Python's jsonschema (tools/structured/validate.py), the same independent check as json_schema_test.
+// under Python's jsonschema (tools/gen/structured/validate.py), the same independent check as json_schema_test.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -184,7 +184,7 @@ TEST(JsonSchemaFuzz, RandomSchemasCompileOrRefuseAndWalksValidate) {
     for (const Json& c : cases) out << c.dump() << "\n";
   }
   const std::string command =
-      "/usr/bin/python3 " + std::string(AERIE_SOURCE_DIR) + "/tools/structured/validate.py " + path;
+      "/usr/bin/python3 " + std::string(AERIE_SOURCE_DIR) + "/tools/gen/structured/validate.py " + path;
   const int status = std::system(command.c_str());
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (code == 77) GTEST_SKIP() << "python3 jsonschema is not installed";

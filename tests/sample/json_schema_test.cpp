@@ -1,6 +1,6 @@
 // JSON Schema -> grammar: refusals name the keyword and the path; hand-written instances are accepted or
 // refused byte by byte; random walks through the token masks always yield JSON that parses and — checked
-// by Python's jsonschema (tools/structured/validate.py), an independent validator — validates against the
+// by Python's jsonschema (tools/gen/structured/validate.py), an independent validator — validates against the
 // schema. The hand-written labels go through the same validator, so they are checked too.
 #include <gtest/gtest.h>
 
@@ -224,7 +224,7 @@ int python_validate(const std::vector<Json>& cases, const std::string& file_name
     for (const Json& c : cases) out << c.dump(-1, ' ', false, Json::error_handler_t::strict) << "\n";
   }
   const std::string command =
-      "/usr/bin/python3 " + std::string(AERIE_SOURCE_DIR) + "/tools/structured/validate.py " + path;
+      "/usr/bin/python3 " + std::string(AERIE_SOURCE_DIR) + "/tools/gen/structured/validate.py " + path;
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

@@ -1,6 +1,6 @@
 // Drafters on DeepSeek-V3 targets against float64 references: EAGLE-3 MLA and MHA heads
-// (tools/deepseek/ds_head_ref.py; goldens in tests/data/deepseek_heads/<case>/) and the target's own MTP
-// layer (tools/deepseek/deepseek_ref.py mtp_forward; tests/data/deepseek/bf16_qlora_yarn/mtp_logits.npy).
+// (tools/gen/deepseek/ds_head_ref.py; goldens in tests/data/deepseek_heads/<case>/) and the target's own MTP
+// layer (tools/gen/deepseek/deepseek_ref.py mtp_forward; tests/data/deepseek/bf16_qlora_yarn/mtp_logits.npy).
 // Teacher-forced logits and features of every row, the draft -> target map, one-row-at-a-time == all
 // rows at once, and (MLA) absorbed == expanded attention.
 #include <gtest/gtest.h>

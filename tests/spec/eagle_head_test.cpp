@@ -1,4 +1,4 @@
-// EAGLE-1 and EAGLE-3 heads against an independent PyTorch reference (tools/eagle/eagle_ref.py; goldens
+// EAGLE-1 and EAGLE-3 heads against an independent PyTorch reference (tools/gen/eagle/eagle_ref.py; goldens
 // under tests/data/eagle/<case>/, each a head in a published layout over a target in tests/data/llama):
 // teacher-forced logits and features for every row, the draft -> target id map, and that running the
 // rows one at a time through the head's KV cache equals running them all at once.

@@ -1,6 +1,6 @@
 // Tokenizers rebuilt from GGUF metadata (tokenizer/tokenizer_gguf.h) against the ids of independent
 // implementations (tests/data/tokenizer, as tokenizer_real_test.cpp checks tokenizer.json): the real
-// Llama 3.1 and DeepSeek-V3 vocabularies converted to tokenizer.ggml.* keys by tools/gguf/hf_to_gguf.py
+// Llama 3.1 and DeepSeek-V3 vocabularies converted to tokenizer.ggml.* keys by tools/gen/gguf/hf_to_gguf.py
 // (--vocab-only; the ctest fixture gguf_vocab writes them into the build folder). Then the refusals: a
 // model type, pre-tokenizer or token type aerie does not reproduce is a load error naming it.
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // The chat templates publishers ship (tests/data/chat_template/templates: Qwen, Mistral, Gemma, Phi, Granite,
 // GLM, Kimi, gpt-oss, Command-R, Hermes, Functionary, SmolLM, Seed-OSS, Nemotron), each rendered over the
 // conversations of publisher_cases.json and compared byte for byte with python3-jinja2 in Hugging Face's
-// configuration (publisher_expected.json, made by tools/chat_template/render_reference.py). A template
+// configuration (publisher_expected.json, made by tools/gen/chat_template/render_reference.py). A template
 // that raises in Python must raise here: with the same text when it is the template's raise_exception().
 #include <fstream>
 #include <map>

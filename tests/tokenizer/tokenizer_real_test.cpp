@@ -1,5 +1,5 @@
 // The real Llama 3.1 and DeepSeek-V3 tokenizers against ids from independent implementations
-// (tests/data/tokenizer, made by tools/tokenizer/make_expected.mjs), plus round trips and streaming.
+// (tests/data/tokenizer, made by tools/gen/tokenizer/make_expected.mjs), plus round trips and streaming.
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -76,7 +76,7 @@ class RealTokenizerTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     const auto dir = tokenizer_dir() / GetParam();
     ASSERT_TRUE(std::filesystem::exists(dir / "tokenizer.json"))
-        << "missing " << (dir / "tokenizer.json") << ": run tools/tokenizer/fetch_tokenizers.sh "
+        << "missing " << (dir / "tokenizer.json") << ": run tools/gen/tokenizer/fetch_tokenizers.sh "
         << "(or set AERIE_TOKENIZER_DIR to a directory with llama3_1/ and deepseek_v3/)";
     tok_ = &tokenizer(GetParam());
     expected_ = read_json(std::filesystem::path(AERIE_TEST_DATA_DIR) / "tokenizer" / (GetParam() + "_expected.json"));

@@ -1,6 +1,6 @@
 // The tokenizer aerie ships with its trained models (models/aerie-tiny-llama, trained by
-// tools/trained/train_tokenizer.py) against ids from independent implementations
-// (tests/data/trained/tokenizer_expected.json, made by tools/trained/make_tokenizer_expected.mjs with
+// tools/gen/trained/train_tokenizer.py) against ids from independent implementations
+// (tests/data/trained/tokenizer_expected.json, made by tools/gen/trained/make_tokenizer_expected.mjs with
 // transformers.js): held-out validation text and prompts, exact round trips, streaming decode.
 #include <filesystem>
 #include <fstream>
