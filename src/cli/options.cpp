@@ -232,7 +232,7 @@ std::vector<OptionRow> draft_rows() {
       {flag("--deterministic",
             "batch-invariant decoding: a request's tokens do not depend on what else is in the batch, on prompt "
             "chunking, on preemption or on speculation (greedy: the same ids alone or under load); every matmul "
-            "takes the row-invariant kernels at any row count (prefill pays: README \"Deterministic mode\"). A "
+            "takes the row-invariant kernels at any row count (prefill pays: docs/serving.md, \"Deterministic mode\"). A "
             "request can ask for it alone with the field \"deterministic\": true"),
        kSpeculating},
   };

@@ -5,7 +5,7 @@
 //
 // The defaults are generous for real use (the largest published chat templates, tool schemas and
 // tokenizer.json files stay far below them) and small enough that a hostile input costs at most seconds
-// of CPU and tens of MiB. `aerie serve` can raise the request-side ones by flag (README, "Limits").
+// of CPU and tens of MiB. `aerie serve` can raise the request-side ones by flag (docs/limits.md).
 #pragma once
 
 #include <cstddef>
@@ -90,7 +90,7 @@ struct RequestSideLimits {
 // Applies "group.field=value" (e.g. "json.max_depth=256"); the value must be a positive integer in the
 // field's range. Throws aerie::Error naming the known limits for an unknown name.
 void set_limit(RequestSideLimits& limits, std::string_view assignment);
-// "group.field = value" lines for every settable limit (the help text and the README's table).
+// "group.field = value" lines for every settable limit (the help text and the table in docs/limits.md).
 std::string describe_limits(const RequestSideLimits& limits);
 
 }  // namespace aerie

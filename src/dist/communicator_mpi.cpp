@@ -24,7 +24,7 @@ bool g_collective_failed = false;
 // Ends the job: MPI_Abort kills every rank. Open MPI's MPI_Abort first hands its help text to mpirun and
 // waits for the acknowledgement; when mpirun is already ending the job (it does once a rank has died) that
 // never comes, and the process slept in MPI_Abort until mpirun's SIGKILL (odls_base_sigkill_timeout, which
-// the README advises setting long). A watchdog exits the process instead after kAbortGrace: a rank 0 that
+// docs/multi-process.md "Faults" advises setting long). A watchdog exits the process instead after kAbortGrace: a rank 0 that
 // exits non-zero makes mpirun end the others.
 [[noreturn]] void abort_job(int status) {
   constexpr auto kAbortGrace = std::chrono::seconds(2);

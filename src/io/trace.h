@@ -1,8 +1,8 @@
 // Tracing of named intermediates: with AERIE_TRACE_DIR=/some/dir set, a forward writes what its layers
 // compute (attn_norm, q, k, attn_out, ffn_out, router logits, chosen experts, kv_latent, a head's fc output,
 // ...) as float32 .npy files, one per (scope, layer, name), so that a mismatch against a reference can be
-// located inside a layer: tools/reference/compare_logits.py --trace-a DIR --trace-b REFDIR names the first
-// tensor that diverges. The reference scripts in tools/ write the same names (tools/reference/aerie_trace.py).
+// located inside a layer: tools/gen/reference/compare_logits.py --trace-a DIR --trace-b REFDIR names the first
+// tensor that diverges. The reference scripts in tools/ write the same names (tools/gen/reference/aerie_trace.py).
 //
 // Files: DIR/<scope>.<name>.npy without a layer, DIR/<scope>.L<layer>.<name>.npy with one (scope "target"
 // or "head"), shape [rows, cols]; DIR/index.txt lists each file's stem once, in the order first written,

@@ -123,7 +123,7 @@ inline constexpr int64_t kGemmMinRows = 32;
 // else shares its steps, on prompt chunking, on preemption (the recomputed prompt gets the decode rows'
 // bits) or on speculation. MLA takes its absorbed form for every row (models/mla.h) for the same reason.
 // Attention, norms, rope and the element-wise ops are row-invariant always. The price is prefill speed
-// (README "Deterministic mode").
+// (docs/serving.md, "Deterministic mode").
 bool batch_invariant();
 class BatchInvariantScope {
  public:

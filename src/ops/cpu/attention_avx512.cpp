@@ -25,7 +25,7 @@
 // which other rows share the task, so one query alone gives the bits it gives inside a prefill.
 //
 // What decided it (Llama-3.2-1B shape, int4 weights, 1 thread, `aerie bench --context-tokens 8192,32768
-// --decode-tokens 8`, README "Long contexts"): before, decode at 8k spent more time in the scalar key
+// --decode-tokens 8`, docs/speed.md "Long contexts"): before, decode at 8k spent more time in the scalar key
 // transposition (a strided store per value, an fp8 byte through a table) than in all the matmuls, and fp8 KV
 // was slower than bf16 for it; at 32k the whole head's transposed keys (8 MiB) and scores no longer fit a
 // cache. 16x16 register transposes, chunk-sized buffers and the prefetch made decode 2.5x (8k) and 3.7x
