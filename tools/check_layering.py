@@ -17,6 +17,7 @@ ALLOWED = {
     "core": [],
     "io": ["core"],
     "tokenizer": ["io", "core"],
+    "jinja": ["core"],
     "ops": ["core"],
     "dist": ["core"],
     "sample": ["core"],
@@ -25,7 +26,7 @@ ALLOWED = {
     "spec": ["models", "sample", "io", "kv", "ops", "core"],
     "sched": ["kv", "sample", "core"],
     "engine": ["sched", "spec", "models", "sample", "kv", "core"],
-    "server": ["engine", "models", "tokenizer", "core"],
+    "server": ["engine", "models", "tokenizer", "jinja", "core"],
     "cli": ["engine", "server", "tokenizer", "models", "io", "sample", "core"],
 }
 

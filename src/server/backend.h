@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "jinja/chat_template.h"
 #include "sample/token_trie.h"
 #include "server/engine_loop.h"
 #include "server/reasoning.h"
 #include "server/tool_parser.h"
-#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace aerie::server {

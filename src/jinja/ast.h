@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 namespace aerie::jinja {
 

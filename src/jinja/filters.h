@@ -1,12 +1,12 @@
-// What the builtin files share (jinja_builtins.cpp, jinja_filters.cpp, jinja_strings.cpp,
-// jinja_sequence_filters.cpp); not for use outside the Jinja engine.
+// What the builtin files share (builtins.cpp, filters.cpp, strings.cpp,
+// sequence_filters.cpp); not for use outside the Jinja engine.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja_builtins.h"
+#include "jinja/builtins.h"
 
 namespace aerie::jinja {
 

@@ -1,8 +1,8 @@
-#include "tokenizer/chat_template.h"
+#include "jinja/chat_template.h"
 
 #include "core/error.h"
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_parser.h"
+#include "jinja/eval.h"
+#include "jinja/parser.h"
 
 namespace aerie {
 

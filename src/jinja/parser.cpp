@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_parser.h"
+#include "jinja/parser.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,7 +6,7 @@
 #include <initializer_list>
 
 #include "core/error.h"
-#include "tokenizer/jinja_lexer.h"
+#include "jinja/lexer.h"
 
 namespace aerie::jinja {
 namespace {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "tokenizer/jinja_budget.h"
+#include "jinja/budget.h"
 
 namespace aerie::jinja {
 

@@ -11,8 +11,8 @@
 #include <map>
 #include <string_view>
 
-#include "tokenizer/jinja_filters.h"
-#include "tokenizer/jinja_format.h"
+#include "jinja/filters.h"
+#include "jinja/format.h"
 
 namespace aerie::jinja {
 namespace {

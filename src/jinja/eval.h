@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/limits.h"
-#include "tokenizer/jinja_ast.h"
+#include "jinja/ast.h"
 
 namespace aerie::jinja {
 

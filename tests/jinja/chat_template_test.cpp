@@ -1,6 +1,6 @@
 // Renders every case of tests/data/chat_template/cases.json and compares it byte for byte with
 // python3-jinja2's rendering (expected.json, made by tools/chat_template/render_reference.py).
-#include "tokenizer/chat_template.h"
+#include "jinja/chat_template.h"
 
 #include <fstream>
 #include <map>

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "tokenizer/jinja_filters.h"
+#include "jinja/filters.h"
 
 namespace aerie::jinja {
 

@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_eval.h"
+#include "jinja/eval.h"
 
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
 
 #include "core/error.h"
-#include "tokenizer/jinja_builtins.h"
+#include "jinja/builtins.h"
 
 namespace aerie::jinja {
 namespace {

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 #include <algorithm>
 #include <charconv>

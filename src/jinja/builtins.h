@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 namespace aerie::jinja {
 

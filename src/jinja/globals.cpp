@@ -1,9 +1,9 @@
 // jinja2's tests (`x is defined`, ...) and the global functions of Hugging Face's environment (range,
-// namespace, dict, joiner, cycler, raise_exception, strftime_now); declared in jinja_builtins.h.
+// namespace, dict, joiner, cycler, raise_exception, strftime_now); declared in builtins.h.
 #include <algorithm>
 #include <string_view>
 
-#include "tokenizer/jinja_filters.h"
+#include "jinja/filters.h"
 
 namespace aerie::jinja {
 namespace {

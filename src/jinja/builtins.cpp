@@ -1,7 +1,7 @@
-#include "tokenizer/jinja_builtins.h"
+#include "jinja/builtins.h"
 
-#include "tokenizer/jinja_filters.h"
-#include "tokenizer/jinja_format.h"
+#include "jinja/filters.h"
+#include "jinja/format.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-// The filters (declared in jinja_builtins.h): those on numbers and the ones that print their operand
-// here, the text filters in jinja_strings.cpp, the sequence filters in jinja_sequence_filters.cpp.
+// The filters (declared in builtins.h): those on numbers and the ones that print their operand
+// here, the text filters in strings.cpp, the sequence filters in sequence_filters.cpp.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <optional>
 #include <string_view>
 
-#include "tokenizer/jinja_filters.h"
-#include "tokenizer/jinja_format.h"
+#include "jinja/filters.h"
+#include "jinja/format.h"
 
 namespace aerie::jinja {
 namespace {

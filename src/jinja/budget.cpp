@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_budget.h"
+#include "jinja/budget.h"
 
 #include "core/error.h"
 

@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_format.h"
+#include "jinja/format.h"
 
 #include <cmath>
 #include <cstdio>
 
-#include "tokenizer/jinja_builtins.h"
+#include "jinja/builtins.h"
 
 namespace aerie::jinja {
 namespace {
