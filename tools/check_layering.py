@@ -21,12 +21,13 @@ ALLOWED = {
     "ops": ["core"],
     "dist": ["core"],
     "sample": ["core"],
+    "grammar": ["sample", "core"],
     "kv": ["core"],
     "models": ["ops", "dist", "io", "kv", "core"],
     "spec": ["models", "sample", "io", "kv", "ops", "core"],
     "sched": ["kv", "sample", "core"],
     "engine": ["sched", "spec", "models", "sample", "kv", "core"],
-    "server": ["engine", "models", "tokenizer", "jinja", "core"],
+    "server": ["engine", "models", "tokenizer", "jinja", "grammar", "core"],
     "cli": ["engine", "server", "tokenizer", "models", "io", "sample", "core"],
 }
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/token_trie.h"
 #include "jinja/chat_template.h"
-#include "sample/token_trie.h"
 #include "server/engine_loop.h"
 #include "server/reasoning.h"
 #include "server/tool_parser.h"

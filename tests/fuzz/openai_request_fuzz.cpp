@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "grammar/json_schema.h"
 #include "jinja/chat_template.h"
-#include "sample/json_schema.h"
 #include "server/openai_fields.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"

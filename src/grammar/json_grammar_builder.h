@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/limits.h"
-#include "sample/json_grammar.h"
+#include "grammar/json_grammar.h"
 
 namespace aerie {
 

@@ -38,7 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/limits.h"
-#include "sample/json_grammar.h"
+#include "grammar/json_grammar.h"
 
 namespace aerie {
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "sample/json_constraint.h"
-#include "sample/json_grammar.h"
+#include "grammar/json_constraint.h"
+#include "grammar/json_grammar.h"
+#include "grammar/token_trie.h"
 #include "sample/sampling.h"
-#include "sample/token_trie.h"
 
 namespace aerie::test {
 

@@ -1,4 +1,4 @@
-#include "sample/json_grammar_builder.h"
+#include "grammar/json_grammar_builder.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -7,8 +7,8 @@
 #include <map>
 
 #include "core/error.h"
+#include "grammar/json_schema.h"
 #include "json_test_support.h"
-#include "sample/json_schema.h"
 
 namespace aerie {
 namespace {

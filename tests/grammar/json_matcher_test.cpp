@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sample/json_grammar.h"
-#include "sample/json_schema.h"
+#include "grammar/json_grammar.h"
+#include "grammar/json_schema.h"
 
 namespace aerie {
 namespace {

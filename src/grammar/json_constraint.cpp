@@ -1,4 +1,4 @@
-#include "sample/json_constraint.h"
+#include "grammar/json_constraint.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "sample/json_schema.h"
+#include "grammar/json_schema.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/json_scan.h"
-#include "sample/json_grammar_builder.h"
+#include "grammar/json_grammar_builder.h"
 
 namespace aerie {
 namespace {

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "grammar/json_schema.h"
 #include "json_test_support.h"
-#include "sample/json_schema.h"
 
 namespace aerie {
 namespace {

@@ -1,4 +1,4 @@
-#include "sample/json_grammar.h"
+#include "grammar/json_grammar.h"
 
 #include <algorithm>
 #include <cstring>

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "grammar/json_schema.h"
 #include "json_test_support.h"
-#include "sample/json_schema.h"
 
 namespace aerie {
 namespace {

@@ -1,4 +1,4 @@
-#include "sample/token_trie.h"
+#include "grammar/token_trie.h"
 
 #include <algorithm>
 #include <numeric>

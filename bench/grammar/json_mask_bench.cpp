@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "sample/json_constraint.h"
-#include "sample/json_schema.h"
-#include "sample/token_trie.h"
+#include "grammar/json_constraint.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_trie.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "sample/json_schema.h"
+#include "grammar/json_schema.h"
 
 namespace aerie {
 namespace {

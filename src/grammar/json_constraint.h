@@ -14,9 +14,9 @@
 #include <memory>
 #include <vector>
 
-#include "sample/json_grammar.h"
+#include "grammar/json_grammar.h"
+#include "grammar/token_trie.h"
 #include "sample/token_constraint.h"
-#include "sample/token_trie.h"
 
 namespace aerie {
 
