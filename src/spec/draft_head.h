@@ -23,7 +23,7 @@
 #include "io/weight_store.h"
 #include "kv/kv_cache.h"
 #include "models/model.h"
-#include "models/quantize.h"
+#include "quant/quantize.h"
 #include "spec/drafter.h"
 #include "spec/ngram_drafter.h"
 

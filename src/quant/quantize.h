@@ -20,7 +20,7 @@
 
 namespace aerie {
 
-// kInt4: models/int4_weights.h.
+// kInt4: quant/int4_weights.h.
 enum class WeightFormat { kAsStored, kInt8, kInt4 };
 
 // "as-stored", "int8" or "int4"; anything else is an aerie::Error naming `what`.

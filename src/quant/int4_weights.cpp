@@ -1,4 +1,4 @@
-#include "models/int4_weights.h"
+#include "quant/int4_weights.h"
 
 #include <algorithm>
 #include <cctype>
@@ -344,7 +344,7 @@ int64_t convert_int4_checkpoint(WeightStore& store, const nlohmann::json& config
   const std::string method = r.string("quant_method", "");
   if (method == "compressed-tensors") {
     const std::string format = r.string("format", "int-quantized");
-    if (format == "int-quantized") return 0;  // int8: models/quantize.h
+    if (format == "int-quantized") return 0;  // int8: quant/quantize.h
     AERIE_CHECK(format == "pack-quantized", store.source(), ": unsupported quantization_config.format '", format,
                 "' for compressed-tensors (supported: int-quantized, pack-quantized)");
     const PackedFormat packed = parse_packed_format(qc, store.source());

@@ -1,4 +1,4 @@
-#include "models/quantize.h"
+#include "quant/quantize.h"
 
 #include <cmath>
 #include <cstring>

@@ -47,7 +47,7 @@ namespace aerie {
 
 // When `config` (a config.json) has a GPTQ, AWQ or compressed-tensors pack-quantized quantization_config,
 // repacks every `<base>.qweight` (`<base>.weight_packed`) as above and returns how many; 0 without one (and
-// for compressed-tensors int8, models/quantize.h). Bits other than 4, another AWQ version or compressed-tensors
+// for compressed-tensors int8, quant/quantize.h). Bits other than 4, another AWQ version or compressed-tensors
 // format, a missing or misshapen tensor, a weight_shape that disagrees, a zero point above 16 or a group that
 // ops/int4.h cannot run are an aerie::Error naming the key or tensor. Projections are repacked on `pool`'s threads when one is given.
 int64_t convert_int4_checkpoint(WeightStore& store, const nlohmann::json& config, ThreadPool* pool = nullptr);
