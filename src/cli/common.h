@@ -11,10 +11,10 @@
 #include "core/thread_pool.h"
 #include "dist/communicator.h"
 #include "io/weight_memory.h"
-#include "models/quantize.h"
 #include "models/model.h"
 #include "models/tensor_parallel_driver.h"
 #include "ops/ops.h"
+#include "quant/quantize.h"
 
 namespace aerie::cli {
 

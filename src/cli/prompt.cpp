@@ -5,8 +5,8 @@
 
 #include "core/error.h"
 #include "io/generation_config.h"
+#include "jinja/chat_template.h"
 #include "tokenizer/tokenizer_gguf.h"
-#include "tokenizer/chat_template.h"
 
 namespace aerie::cli {
 std::string read_text_file(const std::string& path, const char* what) {

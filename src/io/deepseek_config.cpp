@@ -22,7 +22,7 @@ Fp8Quantization parse_quantization(const json& j, const std::string& source) {
   AERIE_CHECK(qc.is_object(), source, ": 'quantization_config' must be an object or null");
   const ConfigReader r(qc, source, "quantization_config.");
   const std::string method = r.string("quant_method", "");
-  // compressed-tensors int8 (vLLM's layout): the I8 tensors and their scales say it all; models/quantize.h
+  // compressed-tensors int8 (vLLM's layout): the I8 tensors and their scales say it all; quant/quantize.h
   // checks them when the weights load.
   if (method == "compressed-tensors") {
     const std::string format = r.string("format", "int-quantized");
@@ -32,7 +32,7 @@ Fp8Quantization parse_quantization(const json& j, const std::string& source) {
                 "4-bit weights)");
     return q;
   }
-  // 4-bit GPTQ and AWQ: their settings are checked where the tensors are repacked (models/int4_weights.h).
+  // 4-bit GPTQ and AWQ: their settings are checked where the tensors are repacked (quant/int4_weights.h).
   if (method == "gptq" || method == "awq") return q;
   AERIE_CHECK(method == "fp8", source, ": unsupported quantization_config.quant_method '", method,
               "' (supported: fp8, gptq, awq, compressed-tensors int-quantized and pack-quantized)");

@@ -6,9 +6,9 @@
 //   topk_method "noaux_tc", scoring_func "sigmoid", rope_scaling null or type "yarn",
 //   quantization_config null or {quant_method "fp8", fmt "e4m3", weight_block_size [128, 128],
 //   activation_scheme "dynamic"} (activations stay f32 here: the weights are what is quantised) or
-//   {quant_method "compressed-tensors", format "int-quantized"} (int8 weights: models/quantize.h) or
+//   {quant_method "compressed-tensors", format "int-quantized"} (int8 weights: quant/quantize.h) or
 //   {quant_method "gptq" | "awq"} or {quant_method "compressed-tensors", format "pack-quantized"} (4-bit
-//   weights, their settings checked by models/int4_weights.h),
+//   weights, their settings checked by quant/int4_weights.h),
 //   tie_word_embeddings false.
 #pragma once
 

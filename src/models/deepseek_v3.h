@@ -1,7 +1,7 @@
 // DeepSeek-V3 (DeepseekV3ForCausalLM): MLA attention over a latent-only cache, dense SwiGLU layers then
 // routed MoE layers with shared experts, RMSNorm, YaRN RoPE, untied head. Weights are the checkpoint's
 // own tensors viewed in place, BF16 or FP8 block-quantised (kept FP8 in memory), int8 or int4 projections
-// (models/quantize.h, models/int4_weights.h: published compressed-tensors, GPTQ and AWQ layouts repacked at
+// (quant/quantize.h, quant/int4_weights.h: published compressed-tensors, GPTQ and AWQ layouts repacked at
 // load, or --weights int8 / int4), or a GGUF file's (models/gguf_loader.h: its block types read in place, kv_b
 // split per head). The checkpoint's MTP
 // layers (model.layers.{num_hidden_layers}.*) are not bound here; the MTP drafter binds them.

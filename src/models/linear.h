@@ -1,10 +1,10 @@
 // LinearWeight: one projection as the checkpoint stores it, so model code calls one function whatever the
 // dtype: a float matrix (F32/BF16/F16, ops::matmul) or an F8_E4M3 matrix with its per-128x128-tile F32
 // multipliers `<name>.weight_scale_inv` (ops::matmul_fp8_block, no up-front dequantisation), or an I8
-// matrix with its F32 `<name>.weight_scale` [n_out, n_groups] (ops::matmul_int8; models/quantize.h), or a
+// matrix with its F32 `<name>.weight_scale` [n_out, n_groups] (ops::matmul_int8; quant/quantize.h), or a
 // U8 matrix of packed int4 values [n_out, n_in / 2] with `<name>.weight_scale` F32 and `<name>.weight_zero`
 // U8 [n_out, n_groups] and, for GPTQ's act-order checkpoints, `<name>.weight_perm` I32 [n_in] (ops/int4.h;
-// models/int4_weights.h), or a GGUF block-quantised matrix (DType::kQ4_K ...: ops/ggml_blocks.h, which
+// quant/int4_weights.h), or a GGUF block-quantised matrix (DType::kQ4_K ...: ops/ggml_blocks.h, which
 // ops::matmul reads in place). Every projection of every model and draft head goes through here, output
 // heads included. Under tensor parallelism a projection may be one rank's row-parallel shard, whose output
 // linear() sums over the ranks itself (models/parallel/parallel_linear.h), so a block never reduces.

@@ -10,8 +10,8 @@
 #include "io/llama_config.h"
 #include "models/deepseek_v3.h"
 #include "models/gguf_loader.h"
-#include "models/int4_weights.h"
 #include "models/llama3.h"
+#include "quant/int4_weights.h"
 
 namespace aerie {
 namespace {
@@ -67,7 +67,7 @@ std::unique_ptr<Model> load_deepseek_v3(const std::filesystem::path& dir, const 
               ": several ranks split BF16 and FP8 weights only; --weights int8 or int4 cannot be split yet");
   WeightStore store = open_weights(dir, options);
   normalize_int8_scales(store);
-  // Published GPTQ / AWQ / compressed-tensors 4-bit projections, repacked (models/int4_weights.h).
+  // Published GPTQ / AWQ / compressed-tensors 4-bit projections, repacked (quant/int4_weights.h).
   const int64_t n_int4 = convert_int4_checkpoint(store, json, &pool);
   AERIE_CHECK(
       !tensor_parallel(options) || n_int4 == 0, dir.string(),

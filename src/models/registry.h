@@ -8,7 +8,7 @@
 #include "dist/communicator.h"
 #include "io/weight_store.h"
 #include "models/model.h"
-#include "models/quantize.h"
+#include "quant/quantize.h"
 
 namespace aerie {
 
@@ -17,12 +17,12 @@ struct LoadOptions {
   bool prefault = true;    // touch every page at load so the first forward does not pay page faults
   WeightMemory weight_memory = WeightMemory::kMapped;  // where the weights live (io/weight_memory.h)
   WeightMemoryReport* weight_memory_report = nullptr;  // when set, filled with what the load used
-  // int8: every projection and the output head quantised at load (models/quantize.h), Llama targets;
+  // int8: every projection and the output head quantised at load (quant/quantize.h), Llama targets;
   // int8_group inputs per scale, 0 = one per output channel. The float weights then stay mapped (no
   // huge-page copy of what is about to be replaced). Int8 checkpoints load as they are either way.
   WeightFormat weights = WeightFormat::kAsStored;
   int64_t int8_group = 0;
-  // int4: the same with asymmetric int4 (models/int4_weights.h), int4_group inputs per scale and zero point
+  // int4: the same with asymmetric int4 (quant/int4_weights.h), int4_group inputs per scale and zero point
   // (0 = one per output channel). GPTQ and AWQ checkpoints load as they are either way.
   int64_t int4_group = 128;
   // Tensor parallelism over this communicator's ranks when it has more than one (each rank loads its shards:

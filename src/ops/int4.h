@@ -7,7 +7,7 @@
 //          runs of 32 consecutive inputs (n_in a multiple of 64);
 //   scale: F32 [n_out, n_groups];   zero: U8 [n_out, n_groups], at most 16 (GPTQ's v1 zeros reach 16);
 //   group: a multiple of 64 dividing n_in (n_groups == 1: one group per channel).
-// The weights stay half a byte each in memory; models/quantize.h and models/int4_checkpoint.h make them.
+// The weights stay half a byte each in memory; quant/int4_weights.h makes them (--weights int4, and GPTQ / AWQ / compressed-tensors checkpoints).
 //
 // Arithmetic, per output: per group, the dot product of the activations with (q - zero), times that group's
 // scale, summed over the groups. Below kGemmMinRows rows with AVX-512-VNNI, activations are quantised to

@@ -1,7 +1,7 @@
 // Int8 weights: symmetric, one F32 scale per output channel and group of `group` inputs,
 //   w[o, i] = q[o, i] * scale[o, i / group]      q: I8 [n_out, n_in];  scale: F32 [n_out, n_in / group]
 // (group == n_in: one scale per channel). The kernels read the int8 bytes and apply the scales on the
-// fly, so the weights stay 1 byte each in memory; models/quantize.h makes and loads them.
+// fly, so the weights stay 1 byte each in memory; quant/quantize.h makes and loads them.
 //
 // Arithmetic, per output: per group, the dot product of the activations with q (int8 values are exact in
 // every format used), times that group's scale, summed over the groups in order. Below kGemmMinRows rows

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "sample/token_trie.h"
 #include "engine/engine_loop.h"
+#include "grammar/token_trie.h"
+#include "jinja/chat_template.h"
 #include "server/choice_events.h"
 #include "server/reasoning.h"
 #include "server/tool_parser.h"
-#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace aerie::server {

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "sample/json_constraint.h"
-#include "sample/json_schema.h"
+#include "grammar/json_constraint.h"
+#include "grammar/json_schema.h"
 #include "server/forced_tool_calls.h"
 #include "server/openai_fields.h"
 

@@ -23,7 +23,7 @@
 #include "io/weight_store.h"
 #include "kv/kv_cache.h"
 #include "models/model.h"
-#include "models/quantize.h"
+#include "quant/quantize.h"
 #include "spec/drafter.h"
 #include "spec/ngram_drafter.h"
 
@@ -83,11 +83,11 @@ struct DraftLoadOptions {
   bool aux_layer_ids_are_outputs = false;
   ProgressFn progress;
   bool prefault = true;
-  // int8: the head's projections and own lm_head quantised at load (models/quantize.h); int8_group inputs
+  // int8: the head's projections and own lm_head quantised at load (quant/quantize.h); int8_group inputs
   // per scale, 0 = one per output channel. Int8 checkpoints load as they are either way.
   WeightFormat weights = WeightFormat::kAsStored;
   int64_t int8_group = 0;
-  int64_t int4_group = 128;  // int4: models/int4_weights.h (EAGLE-1/3 heads, MHA and MLA)
+  int64_t int4_group = 128;  // int4: quant/int4_weights.h (EAGLE-1/3 heads, MHA and MLA)
   NgramOptions ngram;        // --draft ngram: the gram lengths it matches
   // The target's folder: a draft model's tokenizer.json is compared with its (empty: not compared).
   std::filesystem::path target_dir;

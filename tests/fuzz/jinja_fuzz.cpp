@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "fuzz_support.h"
-#include "tokenizer/chat_template.h"
+#include "jinja/chat_template.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "fuzz_support.h"
-#include "sample/json_schema.h"
+#include "grammar/json_schema.h"
 
 namespace {
 

@@ -13,12 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "sample/json_schema.h"
+#include "grammar/json_schema.h"
+#include "jinja/chat_template.h"
 #include "server/openai_fields.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
 #include "server/structured_output.h"
-#include "tokenizer/chat_template.h"
 
 namespace {
 

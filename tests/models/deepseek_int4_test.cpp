@@ -1,4 +1,4 @@
-// Int4 weights on DeepSeek-V3 (models/int4_weights.h): GPTQ, AWQ and compressed-tensors pack-quantized
+// Int4 weights on DeepSeek-V3 (quant/int4_weights.h): GPTQ, AWQ and compressed-tensors pack-quantized
 // checkpoints written by numpy (tools/gen/deepseek/make_int4_checkpoint.py: every attention projection, kv_b
 // included, dense FFN, routed and shared expert and the MTP layer int4) give the logits deepseek_ref.py
 // computes in float64 on their dequantised weights, in prefill and token by token (MLA's absorbed form reads
@@ -25,10 +25,10 @@
 #include "engine/generator.h"
 #include "io/npy.h"
 #include "models/deepseek_v3.h"
-#include "models/int4_weights.h"
 #include "models/linear.h"
 #include "models/registry.h"
 #include "ops/int4.h"
+#include "quant/int4_weights.h"
 #include "spec/drafter_registry.h"
 #include "../engine/oracle_head.h"
 #include "../tensor_files.h"

@@ -1,4 +1,4 @@
-// Int8 weights on DeepSeek-V3 (models/quantize.h): compressed-tensors int8 checkpoints written by numpy
+// Int8 weights on DeepSeek-V3 (quant/quantize.h): compressed-tensors int8 checkpoints written by numpy
 // (tools/gen/deepseek/make_int8_checkpoint.py, every attention, dense and expert projection int8) give the
 // logits deepseek_ref.py computes in float64 from their dequantised weights, in prefill (expanded MLA) and
 // token by token (absorbed MLA, kv_b read row block by row block from int8); quantising an FP8 checkpoint
@@ -18,8 +18,8 @@
 #include "engine/engine_generate.h"
 #include "engine/generator.h"
 #include "io/npy.h"
-#include "models/quantize.h"
 #include "models/registry.h"
+#include "quant/quantize.h"
 #include "spec/drafter_registry.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"

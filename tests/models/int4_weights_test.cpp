@@ -1,4 +1,4 @@
-// Int4 weights (models/int4_weights.h): published GPTQ (plain, symmetric with act order) and AWQ
+// Int4 weights (quant/int4_weights.h): published GPTQ (plain, symmetric with act order) and AWQ
 // checkpoints load as they are and give the logits that llama_ref.py computes in float64 from their
 // dequantised weights; quantisation at load gives the values and zero points numpy's quantiser wrote;
 // greedy speculative decoding through the engine with an int4 target equals plain decoding token for token;
@@ -18,10 +18,10 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "io/npy.h"
-#include "models/int4_weights.h"
-#include "ops/int4.h"
-#include "models/quantize.h"
 #include "models/registry.h"
+#include "ops/int4.h"
+#include "quant/int4_weights.h"
+#include "quant/quantize.h"
 #include "spec/drafter_registry.h"
 #include "../engine/oracle_head.h"
 #include "../reference_precision.h"

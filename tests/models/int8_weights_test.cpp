@@ -1,4 +1,4 @@
-// Int8 weights (models/quantize.h): published compressed-tensors int8 checkpoints load as they are and
+// Int8 weights (quant/quantize.h): published compressed-tensors int8 checkpoints load as they are and
 // give the logits that llama_ref.py computes in float64 from their dequantised weights; quantisation at
 // load gives exactly the weights numpy's quantiser wrote; greedy speculative decoding through the engine
 // with an int8 target (and int8 head) equals plain decoding token for token; bad int8 tensors are clear
@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "io/npy.h"
-#include "models/quantize.h"
+#include "quant/quantize.h"
 #include "models/registry.h"
 #include "spec/drafter_registry.h"
 #include "../engine/oracle_head.h"

@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "grammar/json_constraint.h"
+#include "grammar/json_schema.h"
 #include "models/registry.h"
-#include "sample/json_constraint.h"
-#include "sample/json_schema.h"
 #include "spec/drafter_registry.h"
 #include "tokenizer/tokenizer.h"
 

@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "jinja/chat_template.h"
 #include "server/tool_parser.h"
-#include "tokenizer/chat_template.h"
 
 namespace aerie::server {
 namespace {

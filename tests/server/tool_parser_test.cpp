@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "tokenizer/chat_template.h"
+#include "jinja/chat_template.h"
 
 namespace aerie::server {
 namespace {

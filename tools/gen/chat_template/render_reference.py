@@ -155,7 +155,7 @@ def main():
     (DATA / "expected.json").write_text(json.dumps(expected, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
     n_errors = sum(1 for e in expected.values() if "error" in e)
     print(f"{len(expected)} cases ({n_errors} raise an error) -> {DATA / 'expected.json'}")
-    # Small templates that pin down one Jinja feature each (tests/tokenizer/jinja_engine_test.cpp).
+    # Small templates that pin down one Jinja feature each (tests/jinja/engine_test.cpp).
     snippets = json.loads((DATA / "snippets.json").read_text(encoding="utf-8"))
     snippet_expected = {}
     for snippet in snippets:

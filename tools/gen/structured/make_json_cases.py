@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Writes tests/data/sample/json_cases.json: byte strings labelled valid/invalid JSON documents, for the
-JSON matcher test (tests/sample/json_matcher_test.cpp). Python's json module is the reference; the file is
+JSON matcher test (tests/grammar/json_matcher_test.cpp). Python's json module is the reference; the file is
 committed so the test needs no Python.
 
     python3 tools/gen/structured/make_json_cases.py [--out tests/data/sample/json_cases.json] [--seed 1]
 
 `valid` is what the matcher must answer: Python's verdict (strict json.loads of the strictly decoded UTF-8,
-NaN/Infinity refused) plus aerie's documented output policy (src/sample/json_grammar.h), which is stricter
+NaN/Infinity refused) plus aerie's documented output policy (src/grammar/json_grammar.h), which is stricter
 in five ways: no lone surrogate escapes, no whitespace before or after the top-level value, at most 16
 whitespace bytes in a row, at most 62 levels of nesting. `python_json` keeps Python's own verdict. Hand-written
 invalid cases also carry `refused_at`: the offset of the first byte the matcher must refuse (the length of

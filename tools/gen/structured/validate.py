@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks JSON documents against JSON Schemas with the `jsonschema` package (Debian python3-jsonschema), the
-independent reference for tests/sample/json_schema_test.cpp.
+independent reference for tests/grammar/json_schema_test.cpp.
 
     python3 tools/gen/structured/validate.py CASES.jsonl
 

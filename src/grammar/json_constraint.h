@@ -1,0 +1,56 @@
+// The TokenConstraint for JSON output: a JsonMatcher over a compiled grammar (json_schema.h) and the
+// vocabulary's TokenTrie. Build the grammar once per schema and the trie once per tokenizer; both are
+// shared, immutable, and may serve many constraints on many threads.
+//
+//   auto vocabulary = std::make_shared<const TokenTrie>(token_bytes, end_ids, special_ids);
+//   auto constraint = make_json_constraint(compile_json_schema(schema), vocabulary);
+//
+// allowed_tokens() walks the trie from the current state (token_trie.h); accept() feeds the token's bytes
+// (an end token is accepted, leaving the state as is, exactly when the document is complete); finished()
+// is the matcher's finished(). clone() copies the matcher state (a few small vectors). One constraint
+// object is used by one thread at a time (allowed_tokens keeps its walk buffers in the object).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "grammar/json_grammar.h"
+#include "grammar/token_trie.h"
+#include "sample/token_constraint.h"
+
+namespace aerie {
+
+// Buffers of the mask walk, one entry per trie depth (reused from mask to mask).
+struct JsonMaskScratch {
+  std::vector<JsonMatcher> states;  // the full state at a depth (when not `light`)
+  std::vector<JsonFrame> tops;      // the top frame at a depth, over the walk's root stack (when `light`)
+  std::vector<uint8_t> light;
+  JsonMatcher full_parent;
+};
+
+class JsonConstraint final : public TokenConstraint {
+ public:
+  JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const TokenTrie> vocabulary);
+
+  void allowed_tokens(std::vector<uint8_t>& allowed) const override;
+  bool accept(int64_t token) override;
+  bool finished() const override;
+  std::unique_ptr<TokenConstraint> clone() const override;
+
+  const JsonMatcher& matcher() const { return matcher_; }
+
+ private:
+  std::shared_ptr<const JsonGrammar> grammar_;
+  std::shared_ptr<const TokenTrie> vocabulary_;
+  JsonMatcher matcher_;
+  mutable JsonMaskScratch scratch_;  // allowed_tokens' buffers; not cloned
+};
+
+std::unique_ptr<TokenConstraint> make_json_constraint(std::shared_ptr<const JsonGrammar> grammar,
+                                                      std::shared_ptr<const TokenTrie> vocabulary);
+
+// The mask for a matcher state (what JsonConstraint::allowed_tokens computes), with caller-owned buffers.
+void json_allowed_tokens(const JsonMatcher& state, const TokenTrie& vocabulary, std::vector<uint8_t>& allowed,
+                         JsonMaskScratch& scratch);
+
+}  // namespace aerie

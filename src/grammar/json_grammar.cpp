@@ -1,0 +1,610 @@
+#include "grammar/json_grammar.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace aerie {
+namespace {
+
+// What a frame does with a byte: refuse it; consume it; hand it to the frame below after popping this
+// (complete) one; or push a new value (or key) frame, the node in `push`, which then takes the byte.
+enum class Step { kRefuse, kConsume, kPopRetry, kPush };
+
+enum DocumentPhase : uint8_t { kDocStart, kDocDone };
+enum ObjectPhase : uint8_t { kObjOpen, kObjFirstKey, kObjColon, kObjValue, kObjNext, kObjKey, kObjClosed };
+enum ArrayPhase : uint8_t { kArrOpen, kArrFirst, kArrNext, kArrValue, kArrClosed };
+enum NumberPhase : uint8_t { kNumStart, kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumExp, kNumExpSign,
+                             kNumExpDigits };
+// String phases. kStrHex*: the digits of a \u escape (kStrHex2AfterD: the first was d/D, so the second
+// says whether it is a surrogate); kStrHigh*: a high surrogate, which must be followed by \u and a low one
+// (kStrLow*). kStrCont1..3: UTF-8 continuation bytes still due; kStrE0/ED/F0/F4: the second byte of those
+// lead bytes has a narrower range (no overlongs, no surrogates, nothing above U+10FFFF).
+enum StringPhase : uint8_t {
+  kStrOpen, kStrChar, kStrEscape, kStrHex1, kStrHex2, kStrHex2AfterD, kStrHex3, kStrHex4, kStrHighHex3,
+  kStrHighHex4, kStrLowBackslash, kStrLowU, kStrLowHex1, kStrLowHex2, kStrLowHex3, kStrLowHex4, kStrCont1,
+  kStrCont2, kStrCont3, kStrE0, kStrED, kStrF0, kStrF4, kStrClosed
+};
+
+bool is_whitespace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
+bool is_hex(uint8_t b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'); }
+bool in_range(uint8_t b, uint8_t lo, uint8_t hi) { return b >= lo && b <= hi; }
+
+Step gap_whitespace(JsonFrame& f) {
+  if (f.whitespace >= kJsonMaxWhitespace) return Step::kRefuse;
+  ++f.whitespace;
+  return Step::kConsume;
+}
+
+Step to_phase(JsonFrame& f, uint8_t phase) {
+  f.phase = phase;
+  f.whitespace = 0;
+  return Step::kConsume;
+}
+
+Step step_document(JsonFrame& f, uint8_t b, uint32_t& push) {
+  if (f.phase == kDocDone || is_whitespace(b)) return Step::kRefuse;
+  f.phase = kDocDone;
+  push = uint32_t(f.value);
+  return Step::kPush;
+}
+
+Step step_object(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b, uint32_t& push) {
+  const bool can_close = n.map || f.value >= n.close_from;
+  if (f.phase != kObjOpen && is_whitespace(b)) return gap_whitespace(f);
+  switch (f.phase) {
+    case kObjOpen:
+      return b == '{' ? to_phase(f, kObjFirstKey) : Step::kRefuse;
+    case kObjFirstKey:
+    case kObjKey:
+      if (b == '"') {
+        push = n.map ? n.key : g.key_nodes[n.keys + f.value];
+        if (push == kJsonNoNode) return Step::kRefuse;
+        to_phase(f, kObjColon);  // the key frame's pop sets the position (see on_child_done)
+        return Step::kPush;
+      }
+      if (b == '}' && f.phase == kObjFirstKey && can_close) return to_phase(f, kObjClosed);
+      return Step::kRefuse;
+    case kObjColon:
+      return b == ':' ? to_phase(f, kObjValue) : Step::kRefuse;
+    case kObjValue:
+      push = n.map ? n.child : g.properties[n.first + f.value - 1].value;
+      to_phase(f, kObjNext);
+      return Step::kPush;
+    case kObjNext:
+      if (b == ',' && (n.map || f.value < n.count)) return to_phase(f, kObjKey);
+      if (b == '}' && can_close) return to_phase(f, kObjClosed);
+      return Step::kRefuse;
+    default:
+      return Step::kRefuse;
+  }
+}
+
+Step step_array(const JsonNode& n, JsonFrame& f, uint8_t b, uint32_t& push) {
+  if (f.phase != kArrOpen && is_whitespace(b)) return gap_whitespace(f);
+  switch (f.phase) {
+    case kArrOpen:
+      return b == '[' ? to_phase(f, kArrFirst) : Step::kRefuse;
+    case kArrFirst:
+      if (b == ']') return n.min == 0 ? to_phase(f, kArrClosed) : Step::kRefuse;
+      if (n.max == 0) return Step::kRefuse;
+      [[fallthrough]];
+    case kArrValue:
+      ++f.value;  // the ',' that led here checked the count against max
+      push = n.child;
+      to_phase(f, kArrNext);
+      return Step::kPush;
+    case kArrNext:
+      if (b == ',' && f.value < n.max) return to_phase(f, kArrValue);
+      if (b == ']' && f.value >= n.min) return to_phase(f, kArrClosed);
+      return Step::kRefuse;
+    default:
+      return Step::kRefuse;
+  }
+}
+
+// The string automaton as a table: kStringTable[phase][byte] is the next phase, with kStartsCharacter set
+// when the byte starts a character (counted against minLength/maxLength), or kStringRefused. Closing
+// quotes lead to kStrClosed. One lookup per byte keeps the mask walk through string content cheap.
+constexpr uint8_t kStringRefused = 0xff;
+constexpr uint8_t kStartsCharacter = 0x80;
+
+uint8_t string_transition(uint8_t phase, uint8_t b) {
+  auto next_if = [](bool ok, uint8_t next) { return ok ? next : kStringRefused; };
+  switch (phase) {
+    case kStrOpen: return next_if(b == '"', kStrChar);
+    case kStrChar: {
+      if (b == '"') return kStrClosed;
+      uint8_t next;
+      if (b < 0x20) return kStringRefused;
+      if (b == '\\') next = kStrEscape;
+      else if (b < 0x80) next = kStrChar;
+      else if (in_range(b, 0xC2, 0xDF)) next = kStrCont1;
+      else if (b == 0xE0) next = kStrE0;
+      else if (b == 0xED) next = kStrED;
+      else if (in_range(b, 0xE1, 0xEF)) next = kStrCont2;
+      else if (b == 0xF0) next = kStrF0;
+      else if (in_range(b, 0xF1, 0xF3)) next = kStrCont3;
+      else if (b == 0xF4) next = kStrF4;
+      else return kStringRefused;  // 0x80-0xC1 (continuation or overlong lead), 0xF5-0xFF
+      return next | kStartsCharacter;
+    }
+    case kStrEscape:
+      if (b == 'u') return kStrHex1;
+      return next_if(b != 0 && std::strchr("\"\\/bfnrt", b) != nullptr, kStrChar);
+    case kStrHex1: return next_if(is_hex(b), (b == 'd' || b == 'D') ? kStrHex2AfterD : kStrHex2);
+    case kStrHex2: return next_if(is_hex(b), kStrHex3);
+    case kStrHex2AfterD:
+      if (in_range(b, '0', '7')) return kStrHex3;
+      // 8-b: a high surrogate; c-f would be a lone low surrogate (refused).
+      return next_if(b == '8' || b == '9' || in_range(b, 'a', 'b') || in_range(b, 'A', 'B'), kStrHighHex3);
+    case kStrHex3: return next_if(is_hex(b), kStrHex4);
+    case kStrHex4: return next_if(is_hex(b), kStrChar);
+    case kStrHighHex3: return next_if(is_hex(b), kStrHighHex4);
+    case kStrHighHex4: return next_if(is_hex(b), kStrLowBackslash);
+    case kStrLowBackslash: return next_if(b == '\\', kStrLowU);
+    case kStrLowU: return next_if(b == 'u', kStrLowHex1);
+    case kStrLowHex1: return next_if(b == 'd' || b == 'D', kStrLowHex2);
+    case kStrLowHex2: return next_if(in_range(b, 'c', 'f') || in_range(b, 'C', 'F'), kStrLowHex3);
+    case kStrLowHex3: return next_if(is_hex(b), kStrLowHex4);
+    case kStrLowHex4: return next_if(is_hex(b), kStrChar);
+    case kStrCont1: return next_if(in_range(b, 0x80, 0xBF), kStrChar);
+    case kStrCont2: return next_if(in_range(b, 0x80, 0xBF), kStrCont1);
+    case kStrCont3: return next_if(in_range(b, 0x80, 0xBF), kStrCont2);
+    case kStrE0: return next_if(in_range(b, 0xA0, 0xBF), kStrCont1);
+    case kStrED: return next_if(in_range(b, 0x80, 0x9F), kStrCont1);
+    case kStrF0: return next_if(in_range(b, 0x90, 0xBF), kStrCont2);
+    case kStrF4: return next_if(in_range(b, 0x80, 0x8F), kStrCont2);
+    default: return kStringRefused;
+  }
+}
+
+struct StringTable {
+  uint8_t next[kStrClosed + 1][256];
+  StringTable() {
+    for (int phase = 0; phase <= kStrClosed; ++phase)
+      for (int b = 0; b < 256; ++b) next[phase][b] = string_transition(uint8_t(phase), uint8_t(b));
+  }
+};
+const StringTable kStringTable;
+
+Step step_string(const JsonNode& n, JsonFrame& f, uint8_t b) {
+  const uint8_t t = kStringTable.next[f.phase][b];
+  if (t == kStringRefused) return Step::kRefuse;
+  if (t & kStartsCharacter) {
+    if (f.value >= n.max) return Step::kRefuse;
+    ++f.value;
+  }
+  const uint8_t next = t & ~kStartsCharacter;
+  if (next == kStrClosed && f.value < n.min) return Step::kRefuse;
+  f.phase = next;
+  return Step::kConsume;
+}
+
+// Number bounds. A value is s * (P + f): sign s, integer part P (the magnitude, saturating at
+// kJsonUnbounded), fraction f in [0, 1). With integer bounds lo/hi, whether a value is in range depends on
+// f only through f == 0 or f > 0, so a bounded number's frame keeps P, the sign and "f > 0 so far".
+constexpr uint64_t kNegativeBit = uint64_t(1) << 63;
+constexpr uint64_t kFractionBit = uint64_t(1) << 62;
+constexpr uint64_t kMagnitudeMask = kFractionBit - 1;
+
+enum class Fraction { kZero, kPositive };
+
+struct Span {
+  int64_t min, max;
+  bool contains(int64_t p) const { return p >= min && p <= max; }
+};
+
+// The integer parts P for which s * (P + f), with f == 0 or f > 0 as given, lies within the node's bounds.
+Span magnitudes(const JsonNode& n, bool negative, Fraction f) {
+  const bool positive_fraction = f == Fraction::kPositive;
+  Span span;
+  if (!negative) {  // P + f >= lo (> lo), P + f <= hi (< hi)
+    span.min = !positive_fraction && n.lo_exclusive ? n.lo + 1 : n.lo;
+    span.max = positive_fraction || n.hi_exclusive ? n.hi - 1 : n.hi;
+  } else {  // P + f <= -lo (< -lo), P + f >= -hi (> -hi)
+    span.min = !positive_fraction && n.hi_exclusive ? -n.hi + 1 : -n.hi;
+    span.max = positive_fraction || n.lo_exclusive ? -n.lo - 1 : -n.lo;
+  }
+  span.min = std::max<int64_t>(span.min, 0);
+  return span;
+}
+
+// The fractions a value may still get: none for an integer; zero or positive for a number.
+template <typename Test>
+bool any_fraction(const JsonNode& n, Test&& test) {
+  return test(Fraction::kZero) || (!n.integer && test(Fraction::kPositive));
+}
+
+// Whether an integer part that starts with the digits of p (p >= 1; more digits may follow) can end in
+// the span: p itself, or p * 10^j + r for r < 10^j.
+bool reachable(int64_t p, const Span& span) {
+  if (span.min > span.max) return false;
+  if (span.contains(p)) return true;
+  if (span.max >= kJsonUnbounded) return true;  // the integer part can grow past any minimum
+  for (int64_t low = p, width = 1; low <= span.max;) {
+    if (low > kJsonUnbounded / 10) return false;
+    low *= 10;
+    width *= 10;
+    if (low <= span.max && low + width - 1 >= span.min) return true;
+  }
+  return false;
+}
+
+bool number_complete(uint8_t phase) {
+  return phase == kNumZero || phase == kNumInt || phase == kNumFrac || phase == kNumExpDigits;
+}
+
+// The number read so far is a complete value within the bounds.
+bool number_done(const JsonNode& n, uint8_t phase, uint64_t value) {
+  if (!number_complete(phase)) return false;
+  if (!n.bounded) return true;
+  const bool negative = value & kNegativeBit;
+  const Fraction f = phase == kNumFrac && (value & kFractionBit) ? Fraction::kPositive : Fraction::kZero;
+  return magnitudes(n, negative, f).contains(int64_t(value & kMagnitudeMask));
+}
+
+// Some continuation of the number read so far ends within the bounds.
+bool number_feasible(const JsonNode& n, uint8_t phase, uint64_t value) {
+  const bool negative = value & kNegativeBit;
+  const auto p = int64_t(value & kMagnitudeMask);
+  switch (phase) {
+    case kNumMinus:  // any integer part may follow
+      return any_fraction(n, [&](Fraction f) {
+        const Span span = magnitudes(n, true, f);
+        return span.min <= span.max;
+      });
+    case kNumZero: return any_fraction(n, [&](Fraction f) { return magnitudes(n, negative, f).contains(0); });
+    case kNumInt: return any_fraction(n, [&](Fraction f) { return reachable(p, magnitudes(n, negative, f)); });
+    case kNumDot: return any_fraction(n, [&](Fraction f) { return magnitudes(n, negative, f).contains(p); });
+    case kNumFrac:
+      if (value & kFractionBit) return magnitudes(n, negative, Fraction::kPositive).contains(p);
+      return any_fraction(n, [&](Fraction f) { return magnitudes(n, negative, f).contains(p); });
+    default: return false;  // a bounded number has no exponent
+  }
+}
+
+// A bounded number's value bits after byte b (read in `phase`).
+uint64_t number_value_after(uint64_t value, uint8_t phase, uint8_t b) {
+  if (b == '-') return value | kNegativeBit;
+  if (!is_digit(b)) return value;
+  const auto digit = uint64_t(b - '0');
+  if (phase == kNumStart || phase == kNumMinus) return value | digit;
+  if (phase == kNumInt) {
+    const uint64_t p = value & kMagnitudeMask;
+    const auto saturated = uint64_t(kJsonUnbounded);
+    const uint64_t next = p >= saturated / 10 ? saturated : std::min<uint64_t>(p * 10 + digit, saturated);
+    return (value & ~kMagnitudeMask) | next;
+  }
+  if ((phase == kNumDot || phase == kNumFrac) && digit != 0) return value | kFractionBit;
+  return value;
+}
+
+Step step_number(const JsonNode& n, JsonFrame& f, uint8_t b) {
+  const bool digit = is_digit(b);
+  const bool fraction = !n.integer, exponent = !n.integer && !n.bounded;
+  uint8_t next = 0xff;
+  switch (f.phase) {
+    case kNumStart:
+      if (b == '-') next = kNumMinus;
+      [[fallthrough]];
+    case kNumMinus:
+      if (b == '0') next = kNumZero;
+      else if (digit) next = kNumInt;
+      break;
+    case kNumInt:
+      if (digit) next = kNumInt;
+      [[fallthrough]];
+    case kNumZero:
+      if (fraction && b == '.') next = kNumDot;
+      else if (exponent && (b == 'e' || b == 'E')) next = kNumExp;
+      break;
+    case kNumDot:
+      if (digit) next = kNumFrac;
+      break;
+    case kNumFrac:
+      if (digit) next = kNumFrac;
+      else if (exponent && (b == 'e' || b == 'E')) next = kNumExp;
+      break;
+    case kNumExp:
+      if (b == '+' || b == '-') next = kNumExpSign;
+      else if (digit) next = kNumExpDigits;
+      break;
+    case kNumExpSign:
+    case kNumExpDigits:
+      if (digit) next = kNumExpDigits;
+      break;
+  }
+  if (next == 0xff) return number_done(n, f.phase, f.value) ? Step::kPopRetry : Step::kRefuse;
+  if (n.bounded) {
+    const uint64_t value = number_value_after(f.value, f.phase, b);
+    if (!number_feasible(n, next, value)) return Step::kRefuse;
+    f.value = value;
+  }
+  return to_phase(f, next);
+}
+
+Step step_literal(const JsonGrammar& g, JsonFrame& f, uint8_t b) {
+  const uint32_t target = g.literal_step(uint32_t(f.value), b);
+  if (target != kJsonNoNode) {
+    f.value = target;
+    return Step::kConsume;
+  }
+  return g.literal_states[f.value].value >= 0 ? Step::kPopRetry : Step::kRefuse;
+}
+
+Step step_frame(const JsonGrammar& g, JsonFrame& f, uint8_t b, uint32_t& push) {
+  if (f.node == kJsonNoNode) return step_document(f, b, push);
+  const JsonNode& n = g.nodes[f.node];
+  switch (n.kind) {
+    case JsonNodeKind::kObject: return step_object(g, n, f, b, push);
+    case JsonNodeKind::kArray: return step_array(n, f, b, push);
+    case JsonNodeKind::kString: return step_string(n, f, b);
+    case JsonNodeKind::kNumber: return step_number(n, f, b);
+    case JsonNodeKind::kLiteral: return step_literal(g, f, b);
+    case JsonNodeKind::kAnyOf: break;  // never on a stack: push_value dispatches to an alternative
+  }
+  return Step::kRefuse;
+}
+
+// Complete, and no byte can extend it: popped at once, so that a finished document is seen as such.
+bool is_closed(const JsonGrammar& g, const JsonFrame& f) {
+  if (f.node == kJsonNoNode) return false;
+  const JsonNode& n = g.nodes[f.node];
+  switch (n.kind) {
+    case JsonNodeKind::kObject: return f.phase == kObjClosed;
+    case JsonNodeKind::kArray: return f.phase == kArrClosed;
+    case JsonNodeKind::kString: return f.phase == kStrClosed;
+    case JsonNodeKind::kNumber: return n.integer && f.phase == kNumZero && number_done(n, f.phase, f.value);
+    case JsonNodeKind::kLiteral: {
+      const JsonLiteralState& s = g.literal_states[f.value];
+      return s.value >= 0 && s.n_edges == 0;
+    }
+    case JsonNodeKind::kAnyOf: break;
+  }
+  return false;
+}
+
+// Complete but extendable (a number, an enum literal that is a prefix of another).
+bool is_complete(const JsonGrammar& g, const JsonFrame& f) {
+  if (f.node == kJsonNoNode) return f.phase == kDocDone;
+  const JsonNode& n = g.nodes[f.node];
+  if (n.kind == JsonNodeKind::kNumber) return number_done(n, f.phase, f.value);
+  if (n.kind == JsonNodeKind::kLiteral) return g.literal_states[f.value].value >= 0;
+  return false;
+}
+
+// A child frame was popped: a listed object learns which key was read.
+void on_child_done(const JsonGrammar& g, JsonFrame& parent, const JsonFrame& child) {
+  if (parent.node == kJsonNoNode) return;
+  const JsonNode& n = g.nodes[parent.node];
+  if (n.kind == JsonNodeKind::kObject && !n.map && parent.phase == kObjColon)
+    parent.value = uint32_t(g.literal_states[child.value].value) + 1;
+}
+
+JsonFrame initial_frame(const JsonGrammar& g, uint32_t node) {
+  JsonFrame f;
+  f.node = node;
+  if (g.nodes[node].kind == JsonNodeKind::kLiteral) f.value = g.nodes[node].child;
+  return f;
+}
+
+// The stack being forked at an anyOf value (push_value never nests, so one buffer per thread will do).
+thread_local std::vector<JsonFrame> fork_stash;
+
+}  // namespace
+
+bool json_number_satisfiable(const JsonNode& n) {
+  return any_fraction(n, [&](Fraction f) {
+    const Span positive = magnitudes(n, false, f), negative = magnitudes(n, true, f);
+    return positive.min <= positive.max || negative.min <= negative.max;
+  });
+}
+
+uint32_t JsonGrammar::literal_step(uint32_t state, uint8_t byte) const {
+  const JsonLiteralState& s = literal_states[state];
+  const JsonLiteralEdge* begin = literal_edges.data() + s.first_edge;
+  const JsonLiteralEdge* end = begin + s.n_edges;
+  const JsonLiteralEdge* it =
+      std::lower_bound(begin, end, byte, [](const JsonLiteralEdge& e, uint8_t b) { return e.byte < b; });
+  return it != end && it->byte == byte ? it->target : kJsonNoNode;
+}
+
+JsonMatcher::JsonMatcher(const JsonGrammar& grammar) : grammar_(&grammar) {
+  JsonFrame document;
+  document.value = grammar.root;
+  frames_.push_back(document);
+  ends_.push_back(1);
+}
+
+bool JsonMatcher::advance(uint8_t byte, JsonMatcher& next) const {
+  next.grammar_ = grammar_;
+  next.frames_.clear();
+  next.ends_.clear();
+  uint32_t begin = 0;
+  for (const uint32_t end : ends_) {
+    const size_t base = next.frames_.size();
+    next.frames_.insert(next.frames_.end(), frames_.begin() + begin, frames_.begin() + end);
+    next.feed_stack(base, byte);
+    begin = end;
+  }
+  if (next.ends_.size() > 1) next.remove_duplicate_stacks();
+  return !next.ends_.empty() && next.ends_.size() <= size_t(kJsonMaxParses);
+}
+
+bool JsonMatcher::feed(uint8_t byte) {
+  thread_local JsonMatcher next;
+  if (!advance(byte, next)) return false;
+  std::swap(frames_, next.frames_);
+  std::swap(ends_, next.ends_);
+  return true;
+}
+
+bool JsonMatcher::feed(std::string_view bytes) {
+  JsonMatcher copy = *this;
+  for (const char c : bytes)
+    if (!copy.feed(uint8_t(c))) return false;
+  *this = std::move(copy);
+  return true;
+}
+
+// The stack frames_[base, end) takes `byte`. On success its end is recorded (forks record several); on
+// refusal it is removed.
+bool JsonMatcher::feed_stack(size_t base, uint8_t byte) {
+  const JsonGrammar& g = *grammar_;
+  for (;;) {
+    uint32_t push = kJsonNoNode;
+    switch (step_frame(g, frames_.back(), byte, push)) {
+      case Step::kRefuse:
+        frames_.resize(base);
+        return false;
+      case Step::kConsume:
+        close_top(base);
+        ends_.push_back(uint32_t(frames_.size()));
+        return true;
+      case Step::kPopRetry: {
+        const JsonFrame child = frames_.back();
+        frames_.pop_back();
+        on_child_done(g, frames_.back(), child);
+        break;
+      }
+      case Step::kPush:
+        return push_value(base, push, byte);
+    }
+  }
+}
+
+// Pushes a frame for `node` that takes `byte` as its first; an anyOf forks the stack once per alternative
+// that may start with the byte.
+bool JsonMatcher::push_value(size_t base, uint32_t node, uint8_t byte) {
+  const JsonGrammar& g = *grammar_;
+  if (frames_.size() - base >= size_t(kJsonMaxDepth)) {
+    frames_.resize(base);
+    return false;
+  }
+  auto push_and_step = [&](size_t stack_base, uint32_t concrete) {
+    frames_.push_back(initial_frame(g, concrete));
+    uint32_t unused = kJsonNoNode;
+    if (step_frame(g, frames_.back(), byte, unused) != Step::kConsume) {
+      frames_.resize(stack_base);
+      return false;
+    }
+    close_top(stack_base);
+    ends_.push_back(uint32_t(frames_.size()));
+    return true;
+  };
+  if (g.nodes[node].kind != JsonNodeKind::kAnyOf) return push_and_step(base, node);
+
+  const uint32_t* offsets = g.dispatch_offsets.data() + g.nodes[node].keys;
+  const uint32_t first = offsets[byte], last = offsets[byte + 1];
+  if (first == last) {
+    frames_.resize(base);
+    return false;
+  }
+  if (last - first == 1) return push_and_step(base, g.dispatch_nodes[first]);
+  fork_stash.assign(frames_.begin() + std::ptrdiff_t(base), frames_.end());
+  frames_.resize(base);
+  bool any = false;
+  for (uint32_t i = first; i < last; ++i) {
+    const size_t stack_base = frames_.size();
+    frames_.insert(frames_.end(), fork_stash.begin(), fork_stash.end());
+    any |= push_and_step(stack_base, g.dispatch_nodes[i]);
+  }
+  return any;
+}
+
+JsonMatcher::TopStep JsonMatcher::step_top(const JsonGrammar& grammar, JsonFrame& top, uint8_t byte) {
+  // String content first, inline: the bulk of a mask walk inside a string.
+  if (top.node != kJsonNoNode && grammar.nodes[top.node].kind == JsonNodeKind::kString) {
+    const JsonNode& n = grammar.nodes[top.node];
+    const uint8_t t = kStringTable.next[top.phase][byte];
+    if (t == kStringRefused) return TopStep::kRefused;
+    const uint8_t next = t & ~kStartsCharacter;
+    if (next == kStrClosed) return top.value >= n.min ? TopStep::kOther : TopStep::kRefused;
+    if (t & kStartsCharacter) {
+      if (top.value >= n.max) return TopStep::kRefused;
+      ++top.value;
+    }
+    top.phase = next;
+    return TopStep::kTopOnly;
+  }
+  JsonFrame f = top;
+  uint32_t push = kJsonNoNode;
+  const Step step = step_frame(grammar, f, byte, push);
+  if (step == Step::kRefuse) return TopStep::kRefused;
+  if (step != Step::kConsume || is_closed(grammar, f)) return TopStep::kOther;
+  top = f;
+  return TopStep::kTopOnly;
+}
+
+size_t JsonMatcher::plain_text_budget() const {
+  size_t budget = SIZE_MAX;
+  for (const uint32_t end : ends_) {
+    const JsonFrame& top = frames_[end - 1];
+    if (top.node == kJsonNoNode) return 0;
+    const JsonNode& n = grammar_->nodes[top.node];
+    if (n.kind != JsonNodeKind::kString || top.phase != kStrChar) return 0;
+    if (n.max != 0xffffffffu) budget = std::min<size_t>(budget, size_t(n.max - top.value));
+  }
+  return budget;
+}
+
+void JsonMatcher::with_top(const JsonFrame& top, JsonMatcher& out) const {
+  out.grammar_ = grammar_;
+  out.frames_.assign(frames_.begin(), frames_.end());
+  out.frames_.back() = top;
+  out.ends_.assign(ends_.begin(), ends_.end());
+}
+
+void JsonMatcher::close_top(size_t base) {
+  if (frames_.size() - base < 2 || !is_closed(*grammar_, frames_.back())) return;
+  const JsonFrame child = frames_.back();
+  frames_.pop_back();
+  on_child_done(*grammar_, frames_.back(), child);
+}
+
+// Alternatives that have converged (e.g. integer and number after "1,") would double the work from here.
+void JsonMatcher::remove_duplicate_stacks() {
+  size_t n_kept = 0;
+  uint32_t begin = 0, write = 0;
+  for (size_t i = 0; i < ends_.size(); ++i) {
+    const uint32_t end = ends_[i], size = end - begin;
+    bool duplicate = false;
+    uint32_t kept_begin = 0;
+    for (size_t k = 0; k < n_kept && !duplicate; ++k) {
+      const uint32_t kept_end = ends_[k];
+      duplicate = kept_end - kept_begin == size &&
+                  std::equal(frames_.begin() + kept_begin, frames_.begin() + kept_end, frames_.begin() + begin);
+      kept_begin = kept_end;
+    }
+    if (!duplicate) {
+      std::copy(frames_.begin() + begin, frames_.begin() + end, frames_.begin() + write);
+      write += size;
+      ends_[n_kept++] = write;
+    }
+    begin = end;
+  }
+  frames_.resize(write);
+  ends_.resize(n_kept);
+}
+
+bool JsonMatcher::accepting() const {
+  uint32_t begin = 0;
+  for (const uint32_t end : ends_) {
+    const uint32_t depth = end - begin;
+    if ((depth == 1 || depth == 2) && is_complete(*grammar_, frames_[end - 1])) return true;
+    begin = end;
+  }
+  return false;
+}
+
+bool JsonMatcher::finished() const {
+  uint32_t begin = 0;
+  for (const uint32_t end : ends_) {
+    if (end - begin != 1 || frames_[begin].phase != kDocDone) return false;
+    begin = end;
+  }
+  return !ends_.empty();
+}
+
+}  // namespace aerie
