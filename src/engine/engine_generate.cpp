@@ -27,7 +27,7 @@ GenerateResult generate_with_engine(Model& target, Drafter* draft, ThreadPool& p
   const uint64_t per_position = target.make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() +
                                 (head ? head->make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() : 0);
   config.kv_cache_memory = per_position * uint64_t(config.max_length + 2 * config.block_size + k);
-  config.max_batch_tokens = std::max<int64_t>(512, 1 + k);
+  config.max_batch_tokens = std::max<int64_t>(EngineConfig{}.max_batch_tokens, 1 + k);
   config.max_num_seqs = 1;
   config.prefix_caching = false;
   config.spec = spec;
