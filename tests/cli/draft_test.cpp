@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "models/registry.h"
 #include "spec/ngram_drafter.h"
+#include "error_of.h"
 
 namespace aerie::cli {
 namespace {
@@ -27,14 +28,6 @@ std::unique_ptr<Drafter> load(const std::string& draft, const Model& target, Thr
   return load_draft_verbose(args, target, pool, /*quiet=*/true);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(DraftOption, MtpAndFoldersGoThroughTheRegistry) {
   ThreadPool pool(1);

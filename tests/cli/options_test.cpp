@@ -18,18 +18,11 @@
 #include "cli/options.h"
 #include "core/error.h"
 #include "spec/ngram_drafter.h"
+#include "error_of.h"
 
 namespace aerie::cli {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::string refusal(Command command, const std::string& name, const std::string& value) {
   return error_of([&] { parse_options(command, {name, value}); });
