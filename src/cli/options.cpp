@@ -189,7 +189,7 @@ std::vector<OptionRow> draft_rows() {
             "the head's eagle_aux_hidden_state_layer_ids count layer outputs (SGLang): add 1"),
        kDraftCommands},
       {text("--num-speculative-tokens", "K", k,
-            str_cat("with --draft: tokens drafted per target forward, K in 1..32; auto: chosen per sequence and "
+            str_cat("with --draft: tokens drafted per target forward, K in 1..", kMaxDraftTokens, "; auto: chosen per sequence and "
                     "step in 0..",
                     kAutoMaxK,
                     " from measured acceptance and cost (auto:N: 0..N; serve: the K "

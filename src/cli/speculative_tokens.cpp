@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "spec/spec_options.h"
 
 namespace aerie::cli {
 
@@ -21,8 +22,9 @@ void parse_num_speculative_tokens(const std::string& text, SpecOptions& spec) {
   } catch (const std::exception&) {
     used = 0;
   }
-  AERIE_CHECK(used == k.size() && !k.empty() && value >= 1 && value <= 32,
-              "--num-speculative-tokens: expected K in 1..32, auto or auto:N (N in 1..32), got '", text, "'");
+  AERIE_CHECK(used == k.size() && !k.empty() && value >= 1 && value <= kMaxDraftTokens,
+              "--num-speculative-tokens: expected K in 1..", kMaxDraftTokens, ", auto or auto:N (N in 1..", kMaxDraftTokens,
+              "), got '", text, "'");
   spec.num_speculative_tokens = value;
 }
 
