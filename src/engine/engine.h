@@ -2,7 +2,7 @@
 // with speculative decoding inside the batch. The one implementation of a speculative round: `aerie
 // generate`, `bench-accept`, `bench-spec` and `serve` all run it.
 //
-// One step, schedule -> run -> postprocess:
+// One step, schedule -> run -> update:
 //   scheduler.plan()          which sequences run and how many rows each (a prompt chunk, or 1 + K drafts)
 //   StepInput::build(plan)    the flat ragged batch                                   (step_input.h)
 //   target.forward(batch)     logits of the wanted rows, captured hidden states for the head
