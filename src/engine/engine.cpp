@@ -131,8 +131,10 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   AERIE_CHECK(live_.count(id) == 0 && std::none_of(inbox_.begin(), inbox_.end(), [&](const auto& s) { return s->id == id; }),
               "request id ", id, " is in use");
   next_id_ = std::max(next_id_, id + 1);
-  auto seq = std::make_unique<Sequence>();
+  auto seq = std::make_unique<Request>();
   seq->options = options;
+  seq->prompt_logprobs = options.prompt_logprobs;
+  seq->deterministic = options.deterministic;
   if (options.constraint) seq->constraint = options.constraint->clone();
   seq->on_event = std::move(on_event);
   seq->n_prompt = int64_t(prompt.size());
@@ -150,7 +152,7 @@ void Engine::cancel(uint64_t id) { cancel_inbox_.push_back(id); }
 bool Engine::idle() const { return inbox_.empty() && cancel_inbox_.empty() && live_.empty(); }
 
 void Engine::drain_inbox() {
-  std::vector<std::unique_ptr<Sequence>> incoming;
+  std::vector<std::unique_ptr<Request>> incoming;
   std::vector<uint64_t> cancels;
   incoming.swap(inbox_);  // a callback below may submit or cancel: those wait for the next step
   cancels.swap(cancel_inbox_);
@@ -174,7 +176,7 @@ void Engine::drain_inbox() {
       seq->spec.accepted_at.reserve(size_t(max_draft_tokens_));
       live.spec.proposer = proposer_->start(int64_t(seq->tokens.capacity()));
     }
-    Sequence* raw = seq.get();
+    Request* raw = seq.get();
     live.seq = std::move(seq);
     live_.emplace(raw->id, std::move(live));
     ++stats_.submitted;
@@ -192,7 +194,7 @@ void Engine::drain_inbox() {
   }
 }
 
-void Engine::send_event(Sequence& seq, const StepResult* step, FinishReason reason, const std::string& error) {
+void Engine::send_event(Request& seq, const StepResult* step, FinishReason reason, const std::string& error) {
   if (!seq.on_event) return;
   event_.request_id = seq.id;
   event_.tokens.clear();
@@ -213,7 +215,7 @@ void Engine::send_event(Sequence& seq, const StepResult* step, FinishReason reas
   seq.on_event(event_);
 }
 
-void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error, const StepResult* last) {
+void Engine::finish(Request& seq, FinishReason reason, const std::string& error, const StepResult* last) {
   if (reason == FinishReason::kError)
     std::fprintf(stderr, "aerie: request %llu failed: %s\n", (unsigned long long)seq.id, error.c_str());
   observe_finished(seq, reason);
@@ -222,7 +224,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   live_.erase(seq.id);  // its speculation state with it
 }
 
-void Engine::observe_finished(const Sequence& seq, FinishReason reason) {
+void Engine::observe_finished(const Request& seq, FinishReason reason) {
   FinishedRequest& f = stats_.finished.emplace_back();
   f.reason = reason;
   f.prompt_tokens = seq.n_prompt;
@@ -272,7 +274,7 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   int64_t prefilled = 0, generated = 0, rows = 0;
   bool decode_only = true;  // a step whose forward times verification (or plain decoding) by its rows
   for (size_t i = 0; i < plan.size(); ++i) {
-    Sequence& seq = *plan[i].seq;
+    Request& seq = request_of(*plan[i].seq);
     StepResult& result = results_[first + i];
     const bool prefilling = seq.prefilling();
     decode_only = decode_only && !prefilling;
@@ -285,7 +287,7 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
       } else {
         verifier_->run(seq, plan[i].n_rows, logits, result);
       }
-      scheduler_->update(seq, result);
+      scheduler_->update(seq, Progress{result.tokens, result.n_new_positions, int64_t(result.prompt_logprobs.size())});
     } catch (const std::exception& e) {
       result.clear();
       fail(first + i, "", e);
@@ -332,8 +334,8 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
     k_policy_->observe_draft(int64_t(passes), draft_s, !decode_only, deferred_rows, head_prompt_rows);
   }
   for (const ScheduledRows& r : plan) {
-    r.seq->spec.verify_seconds += verify_s;
-    r.seq->spec.draft_seconds += draft_s;
+    request_of(*r.seq).spec.verify_seconds += verify_s;
+    request_of(*r.seq).spec.draft_seconds += draft_s;
   }
 }
 
@@ -343,7 +345,7 @@ void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
   tree_flags_.resize(plan.size());
   k_.resize(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
-    const Sequence& seq = *plan[i].seq;
+    const Request& seq = request_of(*plan[i].seq);
     specs_[i] = &spec_of(seq);
     tree_flags_[i] = drafts_tree(config_.spec, seq.options.sampling, seq.constraint != nullptr,
                                  seq.options.penalties.active());
@@ -354,7 +356,7 @@ void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
   proposal_rows_.clear();
   proposal_plan_.clear();
   for (size_t i = 0; i < plan.size(); ++i) {
-    Sequence& seq = *plan[i].seq;
+    Request& seq = request_of(*plan[i].seq);
     const StepResult& r = results[i];
     if (r.finish != FinishReason::kNone || r.n_new_positions == 0 || specs_[i]->off) continue;
     ProposalRow row;
@@ -390,7 +392,7 @@ void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
   }
   for (size_t j = 0; j < proposal_rows_.size(); ++j) {
     const size_t i = proposal_plan_[j];
-    Sequence& seq = *plan[i].seq;
+    Request& seq = request_of(*plan[i].seq);
     if (!proposed) {
       // The batch failed: this sequence alone, its head cache rewound to where this step's head rows (the
       // deferred ones included) begin, so that only the one it fails on fails.
@@ -417,7 +419,7 @@ void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
 void Engine::post_events(const std::vector<ScheduledRows>& plan) {
   const auto now = Clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
-    Sequence& seq = *plan[i].seq;
+    Request& seq = request_of(*plan[i].seq);
     const StepResult& result = results_[i];
     if (!result.tokens.empty()) {
       if (!seq.first_token_seen) {
@@ -467,7 +469,7 @@ bool Engine::step_once() {
   if (plan.empty()) {
     if (scheduler_->n_running() == 0 && scheduler_->n_waiting() > 0) {
       // Nothing runs and the oldest waiting request still does not fit: it never will.
-      std::vector<Sequence*> stuck;
+      std::vector<Request*> stuck;
       for (auto& [id, live] : live_)
         if (!live.seq->running) stuck.push_back(live.seq.get());
       std::sort(stuck.begin(), stuck.end(), [](auto* a, auto* b) { return a->arrival < b->arrival; });
@@ -480,7 +482,7 @@ bool Engine::step_once() {
   const auto scheduled_at = Clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
     results_[i].clear();
-    Sequence& seq = *plan[i].seq;
+    Request& seq = request_of(*plan[i].seq);
     if (!seq.scheduled_seen) seq.first_scheduled = scheduled_at, seq.scheduled_seen = true;
   }
   if (pool_->n_partitions() > 1) {  // data-parallel attention: whose rank runs each sequence's target rows
@@ -491,7 +493,7 @@ bool Engine::step_once() {
   }
   // Batch-invariant kernels for the whole step (target and head forwards) when any of its requests asks.
   bool invariant = config_.deterministic;
-  for (const ScheduledRows& r : plan) invariant = invariant || r.seq->options.deterministic;
+  for (const ScheduledRows& r : plan) invariant = invariant || r.seq->deterministic;
   const ops::BatchInvariantScope invariant_kernels(invariant);
   run(plan, 0);
   post_events(plan);

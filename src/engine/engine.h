@@ -41,12 +41,13 @@
 #include "engine/k_policy.h"
 #include "engine/memory_plan.h"
 #include "engine/metrics.h"
+#include "engine/request.h"
+#include "engine/request_state.h"
 #include "engine/spec_state.h"
-#include "engine/step_stats.h"
 #include "engine/step_input.h"
+#include "engine/step_stats.h"
 #include "engine/verifier.h"
 #include "models/model.h"
-#include "sched/request.h"
 #include "sched/scheduler.h"
 #include "spec/drafter.h"
 #include "spec/proposer.h"
@@ -123,11 +124,11 @@ class Engine {
   SpecState& spec_of(const Sequence& seq) { return live_.find(seq.id)->second.spec; }
   void fail(size_t i, const std::string& what, const std::exception& e);
   void post_events(const std::vector<ScheduledRows>& plan);
-  void finish(Sequence& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
+  void finish(Request& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
   // A request that ended, into this step's stats.
-  void observe_finished(const Sequence& seq, FinishReason reason);
+  void observe_finished(const Request& seq, FinishReason reason);
   // Calls seq's callback with `step`'s tokens (none when null); finished when reason is not kNone.
-  void send_event(Sequence& seq, const StepResult* step, FinishReason reason, const std::string& error);
+  void send_event(Request& seq, const StepResult* step, FinishReason reason, const std::string& error);
 
   Model& target_;
   EngineConfig config_;
@@ -141,13 +142,13 @@ class Engine {
   std::unique_ptr<KPolicy> k_policy_;   // null without a drafter
   const char* draft_error_ = "";        // a failed proposal's prefix: "draft head: " or "drafter: "
 
-  std::vector<std::unique_ptr<Sequence>> inbox_;  // submitted, taken in at the next step
+  std::vector<std::unique_ptr<Request>> inbox_;  // submitted, taken in at the next step
   std::vector<uint64_t> cancel_inbox_;
   uint64_t next_id_ = 1;
 
   // Every request from submit to finish, with its speculation state (forgotten with it); step thread only.
   struct Live {
-    std::unique_ptr<Sequence> seq;
+    std::unique_ptr<Request> seq;
     SpecState spec;
   };
   std::unordered_map<uint64_t, Live> live_;

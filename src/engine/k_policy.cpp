@@ -45,7 +45,7 @@ void trace_choice(const StepCosts& costs, std::span<const std::span<const double
 }
 }  // namespace
 
-int64_t drafts_allowed(const Sequence& seq, int64_t k, int64_t max_length) {
+int64_t drafts_allowed(const Request& seq, int64_t k, int64_t max_length) {
   const int64_t remaining = seq.options.max_tokens - seq.n_generated();
   const int64_t room = max_length - seq.n_computed - 1;
   return std::max<int64_t>(0, std::min({k, remaining - 1, room}));
@@ -106,7 +106,7 @@ void KPolicy::choose_engine_wide(int64_t plain_rows) {
   choose_draft_tokens(wide_spans_, costs_, wide_k_, gains_, plain_rows);
 }
 
-void KPolicy::judge_prompt(const Sequence& seq, SpecState& spec, int64_t n_seqs) {
+void KPolicy::judge_prompt(const Request& seq, SpecState& spec, int64_t n_seqs) {
   AdaptiveKState& state = spec.adaptive;
   if (state.prompt_judged || spec.off) return;
   if (costs_.n_measured() < 1 || !costs_.draft_measured() || costs_.prompt_row() <= 0 ||
@@ -136,7 +136,7 @@ int64_t KPolicy::choose(std::span<const ScheduledRows> plan, std::span<const Ste
                                  : by_batch_size_.k_for(n_decoding, spec_.num_speculative_tokens);
   for (size_t i = 0; i < plan.size(); ++i) {
     k[i] = 0;
-    const Sequence& seq = *plan[i].seq;
+    const Request& seq = request_of(*plan[i].seq);
     const StepResult& r = results[i];
     if (specs[i] == nullptr || specs[i]->off || r.finish != FinishReason::kNone || r.n_new_positions == 0 ||
         seq.prefilling())
@@ -157,10 +157,10 @@ int64_t KPolicy::choose_adaptive(std::span<const ScheduledRows> plan, std::span<
   seq_plan_.clear();
   // A prompt the head has not run yet: weighed before this step's head pass would run it.
   for (size_t i = 0; i < plan.size(); ++i)
-    if (specs[i] && plan[i].seq->draft_kv && !specs[i]->head_fed) judge_prompt(*plan[i].seq, *specs[i], int64_t(plan.size()));
+    if (specs[i] && plan[i].seq->draft_kv && !specs[i]->head_fed) judge_prompt(request_of(*plan[i].seq), *specs[i], int64_t(plan.size()));
   int64_t plain_rows = 0;  // decoding sequences with speculation off: one row each in the next step
   for (size_t i = 0; i < plan.size(); ++i) {
-    const Sequence& seq = *plan[i].seq;
+    const Request& seq = request_of(*plan[i].seq);
     const StepResult& r = results[i];
     if (specs[i] == nullptr || r.finish != FinishReason::kNone || r.n_new_positions == 0 || seq.prefilling()) continue;
     if (specs[i]->off) {

@@ -29,9 +29,10 @@
 #include <vector>
 
 #include "engine/draft_tokens.h"
+#include "engine/request_state.h"
 #include "engine/spec_state.h"
 #include "sched/scheduler.h"
-#include "sched/step_result.h"
+#include "engine/step_result.h"
 #include "spec/adaptive_k.h"
 #include "spec/spec_options.h"
 
@@ -39,7 +40,7 @@ namespace aerie {
 
 // Drafts a decoding sequence may make at `k`: the round after it verifies 1 + K rows, which must not run
 // past max_tokens or `max_length`.
-int64_t drafts_allowed(const Sequence& seq, int64_t k, int64_t max_length);
+int64_t drafts_allowed(const Request& seq, int64_t k, int64_t max_length);
 
 class KPolicy {
  public:
@@ -80,7 +81,7 @@ class KPolicy {
   void choose_engine_wide(int64_t plain_rows);
   // Once per sequence, before the head sees its prompt: off for good where the head's pass over the prompt
   // costs more than speculation would save over its max_tokens (spec/adaptive_k.h, Prompts).
-  void judge_prompt(const Sequence& seq, SpecState& spec, int64_t n_seqs);
+  void judge_prompt(const Request& seq, SpecState& spec, int64_t n_seqs);
 
   // Speculating steps between re-timings of plain decoding (spec/adaptive_k.h, Plain decoding re-timed).
   static constexpr int64_t kPlainRefreshEarly = 8, kPlainRefreshInterval = 64;
@@ -97,7 +98,7 @@ class KPolicy {
   AcceptanceEstimate& engine_wide_;  // memory_->engine_wide
   // Per-step buffers, reused.
   std::vector<int64_t> own_;  // [plan] adaptive K of each planned sequence, -1: none
-  std::vector<const Sequence*> seqs_;
+  std::vector<const Request*> seqs_;
   std::vector<AdaptiveKState*> seq_states_;  // [n seqs] of seqs_
   std::vector<SpecState*> seq_specs_;        // [n seqs] of seqs_
   std::vector<size_t> seq_plan_;             // [n seqs] their index in the plan

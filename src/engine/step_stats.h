@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sched/request.h"
+#include "engine/request.h"
 #include "sched/spec_stats.h"
 
 namespace aerie {

@@ -11,7 +11,7 @@ namespace aerie {
 Verifier::Verifier(VerifierConfig config, int64_t n_vocab)
     : config_(std::move(config)), n_vocab_(n_vocab), probs_(size_t(n_vocab)) {}
 
-bool Verifier::emit(Sequence& seq, int64_t token, const float* row, StepResult& out) {
+bool Verifier::emit(Request& seq, int64_t token, const float* row, StepResult& out) {
   out.tokens.push_back(token);
   if (token == config_.spec.think_end_token) seq.thinking = false;
   else if (token == config_.spec.think_begin_token) seq.thinking = true;
@@ -35,7 +35,7 @@ bool Verifier::emit(Sequence& seq, int64_t token, const float* row, StepResult& 
   return out.finish == FinishReason::kNone;
 }
 
-void Verifier::prompt_entries(const Sequence& seq, int64_t position, int64_t n, const float* logits, StepResult& out) {
+void Verifier::prompt_entries(const Request& seq, int64_t position, int64_t n, const float* logits, StepResult& out) {
   check_finite_logits(logits, n, n_vocab_);
   for (int64_t i = 0; i < n; ++i) {
     const float* row = logits + i * n_vocab_;  // [n_vocab] raw, at position + i
@@ -51,7 +51,7 @@ void Verifier::prompt_entries(const Sequence& seq, int64_t position, int64_t n, 
   }
 }
 
-const float* Verifier::target_rows(const Sequence& seq, const float* logits, int64_t n_rows,
+const float* Verifier::target_rows(const Request& seq, const float* logits, int64_t n_rows,
                                    std::span<const int64_t> drafts) {
   const float* rows = logits;
   if (!seq.options.logit_bias.empty()) rows = add_logit_bias(seq.options.logit_bias, rows, n_rows, n_vocab_, biased_);
@@ -70,7 +70,7 @@ const float* Verifier::target_rows(const Sequence& seq, const float* logits, int
   return rows;
 }
 
-void Verifier::run(Sequence& seq, int64_t n_rows, const float* logits, StepResult& out) {
+void Verifier::run(Request& seq, int64_t n_rows, const float* logits, StepResult& out) {
   out.clear();
   if (seq.prefilling()) {
     out.n_new_positions = n_rows;
@@ -119,7 +119,7 @@ void Verifier::run(Sequence& seq, int64_t n_rows, const float* logits, StepResul
   out.n_new_positions = int64_t(out.tokens.size());
 }
 
-void Verifier::run_tree(Sequence& seq, const float* logits, StepResult& out) {
+void Verifier::run_tree(Request& seq, const float* logits, StepResult& out) {
   out.clear();
   const std::span<const int32_t> row_parent = seq.draft_parents;
   AERIE_CHECK(!seq.constraint && !seq.options.penalties.active(),

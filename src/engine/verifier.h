@@ -9,11 +9,11 @@
 #include <span>
 #include <vector>
 
+#include "engine/request_state.h"
+#include "engine/step_result.h"
 #include "sample/constraint_mask.h"
 #include "sample/logprobs.h"
 #include "sample/penalties.h"
-#include "sched/sequence.h"
-#include "sched/step_result.h"
 #include "spec/spec_options.h"
 #include "spec/tree_verify.h"
 #include "spec/verify.h"
@@ -37,24 +37,24 @@ class Verifier {
   // seq.prompt_logprob_rows(n_rows).count and the last row (present only when the chunk reaches the end of
   // its tokens) samples the first output token; [K + 1, n_vocab] for a round (K = seq.drafts.size()).
   // A prompt chunk's entries go to out.prompt_logprobs; with max_tokens 0 the request ends after its prompt.
-  void run(Sequence& seq, int64_t n_rows, const float* logits, StepResult& out);
+  void run(Request& seq, int64_t n_rows, const float* logits, StepResult& out);
   // A round whose drafts are a tree (spec/head_proposer.h): logits [1 + N, n_vocab] of the rows with
   // parents seq.draft_parents; verified greedily or by sampling (spec/tree_verify.h; requests without
   // penalties or structured output only). out.tree_path: the rows whose positions stay (0, then the
   // accepted path's).
-  void run_tree(Sequence& seq, const float* logits, StepResult& out);
+  void run_tree(Request& seq, const float* logits, StepResult& out);
 
  private:
   // Appends `token` to out (with its log-probability from `row`) and sets out.finish when it ends the
   // request. Returns false when it did.
-  bool emit(Sequence& seq, int64_t token, const float* row, StepResult& out);
+  bool emit(Request& seq, int64_t token, const float* row, StepResult& out);
   // The prompt_logprobs entries of tokens position + 1 .. position + n from logits [n, n_vocab] (raw: the
   // model's own distribution, as for generated tokens).
-  void prompt_entries(const Sequence& seq, int64_t position, int64_t n, const float* logits, StepResult& out);
+  void prompt_entries(const Request& seq, int64_t position, int64_t n, const float* logits, StepResult& out);
   // The rows [n_rows, n_vocab] the request samples from and verifies against: the target's logits with
   // the request's logit_bias added, its penalties applied (row j counting drafts[0..j) as output), then its
   // structured-output mask (row j after drafts[0..j)).
-  const float* target_rows(const Sequence& seq, const float* logits, int64_t n_rows, std::span<const int64_t> drafts);
+  const float* target_rows(const Request& seq, const float* logits, int64_t n_rows, std::span<const int64_t> drafts);
 
   VerifierConfig config_;
   int64_t n_vocab_;

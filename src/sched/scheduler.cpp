@@ -110,7 +110,7 @@ int32_t Scheduler::admit_prefix(Sequence* seq) {
   // taken from the prefix cache would have no logits (vLLM skips the lookup for such requests too). Its
   // own full blocks are still registered for others.
   // A deterministic request in an engine that is not takes nothing either (RequestOptions::deterministic).
-  const bool own_prefix = seq->wants_prompt_logprobs() || (seq->options.deterministic && !config_.deterministic);
+  const bool own_prefix = seq->wants_prompt_logprobs() || (seq->deterministic && !config_.deterministic);
   int64_t matched = own_prefix ? 0 : match_prefix(seq);
   int32_t start = -1;
   if (pool_.n_partitions() > 1) {
@@ -210,10 +210,10 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
   return rows;
 }
 
-void Scheduler::update(Sequence& seq, const StepResult& result) {
+void Scheduler::update(Sequence& seq, const Progress& progress) {
   const int64_t p = seq.n_computed;
-  seq.tokens.insert(seq.tokens.end(), result.tokens.begin(), result.tokens.end());
-  seq.n_computed = p + result.n_new_positions;
+  seq.tokens.insert(seq.tokens.end(), progress.tokens.begin(), progress.tokens.end());
+  seq.n_computed = p + progress.n_new_positions;
   AERIE_CHECK(seq.n_computed <= int64_t(seq.tokens.size()), "scheduler: ", seq.n_computed,
               " positions computed for ", seq.tokens.size(), " tokens");
   if (seq.kv->length() > seq.n_computed) seq.kv->truncate(seq.n_computed);
@@ -221,7 +221,7 @@ void Scheduler::update(Sequence& seq, const StepResult& result) {
   if (seq.draft_kv && seq.draft_kv->length() > p) seq.draft_kv->truncate(p, /*keep_blocks=*/true);
   seq.drafts.clear();
   seq.draft_parents.clear();
-  seq.n_prompt_logprobs += int64_t(result.prompt_logprobs.size());
+  seq.n_prompt_logprobs += progress.n_prompt_logprobs;
   AERIE_CHECK(seq.n_prompt_logprobs < std::max<int64_t>(seq.n_prompt, 1), "scheduler: ", seq.n_prompt_logprobs,
               " prompt log-probability entries for a prompt of ", seq.n_prompt);
   seq.table.register_full_blocks(pool_, seq.tokens);

@@ -17,7 +17,7 @@
 
 #include "kv/block_pool.h"
 #include "sched/sequence.h"
-#include "sched/step_result.h"
+#include "sched/progress.h"
 
 namespace aerie {
 
@@ -60,7 +60,7 @@ class Scheduler {
   // target cache back to them (rejected drafts), rewinds the head's cache to where its target-feature
   // rows end (its blocks kept for this step's draft passes) and registers full blocks in the prefix
   // cache. The only writer of a sequence's progress besides admission and preemption.
-  void update(Sequence& seq, const StepResult& result);
+  void update(Sequence& seq, const Progress& progress);
   // Takes the drafts proposed for seq's next round, and registers the head's full blocks of positions
   // computed from target features (those below n_computed; the positions after them that the head's
   // own-feature passes wrote are speculative). The only writer of a sequence's drafts.

@@ -1,5 +1,6 @@
-// Sequence: the engine's state for one request. Its tokens are the prompt followed by what was generated;
-// its KV caches (target and draft head) are block tables over the shared pools.
+// Sequence: what the scheduler knows of one request. Its tokens are the prompt followed by what was
+// generated; its KV caches (target and draft head) are block tables over the shared pools. The request
+// itself (options, callback, sampling state, timing) is the engine's: engine/request_state.h extends this.
 //
 // Phases: while n_computed < tokens.size() - 1 the sequence is prefilling (a chunk per step, which may run
 // to the end of its tokens); once every token but the last is in the cache (n_computed ==
@@ -7,23 +8,21 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <vector>
 
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
-#include "sched/request.h"
 
 namespace aerie {
 
 struct Sequence {
   uint64_t id = 0;
   uint64_t arrival = 0;  // submission order (first come, first served; preemption takes the newest)
-  RequestOptions options;
-  EventCallback on_event;
+  // Of the request's options, what scheduling reads (RequestOptions: prompt_logprobs, deterministic).
+  int64_t prompt_logprobs = -1;
+  bool deterministic = false;
   std::vector<int64_t> tokens;
   int64_t n_prompt = 0;
   int64_t n_computed = 0;        // target positions in the cache
@@ -31,8 +30,6 @@ struct Sequence {
   int64_t n_prompt_logprobs = 0; // prompt_logprobs entries reported: those of tokens 1..n_prompt_logprobs
   BlockTable table, draft_table;
   std::optional<KvCache> kv, draft_kv;  // views over the tables
-  Rng rng{0};
-  std::unique_ptr<TokenConstraint> constraint;  // this request's structured-output state (options' clone)
   bool running = false;          // admitted (holds blocks)
   bool cancelled = false;
   int64_t preemptions = 0;
@@ -43,13 +40,6 @@ struct Sequence {
   std::vector<int64_t> draft_ids;    // the same as draft-vocabulary ids
   std::vector<float> q;              // [K, n_draft_vocab] draft distributions (rejection sampling)
   std::vector<int32_t> draft_parents;  // a draft tree: [1 + K] the parent row of each verification row; empty: a chain
-  bool thinking = false;  // inside the thinking phase (relaxed acceptance): options, then the tokens emitted
-  SpecStats spec;
-
-  // Timing.
-  std::chrono::steady_clock::time_point submitted, first_scheduled, first_token_at, last_token_at;
-  bool scheduled_seen = false;
-  bool first_token_seen = false;
 
   int64_t n_generated() const { return int64_t(tokens.size()) - n_prompt; }
   bool prefilling() const { return n_computed + 1 < int64_t(tokens.size()); }
@@ -58,7 +48,7 @@ struct Sequence {
   // rows wanted are positions n_prompt_logprobs .. n_prompt - 2 (the last prompt row samples the first
   // output token instead). Entries already reported are never wanted again, so a sequence recomputed after
   // preemption reports none twice.
-  bool wants_prompt_logprobs() const { return options.prompt_logprobs >= 0 && n_prompt_logprobs + 1 < n_prompt; }
+  bool wants_prompt_logprobs() const { return prompt_logprobs >= 0 && n_prompt_logprobs + 1 < n_prompt; }
   // Of a prompt chunk of n_rows rows from n_computed: the first row (offset in the chunk) whose logits give
   // an entry, and how many consecutive rows do. Example: n_prompt 10, nothing reported, chunk of 6 from
   // position 4 -> {0, 5} (positions 4..8, entries of tokens 5..9; position 9 is the last prompt row).

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "sched/request.h"
+#include "engine/request.h"
 #include "server/openai_response.h"
 #include "server/reasoning.h"
 #include "server/stop_strings.h"

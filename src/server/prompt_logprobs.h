@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "sched/request.h"
+#include "engine/request.h"
 #include "server/openai_response.h"
 #include "tokenizer/tokenizer.h"
 

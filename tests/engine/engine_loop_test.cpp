@@ -105,10 +105,10 @@ TEST_F(EngineLoopTest, RequestsFromManyThreadsEachEqualTheirGreedyRunAlone) {
     EXPECT_EQ(results[i].reason, FinishReason::kLength);
     EXPECT_EQ(results[i].events_after_end, 0);
   }
-  EXPECT_TRUE(loop.wait_until_empty(Clock::now() + std::chrono::seconds(10)));
+  EXPECT_TRUE(loop.wait_until_empty(Clock::now() + std::chrono::seconds(60)));
   EXPECT_EQ(loop.in_flight(), 0);
   // The snapshot follows the step that finished the last request.
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
   while (loop.metrics().requests_finished < int64_t(results.size()) && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const EngineMetrics m = loop.metrics();
@@ -150,23 +150,41 @@ TEST_F(EngineLoopTest, RefusalsHappenAtSubmitAndLeaveNothingInFlight) {
 TEST_F(EngineLoopTest, CancelEndsARequestWithItsLastEvent) {
   Engine engine(*target, nullptr, small_config(), pool);
   EngineLoop loop(engine, 8);
+  // The loop thread waits in the first event's callback until both cancellations are queued, so neither
+  // request can run to its length first, however the threads are scheduled.
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool gate_open = false;
   Collector first, second;
+  auto gated = [&](Collector& c) -> EventCallback {
+    return [&, inner = c.callback()](const TokenEvent& e) {
+      std::unique_lock<std::mutex> lock(gate_mutex);
+      gate_cv.wait(lock, [&] { return gate_open; });
+      lock.unlock();
+      inner(e);
+    };
+  };
   RequestOptions options;
   options.max_tokens = 200;
   options.ignore_eos = true;
   const std::vector<uint64_t> ids =
-      loop.submit({EngineJob{prompt(7, 6), options, first.callback()}, EngineJob{prompt(8, 6), options, second.callback()}});
+      loop.submit({EngineJob{prompt(7, 6), options, gated(first)}, EngineJob{prompt(8, 6), options, gated(second)}});
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_NE(ids[0], ids[1]);
   loop.cancel(ids[0]);
   loop.cancel_all();
+  {
+    std::lock_guard<std::mutex> lock(gate_mutex);
+    gate_open = true;
+  }
+  gate_cv.notify_all();
   ASSERT_TRUE(first.wait());
   ASSERT_TRUE(second.wait());
   EXPECT_EQ(first.reason, FinishReason::kCancelled);
   EXPECT_EQ(second.reason, FinishReason::kCancelled);
   EXPECT_LT(first.tokens.size(), 200u);
-  EXPECT_TRUE(loop.wait_until_empty(Clock::now() + std::chrono::seconds(10)));
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  EXPECT_TRUE(loop.wait_until_empty(Clock::now() + std::chrono::seconds(60)));
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
   while ((loop.metrics().requests_cancelled < 2 || loop.metrics().kv_blocks_in_use > 0) && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(loop.metrics().requests_cancelled, 2);

@@ -16,6 +16,14 @@ namespace {
 
 constexpr int64_t kBlock = 4;
 
+// What the engine hands Scheduler::update after a step's decision (a Progress over its own storage).
+struct StepResult {
+  int64_t n_new_positions = 0;
+  std::vector<int64_t> tokens;
+  void clear() { *this = StepResult(); }
+  operator Progress() const { return Progress{tokens, n_new_positions, 0}; }
+};
+
 struct Fixture {
   // 8 blocks of 4 positions by default; with partitions > 1, a data-parallel pool of that many ranks.
   explicit Fixture(int32_t n_blocks = 8, bool prefix_caching = true, int32_t partitions = 1)
@@ -29,7 +37,6 @@ struct Fixture {
     seq->tokens = std::move(prompt);
     seq->n_prompt = int64_t(seq->tokens.size());
     seq->arrival = arrival;
-    seq->options.max_tokens = 100;
     seq->kv.emplace(store, seq->table, pool);
     seqs.push_back(std::move(seq));
     return seqs.back().get();

@@ -1,5 +1,5 @@
 // What one engine step did for one planned sequence: the verdict of sampling or verification, before
-// the scheduler applies it (Scheduler::update is the only writer of a sequence's progress).
+// the scheduler applies it (Scheduler::update, as a Progress, is the only writer of a sequence's progress).
 //
 // Worked example, a round at p = 10 (positions 0..9 cached, x_10 the last token) with K = 3 drafts
 // [d1 d2 d3]: the target wrote positions 10..13 for [x_10 d1 d2 d3]; verification accepts a = 2 and adds
@@ -9,12 +9,11 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
+#include "engine/request.h"
 #include "sample/logprobs.h"
-#include "sched/request.h"
 
 namespace aerie {
 
@@ -40,15 +39,6 @@ struct StepResult {
     finish = FinishReason::kNone;
     error.clear();
   }
-};
-
-// The drafts a proposer made for a sequence's next round (spec/proposer.h SequenceProposal), as the
-// scheduler takes them.
-struct ProposedDrafts {
-  std::span<const int64_t> drafts;       // target ids
-  std::span<const int64_t> draft_ids;    // draft-vocabulary ids
-  std::span<const float> q;              // [drafts, n_draft_vocab] for rejection sampling, else empty
-  std::span<const int32_t> tree_parent;  // a tree's verification-row parents, else empty
 };
 
 }  // namespace aerie

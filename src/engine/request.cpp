@@ -1,4 +1,4 @@
-#include "sched/request.h"
+#include "engine/request.h"
 
 namespace aerie {
 
