@@ -166,7 +166,6 @@ void Engine::drain_inbox() {
     seq->draft_table.blocks.reserve(max_blocks);
     seq->kv.emplace(*store_, seq->table, *pool_);
     if (draft_store_) seq->draft_kv.emplace(*draft_store_, seq->draft_table, *draft_pool_);
-    Live live;
     if (proposer_) {
       // Room for what its rounds fill, so that no later step allocates.
       seq->drafts.reserve(size_t(max_draft_tokens_));
@@ -174,11 +173,10 @@ void Engine::drain_inbox() {
       seq->draft_parents.reserve(size_t(max_draft_tokens_) + 1);
       seq->spec.proposed_at.reserve(size_t(max_draft_tokens_));
       seq->spec.accepted_at.reserve(size_t(max_draft_tokens_));
-      live.spec.proposer = proposer_->start(int64_t(seq->tokens.capacity()));
+      seq->speculation.proposer = proposer_->start(int64_t(seq->tokens.capacity()));
     }
     Request* raw = seq.get();
-    live.seq = std::move(seq);
-    live_.emplace(raw->id, std::move(live));
+    live_.emplace(raw->id, std::move(seq));
     ++stats_.submitted;
     stats_.submitted_prompt_tokens += raw->n_prompt;
     if (raw->options.max_tokens == 0 && raw->options.prompt_logprobs < 0) {  // else it runs its prompt
@@ -190,7 +188,7 @@ void Engine::drain_inbox() {
   }
   for (uint64_t id : cancels) {
     auto it = live_.find(id);
-    if (it != live_.end()) finish(*it->second.seq, FinishReason::kCancelled);
+    if (it != live_.end()) finish(*it->second, FinishReason::kCancelled);
   }
 }
 
@@ -221,7 +219,7 @@ void Engine::finish(Request& seq, FinishReason reason, const std::string& error,
   observe_finished(seq, reason);
   send_event(seq, last, reason, error);
   scheduler_->remove(&seq);
-  live_.erase(seq.id);  // its speculation state with it
+  live_.erase(seq.id);  // its speculation state goes with it
 }
 
 void Engine::observe_finished(const Request& seq, FinishReason reason) {
@@ -345,7 +343,7 @@ void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
   tree_flags_.resize(plan.size());
   k_.resize(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
-    const Request& seq = request_of(*plan[i].seq);
+    Request& seq = request_of(*plan[i].seq);
     specs_[i] = &spec_of(seq);
     tree_flags_[i] = drafts_tree(config_.spec, seq.options.sampling, seq.constraint != nullptr,
                                  seq.options.penalties.active());
@@ -470,8 +468,8 @@ bool Engine::step_once() {
     if (scheduler_->n_running() == 0 && scheduler_->n_waiting() > 0) {
       // Nothing runs and the oldest waiting request still does not fit: it never will.
       std::vector<Request*> stuck;
-      for (auto& [id, live] : live_)
-        if (!live.seq->running) stuck.push_back(live.seq.get());
+      for (auto& [id, seq] : live_)
+        if (!seq->running) stuck.push_back(seq.get());
       std::sort(stuck.begin(), stuck.end(), [](auto* a, auto* b) { return a->arrival < b->arrival; });
       finish(*stuck.front(), FinishReason::kError, "the request needs more KV cache blocks than the engine has");
       return true;
@@ -508,12 +506,12 @@ void Engine::run_until_idle() {
 
 const KvCache* Engine::target_cache(uint64_t id) const {
   const auto it = live_.find(id);
-  return it != live_.end() && it->second.seq->running ? &*it->second.seq->kv : nullptr;
+  return it != live_.end() && it->second->running ? &*it->second->kv : nullptr;
 }
 
 const KvCache* Engine::draft_cache(uint64_t id) const {
   const auto it = live_.find(id);
-  const Sequence* seq = it != live_.end() ? it->second.seq.get() : nullptr;
+  const Sequence* seq = it != live_.end() ? it->second.get() : nullptr;
   return seq && seq->running && seq->draft_kv ? &*seq->draft_kv : nullptr;
 }
 

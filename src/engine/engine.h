@@ -121,7 +121,7 @@ class Engine {
   // This step's K (KPolicy), then the proposer over plan's sequences that go on (results_[first..]), and
   // their drafts to the scheduler. A proposer that throws is retried one sequence at a time.
   void run_draft(std::span<const ScheduledRows> plan, size_t first);
-  SpecState& spec_of(const Sequence& seq) { return live_.find(seq.id)->second.spec; }
+  static SpecState& spec_of(Sequence& seq) { return request_of(seq).speculation; }
   void fail(size_t i, const std::string& what, const std::exception& e);
   void post_events(const std::vector<ScheduledRows>& plan);
   void finish(Request& seq, FinishReason reason, const std::string& error = "", const StepResult* last = nullptr);
@@ -146,12 +146,8 @@ class Engine {
   std::vector<uint64_t> cancel_inbox_;
   uint64_t next_id_ = 1;
 
-  // Every request from submit to finish, with its speculation state (forgotten with it); step thread only.
-  struct Live {
-    std::unique_ptr<Request> seq;
-    SpecState spec;
-  };
-  std::unordered_map<uint64_t, Live> live_;
+  // Every request from submit to finish, its speculation state with it; step thread only.
+  std::unordered_map<uint64_t, std::unique_ptr<Request>> live_;
   uint64_t arrivals_ = 0;
   EngineMetrics metrics_;
   StepStats stats_;  // the current step's

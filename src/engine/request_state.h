@@ -1,6 +1,6 @@
 // Request: the engine's state for one request, over the Sequence the scheduler plans (sched/sequence.h):
-// the options it was submitted with, its event callback, its sampling state, its speculation figures and
-// timing. The engine creates every Sequence of its scheduler as a Request, so a planned Sequence is always
+// the options it was submitted with, its event callback, its sampling state, its speculation state and
+// figures, and timing. The engine creates every Sequence of its scheduler as a Request, so a planned Sequence is always
 // one (request_of).
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "engine/request.h"
+#include "engine/spec_state.h"
 #include "sample/sampling.h"
 #include "sample/token_constraint.h"
 #include "sched/sequence.h"
@@ -22,6 +23,7 @@ struct Request : Sequence {
   std::unique_ptr<TokenConstraint> constraint;  // this request's structured-output state (options' clone)
   bool thinking = false;  // inside the thinking phase (relaxed acceptance): options, then the tokens emitted
   SpecStats spec;
+  SpecState speculation;  // the drafter's state for it, adaptive K, whether it still speculates
 
   // Timing.
   std::chrono::steady_clock::time_point submitted, first_scheduled, first_token_at, last_token_at;

@@ -10,23 +10,13 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "template_files.h"
 #include "jinja/chat_template.h"
 
 namespace aerie {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-const std::string kDataDir = std::string(AERIE_TEST_DATA_DIR) + "/chat_template/";
-constexpr std::time_t kFixedNow = 1721952000;  // 2024-07-26 00:00 UTC, as in render_reference.py
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 // The variables of one case, built by the rule of render_reference.py's publisher_context(): messages,
 // tools (for the tool conversations), documents (none), add_generation_prompt, the special tokens the
