@@ -131,7 +131,9 @@ void Verifier::run_tree(Request& seq, const float* logits, StepResult& out) {
       seq.options.sampling.greedy()
           ? verify_tree_greedy(rows, n_vocab_, seq.drafts, row_parent, path_)
           : verify_tree_sampled(rows, n_vocab_, seq.drafts, row_parent, seq.options.sampling, seq.rng,
-                                verify_scratch_, path_);
+                                verify_scratch_, path_,
+                                DraftDistributions{seq.q.empty() ? nullptr : seq.q.data(), config_.n_draft_vocab,
+                                                   seq.draft_ids, config_.draft_to_target});
   out.n_drafts = int64_t(seq.drafts.size());
   out.n_accepted = int64_t(path_.size());
   out.tree_path.assign(1, 0);

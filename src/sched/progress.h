@@ -17,7 +17,8 @@ struct Progress {
 struct ProposedDrafts {
   std::span<const int64_t> drafts;       // target ids
   std::span<const int64_t> draft_ids;    // draft-vocabulary ids
-  std::span<const float> q;              // [drafts, n_draft_vocab] for rejection sampling, else empty
+  std::span<const float> q;              // for rejection sampling, else empty: a chain's [drafts, n_draft_vocab];
+                                         // a tree's one row per verification row with children, in row order
   std::span<const int32_t> tree_parent;  // a tree's verification-row parents, else empty
 };
 

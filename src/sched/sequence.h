@@ -38,7 +38,8 @@ struct Sequence {
   // drafter's own state is the engine's: engine/spec_state.h).
   std::vector<int64_t> drafts;       // target ids proposed for the next step
   std::vector<int64_t> draft_ids;    // the same as draft-vocabulary ids
-  std::vector<float> q;              // [K, n_draft_vocab] draft distributions (rejection sampling)
+  std::vector<float> q;              // draft distributions (rejection sampling): [K, n_draft_vocab], or a
+                                     // tree's per verification row with children (ProposedDrafts::q)
   std::vector<int32_t> draft_parents;  // a draft tree: [1 + K] the parent row of each verification row; empty: a chain
 
   int64_t n_generated() const { return int64_t(tokens.size()) - n_prompt; }

@@ -15,33 +15,100 @@ void validate(const DraftTreeShape& shape) {
               shape.total_tokens);
 }
 
+void DrawAcceptance::observe(int64_t draw, bool accepted) {
+  if (draw < 1 || draw > kMaxDraws) return;
+  for (int64_t j = 0; j < kMaxDraws; ++j) {  // decay every draw index alike, so the estimates age together
+    tried_[size_t(j)] *= kDecay;
+    accepted_[size_t(j)] *= kDecay;
+  }
+  tried_[size_t(draw - 1)] += 1.0;
+  accepted_[size_t(draw - 1)] += accepted ? 1.0 : 0.0;
+}
+
+double DrawAcceptance::alpha(int64_t draw) const {
+  const double prior = draw == 1 ? kPriorFirst : kPriorLater;
+  const size_t j = size_t(std::clamp<int64_t>(draw, 1, kMaxDraws) - 1);
+  const double a = (accepted_[j] + kPriorStrength * prior) / (tried_[j] + kPriorStrength);
+  return std::clamp(a, 0.01, 0.99);
+}
+
+void DrawAcceptance::log_values(int64_t n, std::vector<double>& out) const {
+  out.resize(size_t(n));
+  double rejected_before = 0.0;  // log prod_{i<j} (1 - alpha_i)
+  for (int64_t j = 1; j <= n; ++j) {
+    const double a = alpha(j);
+    out[size_t(j - 1)] = rejected_before + std::log(a);
+    // Never above the draw before it (a second draw estimated likelier than a poor first one): the kept
+    // children of a node must be its first draws.
+    if (j > 1) out[size_t(j - 1)] = std::min(out[size_t(j - 1)], out[size_t(j - 2)]);
+    rejected_before += std::log(1.0 - a);
+  }
+}
+
 void DraftTreeBuilder::reset(int64_t top_k) {
   top_k_ = top_k;
   nodes_.clear();
   frontier_from_ = 0;
 }
 
-void DraftTreeBuilder::expand(int32_t parent, const float* logits, int64_t n_vocab) {
+void DraftTreeBuilder::top_ids(const float* row, int64_t n_vocab) {
   const int64_t k = std::min(top_k_, n_vocab);
-  // One pass: the k best ids (ascending rank; ties to the lower id) and the maximum.
+  // One pass: the k best ids (ascending rank; ties to the lower id).
   ids_.clear();
   for (int64_t t = 0; t < n_vocab; ++t) {
-    if (int64_t(ids_.size()) == k && logits[t] <= logits[ids_.back()]) continue;
+    if (int64_t(ids_.size()) == k && row[t] <= row[ids_.back()]) continue;
     if (int64_t(ids_.size()) == k) ids_.pop_back();
     auto at = ids_.end();
-    while (at != ids_.begin() && logits[*(at - 1)] < logits[t]) --at;
+    while (at != ids_.begin() && row[*(at - 1)] < row[t]) --at;
     ids_.insert(at, t);
   }
+}
+
+void DraftTreeBuilder::add(int32_t parent, int64_t token, double log_p) {
+  const double base = parent < 0 ? 0.0 : nodes_[size_t(parent)].score;
+  const int32_t depth = parent < 0 ? 1 : nodes_[size_t(parent)].depth + 1;
+  nodes_.push_back(Node{token, parent, depth, base + log_p});
+}
+
+void DraftTreeBuilder::expand(int32_t parent, const float* logits, int64_t n_vocab) {
+  top_ids(logits, n_vocab);
   // log sum exp(logits), in float (a few ulps do not change a ranking of cumulative log-probabilities).
   const float max = logits[ids_.front()];
   float sum = 0.0f;
   for (int64_t t = 0; t < n_vocab; ++t) sum += std::exp(logits[t] - max);
   const double log_norm = double(max) + std::log(double(sum));
-  const double base = parent < 0 ? 0.0 : nodes_[size_t(parent)].score;
-  const int32_t depth = parent < 0 ? 1 : nodes_[size_t(parent)].depth + 1;
-  for (int64_t i = 0; i < k; ++i) {
-    const int64_t t = ids_[size_t(i)];
-    nodes_.push_back(Node{t, parent, depth, base + double(logits[t]) - log_norm});
+  for (const int64_t t : ids_) add(parent, t, double(logits[t]) - log_norm);
+}
+
+void DraftTreeBuilder::expand_sampled(int32_t parent, const float* probs, int64_t n_vocab, Rng& rng,
+                                      std::span<const double> log_draw_value) {
+  AERIE_CHECK(int64_t(log_draw_value.size()) >= top_k_, "draft tree: ", log_draw_value.size(), " draw values for top_k ",
+              top_k_);
+  top_ids(probs, n_vocab);  // how many tokens have mass, up to top_k
+  double left = 0.0;        // the mass not drawn yet
+  for (int64_t t = 0; t < n_vocab; ++t) left += probs[t];
+  drawn_.clear();           // ascending
+  for (const int64_t ranked : ids_) {
+    if (!(probs[ranked] > 0.0f) || !(left > 0.0)) break;  // fewer than top_k tokens with mass
+    // One draw from probs without the tokens drawn so far: the first token whose running sum passes u.
+    const double u = rng.next_unit_double() * left;
+    double run = 0.0;
+    int64_t pick = -1;
+    size_t next_drawn = 0;
+    for (int64_t t = 0; t < n_vocab; ++t) {
+      if (next_drawn < drawn_.size() && drawn_[next_drawn] == t) {
+        ++next_drawn;
+        continue;
+      }
+      if (!(probs[t] > 0.0f)) continue;
+      pick = t;  // rounding: the last token with mass left, should u pass the whole sum
+      run += probs[t];
+      if (run > u) break;
+    }
+    if (pick < 0) break;
+    left -= probs[pick];
+    drawn_.insert(std::upper_bound(drawn_.begin(), drawn_.end(), pick), pick);
+    add(parent, pick, log_draw_value[drawn_.size() - 1]);
   }
 }
 
@@ -58,7 +125,8 @@ std::span<const int32_t> DraftTreeBuilder::next_frontier() {
   return frontier_;
 }
 
-void DraftTreeBuilder::select(int64_t total_tokens, std::vector<int64_t>& tokens, std::vector<int32_t>& parents) {
+void DraftTreeBuilder::select(int64_t total_tokens, std::vector<int64_t>& tokens, std::vector<int32_t>& parents,
+                              std::vector<int32_t>* kept) {
   order_.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) order_[i] = int32_t(i);
   std::stable_sort(order_.begin(), order_.end(),
@@ -77,11 +145,13 @@ void DraftTreeBuilder::select(int64_t total_tokens, std::vector<int64_t>& tokens
   }
   tokens.clear();
   parents.clear();
+  if (kept) kept->clear();
   for (size_t i = 0; i < nodes_.size(); ++i) {  // creation order: parents first
     if (picked_[i] < 0) continue;
     picked_[i] = int32_t(tokens.size());
     const int32_t parent = nodes_[i].parent;
     tokens.push_back(nodes_[i].token);
+    if (kept) kept->push_back(int32_t(i));
     parents.push_back(parent < 0 ? -1 : picked_[size_t(parent)]);
   }
 }

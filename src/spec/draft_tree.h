@@ -15,11 +15,33 @@
 //   -> tokens [a c d], parents [-1 0 0]
 // The output lists a parent before its children (creation order), parents as indices into the output
 // (-1: a child of the root).
+//
+// Sampled trees (expand_sampled; a request at T > 0 whose drafts are drawn): a node's children are top_k
+// draws WITHOUT replacement from the head's processed distribution q there, in draw order, and the target
+// tries them in that order by recursive rejection sampling (spec/tree_verify.h). That is lossless only if
+// whether a child is in the verified tree never depends on which token it drew (a child kept only when it
+// drew a likely token would be tried more often when likely: biased). So a drawn child's score is not its
+// own log q but a value known before the draw: the estimated probability that the walk takes the j-th
+// draw, alpha_j * prod_{i<j} (1 - alpha_i), with alpha_j = P(draw j accepted | draws 1..j-1 rejected)
+// learned from verified trees (DrawAcceptance; Sequoia's positional acceptance vector). Frontiers and the
+// final selection then read only draw indices and depths, never a node's token; and as the values fall
+// with the draw index (ties: created first), the children a node keeps are always its first draws, the
+// prefix the verifier tries in order. The scores are the sum of the path's values, so the best
+// total_tokens nodes maximise the expected accepted length under that model; with one draw accepted far
+// more often than a second (shipped family at T = 1: alpha_1 0.62-0.66, alpha_2 0.14) the tree is a chain
+// with siblings only where the chain's next depth would be worth less.
+// Why not the head's own q for the score, as for greedy trees: a sampled draft is accepted with
+// probability sum min(p, q), which does not shrink with a flat q as q's largest probability does, so
+// q-ranked sampled trees were shallow and accepted less than chains of the same width (T = 1: tau 2.24
+// for 2:4:4 against a chain's 2.59 at K = 4).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "sample/sampling.h"
 
 namespace aerie {
 
@@ -33,6 +55,24 @@ struct DraftTreeShape {
 
 // Throws aerie::Error naming the option unless top_k in [1, 16], depth in [1, 16], total_tokens in [1, 64].
 void validate(const DraftTreeShape& shape);
+
+// alpha_j = P(draw j accepted | draws 1..j-1 rejected) of sampled trees, from the verified trees so far:
+// counts decayed by kDecay per observation, shrunk toward a prior with kPriorStrength pseudo-counts.
+class DrawAcceptance {
+ public:
+  static constexpr int64_t kMaxDraws = 16;  // top_k's bound
+  static constexpr double kDecay = 0.998, kPriorStrength = 8.0, kPriorFirst = 0.6, kPriorLater = 0.15;
+
+  // A verified try of draw `draw` (1-based) at some node.
+  void observe(int64_t draw, bool accepted);
+  double alpha(int64_t draw) const;  // clamped to [0.01, 0.99]
+  // out[j - 1] = log(alpha_j * prod_{i<j} (1 - alpha_i)), j = 1..n: the value of the j-th draw, capped by
+  // the value of draw j - 1 (values never rise with the draw index).
+  void log_values(int64_t n, std::vector<double>& out) const;
+
+ private:
+  std::array<double, kMaxDraws> tried_{}, accepted_{};
+};
 
 class DraftTreeBuilder {
  public:
@@ -48,12 +88,19 @@ class DraftTreeBuilder {
   // Adds the top_k children of `parent` (a node index, or -1 for the root) from its row of head logits
   // [n_vocab] (log-softmax; ties go to the lower id, as ops::argmax).
   void expand(int32_t parent, const float* logits, int64_t n_vocab);
+  // A sampled tree's expansion: up to top_k children of `parent` drawn without replacement from `probs`
+  // [n_vocab] (a distribution: the head's after the request's sampling processing), in draw order, the
+  // j-th scored with log_draw_value[j - 1] (DrawAcceptance::log_values); fewer when fewer tokens have mass.
+  void expand_sampled(int32_t parent, const float* probs, int64_t n_vocab, Rng& rng,
+                      std::span<const double> log_draw_value);
   // The next frontier: of the nodes added since the last call, the top_k by score (ties: created first),
   // in creation order.
   std::span<const int32_t> next_frontier();
   // The best total_tokens nodes (fewer when the tree has fewer), each with its ancestors, in creation
   // order: tokens [n] and parents [n] (indices into the output; -1: child of the root).
-  void select(int64_t total_tokens, std::vector<int64_t>& tokens, std::vector<int32_t>& parents);
+  // kept (optional): [n] each output node's index in nodes().
+  void select(int64_t total_tokens, std::vector<int64_t>& tokens, std::vector<int32_t>& parents,
+              std::vector<int32_t>* kept = nullptr);
 
   const std::vector<Node>& nodes() const { return nodes_; }
 
@@ -62,7 +109,13 @@ class DraftTreeBuilder {
   std::vector<Node> nodes_;
   size_t frontier_from_ = 0;   // first node not yet offered to a frontier
   std::vector<int32_t> frontier_, order_, picked_;
+  // The top_k ids of one row (ascending rank; ties to the lower id) into ids_.
+  void top_ids(const float* row, int64_t n_vocab);
+  // Appends a child of `parent` with the given token and log-probability.
+  void add(int32_t parent, int64_t token, double log_p);
+
   std::vector<int64_t> ids_;   // [top_k] the best ids of one expansion
+  std::vector<int64_t> drawn_; // a sampled expansion's draws so far, ascending
 };
 
 }  // namespace aerie

@@ -15,6 +15,10 @@ struct HeadProposer::State : ProposerState {
   std::vector<float> deferred_features;
   int64_t deferred_rows = 0;
   std::unique_ptr<TokenConstraint> draft_constraint;  // the request's constraint walked along the drafts
+  std::vector<int32_t> sampled_tree;  // the last sampled tree's row parents, until its verification is seen
+  // Its sampled trees' alpha_j (spec/draft_tree.h). The sequence's own, not the engine's: a seeded request's
+  // trees, and so its output, must not depend on what else ran beside it.
+  DrawAcceptance draw_acceptance;
 };
 
 HeadProposer::State& HeadProposer::state_of(const ProposalRow& row) { return *static_cast<State*>(row.state); }
@@ -57,6 +61,7 @@ void HeadProposer::restart(ProposerState& state) const {
   State& s = static_cast<State&>(state);
   s.deferred_features.clear();
   s.deferred_rows = 0;
+  s.sampled_tree.clear();
 }
 
 int64_t HeadProposer::deferred_rows(const ProposerState& state) const {
@@ -134,7 +139,8 @@ void HeadProposer::propose(const ProposalInput& in, std::span<SequenceProposal> 
   trees_now_ = 0;
   for (size_t i = 0; i < in.rows.size(); ++i) {
     const ProposalRow& row = in.rows[i];
-    const State& st = state_of(row);
+    State& st = state_of(row);
+    if (!st.sampled_tree.empty()) observe_tree(st, row.feature_path);
     // Rows: the deferred ones (steps at K = 0), then this step's.
     const int64_t deferred = st.deferred_rows, rows = deferred + row.n_new;
     const int64_t hb = int64_t(ids_.size());
@@ -181,9 +187,12 @@ void HeadProposer::propose(const ProposalInput& in, std::span<SequenceProposal> 
       t.cache = row.head_cache;
       t.head_length = row.head_cache->length();
       t.last_token = row.tokens.back();
+      t.row_in = &row;
       t.builder.reset(spec_.tree.top_k);
+      t.qs.clear();
+      t.q_slot.clear();
       check_finite_logits(first.logits + int64_t(d) * vd, 1, vd);
-      t.builder.expand(-1, first.logits + int64_t(d) * vd, vd);
+      expand(t, -1, first.logits + int64_t(d) * vd, vd);
       t.root_feature.assign(first.features + logit_rows_[d] * hd, first.features + (logit_rows_[d] + 1) * hd);
       drafting_k_[d] = 0;  // no chain passes
       continue;
@@ -282,20 +291,66 @@ void HeadProposer::propose_trees(std::span<SequenceProposal> out) {
       w.features.insert(w.features.end(), pass.features + rows_[a].row_begin * hd,
                         pass.features + (rows_[a].row_begin + n_new) * hd);
       for (int64_t r = n - n_new; r < n; ++r, ++logit_row)
-        w.builder.expand(w.run_nodes[size_t(r)], pass.logits + logit_row * pass.n_vocab, pass.n_vocab);
+        expand(w, w.run_nodes[size_t(r)], pass.logits + logit_row * pass.n_vocab, pass.n_vocab);
     }
   }
-  for (size_t t = 0; t < trees_now_; ++t) {
-    TreeWork& w = tree_work_[t];
-    SequenceProposal& o = out[w.row];
-    w.builder.select(spec_.tree.total_tokens, tree_tokens_, tree_parents_);
-    o.draft_ids.assign(tree_tokens_.begin(), tree_tokens_.end());
-    o.drafts.resize(tree_tokens_.size());
-    for (size_t i = 0; i < tree_tokens_.size(); ++i) o.drafts[i] = to_target(tree_tokens_[i]);
-    o.tree_parent.resize(tree_parents_.size() + 1);
-    o.tree_parent[0] = -1;  // the root: the last token
-    for (size_t i = 0; i < tree_parents_.size(); ++i) o.tree_parent[i + 1] = tree_parents_[i] + 1;
+  for (size_t t = 0; t < trees_now_; ++t) finish_tree(tree_work_[t], out[tree_work_[t].row]);
+}
+
+void HeadProposer::expand(TreeWork& w, int32_t node, const float* logits, int64_t n_vocab) {
+  if (!w.row_in->sampled) return w.builder.expand(node, logits, n_vocab);
+  state_of(*w.row_in).draw_acceptance.log_values(spec_.tree.top_k, draw_values_);
+  const size_t slot = w.qs.size() / size_t(n_vocab);
+  w.qs.resize((slot + 1) * size_t(n_vocab));
+  float* q = w.qs.data() + slot * size_t(n_vocab);
+  compute_probs(logits, n_vocab, *w.row_in->sampling, q, sampler_scratch_);
+  if (w.q_slot.size() < size_t(node + 2)) w.q_slot.resize(size_t(node + 2), -1);
+  w.q_slot[size_t(node + 1)] = int32_t(slot);
+  w.builder.expand_sampled(node, q, n_vocab, *w.row_in->rng, draw_values_);
+}
+
+void HeadProposer::finish_tree(TreeWork& w, SequenceProposal& o) {
+  w.builder.select(spec_.tree.total_tokens, tree_tokens_, tree_parents_, &tree_kept_);
+  o.draft_ids.assign(tree_tokens_.begin(), tree_tokens_.end());
+  o.drafts.resize(tree_tokens_.size());
+  for (size_t i = 0; i < tree_tokens_.size(); ++i) o.drafts[i] = to_target(tree_tokens_[i]);
+  o.tree_parent.resize(tree_parents_.size() + 1);
+  o.tree_parent[0] = -1;  // the root: the last token
+  for (size_t i = 0; i < tree_parents_.size(); ++i) o.tree_parent[i + 1] = tree_parents_[i] + 1;
+  if (!w.row_in->sampled) return;
+  state_of(*w.row_in).sampled_tree = o.tree_parent;
+  // q of each verification row with children, in row order (row 0: the root, row 1 + i: kept node i).
+  const int64_t vd = head_.n_vocab();
+  o.q.clear();
+  for (size_t row = 0; row < o.tree_parent.size(); ++row) {
+    if (std::find(o.tree_parent.begin() + std::ptrdiff_t(row) + 1, o.tree_parent.end(), int32_t(row)) ==
+        o.tree_parent.end())
+      continue;
+    const int32_t node = row == 0 ? -1 : tree_kept_[row - 1];
+    const int32_t slot = w.q_slot[size_t(node + 1)];
+    AERIE_CHECK(slot >= 0, "draft tree: node ", node, " has children but was not expanded");
+    const float* q = w.qs.data() + size_t(slot) * size_t(vd);
+    o.q.insert(o.q.end(), q, q + vd);
   }
+}
+
+void HeadProposer::observe_tree(State& state, std::span<const int64_t> path) {
+  const std::vector<int32_t>& parent = state.sampled_tree;
+  // The kept children of a row are its first draws, in row order: the j-th child is draw j. At each row of
+  // the path, the draws before the accepted child were tried and rejected; at its last row, all of them.
+  for (size_t i = 0; i < path.size(); ++i) {
+    const int64_t row = path[i], next = i + 1 < path.size() ? path[i + 1] : -1;
+    AERIE_CHECK(row >= 0 && row < int64_t(parent.size()), "head proposer: verified row ", row, " outside a tree of ",
+                parent.size(), " rows");
+    int64_t draw = 0;
+    for (int64_t r = row + 1; r < int64_t(parent.size()); ++r) {
+      if (parent[size_t(r)] != row) continue;
+      ++draw;
+      state.draw_acceptance.observe(draw, r == next);
+      if (r == next) break;
+    }
+  }
+  state.sampled_tree.clear();
 }
 
 }  // namespace aerie

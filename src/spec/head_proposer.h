@@ -68,6 +68,16 @@ class HeadProposer : public Proposer {
   // The tree passes after pass 0 for the sequences in tree_work_[0, trees_now_) (their root expanded),
   // then their drafts.
   void propose_trees(std::span<SequenceProposal> out);
+  struct TreeWork;
+  // Adds the children of builder node `node` (-1: the root) from its row of head logits [n_vocab]: the
+  // top_k, or for a sampled row top_k draws (their distribution kept for the verifier).
+  void expand(TreeWork& w, int32_t node, const float* logits, int64_t n_vocab);
+  // The tree's best nodes as the sequence's drafts, with their row parents (and, sampled, the q of each
+  // row that has children).
+  void finish_tree(TreeWork& w, SequenceProposal& out);
+  // What the verification of the sequence's last sampled tree (its row parents in `state`) tells of each
+  // draw index: `path` is the verified rows, the root first (ProposalRow::feature_path).
+  void observe_tree(State& state, std::span<const int64_t> path);
   int64_t to_target(int64_t draft_id) const {
     return draft_to_target_.empty() ? draft_id : draft_to_target_[size_t(draft_id)];
   }
@@ -93,7 +103,10 @@ class HeadProposer : public Proposer {
     int64_t head_length = 0;        // the head's cache at the root (the run nodes' rows follow it)
     KvCache* cache = nullptr;
     int64_t last_token = 0;
+    const ProposalRow* row_in = nullptr;  // its ProposalRow (sampled: children drawn with its sampling and rng)
     DraftTreeBuilder builder;
+    std::vector<float> qs;            // sampled: [expanded nodes, n_vocab] the distributions drawn from
+    std::vector<int32_t> q_slot;      // sampled: [1 + builder nodes] row of qs of the root (0) and each node, -1 if none
     std::vector<float> root_feature;  // [n_embd_head] the head's feature at the root row
     std::vector<int32_t> run_nodes;   // builder nodes run as rows so far, in row order
     std::vector<int32_t> row_of_node; // [builder nodes] row in run_nodes, -1 if not run
@@ -103,7 +116,8 @@ class HeadProposer : public Proposer {
   std::vector<TreeWork> tree_work_;
   size_t trees_now_ = 0;                    // tree_work_[0, trees_now_) draft this step
   std::vector<int64_t> tree_tokens_;
-  std::vector<int32_t> tree_parents_;
+  std::vector<int32_t> tree_parents_, tree_kept_;
+  std::vector<double> draw_values_;
   SamplerScratch sampler_scratch_;
   ConstraintScratch constraint_scratch_;
 };

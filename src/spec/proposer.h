@@ -67,7 +67,8 @@ struct ProposalInput {
 struct SequenceProposal {
   std::vector<int64_t> drafts;        // target ids, in order (a tree's nodes in verification-row order)
   std::vector<int64_t> draft_ids;     // the same as draft-vocabulary ids
-  std::vector<float> q;               // [drafts, n_draft_vocab] the draft distributions (sampled chains)
+  std::vector<float> q;               // the draft distributions drawn from (sampled): a chain's [drafts,
+                                      // n_draft_vocab]; a tree's one row per row with children, in row order
   std::vector<int32_t> tree_parent;   // a tree: [1 + drafts] the parent row of each verification row (row 0,
                                       // the last token: -1); empty for a chain
   bool gave_up = false;               // its deferred rows passed the limit: it decodes plainly from now on

@@ -24,45 +24,97 @@ TreeVerdict verify_tree_greedy(const float* logits, int64_t n_vocab, std::span<c
   }
 }
 
+namespace {
+
+// Whether row `row` has a child (children come after their parent).
+bool has_children(std::span<const int32_t> row_parent, int64_t row) {
+  for (size_t r = size_t(row) + 1; r < row_parent.size(); ++r)
+    if (row_parent[r] == row) return true;
+  return false;
+}
+
+// The q row of `row`: the rows before it that have children.
+int64_t q_index(std::span<const int32_t> row_parent, int64_t row) {
+  int64_t n = 0;
+  for (int64_t r = 0; r < row; ++r) n += has_children(row_parent, r) ? 1 : 0;
+  return n;
+}
+
+// Divides p [n] by its sum (kept as it is when the sum is ~0: see the caller).
+bool renormalise(float* p, int64_t n) {
+  double total = 0.0;
+  for (int64_t t = 0; t < n; ++t) total += p[t];
+  if (!(total > 1e-12)) return false;
+  const float inv = float(1.0 / total);
+  for (int64_t t = 0; t < n; ++t) p[t] *= inv;
+  return true;
+}
+
+}  // namespace
+
 TreeVerdict verify_tree_sampled(const float* logits, int64_t n_vocab, std::span<const int64_t> tokens,
                                 std::span<const int32_t> row_parent, const SamplingParams& params, Rng& rng,
-                                VerifyScratch& s, std::vector<int64_t>& path_rows) {
+                                VerifyScratch& s, std::vector<int64_t>& path_rows, const DraftDistributions& q) {
   const int64_t n_rows = int64_t(row_parent.size());
   AERIE_CHECK(n_rows == int64_t(tokens.size()) + 1, "tree verification: ", row_parent.size(), " rows for ",
               tokens.size(), " nodes");
   AERIE_CHECK(!params.greedy(), "sampled tree verification needs temperature > 0");
+  const bool drawn = q.probs != nullptr;
+  AERIE_CHECK(!drawn || (q.n_draft_vocab > 0 && q.draft_ids.size() == tokens.size()),
+              "tree verification: the draws' distributions need every node's draft id");
   if (s.p.size() < size_t(n_vocab)) s.p.resize(size_t(n_vocab));
+  if (s.residual.size() < size_t(n_vocab)) s.residual.resize(size_t(n_vocab));
+  if (drawn && s.q.size() < size_t(q.n_draft_vocab)) s.q.resize(size_t(q.n_draft_vocab));
+  float* p = s.p.data();
+  float* qw = s.q.data();  // the current row's q as the tries go on (draft vocabulary, not renormalised)
   path_rows.clear();
   int64_t row = 0;
   while (true) {
-    float* p = s.p.data();
     compute_probs(logits + row * n_vocab, n_vocab, params, p, s.sampler);
-    double mass = 0.0;  // of p still in play: siblings rejected so far are removed
-    for (int64_t t = 0; t < n_vocab; ++t) mass += p[t];
+    double q_mass = 1.0;
+    if (drawn && has_children(row_parent, row)) {
+      const float* qr = q.probs + q_index(row_parent, row) * q.n_draft_vocab;
+      std::copy(qr, qr + q.n_draft_vocab, qw);
+      q_mass = 0.0;
+      for (int64_t d = 0; d < q.n_draft_vocab; ++d) q_mass += qw[d];
+    }
     int64_t child = -1;
     for (int64_t r = row + 1; r < n_rows && child < 0; ++r) {
       if (row_parent[size_t(r)] != row) continue;
       const int64_t x = tokens[size_t(r - 1)];
       AERIE_CHECK(x >= 0 && x < n_vocab, "tree verification: node token ", x, " outside the vocabulary");
       const double px = p[x];
-      // Accept with probability p(x) / mass: u * mass < p(x).
-      if (px > 0.0 && rng.next_unit_double() * mass < px) {
+      if (!drawn) {  // a point mass on x: accept with p(x), else p without x
+        if (px > 0.0 && rng.next_unit_double() < px) {
+          child = r;
+        } else {
+          p[x] = 0.0f;
+          if (!renormalise(p, n_vocab)) compute_probs(logits + row * n_vocab, n_vocab, params, p, s.sampler);
+        }
+        continue;
+      }
+      const int64_t xd = q.draft_ids[size_t(r - 1)];
+      AERIE_CHECK(xd >= 0 && xd < q.n_draft_vocab, "tree verification: node draft id ", xd, " outside the draft vocabulary");
+      const double qx = q_mass > 0.0 ? double(qw[xd]) / q_mass : 0.0;
+      // Accept with probability min(1, p(x) / q(x)): u * q(x) < p(x).
+      if (qx > 0.0 && rng.next_unit_double() * qx < px) {
         child = r;
-      } else {
-        mass -= px;
-        p[x] = 0.0f;
+        continue;
       }
-    }
-    if (child < 0) {
-      // Every child rejected (or none): the next token from what is left of p.
-      if (mass > 1e-12) {
-        const float inv = float(1.0 / mass);
-        for (int64_t t = 0; t < n_vocab; ++t) p[t] *= inv;
-      } else {  // rounding left nothing: the row's own distribution
-        compute_probs(logits + row * n_vocab, n_vocab, params, p, s.sampler);
+      // Rejected: p <- max(0, p - q) renormalised (q mapped into the target vocabulary); q loses x. Should p
+      // be <= q everywhere (p == q: no rejection but by rounding) p stays as it was.
+      std::copy(p, p + n_vocab, s.residual.data());
+      const float inv_q = q_mass > 0.0 ? float(1.0 / q_mass) : 0.0f;
+      for (int64_t d = 0; d < q.n_draft_vocab; ++d) {
+        if (!(qw[d] > 0.0f)) continue;
+        float& v = p[size_t(q.draft_to_target.empty() ? d : q.draft_to_target[size_t(d)])];
+        v = std::max(0.0f, v - qw[d] * inv_q);
       }
-      return TreeVerdict{sample_from_probs(p, n_vocab, rng)};
+      if (!renormalise(p, n_vocab)) std::copy(s.residual.data(), s.residual.data() + n_vocab, p);
+      q_mass -= qw[xd];
+      qw[xd] = 0.0f;
     }
+    if (child < 0) return TreeVerdict{sample_from_probs(p, n_vocab, rng)};  // what is left of p
     path_rows.push_back(child);
     row = child;
   }

@@ -11,21 +11,27 @@
 //   accepted rows [1 3], next token = argmax row 3. Had argmax row 0 been b: rows [2], next = argmax row 2.
 // Siblings carry different tokens (the top_k of one distribution), so at most one child matches.
 //
-// Sampled verification (verify_tree_sampled; T > 0, SpecInfer's multi-draft rejection with the draft taken
-// as a point mass on each child, as the tree's children are the head's top-k, not draws): at the current
-// row, with p the target's processed distribution there, try the children in order: accept child c with
-// probability p(c) / (mass of p still in play); on rejection remove c from p (p(c) = 0, the mass shrinks)
-// and try the next sibling. An accepted child becomes the current row; when every child is rejected (or
-// the row has none) the next token is drawn from what is left of p, renormalised.
-// Why lossless: one try is speculative sampling with a draft distribution q = delta_c: accept with
-// probability min(1, p(c) / q(c)) = p(c), else draw from max(0, p - q) normalised, which is p without c.
-// That step emits a token distributed as p whatever c was; trying the next sibling against the residual
-// instead of drawing from it is the same step again on the residual, so by induction the token emitted at
-// each row is distributed exactly as the target's own draw there, and the rows after it are conditioned
-// on it as plain decoding's are.
-// Worked example, p = {a: 0.5, b: 0.3, c: 0.2}, children [a, b]: accept a with 0.5; else (p = {b: 0.3,
-// c: 0.2}, mass 0.5) accept b with 0.3 / 0.5 = 0.6; else draw c. P(a) = 0.5, P(b) = 0.5 * 0.6 = 0.3,
-// P(c) = 0.5 * 0.4 = 0.2: p.
+// Sampled verification (verify_tree_sampled; T > 0): recursive rejection sampling over siblings (SpecInfer's
+// multi-draft speculative sampling, in the without-replacement form of Jeon et al. 2024, "Recursive
+// Speculative Decoding"). At the current row, p is the target's processed distribution there, and the
+// row's children were drawn one after another without replacement from the head's distribution q there
+// (spec/draft_tree.h, expand_sampled). Try them in draw order: child c is accepted with probability
+// min(1, p(c) / q(c)); on rejection p becomes max(0, p - q) renormalised (the residual) and q loses c
+// (renormalised: the distribution the next child was drawn from). An accepted child becomes the current
+// row; when every child is rejected (or the row has none) the next token is drawn from what p has become.
+// Why lossless: one try is a speculative-sampling step with target p and draft q, which emits a token
+// distributed as p whether it accepts or goes on to the residual; trying the next sibling instead of
+// drawing from the residual is the same step again with target = the residual and draft = the law the
+// next sibling was drawn from given the ones before, so by induction the token emitted at each row is
+// distributed exactly as the target's own draw there. This needs the children a row keeps to be its
+// first draws, chosen without looking at their tokens (draft_tree.h says how the tree ensures it).
+// Without q (deterministic children: the head's top-k, DraftProposal::kArgmax) each child is taken as a
+// point mass: accept c with probability p(c), else remove c from p (p(c) = 0, renormalised), SpecInfer's
+// rule for fixed children, lossless by the same argument with q = delta_c.
+// Worked example (point masses), p = {a: 0.5, b: 0.3, c: 0.2}, children [a, b]: accept a with 0.5; else
+// p = {b: 0.6, c: 0.4}: accept b with 0.6; else draw c. P(a) = 0.5, P(b) = 0.3, P(c) = 0.2: p.
+// Worked example (drawn), p = {a: 0.5, b: 0.5}, q = {a: 0.8, b: 0.2}, children [a, b] (drawn in that order):
+// accept a with min(1, 0.5 / 0.8) = 0.625; else p = max(0, p - q) = {b: 1}, q = {b: 1}: accept b with 1.
 #pragma once
 
 #include <cstdint>
@@ -44,10 +50,13 @@ struct TreeVerdict {
 // logits: [1 + N, n_vocab]; tokens: [N] target ids of the nodes; path_rows: out, the accepted rows
 // (ascending, each the child of the one before; root excluded).
 // The same contract for sampled requests (see above): params are the request's sampling parameters (T > 0),
-// rng its generator (one uniform draw per child tried, then one for the next token).
+// rng its generator (one uniform draw per child tried, then one for the next token). q: the draws'
+// distributions, one row [n_draft_vocab] per verification row that has children, in row order, with
+// q.draft_ids [N] the nodes as draft ids; q.probs null: deterministic children (point masses).
 TreeVerdict verify_tree_sampled(const float* logits, int64_t n_vocab, std::span<const int64_t> tokens,
                                 std::span<const int32_t> row_parent, const SamplingParams& params, Rng& rng,
-                                VerifyScratch& scratch, std::vector<int64_t>& path_rows);
+                                VerifyScratch& scratch, std::vector<int64_t>& path_rows,
+                                const DraftDistributions& q = {});
 
 TreeVerdict verify_tree_greedy(const float* logits, int64_t n_vocab, std::span<const int64_t> tokens,
                                std::span<const int32_t> row_parent, std::vector<int64_t>& path_rows);

@@ -46,6 +46,7 @@ void validate(const RelaxedAcceptance& relaxed);
 struct VerifyScratch {
   std::vector<float> p;         // [n_vocab] target distribution of one row
   std::vector<float> residual;  // [n_vocab]
+  std::vector<float> q;         // [n_draft_vocab] a tree row's draft distribution as its children are tried
   SamplerScratch sampler;
 };
 

@@ -3,11 +3,15 @@
 //     processed distribution and the second, after a node, as that node's row's, by a chi-square test
 //     against the exact joint; a sampler that does not take rejected siblings out of the distribution (a
 //     mutation of the rule) fails the same test, so the test can fail.
+//   - Drawn trees (children sampled without replacement from the head's q, tried by recursive rejection
+//     sampling): the first two output tokens against the exact joint, and a verifier reading the wrong q
+//     row fails the same test.
 //   - On the engine path: random EAGLE-1 and EAGLE-3 heads drafting trees (top_k 2, depth 2, 4 nodes) on
 //     the 16-token target, every sampling case of lossless_engine.h served together: the joint of the first
 //     3 tokens equals the target-only one (lossless_engine.h describes the run).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -18,6 +22,7 @@
 #include "lossless_support.h"
 #include "models/registry.h"
 #include "spec/drafter_registry.h"
+#include "spec/draft_tree.h"
 #include "spec/tree_verify.h"
 
 namespace aerie {
@@ -131,6 +136,103 @@ TEST(TreeVerifySampled, RejectsGreedyAndMismatchedTrees) {
   EXPECT_THROW(verify_tree_sampled(logits.data(), kVocab, std::span(kTokens).first(3), kParent,
                                    SamplingParams{1.0f, 0, 1.0f, 0.0f, 0}, rng, scratch, path),
                Error);
+}
+
+// Drawn trees (spec/draft_tree.h expand_sampled): the root's children are 2 draws without replacement from
+// the head's q there, each child's children 2 draws from q after its token; the verifier tries them by
+// recursive rejection sampling. The first two tokens of the output (the round's, completed by a plain draw
+// from the target when the round emitted one) must follow the target exactly.
+constexpr int64_t kDrawnVocab = 6;
+
+struct DrawnCase {
+  std::vector<float> target;  // [1 + V, V] rows: the root's, then the one after each token
+  std::vector<float> head;    // [1 + V, V] the head's, the same way
+};
+
+DrawnCase drawn_case() {
+  Rng rng(31);
+  DrawnCase c;
+  c.target.resize(size_t((1 + kDrawnVocab) * kDrawnVocab));
+  c.head.resize(c.target.size());
+  for (size_t i = 0; i < c.target.size(); ++i) {
+    c.target[i] = float(2.0 * rng.next_unit_double() - 1.0) * 1.5f;
+    // A head that agrees with the target in part: rejections, and acceptances of second draws, both happen.
+    c.head[i] = 0.6f * c.target[i] + float(2.0 * rng.next_unit_double() - 1.0);
+  }
+  return c;
+}
+
+const float* after(const std::vector<float>& rows, int64_t token) { return rows.data() + (1 + token) * kDrawnVocab; }
+
+// One drawn tree and its verification; `flawed`: verified with the first-level nodes' q rows swapped.
+std::vector<int64_t> drawn_round(const DrawnCase& c, const SamplingParams& params, Rng& rng, VerifyScratch& scratch,
+                                 bool flawed) {
+  DraftTreeBuilder tree;
+  tree.reset(2);
+  const std::vector<double> values = {-0.5, -2.0};
+  SamplerScratch ss;
+  std::vector<float> q_rows(3 * size_t(kDrawnVocab));
+  compute_probs(c.head.data(), kDrawnVocab, params, q_rows.data(), ss);
+  tree.expand_sampled(-1, q_rows.data(), kDrawnVocab, rng, values);
+  const size_t n_first = tree.nodes().size();
+  for (size_t i = 0; i < n_first; ++i) {
+    float* q = q_rows.data() + (1 + i) * size_t(kDrawnVocab);
+    compute_probs(after(c.head, tree.nodes()[i].token), kDrawnVocab, params, q, ss);
+    tree.expand_sampled(int32_t(i), q, kDrawnVocab, rng, values);
+  }
+  std::vector<int64_t> tokens;
+  std::vector<int32_t> parent = {-1};
+  std::vector<float> logits(c.target.begin(), c.target.begin() + kDrawnVocab);  // the root's row
+  for (const DraftTreeBuilder::Node& n : tree.nodes()) {
+    tokens.push_back(n.token);
+    parent.push_back(n.parent + 1);
+    logits.insert(logits.end(), after(c.target, n.token), after(c.target, n.token) + kDrawnVocab);
+  }
+  if (flawed)  // the mutation: the two children's q rows swapped (a verifier reading the wrong row)
+    std::swap_ranges(q_rows.begin() + kDrawnVocab, q_rows.begin() + 2 * kDrawnVocab, q_rows.begin() + 2 * kDrawnVocab);
+  std::vector<int64_t> path;
+  std::vector<int64_t> ids = tokens;
+  const TreeVerdict v = verify_tree_sampled(logits.data(), kDrawnVocab, tokens, parent, params, rng, scratch, path,
+                                            DraftDistributions{q_rows.data(), kDrawnVocab, ids, {}});
+  std::vector<int64_t> out;
+  for (int64_t r : path) out.push_back(tokens[size_t(r - 1)]);
+  out.push_back(v.next_token);
+  if (out.size() == 1) {  // the next round's first token, as plain decoding draws it
+    std::vector<float> p(kDrawnVocab);
+    compute_probs(after(c.target, out[0]), kDrawnVocab, params, p.data(), ss);
+    out.push_back(sample_from_probs(p.data(), kDrawnVocab, rng));
+  }
+  out.resize(2);
+  return out;
+}
+
+TEST(TreeVerifySampled, DrawnTreesFirstTwoTokensFollowTheTarget) {
+  const DrawnCase c = drawn_case();
+  for (const SamplingParams& params : {SamplingParams{1.0f, 0, 1.0f, 0.0f, 0}, SamplingParams{0.7f, 5, 0.9f, 0.0f, 0}}) {
+    SamplerScratch ss;
+    std::vector<float> root(kDrawnVocab), next(kDrawnVocab);
+    compute_probs(c.target.data(), kDrawnVocab, params, root.data(), ss);
+    std::map<std::vector<int64_t>, double> exact;
+    for (int64_t x = 0; x < kDrawnVocab; ++x) {
+      compute_probs(after(c.target, x), kDrawnVocab, params, next.data(), ss);
+      for (int64_t y = 0; y < kDrawnVocab; ++y)
+        if (root[size_t(x)] > 0.0f && next[size_t(y)] > 0.0f) exact[{x, y}] = double(root[size_t(x)]) * next[size_t(y)];
+    }
+    std::map<std::vector<int64_t>, int64_t> counts, flawed_counts;
+    Rng rng(9), flawed_rng(10);
+    VerifyScratch scratch;
+    for (int i = 0; i < kDraws; ++i) {
+      ++counts[drawn_round(c, params, rng, scratch, false)];
+      ++flawed_counts[drawn_round(c, params, flawed_rng, scratch, true)];
+    }
+    const testing::ChiSquare chi = testing::chi_square(exact, counts, kDraws);
+    const testing::ChiSquare flawed = testing::chi_square(exact, flawed_counts, kDraws);
+    std::printf("drawn tree, T %.1f: chi2 %.1f (limit %.1f, %d cells), q rows swapped %.1f\n", params.temperature,
+                chi.chi2, chi.limit, chi.cells, flawed.chi2);
+    EXPECT_EQ(chi.impossible, 0);
+    EXPECT_LT(chi.chi2, chi.limit);
+    EXPECT_GT(flawed.chi2, flawed.limit) << "the test cannot tell a verifier reading the wrong q";
+  }
 }
 
 class TreeLossless : public ::testing::TestWithParam<const char*> {};

@@ -124,6 +124,121 @@ TEST(DraftTree, TopOneIsTheArgmaxChain) {
   EXPECT_EQ(parents, (std::vector<int32_t>{-1, 0, 1, 2, 3}));
 }
 
+TEST(DraftTree, SampledExpansionDrawsWithoutReplacementInDrawOrder) {
+  constexpr int64_t V = 5;
+  const std::vector<float> q = {0.4f, 0.0f, 0.3f, 0.2f, 0.1f};  // token 1 has no mass: never drawn
+  const std::vector<double> values = {-0.5, -2.0, -3.0};
+  Rng rng(11);
+  DraftTreeBuilder tree;
+  std::map<std::pair<int64_t, int64_t>, int64_t> counts;
+  constexpr int kDraws = 40000;
+  for (int i = 0; i < kDraws; ++i) {
+    tree.reset(2);
+    tree.expand_sampled(-1, q.data(), V, rng, values);
+    ASSERT_EQ(tree.nodes().size(), 2u);
+    const auto& n = tree.nodes();
+    ASSERT_NE(n[0].token, n[1].token);
+    // Scores are the draw index's values, whatever was drawn.
+    EXPECT_EQ(n[0].score, values[0]);
+    EXPECT_EQ(n[1].score, values[1]);
+    ++counts[{n[0].token, n[1].token}];
+  }
+  // Ordered pairs: P(a, b) = q(a) q(b) / (1 - q(a)); chi-square over the 12 possible pairs (11 degrees of
+  // freedom: the 0.9999 quantile is about 40).
+  double chi2 = 0.0;
+  int64_t seen = 0;
+  for (int64_t a = 0; a < V; ++a)
+    for (int64_t b = 0; b < V; ++b) {
+      if (a == b || q[size_t(a)] == 0.0f || q[size_t(b)] == 0.0f) continue;
+      const double expected = kDraws * double(q[size_t(a)]) * q[size_t(b)] / (1.0 - q[size_t(a)]);
+      const double observed = double(counts[{a, b}]);
+      seen += counts[{a, b}];
+      chi2 += (observed - expected) * (observed - expected) / expected;
+    }
+  EXPECT_EQ(seen, kDraws) << "a draw of a token without mass, or a repeat";
+  EXPECT_LT(chi2, 40.0);
+  // Fewer tokens with mass than top_k: that many children.
+  const std::vector<float> one = {0.0f, 1.0f, 0.0f, 0.0f, 0.0f};
+  tree.reset(3);
+  tree.expand_sampled(-1, one.data(), V, rng, values);
+  ASSERT_EQ(tree.nodes().size(), 1u);
+  EXPECT_EQ(tree.nodes()[0].token, 1);
+}
+
+TEST(DraftTree, DrawAcceptanceStartsAtItsPriorLearnsAndValuesEachDraw) {
+  DrawAcceptance a;
+  EXPECT_DOUBLE_EQ(a.alpha(1), DrawAcceptance::kPriorFirst);
+  EXPECT_DOUBLE_EQ(a.alpha(2), DrawAcceptance::kPriorLater);
+  std::vector<double> v;
+  a.log_values(3, v);
+  ASSERT_EQ(v.size(), 3u);
+  const double a1 = DrawAcceptance::kPriorFirst, a2 = DrawAcceptance::kPriorLater;
+  EXPECT_NEAR(v[0], std::log(a1), 1e-12);
+  EXPECT_NEAR(v[1], std::log((1 - a1) * a2), 1e-12);
+  EXPECT_NEAR(v[2], std::log((1 - a1) * (1 - a2) * a2), 1e-12);
+  // A head whose first draw is taken 9 times in 10 and whose second never is.
+  Rng rng(4);
+  for (int i = 0; i < 3000; ++i) {
+    const bool first = rng.next_unit_double() < 0.9;
+    a.observe(1, first);
+    if (!first) a.observe(2, false);
+  }
+  EXPECT_NEAR(a.alpha(1), 0.9, 0.03);
+  EXPECT_LT(a.alpha(2), 0.03);
+  EXPECT_DOUBLE_EQ(a.alpha(3), DrawAcceptance::kPriorLater);  // never tried: still its prior
+  a.observe(0, true);  // outside [1, kMaxDraws]: ignored
+  a.observe(DrawAcceptance::kMaxDraws + 1, true);
+  EXPECT_NEAR(a.alpha(1), 0.9, 0.03);
+}
+
+TEST(DraftTree, SampledTreesKeepEachNodesFirstDraws) {
+  // Whatever is drawn, the kept children of every node are its first draws (the prefix the verifier tries),
+  // and the kept set depends on draw indices only: a rerun with other draws keeps the same shape.
+  constexpr int64_t V = 12;
+  Rng rng(8);
+  std::vector<float> q(V);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t top_k = 1 + int64_t(rng.next_unit_double() * 3), depth = 1 + int64_t(rng.next_unit_double() * 4);
+    const int64_t total = 1 + int64_t(rng.next_unit_double() * 12);
+    DrawAcceptance acc;
+    for (int i = 0; i < 20; ++i) acc.observe(1 + int64_t(rng.next_unit_double() * 3), rng.next_unit_double() < 0.5);
+    std::vector<double> values;
+    acc.log_values(top_k, values);
+    std::vector<std::vector<int32_t>> shapes;
+    for (int rerun = 0; rerun < 2; ++rerun) {
+      DraftTreeBuilder tree;
+      tree.reset(top_k);
+      auto fill = [&] {
+        double sum = 0;
+        for (float& x : q) sum += (x = float(rng.next_unit_double()));
+        for (float& x : q) x = float(x / sum);
+      };
+      fill();
+      tree.expand_sampled(-1, q.data(), V, rng, values);
+      for (int64_t level = 1; level < depth; ++level) {
+        const std::vector<int32_t> frontier(tree.next_frontier().begin(), tree.next_frontier().end());
+        for (int32_t node : frontier) {
+          fill();
+          tree.expand_sampled(node, q.data(), V, rng, values);
+        }
+      }
+      std::vector<int64_t> tokens;
+      std::vector<int32_t> parents, kept;
+      tree.select(total, tokens, parents, &kept);
+      const auto& nodes = tree.nodes();
+      for (size_t i = 0; i < kept.size(); ++i) {
+        // Every earlier draw of the same parent is kept too.
+        for (int32_t n = 0; n < kept[i]; ++n) {
+          if (nodes[size_t(n)].parent != nodes[size_t(kept[i])].parent) continue;
+          EXPECT_NE(std::find(kept.begin(), kept.end(), n), kept.end()) << "trial " << trial << " node " << kept[i];
+        }
+      }
+      shapes.push_back(parents);
+    }
+    EXPECT_EQ(shapes[0], shapes[1]) << "trial " << trial << ": the shape followed the draws";
+  }
+}
+
 // The longest path from the root whose every token is the argmax at its parent's row, by brute force.
 std::vector<int64_t> longest_agreeing_path(const std::vector<float>& logits, int64_t V, const std::vector<int64_t>& tokens,
                                            const std::vector<int32_t>& row_parent) {
