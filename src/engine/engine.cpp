@@ -72,7 +72,7 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
     max_rows = k_policy_->max_k();
     if (config.spec.tree.enabled()) {
       AERIE_CHECK(proposer_->drafts_trees(), "draft trees (--spec-tree-top-k) need an EAGLE-1 or EAGLE-3 head (MHA, "
-                  "or MLA on DeepSeek-V3); ", proposer_->describe(), " drafts chains only: leave --spec-tree-top-k out");
+                  "or MLA on DeepSeek-V3) or DeepSeek-V3's MTP layer; ", proposer_->describe(), " drafts chains only: leave --spec-tree-top-k out");
       const DraftTreeShape& tree = config.spec.tree;
       max_rows = std::max({max_rows, tree.total_tokens, tree.top_k * (tree.depth - 1)});
     }

@@ -44,6 +44,9 @@ MtpDrafter::MtpDrafter(const DeepseekV3Model& target, ThreadPool& pool)
   context_ = deepseek_layer_context(config_, inv_freq_);
   context_.trace_scope = "head";
   cache_fit_ = {1, config_.kv_cache_width(), false, "the MTP layer (needs KvCache::latent with one layer)"};
+  // Draft trees: mla_attention masks each tree row to the prefix and its ancestors (absorbed form); the
+  // rest of the layer (eh_proj, norms, MoE or dense MLP, shared_head) is row by row.
+  cache_fit_.tree_rows = true;
 }
 
 KvCache MtpDrafter::make_kv_cache(int64_t capacity, KvDType dtype) const {

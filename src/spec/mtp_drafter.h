@@ -56,6 +56,7 @@ class MtpDrafter final : public DraftHead {
   int64_t n_vocab() const override { return config_.n_vocab; }
   int64_t to_target(int64_t draft_id) const override { return draft_id; }
   bool reduced_vocab() const override { return false; }
+  bool takes_tree_rows() const override { return true; }  // mla_attention's tree rows (absorbed form)
   uint64_t weight_bytes() const override;
   std::string describe() const override;
 

@@ -1,7 +1,8 @@
 // EAGLE-2 draft trees on the engine path (spec/head_proposer.h, spec/draft_tree.h, spec/tree_verify.h):
 // greedy tree output equals plain output token for token, batched, paged and under preemption, with the
 // shipped trained heads (which accept: long paths are exercised) and a random head with a reduced
-// vocabulary, and on DeepSeek-V3 with its MLA head and with an MHA head; top_k 1 is exactly the chain (same tokens, same acceptance); requests a tree cannot verify
+// vocabulary, and on DeepSeek-V3 with its MLA head, its MTP layer and an MHA head; top_k 1 is exactly the
+// chain (same tokens, same acceptance); requests a tree cannot verify
 // (penalties, structured output) draft chains in the same batch; drafters without tree rows refuse.
 #include <gtest/gtest.h>
 
@@ -162,6 +163,33 @@ TEST_F(TreeEngine, DeepseekMlaHeadGreedyTreeOutputEqualsPlain) {
   }
 }
 
+// DeepSeek-V3's own MTP layer (--draft mtp) drafting trees: its levels run as tree rows of its one-layer
+// latent cache (MLA's absorbed form, the layer's MoE row by row) on top of the earlier levels' rows, and the
+// target verifies them as above; greedy output equals plain, one and three sequences at a time.
+TEST_F(TreeEngine, DeepseekMtpGreedyTreeOutputEqualsPlain) {
+  const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-deepseek", pool);
+  const std::unique_ptr<DraftHead> mtp = load_drafter(kMtpDraftName, *target, pool);
+  ASSERT_TRUE(mtp->takes_tree_rows());
+  const std::vector<Job> jobs = golden_jobs("deepseek_golden");
+  for (const DraftTreeShape& shape : kShapes) {
+    for (int64_t seqs : {1, 3}) {
+      activations_for(seqs * (1 + shape.total_tokens));
+      const std::vector<Outcome> plain = run_engine(*target, nullptr, engine_config(8, 8 << 20, {}), pool, jobs);
+      EngineMetrics m;
+      const std::vector<Outcome> out = run_engine(*target, mtp.get(), engine_config(seqs, 8 << 20, shape), pool, jobs, &m);
+      for (size_t i = 0; i < jobs.size(); ++i)
+        EXPECT_EQ(out[i].tokens, plain[i].tokens) << "top_k " << shape.top_k << " depth " << shape.depth << " tokens "
+                                                  << shape.total_tokens << " seqs " << seqs << " request " << i << " "
+                                                  << out[i].error;
+      std::printf("deepseek mtp tree %lld:%lld:%lld, %lld at a time: mean acceptance length %.3f\n",
+                  (long long)shape.top_k, (long long)shape.depth, (long long)shape.total_tokens, (long long)seqs,
+                  m.spec.mean_acceptance_length());
+      EXPECT_GT(m.spec.mean_acceptance_length(), 1.5) << "top_k " << shape.top_k;
+      EXPECT_LE(m.spec.accepted_tokens, m.spec.rounds * shape.depth);
+    }
+  }
+}
+
 // An EAGLE-3 head with MHA attention (its own KV cache, a reduced vocabulary) on a random DeepSeek-V3: the
 // target verifies tree rows in MLA's absorbed form while the head runs its levels as MHA tree rows; greedy
 // output equals plain, batched.
@@ -190,14 +218,13 @@ TEST_F(TreeEngine, DeepseekMhaHeadGreedyTreeOutputEqualsPlain) {
   }
 }
 
-// top_k 1 grows the head's argmax chain: the same drafts, tokens and acceptance as a chain of K = depth.
-TEST_F(TreeEngine, TopOneIsTheChain) {
-  const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-llama", pool);
-  const std::vector<Job> jobs = golden_jobs();
-  const std::unique_ptr<DraftHead> head = load_drafter(kModels / "aerie-tiny-llama-eagle3", *target, pool);
+// top_k 1 grows the head's argmax chain: the same drafts, tokens and acceptance as a chain of K = depth
+// (an EAGLE-3 head on Llama, and DeepSeek-V3's MTP layer, whose chain and tree rows both take MLA's absorbed
+// form).
+void expect_top_one_is_the_chain(Model& target, DraftHead& head, const std::vector<Job>& jobs, ThreadPool& pool) {
   for (int64_t k : {1, 4}) {
-    const std::vector<Outcome> chain = run_engine(*target, head.get(), engine_config(4, 8 << 20, {}, k), pool, jobs);
-    const std::vector<Outcome> tree = run_engine(*target, head.get(), engine_config(4, 8 << 20, {1, k, k}), pool, jobs);
+    const std::vector<Outcome> chain = run_engine(target, &head, engine_config(4, 8 << 20, {}, k), pool, jobs);
+    const std::vector<Outcome> tree = run_engine(target, &head, engine_config(4, 8 << 20, {1, k, k}), pool, jobs);
     for (size_t i = 0; i < jobs.size(); ++i) {
       EXPECT_EQ(tree[i].tokens, chain[i].tokens) << "K " << k << " request " << i;
       EXPECT_EQ(tree[i].spec.rounds, chain[i].spec.rounds) << "K " << k << " request " << i;
@@ -205,6 +232,18 @@ TEST_F(TreeEngine, TopOneIsTheChain) {
       EXPECT_EQ(tree[i].spec.accepted_tokens, chain[i].spec.accepted_tokens) << "K " << k << " request " << i;
     }
   }
+}
+
+TEST_F(TreeEngine, TopOneIsTheChain) {
+  const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-llama", pool);
+  const std::unique_ptr<DraftHead> head = load_drafter(kModels / "aerie-tiny-llama-eagle3", *target, pool);
+  expect_top_one_is_the_chain(*target, *head, golden_jobs(), pool);
+}
+
+TEST_F(TreeEngine, DeepseekMtpTopOneIsTheChain) {
+  const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-deepseek", pool);
+  const std::unique_ptr<DraftHead> mtp = load_drafter(kMtpDraftName, *target, pool);
+  expect_top_one_is_the_chain(*target, *mtp, golden_jobs("deepseek_golden"), pool);
 }
 
 // A random EAGLE-3 head with a reduced vocabulary (d2t) on a random Llama: greedy equals plain with more

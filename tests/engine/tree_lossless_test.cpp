@@ -8,7 +8,8 @@
 //     row fails the same test.
 //   - On the engine path: random EAGLE-1 and EAGLE-3 heads drafting trees (top_k 2, depth 2, 4 nodes) on
 //     the 16-token target, every sampling case of lossless_engine.h served together: the joint of the first
-//     3 tokens equals the target-only one (lossless_engine.h describes the run).
+//     3 tokens equals the target-only one (lossless_engine.h describes the run); and DeepSeek-V3's MTP layer
+//     drafting trees on a 16-token DeepSeek.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -251,6 +252,21 @@ TEST_P(TreeLossless, FirstThreeTokensOfEveryRequestMatchTheTarget) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, TreeLossless, ::testing::Values("tiny_vocab16_eagle1", "tiny_vocab16_eagle3"));
+
+// DeepSeek-V3's MTP layer drafting trees on the 16-token DeepSeek (tests/data/deepseek_tiny_vocab, random
+// weights: drafts are both accepted and rejected), its tree rows MLA's absorbed form: lossless as above.
+TEST(TreeLosslessDeepseek, MtpFirstThreeTokensOfEveryRequestMatchTheTarget) {
+  ThreadPool pool(1);
+  std::unique_ptr<Model> target = load_model(fs::path(AERIE_TEST_DATA_DIR) / "deepseek_tiny_vocab", pool);
+  ASSERT_EQ(target->n_vocab(), 16);
+  std::unique_ptr<DraftHead> mtp = load_drafter(kMtpDraftName, *target, pool);
+  testing::LosslessSetup setup =
+      testing::lossless_setup("mtp_tree", 0, DraftProposal::kSampled, testing::Constrained::kNone, kRuns, false);
+  setup.tree = DraftTreeShape{2, 2, 4};
+  setup.short_rounds = true;
+  setup.checks.second_position = false;
+  testing::expect_engine_lossless(*target, *mtp, pool, setup);
+}
 
 }  // namespace
 }  // namespace aerie
