@@ -134,6 +134,35 @@ double token_step_seconds(TokenDrafter& drafter, std::span<const int64_t> prompt
   return median(seconds);
 }
 
+// Each fixed run's verification (K + 1 or 1 + N rows) into `verify`, and each tree's head passes into `trees`
+// (bench_spec.h names the fields); `draft_step` and `decode_step` in seconds.
+void run_step_costs(Model& target, DraftHead* head, KvCache& kv, KvCache* head_kv, std::span<const int64_t> prompt,
+                    std::span<const int> layers, double draft_step, double decode_step, const SpecBenchConfig& cfg,
+                    nlohmann::json& verify, nlohmann::json& trees) {
+  for (const SpecOptions& run : cfg.runs) {
+    if (run.adaptive_k) continue;
+    const std::vector<int32_t> parent = run.tree.enabled() ? timing_tree(run.tree) : std::vector<int32_t>{};
+    const int64_t n_rows = run.tree.enabled() ? 1 + run.tree.total_tokens : run.num_speculative_tokens + 1;
+    const StepCosts c = target_step_seconds(target, kv, prompt, n_rows, parent.empty() ? nullptr : parent.data(),
+                                            layers, cfg);
+    const nlohmann::json tree = run.tree.enabled() ? nlohmann::json(tree_text(run.tree)) : nlohmann::json();
+    verify.push_back({{"rows", n_rows},
+                      {"tree", tree},
+                      {"verify_step_ms", c.verify_s * 1e3},
+                      {"verify_over_decode", c.verify_s / c.decode_s}});
+    if (!run.tree.enabled() || head == nullptr) continue;
+    const double pass = head_pass_seconds(*head, *head_kv, prompt[0], run.tree.top_k, cfg);
+    const double round = draft_step + double(run.tree.depth - 1) * pass;
+    trees.push_back({{"tree", tree},
+                     {"top_k", run.tree.top_k},
+                     {"depth", run.tree.depth},
+                     {"total_tokens", run.tree.total_tokens},
+                     {"tree_pass_ms", pass * 1e3},
+                     {"draft_round_ms", round * 1e3},
+                     {"draft_round_over_decode", round / decode_step}});
+  }
+}
+
 }  // namespace
 
 nlohmann::json bench_speculative(Model& target, Drafter& drafter, ThreadPool& pool, const SpecBenchConfig& cfg) {
@@ -162,30 +191,9 @@ nlohmann::json bench_speculative(Model& target, Drafter& drafter, ThreadPool& po
                                  : token_step_seconds(*drafter.as_token_drafter(), prompt, cfg);
   const StepCosts main_costs = target_step_seconds(target, kv, prompt, k + 1, nullptr, layers, cfg);
   const double decode_step = main_costs.decode_s, verify_step = main_costs.verify_s;
-  // Each run's verification (K + 1 or 1 + N rows) and each tree's head passes.
   nlohmann::json verify = nlohmann::json::array(), trees = nlohmann::json::array();
-  for (const SpecOptions& run : cfg.runs) {
-    if (run.adaptive_k) continue;
-    const std::vector<int32_t> parent = run.tree.enabled() ? timing_tree(run.tree) : std::vector<int32_t>{};
-    const int64_t n_rows = run.tree.enabled() ? 1 + run.tree.total_tokens : run.num_speculative_tokens + 1;
-    const StepCosts c = target_step_seconds(target, kv, prompt, n_rows, parent.empty() ? nullptr : parent.data(),
-                                            layers, cfg);
-    const nlohmann::json tree = run.tree.enabled() ? nlohmann::json(tree_text(run.tree)) : nlohmann::json();
-    verify.push_back({{"rows", n_rows},
-                      {"tree", tree},
-                      {"verify_step_ms", c.verify_s * 1e3},
-                      {"verify_over_decode", c.verify_s / c.decode_s}});
-    if (!run.tree.enabled()) continue;
-    const double pass = head_pass_seconds(*head, *head_kv, prompt[0], run.tree.top_k, cfg);
-    const double round = draft_step + double(run.tree.depth - 1) * pass;
-    trees.push_back({{"tree", tree},
-                     {"top_k", run.tree.top_k},
-                     {"depth", run.tree.depth},
-                     {"total_tokens", run.tree.total_tokens},
-                     {"tree_pass_ms", pass * 1e3},
-                     {"draft_round_ms", round * 1e3},
-                     {"draft_round_over_decode", round / decode_step}});
-  }
+  run_step_costs(target, head, kv, head_kv ? &*head_kv : nullptr, prompt, layers, draft_step, decode_step, cfg,
+                 verify, trees);
 
   // End to end: plain decode, then speculative at each synthetic rate, same prompt and length.
   GenerateOptions options;
