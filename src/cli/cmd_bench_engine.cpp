@@ -158,6 +158,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   config.max_length = int64_t(double(prompt_tokens + max_tokens) * (1 + range_ratio)) + 64;
   const std::vector<SpecOptions> spec_runs = speculative_token_runs(args);  // one per --num-speculative-tokens entry
   if (args.has("--synthetic-acceptance")) config.spec.synthetic_acceptance = args.number("--synthetic-acceptance");
+  apply_synthetic_model(args, config.spec);
   // Warm-up: the GEMM library compiles a kernel the first time it meets a shape.
   config.max_num_seqs = 4;
   for (const SpecOptions& spec : spec_runs) {

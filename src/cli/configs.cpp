@@ -65,7 +65,8 @@ SpecOptions spec_options(const Args& args, Drafter* drafter) {
   SpecOptions spec;
   if (drafter == nullptr) {
     for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--num-speculative-tokens-per-batch-size",
-                             "--synthetic-acceptance", "--spec-tree-top-k", "--spec-tree-depth", "--spec-tree-tokens"})
+                             "--synthetic-acceptance", "--synthetic-depth-decay", "--synthetic-sibling-rate",
+                             "--spec-tree-top-k", "--spec-tree-depth", "--spec-tree-tokens"})
       AERIE_CHECK(!args.has(name), name, " needs --draft");
     return spec;
   }
@@ -73,7 +74,16 @@ SpecOptions spec_options(const Args& args, Drafter* drafter) {
   spec.proposal = draft_proposal(args, *drafter);
   apply_tree_options(args, spec);
   if (args.has("--synthetic-acceptance")) spec.synthetic_acceptance = args.number("--synthetic-acceptance");
+  apply_synthetic_model(args, spec);
   return spec;
+}
+
+void apply_synthetic_model(const Args& args, SpecOptions& spec) {
+  for (const char* name : {"--synthetic-depth-decay", "--synthetic-sibling-rate"})
+    AERIE_CHECK(!args.has(name) || args.has("--synthetic-acceptance") || args.declares("--rates"), name,
+                " needs --synthetic-acceptance");
+  spec.synthetic_depth_decay = args.number("--synthetic-depth-decay");
+  spec.synthetic_sibling_rate = args.number("--synthetic-sibling-rate");
 }
 
 std::optional<RelaxedAcceptance> relaxed_acceptance(const Args& args) {

@@ -30,9 +30,12 @@ GenerateOptions generate_options(const Args& args);
 EngineConfig engine_config(const Args& args);
 
 // With a drafter: --num-speculative-tokens (one K), --draft-proposal, the --spec-tree-* shape and
-// --synthetic-acceptance. Without one, each of those the command takes is refused, naming it ("... needs
-// --draft").
+// --synthetic-acceptance with its model's options. Without one, each of those the command takes is refused,
+// naming it ("... needs --draft").
 SpecOptions spec_options(const Args& args, Drafter* drafter);
+// The synthetic acceptance model's --synthetic-depth-decay and --synthetic-sibling-rate (given or default)
+// into `spec` (the rate itself is --synthetic-acceptance's, or bench-spec's --rates).
+void apply_synthetic_model(const Args& args, SpecOptions& spec);
 
 // --thinking-acceptance relaxed with --relaxed-top-k and --relaxed-delta, validated; empty when strict.
 std::optional<RelaxedAcceptance> relaxed_acceptance(const Args& args);

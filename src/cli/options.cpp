@@ -189,7 +189,8 @@ std::vector<OptionRow> draft_rows() {
             "the head's eagle_aux_hidden_state_layer_ids count layer outputs (SGLang): add 1"),
        kDraftCommands},
       {text("--num-speculative-tokens", "K", k,
-            str_cat("with --draft: tokens drafted per target forward, K in 1..", kMaxDraftTokens, "; auto: chosen per sequence and "
+            str_cat("with --draft: tokens drafted per target forward, K in 1..", kMaxDraftTokens,
+                    "; auto: chosen per sequence and "
                     "step in 0..",
                     kAutoMaxK,
                     " from measured acceptance and cost (auto:N: 0..N; serve: the K "
@@ -208,6 +209,15 @@ std::vector<OptionRow> draft_rows() {
               "with --draft: accept each draft with this probability, for speed and load tests only (the output "
               "is NOT the model's)"),
        kSpeculating},
+      {ranged("--synthetic-depth-decay", numbers(0, 1), 1.0,
+              "with synthetic acceptance (--synthetic-acceptance; bench-spec: --rates): the draft at depth d is "
+              "accepted with rate * F^(d-1) (1: the same rate at every depth)"),
+       kSpeculating | CommandSet{kBenchSpec}},
+      {ranged("--synthetic-sibling-rate", numbers(0, 1), kDefaultSyntheticSiblingRate,
+              "with synthetic acceptance and draft trees: a rank-2 or later child is accepted with this once its "
+              "earlier siblings were rejected (the default is an assumption from Medusa's top-k accuracies, not a "
+              "measured EAGLE head)"),
+       kSpeculating | CommandSet{kBenchSpec}},
       {ranged("--spec-tree-top-k", integers(1, 16), kOptional,
               "with an EAGLE head on a Llama target: draft EAGLE-2 trees, expanding the top k candidates of the k "
               "best nodes per level (absent: chains of K)"),
@@ -232,7 +242,8 @@ std::vector<OptionRow> draft_rows() {
       {flag("--deterministic",
             "batch-invariant decoding: a request's tokens do not depend on what else is in the batch, on prompt "
             "chunking, on preemption or on speculation (greedy: the same ids alone or under load); every matmul "
-            "takes the row-invariant kernels at any row count (prefill pays: docs/serving.md, \"Deterministic mode\"). A "
+            "takes the row-invariant kernels at any row count (prefill pays: docs/serving.md, \"Deterministic mode\"). "
+            "A "
             "request can ask for it alone with the field \"deterministic\": true"),
        kSpeculating},
   };
@@ -394,6 +405,10 @@ std::vector<OptionRow> bench_rows() {
             "EAGLE-2 draft trees to measure beside the chains, TOP_K:DEPTH:TOKENS comma-separated (e.g. 2:4:4: as "
             "wide a verification as K = 4); greedy requests only, T > 0 rows draft chains of K = 3"),
        {kBenchAccept}},
+      {text("--trees", "LIST", kOptional,
+            "EAGLE-2 draft trees to run beside the chains, TOP_K:DEPTH:TOKENS comma-separated (e.g. 2:4:8), each "
+            "with its step costs and its speedup at every rate"),
+       {kBenchSpec}},
       {text("--temperatures", "LIST", "0,1", "temperatures (T > 0 is lossless rejection sampling)"), {kBenchAccept}},
       {ranged("--chunk", integers(1, kMiB), 16, "rows per forward of the scored runs (16: the decode/verify kernels)"),
        {kBenchQuality}},

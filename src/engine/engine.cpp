@@ -345,8 +345,7 @@ void Engine::run_draft(std::span<const ScheduledRows> plan, size_t first) {
   for (size_t i = 0; i < plan.size(); ++i) {
     Request& seq = request_of(*plan[i].seq);
     specs_[i] = &spec_of(seq);
-    tree_flags_[i] = drafts_tree(config_.spec, seq.options.sampling, seq.constraint != nullptr,
-                                 seq.options.penalties.active());
+    tree_flags_[i] = drafts_tree(config_.spec, seq.constraint != nullptr, seq.options.penalties.active());
   }
   int64_t n_decoding = 0;  // K by batch size counts every running sequence that decodes
   for (const Sequence* s : scheduler_->running()) n_decoding += s->prefilling() ? 0 : 1;

@@ -99,12 +99,11 @@ void Verifier::run(Request& seq, int64_t n_rows, const float* logits, StepResult
     // Row j is inside the thinking phase unless one of drafts[0..j) ends it.
     const auto end = std::find(seq.drafts.begin(), seq.drafts.end(), config_.spec.think_end_token);
     const int64_t n_relaxed_rows = int64_t(end - seq.drafts.begin()) + 1;
-    verdict = verify_drafts_relaxed(rule, rows, n_vocab_, seq.drafts, seq.options.sampling, seq.rng, verify_scratch_,
-                                    q, config_.spec.synthetic_acceptance, *config_.spec.relaxed_thinking,
-                                    n_relaxed_rows);
+    verdict = verify_drafts_relaxed(rule, rows, n_vocab_, seq.drafts, seq.options.sampling, seq.rng, verify_scratch_, q,
+                                    synthetic_model(config_.spec), *config_.spec.relaxed_thinking, n_relaxed_rows);
   } else {
     verdict = verify_drafts(rule, rows, n_vocab_, seq.drafts, seq.options.sampling, seq.rng, verify_scratch_, q,
-                            config_.spec.synthetic_acceptance);
+                            synthetic_model(config_.spec));
   }
   out.n_drafts = k;
   out.n_accepted = verdict.n_accepted;
@@ -127,13 +126,17 @@ void Verifier::run_tree(Request& seq, const float* logits, StepResult& out) {
   const int64_t n_rows = int64_t(row_parent.size());
   check_finite_logits(logits, n_rows, n_vocab_);
   const float* rows = target_rows(seq, logits, n_rows, seq.drafts);  // logit_bias only (no penalties or mask)
-  const TreeVerdict verdict =
-      seq.options.sampling.greedy()
-          ? verify_tree_greedy(rows, n_vocab_, seq.drafts, row_parent, path_)
-          : verify_tree_sampled(rows, n_vocab_, seq.drafts, row_parent, seq.options.sampling, seq.rng,
-                                verify_scratch_, path_,
-                                DraftDistributions{seq.q.empty() ? nullptr : seq.q.data(), config_.n_draft_vocab,
-                                                   seq.draft_ids, config_.draft_to_target});
+  TreeVerdict verdict;
+  if (accept_rule(seq.options.sampling, config_.spec, config_.has_draft) == AcceptRule::kSynthetic)
+    verdict = verify_tree_synthetic(rows, n_vocab_, row_parent, synthetic_model(config_.spec), seq.options.sampling,
+                                    seq.rng, verify_scratch_, path_);
+  else if (seq.options.sampling.greedy())
+    verdict = verify_tree_greedy(rows, n_vocab_, seq.drafts, row_parent, path_);
+  else
+    verdict = verify_tree_sampled(rows, n_vocab_, seq.drafts, row_parent, seq.options.sampling, seq.rng,
+                                  verify_scratch_, path_,
+                                  DraftDistributions{seq.q.empty() ? nullptr : seq.q.data(), config_.n_draft_vocab,
+                                                     seq.draft_ids, config_.draft_to_target});
   out.n_drafts = int64_t(seq.drafts.size());
   out.n_accepted = int64_t(path_.size());
   out.tree_path.assign(1, 0);

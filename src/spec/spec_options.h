@@ -18,6 +18,12 @@ struct AdaptiveKMemory;  // spec/adaptive_k.h
 // ranges, auto (spec/adaptive_k.h). Checked once, where the K policy is made (engine/k_policy.h).
 inline constexpr int64_t kMaxDraftTokens = 32;
 
+// A rank-2 child's synthetic acceptance once the rank-1 child was rejected. An assumption, not a measurement
+// of a trained EAGLE head: Medusa's first head is right ~60% at top 1 and over 80% at top 5 (Cai et al.
+// 2024, "Medusa", on tree attention), so the second rank catches roughly a quarter to a third of what the
+// first misses; later ranks are given the same rate here, which flatters wide trees.
+inline constexpr double kDefaultSyntheticSiblingRate = 0.3;
+
 enum class DraftProposal {
   kSampled,  // T > 0: drafts drawn from the head's processed distribution, verified by rejection sampling
   kArgmax,   // drafts are the head's argmax, verified by drawing from the target and comparing
@@ -34,6 +40,11 @@ struct SpecOptions {
   DraftProposal proposal = DraftProposal::kSampled;
   // In [0, 1]: synthetic acceptance for performance tests (output is not the target's). Negative: off.
   double synthetic_acceptance = -1.0;
+  // With it, the synthetic model's per-level factor and sibling rate (spec/verify.h, SyntheticAcceptance):
+  // the draft at depth d is accepted with synthetic_acceptance * decay^(d-1); a tree's rank-2+ child, after
+  // its earlier siblings were rejected, with the sibling rate.
+  double synthetic_depth_decay = 1.0;
+  double synthetic_sibling_rate = kDefaultSyntheticSiblingRate;
   // Relaxed acceptance inside the thinking phase (spec/verify.h; lossy, off when empty): between the
   // tokens think_begin_token and think_end_token (a sequence starts inside when its request says so).
   std::optional<RelaxedAcceptance> relaxed_thinking;
@@ -44,9 +55,12 @@ struct SpecOptions {
   DraftTreeShape tree;
 };
 
-// Throws aerie::Error unless K is in [1, kMaxDraftTokens], the synthetic acceptance is at most 1 and a tree's shape is
-// valid (and not combined with adaptive K).
+// Throws aerie::Error unless K is in [1, kMaxDraftTokens], the synthetic acceptance, depth decay and sibling rate are
+// at most 1 (the last two also >= 0) and a tree's shape is valid (and not combined with adaptive K).
 void validate(const SpecOptions& spec);
+
+// The synthetic acceptance model of these options (its rate 0 when synthetic acceptance is off).
+SyntheticAcceptance synthetic_model(const SpecOptions& spec);
 
 // How a sequence with these sampling parameters verifies its drafts: greedy at T = 0, rejection sampling
 // for sampled proposals, target-match for argmax proposals; synthetic in performance tests. Without a
@@ -54,8 +68,8 @@ void validate(const SpecOptions& spec);
 AcceptRule accept_rule(const SamplingParams& sampling, const SpecOptions& spec, bool has_draft);
 
 // Whether a sequence drafts an EAGLE-2 tree rather than a chain: trees are on and its request has no
-// penalties, no structured output, no relaxed or synthetic acceptance (spec/tree_verify.h verifies greedy
-// and sampled trees).
-bool drafts_tree(const SpecOptions& spec, const SamplingParams& sampling, bool constrained, bool penalised);
+// penalties, no structured output and no relaxed acceptance (spec/tree_verify.h verifies greedy, sampled
+// and synthetic trees).
+bool drafts_tree(const SpecOptions& spec, bool constrained, bool penalised);
 
 }  // namespace aerie

@@ -120,4 +120,32 @@ TreeVerdict verify_tree_sampled(const float* logits, int64_t n_vocab, std::span<
   }
 }
 
+TreeVerdict verify_tree_synthetic(const float* logits, int64_t n_vocab, std::span<const int32_t> row_parent,
+                                  const SyntheticAcceptance& synthetic, const SamplingParams& params, Rng& rng,
+                                  VerifyScratch& s, std::vector<int64_t>& path_rows) {
+  const int64_t n_rows = int64_t(row_parent.size());
+  AERIE_CHECK(n_rows >= 1 && row_parent[0] == -1, "tree verification: row 0 must be the root");
+  path_rows.clear();
+  int64_t row = 0;
+  while (true) {
+    const double first = synthetic.first_child(int64_t(path_rows.size()) + 1);
+    int64_t child = -1;
+    bool tried = false;  // whether an earlier sibling was tried (and rejected)
+    for (int64_t r = row + 1; r < n_rows && child < 0; ++r) {
+      if (row_parent[size_t(r)] != row) continue;
+      if (rng.next_unit_double() < (tried ? synthetic.sibling_rate : first)) child = r;
+      tried = true;
+    }
+    if (child < 0) {
+      const float* at = logits + row * n_vocab;
+      if (params.greedy()) return TreeVerdict{ops::argmax(at, n_vocab)};
+      if (s.p.size() < size_t(n_vocab)) s.p.resize(size_t(n_vocab));
+      compute_probs(at, n_vocab, params, s.p.data(), s.sampler);
+      return TreeVerdict{sample_from_probs(s.p.data(), n_vocab, rng)};
+    }
+    path_rows.push_back(child);
+    row = child;
+  }
+}
+
 }  // namespace aerie

@@ -61,4 +61,20 @@ TreeVerdict verify_tree_sampled(const float* logits, int64_t n_vocab, std::span<
 TreeVerdict verify_tree_greedy(const float* logits, int64_t n_vocab, std::span<const int64_t> tokens,
                                std::span<const int32_t> row_parent, std::vector<int64_t>& path_rows);
 
+// Synthetic tree acceptance, for performance tests only (the output is NOT the target's; spec/verify.h,
+// SyntheticAcceptance). Starting at the root, the current row's children are tried in row order (siblings of
+// one parent are in rank order, the head's most probable first: spec/draft_tree.h): the first with
+// probability synthetic.first_child(d) at depth d, each later one, after the earlier were rejected, with
+// synthetic.sibling_rate. An accepted child becomes the current row; where none is, the next token is the
+// target's at that row (argmax when greedy, else a draw). A chain (one child per row) accepts depth d with
+// first_child(d), as verify_drafts does.
+// Worked example, rate 0.8, depth_decay 1, sibling_rate 0.3, rows [root, a, b, c] with row_parent
+// [-1, 0, 0, 1] (a and b children of the root, c of a): P(path [1 3]) = 0.8 * 0.8 = 0.64; P([1]) = 0.8 * 0.2
+// = 0.16; P([2]) = 0.2 * 0.3 = 0.06; P([]) = 0.2 * 0.7 = 0.14.
+// logits: [1 + N, n_vocab]; row_parent: [1 + N] as above; rng: one uniform draw per child tried, then the
+// next token's.
+TreeVerdict verify_tree_synthetic(const float* logits, int64_t n_vocab, std::span<const int32_t> row_parent,
+                                  const SyntheticAcceptance& synthetic, const SamplingParams& params, Rng& rng,
+                                  VerifyScratch& scratch, std::vector<int64_t>& path_rows);
+
 }  // namespace aerie

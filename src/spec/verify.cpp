@@ -77,22 +77,29 @@ void validate(const RelaxedAcceptance& relaxed) {
               relaxed.delta);
 }
 
+double SyntheticAcceptance::first_child(int64_t depth) const {
+  return std::min(1.0, rate * std::pow(depth_decay, double(depth - 1)));
+}
+
 VerifyResult verify_drafts_relaxed(AcceptRule rule, const float* target_logits, int64_t n_vocab,
                                    std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,
-                                   VerifyScratch& scratch, const DraftDistributions& q, double synthetic_rate,
-                                   const RelaxedAcceptance& relaxed, int64_t n_relaxed_rows) {
+                                   VerifyScratch& scratch, const DraftDistributions& q,
+                                   const SyntheticAcceptance& synthetic, const RelaxedAcceptance& relaxed,
+                                   int64_t n_relaxed_rows) {
   const int64_t k = int64_t(drafts.size());
   int64_t i = 0;
   while (i < k && i < n_relaxed_rows && relaxed_accepts(target_logits + i * n_vocab, n_vocab, drafts[size_t(i)], relaxed))
     ++i;
-  // The rule verifies the rest from row i (the draft distributions shifted with them).
+  // The rule verifies the rest from row i (the draft distributions and the synthetic depths shifted with them).
+  SyntheticAcceptance deeper = synthetic;
+  deeper.rate = synthetic.first_child(i + 1);
   DraftDistributions rest = q;
   if (q.probs != nullptr) {
     rest.probs = q.probs + i * q.n_draft_vocab;
     rest.draft_ids = q.draft_ids.subspan(size_t(std::min<int64_t>(i, int64_t(q.draft_ids.size()))));
   }
   VerifyResult out = verify_drafts(rule, target_logits + i * n_vocab, n_vocab, drafts.subspan(size_t(i)), params, rng,
-                                   scratch, rest, synthetic_rate);
+                                   scratch, rest, deeper);
   out.n_accepted += i;
   out.n_relaxed = i;
   return out;
@@ -100,7 +107,7 @@ VerifyResult verify_drafts_relaxed(AcceptRule rule, const float* target_logits, 
 
 VerifyResult verify_drafts(AcceptRule rule, const float* target_logits, int64_t n_vocab,
                            std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,
-                           VerifyScratch& scratch, const DraftDistributions& q, double synthetic_rate) {
+                           VerifyScratch& scratch, const DraftDistributions& q, const SyntheticAcceptance& synthetic) {
   const int64_t k = int64_t(drafts.size());
   if (scratch.p.size() < size_t(n_vocab)) scratch.p.resize(size_t(n_vocab));
   if (scratch.residual.size() < size_t(n_vocab)) scratch.residual.resize(size_t(n_vocab));
@@ -118,7 +125,7 @@ VerifyResult verify_drafts(AcceptRule rule, const float* target_logits, int64_t 
       return {k, target_token(target_logits + k * n_vocab, n_vocab, params, rng, scratch)};
     case AcceptRule::kSynthetic:
       for (int64_t i = 0; i < k; ++i) {
-        if (rng.next_unit_double() < synthetic_rate) continue;
+        if (rng.next_unit_double() < synthetic.first_child(i + 1)) continue;
         return {i, target_token(target_logits + i * n_vocab, n_vocab, params, rng, scratch)};
       }
       return {k, target_token(target_logits + k * n_vocab, n_vocab, params, rng, scratch)};

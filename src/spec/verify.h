@@ -9,8 +9,8 @@
 //                distributed exactly as the target alone would draw it.
 //   kTargetMatch T > 0 with argmax drafts: draw y ~ p at each row and accept while y == draft; the first
 //                y that differs is the next token. Lossless (each token is a plain draw from p).
-//   kSynthetic   for performance tests only: accept each draft with a fixed probability whatever it is;
-//                the output is NOT the target's.
+//   kSynthetic   for performance tests only: accept the draft at depth d (1-based) with probability
+//                rate * depth_decay^(d-1) whatever it is (SyntheticAcceptance); the output is NOT the target's.
 //
 // Relaxed acceptance (TensorRT-LLM's and MAX's option for the thinking phase of reasoning models; lossy,
 // opt-in): on the first `n_relaxed_rows` rows a draft is also accepted when it is among the `top_k` most
@@ -42,6 +42,21 @@ struct RelaxedAcceptance {
 // Throws aerie::Error naming the field unless top_k >= 1 and delta is finite and >= 0.
 void validate(const RelaxedAcceptance& relaxed);
 
+// kSynthetic's acceptance model (performance tests only). At depth d (1-based: the first draft, or a child
+// of the tree's root) the first candidate is accepted with probability first_child(d) = min(1, rate *
+// depth_decay^(d-1)); in a tree, each later sibling, tried only after the ones before it were rejected,
+// with sibling_rate (spec/tree_verify.h, verify_tree_synthetic). A chain has no siblings: draft d is
+// accepted with first_child(d) given the ones before it were.
+// Worked example, rate 0.8, depth_decay 0.9: a chain of 3 accepts its drafts with 0.8, 0.72, 0.648, so
+// P(3 accepted) = 0.8 * 0.72 * 0.648 = 0.373.
+struct SyntheticAcceptance {
+  double rate = 0.0;          // in [0, 1]: the first draft's acceptance
+  double depth_decay = 1.0;   // in [0, 1]: the factor per level deeper
+  double sibling_rate = 0.0;  // in [0, 1]: a rank-2+ child's, given its earlier siblings were rejected
+
+  double first_child(int64_t depth) const;
+};
+
 // Buffers reused across calls so verification does not allocate in steady state.
 struct VerifyScratch {
   std::vector<float> p;         // [n_vocab] target distribution of one row
@@ -59,14 +74,16 @@ struct DraftDistributions {
 };
 
 // target_logits: [K+1, n_vocab] rows for the positions after the last accepted token and after each
-// draft; drafts: [K] target ids. `q` is needed by kRejection only; `synthetic_rate` by kSynthetic only.
+// draft; drafts: [K] target ids. `q` is needed by kRejection only; `synthetic` by kSynthetic only.
 VerifyResult verify_drafts(AcceptRule rule, const float* target_logits, int64_t n_vocab,
                            std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,
-                           VerifyScratch& scratch, const DraftDistributions& q = {}, double synthetic_rate = 0.0);
+                           VerifyScratch& scratch, const DraftDistributions& q = {},
+                           const SyntheticAcceptance& synthetic = {});
 // The same with relaxed acceptance on rows [0, n_relaxed_rows).
 VerifyResult verify_drafts_relaxed(AcceptRule rule, const float* target_logits, int64_t n_vocab,
                                    std::span<const int64_t> drafts, const SamplingParams& params, Rng& rng,
-                                   VerifyScratch& scratch, const DraftDistributions& q, double synthetic_rate,
-                                   const RelaxedAcceptance& relaxed, int64_t n_relaxed_rows);
+                                   VerifyScratch& scratch, const DraftDistributions& q,
+                                   const SyntheticAcceptance& synthetic, const RelaxedAcceptance& relaxed,
+                                   int64_t n_relaxed_rows);
 
 }  // namespace aerie

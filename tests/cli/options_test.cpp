@@ -337,5 +337,41 @@ TEST(OptionConfigs, BenchSpecValuesReachItsConfig) {
             std::string::npos);
 }
 
+TEST(OptionConfigs, BenchSpecTreesAndTheSyntheticModel) {
+  const SpecBenchConfig cfg = spec_bench_config(
+      parse_options(Command::kBenchSpec, {"--num-speculative-tokens", "4", "--trees", "2:4:8,3:6:16",
+                                          "--synthetic-depth-decay", "0.9", "--synthetic-sibling-rate", "0.2"}));
+  ASSERT_EQ(cfg.runs.size(), 3u);
+  EXPECT_EQ(cfg.k, 4);
+  EXPECT_FALSE(cfg.runs[0].tree.enabled());
+  EXPECT_EQ(cfg.runs[1].tree.top_k, 2);
+  EXPECT_EQ(cfg.runs[1].tree.depth, 4);
+  EXPECT_EQ(cfg.runs[2].tree.total_tokens, 16);
+  for (const SpecOptions& run : cfg.runs) {
+    EXPECT_DOUBLE_EQ(run.synthetic_depth_decay, 0.9);
+    EXPECT_DOUBLE_EQ(run.synthetic_sibling_rate, 0.2);
+  }
+  const SpecBenchConfig plain = spec_bench_config(parse_options(Command::kBenchSpec, {}));
+  EXPECT_DOUBLE_EQ(plain.runs[0].synthetic_depth_decay, 1.0);
+  EXPECT_DOUBLE_EQ(plain.runs[0].synthetic_sibling_rate, kDefaultSyntheticSiblingRate);
+  EXPECT_NE(error_of([] {
+              parse_options(Command::kBenchSpec, {"--synthetic-depth-decay", "1.5"});
+            }).find("--synthetic-depth-decay"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              spec_bench_config(parse_options(Command::kBenchSpec, {"--trees", "2:4"}));
+            }).find("TOP_K:DEPTH:TOKENS"),
+            std::string::npos);
+  NgramDrafter ngram{NgramOptions{}};
+  EXPECT_EQ(error_of([&] {
+              spec_options(parse_options(Command::kGenerate, {"--synthetic-sibling-rate", "0.5"}), &ngram);
+            }),
+            "--synthetic-sibling-rate needs --synthetic-acceptance");
+  const SpecOptions spec = spec_options(
+      parse_options(Command::kServe, {"--synthetic-acceptance", "0.7", "--synthetic-depth-decay", "0.8"}), &ngram);
+  EXPECT_DOUBLE_EQ(spec.synthetic_depth_decay, 0.8);
+  EXPECT_DOUBLE_EQ(spec.synthetic_sibling_rate, kDefaultSyntheticSiblingRate);
+}
+
 }  // namespace
 }  // namespace aerie::cli

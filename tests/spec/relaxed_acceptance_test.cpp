@@ -26,8 +26,8 @@ VerifyResult verify(std::vector<int64_t> drafts, RelaxedAcceptance relaxed, int6
   SamplingParams greedy;
   Rng rng(1);
   VerifyScratch scratch;
-  return verify_drafts_relaxed(AcceptRule::kGreedy, logits.data(), kVocab, drafts, greedy, rng, scratch, {}, 0.0, relaxed,
-                               n_relaxed_rows);
+  return verify_drafts_relaxed(AcceptRule::kGreedy, logits.data(), kVocab, drafts, greedy, rng, scratch, {}, {},
+                               relaxed, n_relaxed_rows);
 }
 
 TEST(RelaxedAcceptance, TopKAndDeltaByHand) {
