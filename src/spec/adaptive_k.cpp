@@ -130,6 +130,11 @@ double StepCosts::draft(int64_t passes) const {
   return draft_measured() ? draft_.at(passes) : kPriorDraftRatio * forward(1) * double(passes);
 }
 
+double StepCosts::tree_draft(int64_t head_rows, int64_t passes) const {
+  if (head_rows <= 0) return 0;
+  return tree_draft_measured() ? tree_draft_.at(head_rows) : draft(passes);
+}
+
 void choose_draft_tokens(std::span<const std::span<const double>> rates, const StepCosts& costs,
                          std::span<int64_t> k, std::vector<DraftGain>& gains, int64_t other_rows) {
   // Speculation must beat plain decoding by this much to be chosen (ties and noise go to plain).

@@ -175,7 +175,8 @@ class StepCosts {
  public:
   static constexpr double kPriorDraftRatio = 0.25;  // a drafter pass / a one-row forward, before measured
 
-  explicit StepCosts(int64_t max_rows = 512) : forward_(max_rows), plain_(max_rows), draft_(kMaxAdaptiveK) {}
+  explicit StepCosts(int64_t max_rows = 512)
+      : forward_(max_rows), plain_(max_rows), draft_(kMaxAdaptiveK), tree_draft_(max_rows) {}
   // A forward after a step with a drafter pass: what verification (or a plain step between speculating
   // ones) costs with the drafter sharing the caches.
   void observe_forward(int64_t rows, double seconds) { forward_.observe(rows, seconds); }
@@ -187,6 +188,9 @@ class StepCosts {
   double plain(int64_t rows) const;
   // A step's drafter time over its `passes` passes (as many as its deepest chain).
   void observe_draft(int64_t passes, double seconds) { draft_.observe(passes, seconds); }
+  // A step's drafter time where it drafted trees, by the head's rows drafting them (spec/adaptive_tree.h,
+  // tree_head_rows; chains of one draft beside them share its first pass).
+  void observe_tree_draft(int64_t head_rows, double seconds) { tree_draft_.observe(head_rows, seconds); }
   void observe_catch_up(int64_t rows, double seconds);  // a head pass that caught up deferred rows
   // A step whose head pass also ran `rows` prompt rows, `seconds` the head's time beyond its chains' passes.
   void observe_prompt_rows(int64_t rows, double seconds);
@@ -201,11 +205,15 @@ class StepCosts {
   // Estimated seconds of `passes` drafter passes (kPriorDraftRatio of a one-row forward each, before measured).
   double draft(int64_t passes) const;
   bool draft_measured() const { return draft_.n_measured() > 0; }
+  // Estimated drafter seconds of a step drafting trees over `head_rows` head rows in `passes` passes (as
+  // many chain passes, draft(passes), until a tree step is measured: optimistic, so that a tree is tried).
+  double tree_draft(int64_t head_rows, int64_t passes) const;
+  bool tree_draft_measured() const { return tree_draft_.n_measured() > 0; }
   double catch_up_row() const { return catch_up_row_.value(); }  // seconds per caught-up row; 0 before measured
   double prompt_row() const { return prompt_row_.value(); }  // seconds per prompt row in the head; 0 before
 
  private:
-  CostCurve forward_, plain_, draft_;
+  CostCurve forward_, plain_, draft_, tree_draft_;
   RecentMinimum catch_up_row_, prompt_row_;
 };
 
@@ -217,7 +225,8 @@ class StepCosts {
 struct AdaptiveKMemory {
   explicit AdaptiveKMemory(int64_t max_rows = 512) : costs(max_rows) {}
   StepCosts costs;
-  AcceptanceEstimate engine_wide;
+  AcceptanceEstimate engine_wide;  // the chain's (from chain rounds, and greedy tree rounds: Trees)
+  AcceptanceEstimate engine_wide_tree;  // the tree's, by depth (from tree rounds)
 };
 
 // A sequence's adaptive-K state (kept by the engine per sequence: engine/k_policy.h).
@@ -240,6 +249,14 @@ struct AdaptiveKState {
   int64_t probes = 0;          // probes made
   bool prompt_judged = false;  // whether its prompt's head pass was weighed (AdaptiveK::judge_prompt)
   bool explore = false;        // judged off but let on to refresh the engine-wide acceptance
+  // Trees (a tree shape configured and the request may draft one; spec/adaptive_tree.h).
+  static constexpr int64_t kFirstTreeProbeInterval = 4, kMaxTreeProbeInterval = 64;
+  AcceptanceEstimate tree_acceptance;  // per tree depth: the walk reaching depth j given j - 1
+  bool tree = false;                   // k is the depth of a tree
+  bool tree_probe = false;             // the tree was not chosen: it is a probe of the tree
+  int64_t round_tree_depth = 0;        // the depth of the tree drafted for the round being verified; 0: a chain
+  int64_t rounds_chain = 0;            // consecutive drafting rounds on a chain where a tree was allowed
+  int64_t tree_probe_interval = kFirstTreeProbeInterval;
 };
 
 // Seconds speculation saves per generated token at `n` sequences a step and acceptance `rates` (the best K

@@ -40,12 +40,13 @@ struct SpecOptions {
   int64_t think_begin_token = -1, think_end_token = -1;
   // EAGLE-2 dynamic draft trees (spec/draft_tree.h) instead of a chain of K, for heads that take tree
   // rows (EAGLE-1/3 on Llama targets). Requests (greedy or sampled) without penalties or structured output draft
-  // trees; the others draft a chain of K.
+  // trees; the others draft a chain of K. With adaptive_k, the tree (or one cut shallower) or a chain, each
+  // round, whichever is expected faster (spec/adaptive_tree.h).
   DraftTreeShape tree;
 };
 
 // Throws aerie::Error unless K is in [1, kMaxDraftTokens], the synthetic acceptance is at most 1 and a tree's shape is
-// valid (and not combined with adaptive K).
+// valid.
 void validate(const SpecOptions& spec);
 
 // How a sequence with these sampling parameters verifies its drafts: greedy at T = 0, rejection sampling
