@@ -225,10 +225,11 @@ int64_t KPolicy::choose_adaptive(std::span<const ScheduledRows> plan, std::span<
   k_.resize(n);
   double prior0 = AcceptanceEstimate::kPriorAcceptance;
   engine_wide_.rates(prior0, std::span(&prior0, 1));
-  // A tree's first depth: the engine-wide tree's, shrunk toward the chain's uplifted (spec/adaptive_tree.h).
-  double tree_prior0 = tree_prior(prior0);
-  engine_wide_tree_.rates(tree_prior0, std::span(&tree_prior0, 1));
+  // A sequence's tree shrinks toward the engine-wide tree's by depth, itself toward the chain's position 1
+  // uplifted (spec/adaptive_tree.h, tree_prior).
   const size_t max_depth = size_t(spec_.tree.depth);
+  wide_tree_rates_.resize(max_depth);
+  engine_wide_tree_.rates(tree_prior(prior0), wide_tree_rates_);
   tree_rates_.resize(n * max_depth);
   tree_spans_.resize(n);
   depth_.assign(n, 0);
@@ -240,7 +241,7 @@ int64_t KPolicy::choose_adaptive(std::span<const ScheduledRows> plan, std::span<
     spans_[s] = out;
     const int64_t deepest = tree[seq_plan_[s]] ? drafts_allowed(*seqs_[s], spec_.tree.depth, max_length_) : 0;
     const std::span<double> tree_out(tree_rates_.data() + s * max_depth, size_t(deepest));
-    seq_states_[s]->tree_acceptance.rates(tree_prior0, tree_out);
+    seq_states_[s]->tree_acceptance.rates_toward(wide_tree_rates_, tree_out);
     tree_spans_[s] = tree_out;
     trees = trees || deepest > 0;
   }
@@ -282,7 +283,8 @@ int64_t KPolicy::choose_adaptive(std::span<const ScheduledRows> plan, std::span<
       seq_specs_[s]->off = true;  // probing costs more than it could find: plain from now on
       state.k = 0, state.probe = false, state.tree = false;
     } else if (calibrated) {
-      apply_probes(state, k_[s], int64_t(spans_[s].size()), depth_[s], int64_t(tree_spans_[s].size()));
+      apply_probes(state, k_[s], int64_t(spans_[s].size()), depth_[s], int64_t(tree_spans_[s].size()),
+                   memory_->tree_probes);
     } else {
       state.k = 0, state.tree = false;
     }

@@ -118,6 +118,7 @@ class KPolicy {
   std::vector<int64_t> k_;
   std::vector<DraftGain> gains_;
   std::vector<double> tree_rates_;  // [n seqs, tree depth]
+  std::vector<double> wide_tree_rates_;  // [tree depth] engine-wide
   std::vector<std::span<const double>> tree_spans_;  // [n seqs] of length the deepest tree allowed, 0: none
   std::vector<int64_t> depth_;  // [n seqs] the tree chosen, 0: the chain
   std::vector<double> wide_rates_;  // [k_max] engine-wide

@@ -22,6 +22,11 @@ void AcceptanceEstimate::rates(double prior0, std::span<double> out) const {
   }
 }
 
+void AcceptanceEstimate::rates_toward(std::span<const double> priors, std::span<double> out) const {
+  for (size_t j = 0; j < out.size() && j < tried.size() && j < priors.size(); ++j)
+    out[j] = (accepted[j] + kPriorStrength * priors[j]) / (tried[j] + kPriorStrength);
+}
+
 double expected_tokens(std::span<const double> rates, int64_t k) {
   double e = 1, p = 1;
   for (int64_t i = 0; i < k && i < int64_t(rates.size()); ++i) e += (p *= rates[size_t(i)]);

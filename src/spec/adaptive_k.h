@@ -120,6 +120,8 @@ struct AcceptanceEstimate {
   void observe(int64_t n_drafts, int64_t n_accepted, double decay = kDecay);
   // rates[j] for j < rates.size(): position 0 shrunk toward prior0, position j toward rates[j - 1].
   void rates(double prior0, std::span<double> out) const;
+  // rates[j] shrunk toward priors[j] (a tree's, toward the engine-wide tree's by depth: not flat).
+  void rates_toward(std::span<const double> priors, std::span<double> out) const;
 };
 
 // E[tokens | K] = 1 + sum_{i<=K} prod_{j<=i} rates[j - 1].
@@ -217,6 +219,15 @@ class StepCosts {
   RecentMinimum catch_up_row_, prompt_row_;
 };
 
+// When a drafting chain drafts the tree instead (spec/adaptive_tree.h, apply_probes): engine-wide, one
+// drafting round in `interval` of the sequences that may draft a tree, the interval doubling with each
+// probe up to kMaxInterval; a tree round of any sequence (chosen or probed) starts the count over.
+struct TreeProbes {
+  static constexpr int64_t kFirstInterval = 4, kMaxInterval = 64;
+  int64_t rounds = 0;  // drafting chain rounds where a tree was allowed, since the last tree round
+  int64_t interval = kFirstInterval;
+};
+
 // What auto learns that outlives one engine: the step costs and the engine-wide acceptance. Engines given
 // the same memory (SpecOptions::adaptive_memory; one engine at a time, on the same target, drafter and
 // thread count) go on from where the last one stopped instead of relearning: bench-accept and bench-spec
@@ -227,6 +238,7 @@ struct AdaptiveKMemory {
   StepCosts costs;
   AcceptanceEstimate engine_wide;  // the chain's (from chain rounds, and greedy tree rounds: Trees)
   AcceptanceEstimate engine_wide_tree;  // the tree's, by depth (from tree rounds)
+  TreeProbes tree_probes;
 };
 
 // A sequence's adaptive-K state (kept by the engine per sequence: engine/k_policy.h).
@@ -250,13 +262,10 @@ struct AdaptiveKState {
   bool prompt_judged = false;  // whether its prompt's head pass was weighed (AdaptiveK::judge_prompt)
   bool explore = false;        // judged off but let on to refresh the engine-wide acceptance
   // Trees (a tree shape configured and the request may draft one; spec/adaptive_tree.h).
-  static constexpr int64_t kFirstTreeProbeInterval = 4, kMaxTreeProbeInterval = 64;
   AcceptanceEstimate tree_acceptance;  // per tree depth: the walk reaching depth j given j - 1
   bool tree = false;                   // k is the depth of a tree
-  bool tree_probe = false;             // the tree was not chosen: it is a probe of the tree
+  bool tree_probe = false;             // the tree was not chosen: it is a probe of the tree (TreeProbes)
   int64_t round_tree_depth = 0;        // the depth of the tree drafted for the round being verified; 0: a chain
-  int64_t rounds_chain = 0;            // consecutive drafting rounds on a chain where a tree was allowed
-  int64_t tree_probe_interval = kFirstTreeProbeInterval;
 };
 
 // Seconds speculation saves per generated token at `n` sequences a step and acceptance `rates` (the best K

@@ -155,19 +155,19 @@ void choose_trees(std::span<const std::span<const double>> chain_rates, std::spa
   }
 }
 
-void apply_probes(AdaptiveKState& state, int64_t chain_k, int64_t chain_allowed, int64_t depth, int64_t deepest) {
+void apply_probes(AdaptiveKState& state, int64_t chain_k, int64_t chain_allowed, int64_t depth, int64_t deepest,
+                  TreeProbes& probes) {
   state.tree = state.tree_probe = false;
   if (depth > 0) {
     state.k = apply_probe(state, depth, deepest);
     state.tree = state.k > 0;
-    state.rounds_chain = 0;
-    state.tree_probe_interval = AdaptiveKState::kFirstTreeProbeInterval;
+    if (state.tree) probes.rounds = 0;
     return;
   }
   state.k = apply_probe(state, chain_k, chain_allowed);
-  if (deepest == 0 || state.k == 0 || state.probe || ++state.rounds_chain < state.tree_probe_interval) return;
-  state.rounds_chain = 0;
-  state.tree_probe_interval = std::min(2 * state.tree_probe_interval, AdaptiveKState::kMaxTreeProbeInterval);
+  if (deepest == 0 || state.k == 0 || state.probe || ++probes.rounds < probes.interval) return;
+  probes.rounds = 0;
+  probes.interval = std::min(2 * probes.interval, TreeProbes::kMaxInterval);
   state.k = deepest;
   state.tree = state.tree_probe = true;
 }

@@ -53,10 +53,10 @@ void choose_trees(std::span<const std::span<const double>> chain_rates, std::spa
 // After choose_trees, one sequence's round: state.k and state.tree from its chain's K (chain_k, of at most
 // chain_allowed) or its tree's depth (depth > 0, of at most deepest; deepest 0: it may not draft a tree),
 // with the chain's probes and explorations (apply_probe). A tree is explored at depth -/+ 1 as a chain at
-// K -/+ 1. A drafting chain where a tree may be drafted drafts the deepest tree instead one round in
-// tree_probe_interval (state.tree_probe: the tree's acceptance learns from tree rounds only), the interval
-// doubling up to kMaxTreeProbeInterval while the chain stays chosen and starting over when the tree is.
-void apply_probes(AdaptiveKState& state, int64_t chain_k, int64_t chain_allowed, int64_t depth, int64_t deepest);
+// K -/+ 1. A drafting chain where a tree may be drafted drafts the deepest tree instead when `probes` says
+// so (state.tree_probe: the tree's acceptance learns from tree rounds only; TreeProbes in spec/adaptive_k.h).
+void apply_probes(AdaptiveKState& state, int64_t chain_k, int64_t chain_allowed, int64_t depth, int64_t deepest,
+                  TreeProbes& probes);
 
 // The step's expected tokens per second for chains of chain_k and trees of depth (> 0 overrides the
 // chain): what choose_trees maximises (tests check it by brute force).

@@ -3,7 +3,7 @@
 // head's argmax as the first kept child (the order that relies on); the choice picks the tree where extra
 // rows are nearly free and the tree accepts more, the chain where rows cost linearly and the tree's gain
 // is small, the best depth (or the chain) by brute force for one sequence, a tree only where allowed;
-// tree probes come at a bounded rate while a chain is chosen and start over when the tree is.
+// tree probes come at a bounded rate while a chain is chosen and their count starts over with a tree round.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -183,30 +183,32 @@ TEST(AdaptiveTree, OnlySequencesThatMayDraftATreeDoAndTheStepGains) {
 TEST(AdaptiveTree, TreeProbesAreBoundedAndStartOverWhenTheTreeIsChosen) {
   AdaptiveKState state;
   state.acceptance.rounds = AdaptiveKState::kMinEvidence;
+  TreeProbes schedule;
   int64_t probes = 0, first = -1;
   for (int64_t round = 0; round < 1000; ++round) {
-    apply_probes(state, /*chain_k=*/3, /*chain_allowed=*/8, /*depth=*/0, /*deepest=*/4);
+    apply_probes(state, /*chain_k=*/3, /*chain_allowed=*/8, /*depth=*/0, /*deepest=*/4, schedule);
     if (!state.tree) continue;
     EXPECT_TRUE(state.tree_probe);
     EXPECT_EQ(state.k, 4);
     if (first < 0) first = round;
     ++probes;
   }
-  EXPECT_EQ(first, AdaptiveKState::kFirstTreeProbeInterval - 1);  // soon at first
-  EXPECT_LE(probes, 1000 / AdaptiveKState::kMaxTreeProbeInterval + 6);  // then one in 64 at most
-  EXPECT_GE(probes, 1000 / AdaptiveKState::kMaxTreeProbeInterval);
-  apply_probes(state, 3, 8, /*depth=*/2, 4);  // the tree chosen: depth 2 (or explored at 1 or 3)
+  EXPECT_EQ(first, TreeProbes::kFirstInterval - 1);  // soon at first
+  EXPECT_LE(probes, 1000 / TreeProbes::kMaxInterval + 6);  // then one in 64 at most
+  EXPECT_GE(probes, 1000 / TreeProbes::kMaxInterval);
+  schedule.rounds = 10;
+  apply_probes(state, 3, 8, /*depth=*/2, 4, schedule);  // the tree chosen: depth 2 (or explored at 1 or 3)
   EXPECT_TRUE(state.tree);
   EXPECT_FALSE(state.tree_probe);
-  EXPECT_EQ(state.tree_probe_interval, AdaptiveKState::kFirstTreeProbeInterval);
+  EXPECT_EQ(schedule.rounds, 0);  // the count starts over
   // Chains of K = 0 (plain) are not probed with trees (their own one-draft probes go on), nor where no
   // tree is allowed.
   AdaptiveKState plain;
   for (int round = 0; round < 100; ++round) {
-    apply_probes(plain, 0, 8, 0, 4);
+    apply_probes(plain, 0, 8, 0, 4, schedule);
     EXPECT_FALSE(plain.tree);
     AdaptiveKState chain_only = state;
-    apply_probes(chain_only, 3, 8, 0, 0);
+    apply_probes(chain_only, 3, 8, 0, 0, schedule);
     EXPECT_FALSE(chain_only.tree);
   }
 }
