@@ -15,9 +15,12 @@
 //   every figure the least of its recent samples, trusted from its second (StepCosts), so a cold step
 //   (a probe's after plain steps, a new shape's first) does not make speculation look dear;
 //   - each round's drafts and accepted drafts, per sequence and engine-wide (the engine-wide estimate of
-//     the first position is the prior of a new sequence's).
+//     the first position is the prior of a new sequence's);
+//   - with a tree configured, each tree round's accepted depth and, where greedy, how far the chain inside
+//     it got (observe_tree_round), and the drafter time of steps that draft trees by their head rows.
 // Chosen, after verification and before the drafter runs: the K of every sequence that goes on decoding,
-// jointly over the step (choose_draft_tokens), then one probe in probe_interval rounds where it is 0, or
+// jointly over the step (choose_draft_tokens), then chain or tree where a tree is allowed (choose_trees),
+// then one probe in probe_interval rounds where it is 0, or
 // speculation off for good where probing is dear and the engine-wide acceptance agrees.
 // Each sequence's state (its acceptance, chosen K, probes) is its SpecState::adaptive (engine/spec_state.h);
 // the step's K handed to the drafter is the largest (0: no drafter pass at all, the head's rows deferred).

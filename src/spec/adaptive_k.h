@@ -89,7 +89,42 @@
 // then on the choice, optimistic about what is not yet timed (flat costs past the last trusted count), so
 // it tries the K it would like at the prior acceptance and times it, twice before trusting it.
 //
-// Losslessness: K only sets how many drafts are proposed; it is chosen before the round from the past
+// Trees (spec/adaptive_tree.h; --spec-tree-top-k with auto): a sequence that may draft a tree (greedy or
+// sampled, no penalties or structured output: drafts_tree) drafts each round either a chain of K or the
+// configured tree cut at a depth d <= its depth, whichever gives the step the most expected tokens per
+// second. A tree of depth d verifies 1 + N(d) rows, N(d) = min(total_tokens, top_k + (d - 1) top_k^2), and
+// yields E[tokens | tree d] = 1 + sum_{i<=d} prod_{j<=i} t_j, t_j = P(the walk reaches depth j | it
+// reached j - 1). Measured:
+//   - t_j per sequence (AdaptiveKState::tree_acceptance) from its tree rounds, as a chain's a_j (a round
+//     of depth d whose walk accepted m tried depths 1..min(m + 1, d)), shrunk toward the engine-wide t_j
+//     (AdaptiveKMemory::engine_wide_tree), itself toward the chain's engine-wide a_1 uplifted by half of
+//     what it misses (tree_prior: optimistic, so that a tree is tried). Chain rounds say nothing of t_j.
+//   - a_j from tree rounds too, where greedy: a tree's first child of each node is the head's argmax, the
+//     chain's draft (DraftTreeBuilder keeps a node's children in rank order), so while the accepted path
+//     follows first children the chain accepts too, where it leaves them the chain's draft was rejected,
+//     and where it ends at a leaf the chain's next draft is unseen (chain_in_tree). So a sequence that
+//     drafts trees keeps its chain's rates current; a sampled walk says nothing of the chain's own draws.
+//   - the drafter's time of steps that draft trees (StepCosts::tree_draft) by the head's rows drafting
+//     them (1 + top_k (d - 1) a tree: the root's row, then top_k frontier rows in each of d - 1 passes, so
+//     the top_k-row passes cost what they cost), timed whole where chains beside them draft at most one
+//     token (they share the first pass); chain passes beyond the first add draft(K) - draft(1). Until
+//     timed, as draft(d) (optimistic). The forward over the tree's rows is forward(rows), as a chain's.
+// The choice (choose_trees), jointly over the step as choose_draft_tokens: from the chains' K, start from
+// the best of "every sequence that may at depth d" for each d (where it beats the chains by kMinTreeGain),
+// then move one sequence at a time (to a tree of some depth, another depth, back to its chain) while a move
+// raises the step's rate by kMinTreeGain, at most kMaxMoves moves; the chains keep the K chosen for them.
+// Probing (TreeProbes, engine-wide and kept in AdaptiveKMemory): while chains are chosen, one drafting
+// round in `interval` of a sequence that may draft a tree drafts the full tree instead, the interval
+// doubling from 4 to 64 (at most one tree round in 64 drafting rounds once settled); a chain at K = 0 is
+// probed by its own one-draft probes only. A chosen tree is explored at depth -/+ 1 as a chain at K -/+ 1.
+// Worked example, top_k 2, depth 4, 8 tokens, one sequence; forward(4 rows) 0.56 ms, forward(9) 1.10 ms,
+// 3 chain passes 0.33 ms, the tree's 7 head rows 0.61 ms; a_j = 0.85, t = 0.95 0.95 0.9 0.8:
+//   chain K = 3: (1 + .85 + .72 + .61) / (0.56 + 0.33) = 3.19 / 0.89 = 3.58 tokens/ms
+//   tree d = 4: (1 + .95 + .90 + .81 + .65) / (1.10 + 0.61) = 4.31 / 1.71 = 2.52: the chain (the shipped
+//   model on a CPU: rows cost about linearly);
+//   on a memory-bound target where forward(9) = 0.56 ms: 4.31 / 1.17 = 3.69, 3% more: the tree.
+//
+// Losslessness: K (and chain or tree) only sets what is proposed; it is chosen before the round from the past
 // (measured acceptance and time), never from the round's own draws, so verification stays lossless and
 // greedy output equals plain greedy output. The chooser reads no RNG. Seeded sampled output depends on
 // the K chosen (the rejection sampler draws per draft), so with `auto` it is reproducible in distribution,
