@@ -14,7 +14,8 @@
 // engine choose K per step (spec/adaptive_k.h); "mean" is the drafts per decode step it chose, 0 for plain
 // steps (a fixed K shows slightly less than K near the end of a generation). --trees adds EAGLE-2 draft
 // trees (TOP_K:DEPTH:TOKENS in the K column; "mean" is then the nodes verified per round), to compare with
-// chains at equal verification width (a tree of TOKENS nodes verifies as many rows as K = TOKENS).
+// chains at equal verification width (a tree of TOKENS nodes verifies as many rows as K = TOKENS);
+// auto:TOP_K:DEPTH:TOKENS is auto choosing per round between that tree and chains of K in 0..8.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -158,7 +159,8 @@ RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::
 
 // The K column: "4", "auto", or a tree as TOP_K:DEPTH:TOKENS.
 std::string k_label(const SpecOptions& k) {
-  if (k.tree.enabled()) return str_cat(k.tree.top_k, ":", k.tree.depth, ":", k.tree.total_tokens);
+  if (k.tree.enabled())
+    return str_cat(k.adaptive_k ? "auto:" : "", k.tree.top_k, ":", k.tree.depth, ":", k.tree.total_tokens);
   return k.adaptive_k ? std::string("auto") : std::to_string(k.num_speculative_tokens);
 }
 
@@ -201,8 +203,11 @@ int run_bench_accept(const std::vector<std::string>& argv) {
   }
   if (args.has("--trees"))
     for (const std::string& text : split(args.str("--trees"), ',')) {
+      // auto:TOP_K:DEPTH:TOKENS: auto choosing per round between that tree and chains (spec/adaptive_tree.h).
+      const bool automatic = text.rfind("auto:", 0) == 0;
       SpecOptions tree;
-      tree.tree = parse_tree_shape(text);
+      if (automatic) parse_num_speculative_tokens("auto", tree);
+      tree.tree = parse_tree_shape(automatic ? text.substr(5) : text);
       ks.push_back(tree);
     }
   const std::vector<double> temperatures = args.numbers("--temperatures");

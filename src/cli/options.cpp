@@ -403,7 +403,8 @@ std::vector<OptionRow> bench_rows() {
       {ranged("--max-prompts", integers(0, kMiB), 0, "use the first N prompts only (0: all)"), {kBenchAccept}},
       {text("--trees", "LIST", kOptional,
             "EAGLE-2 draft trees to measure beside the chains, TOP_K:DEPTH:TOKENS comma-separated (e.g. 2:4:4: as "
-            "wide a verification as K = 4); greedy requests only, T > 0 rows draft chains of K = 3"),
+            "wide a verification as K = 4); greedy requests only, T > 0 rows draft chains of K = 3; auto:TOP_K:DEPTH:TOKENS "
+            "lets auto choose between that tree and chains each round"),
        {kBenchAccept}},
       {text("--trees", "LIST", kOptional,
             "EAGLE-2 draft trees to run beside the chains, TOP_K:DEPTH:TOKENS comma-separated (e.g. 2:4:8), each "

@@ -282,6 +282,9 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
       if (tree_parents_[i] && !prefilling) {
         verifier_->run_tree(seq, logits, result);
         seq.kv->keep_tree_path(seq.n_computed, result.tree_path);  // the accepted path's rows, moved into line
+        if (k_policy_)  // before the scheduler's update drops the tree
+          k_policy_->observe_tree_round(seq.id, spec_of(seq), seq.draft_parents, result.tree_path,
+                                        seq.options.sampling.greedy());
       } else {
         verifier_->run(seq, plan[i].n_rows, logits, result);
       }
@@ -297,7 +300,7 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
       if (result.n_drafts == 0) ++seq.spec.plain_rounds, ++stats_.spec.plain_rounds;
       stats_.draft_tokens.push_back(result.n_drafts);
     }
-    if (k_policy_ && result.n_drafts > 0) k_policy_->observe_round(seq.id, spec_of(seq), result.n_drafts, result.n_accepted);
+    if (k_policy_ && result.n_drafts > 0 && !tree_parents_[i]) k_policy_->observe_round(seq.id, spec_of(seq), result.n_drafts, result.n_accepted);
     if (result.n_drafts > 0) {
       seq.spec.record(result.n_drafts, result.n_accepted);
       seq.spec.relaxed_accepted += result.n_relaxed;

@@ -15,9 +15,12 @@
 //   every figure the least of its recent samples, trusted from its second (StepCosts), so a cold step
 //   (a probe's after plain steps, a new shape's first) does not make speculation look dear;
 //   - each round's drafts and accepted drafts, per sequence and engine-wide (the engine-wide estimate of
-//     the first position is the prior of a new sequence's).
+//     the first position is the prior of a new sequence's);
+//   - with a tree configured, each tree round's accepted depth and, where greedy, how far the chain inside
+//     it got (observe_tree_round), and the drafter time of steps that draft trees by their head rows.
 // Chosen, after verification and before the drafter runs: the K of every sequence that goes on decoding,
-// jointly over the step (choose_draft_tokens), then one probe in probe_interval rounds where it is 0, or
+// jointly over the step (choose_draft_tokens), then chain or tree where a tree is allowed (choose_trees),
+// then one probe in probe_interval rounds where it is 0, or
 // speculation off for good where probing is dear and the engine-wide acceptance agrees.
 // Each sequence's state (its acceptance, chosen K, probes) is its SpecState::adaptive (engine/spec_state.h);
 // the step's K handed to the drafter is the largest (0: no drafter pass at all, the head's rows deferred).
@@ -52,16 +55,22 @@ class KPolicy {
   int64_t max_k() const { return max_k_; }
 
   // K for each planned sequence that goes on decoding after `results` (k[i], 0 for the others and for
-  // those with speculation off): specs[i] is plan[i]'s state (null when it ended this step), tree[i]
-  // whether it drafts a tree (its depth for K). n_decoding: the running sequences that decode. Returns
-  // the step's K (0: no head pass). May switch a sequence's speculation off (adaptive).
+  // those with speculation off): specs[i] is plan[i]'s state (null when it ended this step). tree[i], in:
+  // whether it may draft a tree (spec/spec_options.h, drafts_tree); out: whether it does (its depth for K):
+  // a fixed K drafts the tree wherever it may, adaptive K chooses between the tree and a chain
+  // (spec/adaptive_tree.h). n_decoding: the running sequences that decode. Returns the step's K (0: no
+  // head pass). May switch a sequence's speculation off (adaptive).
   int64_t choose(std::span<const ScheduledRows> plan, std::span<const StepResult> results,
-                 std::span<SpecState* const> specs, std::span<const char> tree, int64_t n_decoding,
+                 std::span<SpecState* const> specs, std::span<char> tree, int64_t n_decoding,
                  std::span<int64_t> k);
 
   // What adaptive K learns from (no-ops for a fixed K):
   // a sequence's verified round (n_drafts > 0);
   void observe_round(uint64_t seq_id, SpecState& spec, int64_t n_drafts, int64_t n_accepted);
+  // a sequence's verified tree round instead: its tree (row_parent [1 + nodes]) and the verified rows
+  // (path: 0, then the accepted path); greedy: the walk also tells how far the chain inside would have got.
+  void observe_tree_round(uint64_t seq_id, SpecState& spec, std::span<const int32_t> row_parent,
+                          std::span<const int64_t> path, bool greedy);
   // a decode-only step's forward over `rows` rows;
   void observe_forward(int64_t rows, double seconds);
   // its drafter passes (as passes when steady; as a catch-up of deferred_rows when those ran in the first
@@ -75,8 +84,9 @@ class KPolicy {
 
  private:
   // Adaptive: each decoding sequence's own K into own_[i] (-1: none); returns the step's K.
+  // tree[i]: whether it may draft a tree; own_tree_[i]: whether it does.
   int64_t choose_adaptive(std::span<const ScheduledRows> plan, std::span<const StepResult> results,
-                          std::span<SpecState* const> specs);
+                          std::span<SpecState* const> specs, std::span<const char> tree);
   // wide_k_: the step's choice were every sequence at the engine-wide rates (plain_rows: as in choose_draft_tokens).
   void choose_engine_wide(int64_t plain_rows);
   // Once per sequence, before the head sees its prompt: off for good where the head's pass over the prompt
@@ -93,11 +103,15 @@ class KPolicy {
   int64_t last_k_step_ = 0;  // the last step's choice: 0 means it ran no drafter pass
   int64_t spec_steps_ = 0;   // steps chosen at K > 0 since the last at 0
   int64_t prompts_off_ = 0;  // prompts judged off (judge_prompt)
+  // The last choice's drafting (read when its drafter time comes): trees' head rows, the deepest chain.
+  int64_t last_tree_rows_ = 0, last_chain_passes_ = 0;
   std::shared_ptr<AdaptiveKMemory> memory_;
   StepCosts& costs_;                  // memory_->costs
   AcceptanceEstimate& engine_wide_;  // memory_->engine_wide
+  AcceptanceEstimate& engine_wide_tree_;  // memory_->engine_wide_tree
   // Per-step buffers, reused.
   std::vector<int64_t> own_;  // [plan] adaptive K of each planned sequence, -1: none
+  std::vector<char> own_tree_;  // [plan] whether own_ is a tree's depth
   std::vector<const Request*> seqs_;
   std::vector<AdaptiveKState*> seq_states_;  // [n seqs] of seqs_
   std::vector<SpecState*> seq_specs_;        // [n seqs] of seqs_
@@ -106,6 +120,10 @@ class KPolicy {
   std::vector<std::span<const double>> spans_;
   std::vector<int64_t> k_;
   std::vector<DraftGain> gains_;
+  std::vector<double> tree_rates_;  // [n seqs, tree depth]
+  std::vector<double> wide_tree_rates_;  // [tree depth] engine-wide
+  std::vector<std::span<const double>> tree_spans_;  // [n seqs] of length the deepest tree allowed, 0: none
+  std::vector<int64_t> depth_;  // [n seqs] the tree chosen, 0: the chain
   std::vector<double> wide_rates_;  // [k_max] engine-wide
   std::vector<std::span<const double>> wide_spans_;
   std::vector<int64_t> wide_k_;

@@ -22,6 +22,11 @@ void AcceptanceEstimate::rates(double prior0, std::span<double> out) const {
   }
 }
 
+void AcceptanceEstimate::rates_toward(std::span<const double> priors, std::span<double> out) const {
+  for (size_t j = 0; j < out.size() && j < tried.size() && j < priors.size(); ++j)
+    out[j] = (accepted[j] + kPriorStrength * priors[j]) / (tried[j] + kPriorStrength);
+}
+
 double expected_tokens(std::span<const double> rates, int64_t k) {
   double e = 1, p = 1;
   for (int64_t i = 0; i < k && i < int64_t(rates.size()); ++i) e += (p *= rates[size_t(i)]);
@@ -128,6 +133,11 @@ double saving_per_token(std::span<const double> rates, const StepCosts& costs, i
 double StepCosts::draft(int64_t passes) const {
   if (passes <= 0) return 0;
   return draft_measured() ? draft_.at(passes) : kPriorDraftRatio * forward(1) * double(passes);
+}
+
+double StepCosts::tree_draft(int64_t head_rows, int64_t passes) const {
+  if (head_rows <= 0) return 0;
+  return tree_draft_measured() ? tree_draft_.at(head_rows) : draft(passes);
 }
 
 void choose_draft_tokens(std::span<const std::span<const double>> rates, const StepCosts& costs,

@@ -89,7 +89,42 @@
 // then on the choice, optimistic about what is not yet timed (flat costs past the last trusted count), so
 // it tries the K it would like at the prior acceptance and times it, twice before trusting it.
 //
-// Losslessness: K only sets how many drafts are proposed; it is chosen before the round from the past
+// Trees (spec/adaptive_tree.h; --spec-tree-top-k with auto): a sequence that may draft a tree (greedy or
+// sampled, no penalties or structured output: drafts_tree) drafts each round either a chain of K or the
+// configured tree cut at a depth d <= its depth, whichever gives the step the most expected tokens per
+// second. A tree of depth d verifies 1 + N(d) rows, N(d) = min(total_tokens, top_k + (d - 1) top_k^2), and
+// yields E[tokens | tree d] = 1 + sum_{i<=d} prod_{j<=i} t_j, t_j = P(the walk reaches depth j | it
+// reached j - 1). Measured:
+//   - t_j per sequence (AdaptiveKState::tree_acceptance) from its tree rounds, as a chain's a_j (a round
+//     of depth d whose walk accepted m tried depths 1..min(m + 1, d)), shrunk toward the engine-wide t_j
+//     (AdaptiveKMemory::engine_wide_tree), itself toward the chain's engine-wide a_1 uplifted by half of
+//     what it misses (tree_prior: optimistic, so that a tree is tried). Chain rounds say nothing of t_j.
+//   - a_j from tree rounds too, where greedy: a tree's first child of each node is the head's argmax, the
+//     chain's draft (DraftTreeBuilder keeps a node's children in rank order), so while the accepted path
+//     follows first children the chain accepts too, where it leaves them the chain's draft was rejected,
+//     and where it ends at a leaf the chain's next draft is unseen (chain_in_tree). So a sequence that
+//     drafts trees keeps its chain's rates current; a sampled walk says nothing of the chain's own draws.
+//   - the drafter's time of steps that draft trees (StepCosts::tree_draft) by the head's rows drafting
+//     them (1 + top_k (d - 1) a tree: the root's row, then top_k frontier rows in each of d - 1 passes, so
+//     the top_k-row passes cost what they cost), timed whole where chains beside them draft at most one
+//     token (they share the first pass); chain passes beyond the first add draft(K) - draft(1). Until
+//     timed, as draft(d) (optimistic). The forward over the tree's rows is forward(rows), as a chain's.
+// The choice (choose_trees), jointly over the step as choose_draft_tokens: from the chains' K, start from
+// the best of "every sequence that may at depth d" for each d (where it beats the chains by kMinTreeGain),
+// then move one sequence at a time (to a tree of some depth, another depth, back to its chain) while a move
+// raises the step's rate by kMinTreeGain, at most kMaxMoves moves; the chains keep the K chosen for them.
+// Probing (TreeProbes, engine-wide and kept in AdaptiveKMemory): while chains are chosen, one drafting
+// round in `interval` of a sequence that may draft a tree drafts the full tree instead, the interval
+// doubling from 4 to 64 (at most one tree round in 64 drafting rounds once settled); a chain at K = 0 is
+// probed by its own one-draft probes only. A chosen tree is explored at depth -/+ 1 as a chain at K -/+ 1.
+// Worked example, top_k 2, depth 4, 8 tokens, one sequence; forward(4 rows) 0.56 ms, forward(9) 1.10 ms,
+// 3 chain passes 0.33 ms, the tree's 7 head rows 0.61 ms; a_j = 0.85, t = 0.95 0.95 0.9 0.8:
+//   chain K = 3: (1 + .85 + .72 + .61) / (0.56 + 0.33) = 3.19 / 0.89 = 3.58 tokens/ms
+//   tree d = 4: (1 + .95 + .90 + .81 + .65) / (1.10 + 0.61) = 4.31 / 1.71 = 2.52: the chain (the shipped
+//   model on a CPU: rows cost about linearly);
+//   on a memory-bound target where forward(9) = 0.56 ms: 4.31 / 1.17 = 3.69, 3% more: the tree.
+//
+// Losslessness: K (and chain or tree) only sets what is proposed; it is chosen before the round from the past
 // (measured acceptance and time), never from the round's own draws, so verification stays lossless and
 // greedy output equals plain greedy output. The chooser reads no RNG. Seeded sampled output depends on
 // the K chosen (the rejection sampler draws per draft), so with `auto` it is reproducible in distribution,
@@ -120,6 +155,8 @@ struct AcceptanceEstimate {
   void observe(int64_t n_drafts, int64_t n_accepted, double decay = kDecay);
   // rates[j] for j < rates.size(): position 0 shrunk toward prior0, position j toward rates[j - 1].
   void rates(double prior0, std::span<double> out) const;
+  // rates[j] shrunk toward priors[j] (a tree's, toward the engine-wide tree's by depth: not flat).
+  void rates_toward(std::span<const double> priors, std::span<double> out) const;
 };
 
 // E[tokens | K] = 1 + sum_{i<=K} prod_{j<=i} rates[j - 1].
@@ -175,7 +212,8 @@ class StepCosts {
  public:
   static constexpr double kPriorDraftRatio = 0.25;  // a drafter pass / a one-row forward, before measured
 
-  explicit StepCosts(int64_t max_rows = 512) : forward_(max_rows), plain_(max_rows), draft_(kMaxAdaptiveK) {}
+  explicit StepCosts(int64_t max_rows = 512)
+      : forward_(max_rows), plain_(max_rows), draft_(kMaxAdaptiveK), tree_draft_(max_rows) {}
   // A forward after a step with a drafter pass: what verification (or a plain step between speculating
   // ones) costs with the drafter sharing the caches.
   void observe_forward(int64_t rows, double seconds) { forward_.observe(rows, seconds); }
@@ -187,6 +225,9 @@ class StepCosts {
   double plain(int64_t rows) const;
   // A step's drafter time over its `passes` passes (as many as its deepest chain).
   void observe_draft(int64_t passes, double seconds) { draft_.observe(passes, seconds); }
+  // A step's drafter time where it drafted trees, by the head's rows drafting them (spec/adaptive_tree.h,
+  // tree_head_rows; chains of one draft beside them share its first pass).
+  void observe_tree_draft(int64_t head_rows, double seconds) { tree_draft_.observe(head_rows, seconds); }
   void observe_catch_up(int64_t rows, double seconds);  // a head pass that caught up deferred rows
   // A step whose head pass also ran `rows` prompt rows, `seconds` the head's time beyond its chains' passes.
   void observe_prompt_rows(int64_t rows, double seconds);
@@ -201,12 +242,25 @@ class StepCosts {
   // Estimated seconds of `passes` drafter passes (kPriorDraftRatio of a one-row forward each, before measured).
   double draft(int64_t passes) const;
   bool draft_measured() const { return draft_.n_measured() > 0; }
+  // Estimated drafter seconds of a step drafting trees over `head_rows` head rows in `passes` passes (as
+  // many chain passes, draft(passes), until a tree step is measured: optimistic, so that a tree is tried).
+  double tree_draft(int64_t head_rows, int64_t passes) const;
+  bool tree_draft_measured() const { return tree_draft_.n_measured() > 0; }
   double catch_up_row() const { return catch_up_row_.value(); }  // seconds per caught-up row; 0 before measured
   double prompt_row() const { return prompt_row_.value(); }  // seconds per prompt row in the head; 0 before
 
  private:
-  CostCurve forward_, plain_, draft_;
+  CostCurve forward_, plain_, draft_, tree_draft_;
   RecentMinimum catch_up_row_, prompt_row_;
+};
+
+// When a drafting chain drafts the tree instead (spec/adaptive_tree.h, apply_probes): engine-wide, one
+// drafting round in `interval` of the sequences that may draft a tree, the interval doubling with each
+// probe up to kMaxInterval; a tree round of any sequence (chosen or probed) starts the count over.
+struct TreeProbes {
+  static constexpr int64_t kFirstInterval = 4, kMaxInterval = 64;
+  int64_t rounds = 0;  // drafting chain rounds where a tree was allowed, since the last tree round
+  int64_t interval = kFirstInterval;
 };
 
 // What auto learns that outlives one engine: the step costs and the engine-wide acceptance. Engines given
@@ -217,7 +271,9 @@ class StepCosts {
 struct AdaptiveKMemory {
   explicit AdaptiveKMemory(int64_t max_rows = 512) : costs(max_rows) {}
   StepCosts costs;
-  AcceptanceEstimate engine_wide;
+  AcceptanceEstimate engine_wide;  // the chain's (from chain rounds, and greedy tree rounds: Trees)
+  AcceptanceEstimate engine_wide_tree;  // the tree's, by depth (from tree rounds)
+  TreeProbes tree_probes;
 };
 
 // A sequence's adaptive-K state (kept by the engine per sequence: engine/k_policy.h).
@@ -240,6 +296,11 @@ struct AdaptiveKState {
   int64_t probes = 0;          // probes made
   bool prompt_judged = false;  // whether its prompt's head pass was weighed (AdaptiveK::judge_prompt)
   bool explore = false;        // judged off but let on to refresh the engine-wide acceptance
+  // Trees (a tree shape configured and the request may draft one; spec/adaptive_tree.h).
+  AcceptanceEstimate tree_acceptance;  // per tree depth: the walk reaching depth j given j - 1
+  bool tree = false;                   // k is the depth of a tree
+  bool tree_probe = false;             // the tree was not chosen: it is a probe of the tree (TreeProbes)
+  int64_t round_tree_depth = 0;        // the depth of the tree drafted for the round being verified; 0: a chain
 };
 
 // Seconds speculation saves per generated token at `n` sequences a step and acceptance `rates` (the best K

@@ -20,8 +20,6 @@ void validate(const SpecOptions& spec) {
     AERIE_CHECK(spec.think_end_token >= 0, "relaxed thinking acceptance needs the token that ends the thinking phase");
   }
   validate(spec.tree);
-  AERIE_CHECK(!spec.tree.enabled() || !spec.adaptive_k,
-              "draft trees (--spec-tree-top-k) and adaptive K (--num-speculative-tokens auto) exclude each other");
 }
 
 SyntheticAcceptance synthetic_model(const SpecOptions& spec) {

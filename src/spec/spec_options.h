@@ -51,12 +51,13 @@ struct SpecOptions {
   int64_t think_begin_token = -1, think_end_token = -1;
   // EAGLE-2 dynamic draft trees (spec/draft_tree.h) instead of a chain of K, for heads that take tree
   // rows (EAGLE-1/3 on Llama targets). Requests (greedy or sampled) without penalties or structured output draft
-  // trees; the others draft a chain of K.
+  // trees; the others draft a chain of K. With adaptive_k, the tree (or one cut shallower) or a chain, each
+  // round, whichever is expected faster (spec/adaptive_tree.h).
   DraftTreeShape tree;
 };
 
 // Throws aerie::Error unless K is in [1, kMaxDraftTokens], the synthetic acceptance, depth decay and sibling rate are
-// at most 1 (the last two also >= 0) and a tree's shape is valid (and not combined with adaptive K).
+// at most 1 (the last two also >= 0) and a tree's shape is valid.
 void validate(const SpecOptions& spec);
 
 // The synthetic acceptance model of these options (its rate 0 when synthetic acceptance is off).

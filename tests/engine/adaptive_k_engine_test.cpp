@@ -2,7 +2,8 @@
 // greedy output token for token, several requests batched, on the shipped trained Llama and DeepSeek with
 // their EAGLE-3 heads (drafts accepted), the random 16-token target with its EAGLE-3 head (mostly
 // rejected), and the n-gram drafter on repeating text; drafts are proposed (a chosen K or a probe), the
-// K histogram counts every decode step, and no KV block outlives the requests.
+// K histogram counts every decode step, and no KV block outlives the requests; with a draft tree
+// configured, chains and trees chosen per round keep greedy output.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -105,6 +106,42 @@ TEST(AdaptiveKEngine, MemorySharedByEnginesCarriesCostsAndAcceptance) {
   const auto second = run_all(*target, draft.get(), config, pool, {prompts[1]}, &m);
   EXPECT_EQ(second[0], plain[1]);
   EXPECT_EQ(memory.engine_wide.rounds, rounds + m.spec.rounds);  // the second engine learned into the same memory
+}
+
+// auto with a draft tree configured (spec/adaptive_tree.h): each round a chain or a tree, chosen per
+// sequence; greedy output is plain greedy output token for token, 1 and 3 requests at a time (at most 27
+// rows a step, below ops::kGemmMinRows, so the tree's rows are plain decoding's bit for bit), and trees
+// were drafted (a step of more drafts than the chains' K of 3: the tree's 8 nodes) beside chains learned
+// from them (the engine-wide chain acceptance counts greedy tree rounds too).
+TEST(AdaptiveKEngine, GreedyWithTreesEqualsPlainGreedy) {
+  const std::vector<int64_t> text = {6128, 1481, 338, 258, 1728, 4941, 509, 3979, 11,  319, 258, 3037, 436,
+                                     289,  4666, 278, 258, 605,  2298, 11,  6128, 1481, 338, 258, 1728};
+  const std::vector<std::vector<int64_t>> prompts = {text, {text.begin(), text.begin() + 9}, {1, 338, 258, 605}};
+  ThreadPool pool(2);
+  std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-llama", pool);
+  std::unique_ptr<Drafter> draft = load_any_drafter((kModels / "aerie-tiny-llama-eagle3").string(), *target, pool);
+  for (int64_t seqs : {1, 3}) {
+    SCOPED_TRACE(seqs);
+    EngineConfig config;
+    config.kv_cache_memory = uint64_t(16) << 20;
+    config.max_length = 128;
+    config.max_num_seqs = seqs;
+    config.spec.num_speculative_tokens = 3;
+    config.spec.adaptive_k = true;
+    config.spec.tree = DraftTreeShape{2, 4, 8};
+    config.spec.adaptive_memory = std::make_shared<AdaptiveKMemory>();
+    const auto plain = run_all(*target, nullptr, config, pool, prompts, nullptr);
+    EngineMetrics m;
+    const auto adaptive = run_all(*target, draft.get(), config, pool, prompts, &m);
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(adaptive[i], plain[i]) << "request " << i;
+    const std::vector<int64_t>& by_drafts = m.draft_tokens_per_step.counts();  // bounds 0 1 2 3 4 ...
+    int64_t wide = 0;
+    for (size_t b = 4; b < by_drafts.size(); ++b) wide += by_drafts[b];
+    EXPECT_GT(wide, 0);  // trees drafted
+    EXPECT_GT(config.spec.adaptive_memory->engine_wide_tree.rounds, 0);
+    EXPECT_GE(config.spec.adaptive_memory->engine_wide.rounds, config.spec.adaptive_memory->engine_wide_tree.rounds);
+    EXPECT_EQ(m.kv_blocks_in_use, 0);
+  }
 }
 
 TEST(AdaptiveKEngine, RefusesKByBatchSizeWithAuto) {

@@ -318,7 +318,7 @@ TEST_F(TreeEngine, RequestsATreeCannotVerifyDraftChainsBesideTrees) {
   for (size_t i : {0, 3}) EXPECT_GT(out[i].spec.draft_tokens, 3 * out[i].spec.rounds) << "request " << i;
 }
 
-TEST_F(TreeEngine, DraftersWithoutTreeRowsAndAdaptiveKRefuse) {
+TEST_F(TreeEngine, DraftersWithoutTreeRowsAndBadShapesRefuse) {
   const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-llama", pool);
   const std::unique_ptr<Drafter> ngram = load_any_drafter(kNgramDraftName, *target, pool);
   try {
@@ -328,9 +328,6 @@ TEST_F(TreeEngine, DraftersWithoutTreeRowsAndAdaptiveKRefuse) {
     EXPECT_NE(std::string(e.what()).find("drafts chains only"), std::string::npos) << e.what();
   }
   const std::unique_ptr<DraftHead> head = load_drafter(kModels / "aerie-tiny-llama-eagle3", *target, pool);
-  EngineConfig adaptive = engine_config(2, 8 << 20, {2, 3, 4});
-  adaptive.spec.adaptive_k = true;
-  EXPECT_THROW(Engine(*target, head.get(), adaptive, pool), Error);
   EXPECT_THROW(Engine(*target, head.get(), engine_config(2, 8 << 20, {2, 0, 4}), pool), Error);
 }
 
