@@ -100,7 +100,7 @@ std::vector<Outcome> run_engine(Model& target, Drafter* draft, const EngineConfi
 // activations rounded to one bf16 can flip a near tie (4 sequences of 1 + 12 tree rows: one token of 48);
 // those steps run with split activations (float32-exact to ~1e-5), as ops::kGemmMinRows documents.
 class TreeEngine : public ::testing::Test {
- protected:
+ public:
   void SetUp() override { saved_ = ops::bf16_activations(); }
   void TearDown() override { ops::set_bf16_activations(saved_); }
   // Split activations where a step of `rows` rows would reach the GEMM, else the default.
@@ -139,28 +139,35 @@ TEST_F(TreeEngine, ShippedHeadsGreedyTreeOutputEqualsPlain) {
   }
 }
 
+// Every shape of kShapes, one and three sequences at a time, on the shipped DeepSeek-V3's golden prompts:
+// greedy output equals plain, and the drafter's trees are accepted (the label names it in the log).
+void expect_deepseek_trees_equal_plain(TreeEngine& t, Model& target, DraftHead& drafter, const char* label) {
+  const std::vector<Job> jobs = golden_jobs("deepseek_golden");
+  for (const DraftTreeShape& shape : kShapes) {
+    for (int64_t seqs : {1, 3}) {
+      t.activations_for(seqs * (1 + shape.total_tokens));
+      const std::vector<Outcome> plain = run_engine(target, nullptr, engine_config(8, 8 << 20, {}), t.pool, jobs);
+      EngineMetrics m;
+      const std::vector<Outcome> out = run_engine(target, &drafter, engine_config(seqs, 8 << 20, shape), t.pool, jobs, &m);
+      for (size_t i = 0; i < jobs.size(); ++i)
+        EXPECT_EQ(out[i].tokens, plain[i].tokens) << label << " top_k " << shape.top_k << " depth " << shape.depth
+                                                  << " tokens " << shape.total_tokens << " seqs " << seqs << " request "
+                                                  << i << " " << out[i].error;
+      std::printf("%s tree %lld:%lld:%lld, %lld at a time: mean acceptance length %.3f\n", label,
+                  (long long)shape.top_k, (long long)shape.depth, (long long)shape.total_tokens, (long long)seqs,
+                  m.spec.mean_acceptance_length());
+      EXPECT_GT(m.spec.mean_acceptance_length(), 1.5) << label << " top_k " << shape.top_k;
+      EXPECT_LE(m.spec.accepted_tokens, m.spec.rounds * shape.depth);
+    }
+  }
+}
+
 // DeepSeek-V3 (FP8, MoE, the MLA latent cache) with its shipped EAGLE-3 MLA head: tree rows run in MLA's
 // absorbed form, in the target's verification and in the head's levels; greedy output equals plain.
 TEST_F(TreeEngine, DeepseekMlaHeadGreedyTreeOutputEqualsPlain) {
   const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-deepseek", pool);
   const std::unique_ptr<DraftHead> head = load_drafter(kModels / "aerie-tiny-deepseek-eagle3", *target, pool);
-  const std::vector<Job> jobs = golden_jobs("deepseek_golden");
-  for (const DraftTreeShape& shape : kShapes) {
-    for (int64_t seqs : {1, 3}) {
-      activations_for(seqs * (1 + shape.total_tokens));
-      const std::vector<Outcome> plain = run_engine(*target, nullptr, engine_config(8, 8 << 20, {}), pool, jobs);
-      EngineMetrics m;
-      const std::vector<Outcome> out = run_engine(*target, head.get(), engine_config(seqs, 8 << 20, shape), pool, jobs, &m);
-      for (size_t i = 0; i < jobs.size(); ++i)
-        EXPECT_EQ(out[i].tokens, plain[i].tokens) << "top_k " << shape.top_k << " depth " << shape.depth << " tokens "
-                                                  << shape.total_tokens << " seqs " << seqs << " request " << i << " "
-                                                  << out[i].error;
-      std::printf("deepseek tree %lld:%lld:%lld, %lld at a time: mean acceptance length %.3f\n",
-                  (long long)shape.top_k, (long long)shape.depth, (long long)shape.total_tokens, (long long)seqs,
-                  m.spec.mean_acceptance_length());
-      EXPECT_GT(m.spec.mean_acceptance_length(), 1.5) << "top_k " << shape.top_k;
-    }
-  }
+  expect_deepseek_trees_equal_plain(*this, *target, *head, "deepseek eagle3");
 }
 
 // DeepSeek-V3's own MTP layer (--draft mtp) drafting trees: its levels run as tree rows of its one-layer
@@ -170,24 +177,7 @@ TEST_F(TreeEngine, DeepseekMtpGreedyTreeOutputEqualsPlain) {
   const std::unique_ptr<Model> target = load_model(kModels / "aerie-tiny-deepseek", pool);
   const std::unique_ptr<DraftHead> mtp = load_drafter(kMtpDraftName, *target, pool);
   ASSERT_TRUE(mtp->takes_tree_rows());
-  const std::vector<Job> jobs = golden_jobs("deepseek_golden");
-  for (const DraftTreeShape& shape : kShapes) {
-    for (int64_t seqs : {1, 3}) {
-      activations_for(seqs * (1 + shape.total_tokens));
-      const std::vector<Outcome> plain = run_engine(*target, nullptr, engine_config(8, 8 << 20, {}), pool, jobs);
-      EngineMetrics m;
-      const std::vector<Outcome> out = run_engine(*target, mtp.get(), engine_config(seqs, 8 << 20, shape), pool, jobs, &m);
-      for (size_t i = 0; i < jobs.size(); ++i)
-        EXPECT_EQ(out[i].tokens, plain[i].tokens) << "top_k " << shape.top_k << " depth " << shape.depth << " tokens "
-                                                  << shape.total_tokens << " seqs " << seqs << " request " << i << " "
-                                                  << out[i].error;
-      std::printf("deepseek mtp tree %lld:%lld:%lld, %lld at a time: mean acceptance length %.3f\n",
-                  (long long)shape.top_k, (long long)shape.depth, (long long)shape.total_tokens, (long long)seqs,
-                  m.spec.mean_acceptance_length());
-      EXPECT_GT(m.spec.mean_acceptance_length(), 1.5) << "top_k " << shape.top_k;
-      EXPECT_LE(m.spec.accepted_tokens, m.spec.rounds * shape.depth);
-    }
-  }
+  expect_deepseek_trees_equal_plain(*this, *target, *mtp, "deepseek mtp");
 }
 
 // An EAGLE-3 head with MHA attention (its own KV cache, a reduced vocabulary) on a random DeepSeek-V3: the
