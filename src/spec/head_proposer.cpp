@@ -99,6 +99,7 @@ void HeadProposer::defer(const ProposalInput& in, std::span<SequenceProposal> ou
     const ProposalRow& row = in.rows[i];
     State& st = state_of(row);
     out[i].clear();
+    if (!st.sampled_tree.empty()) observe_tree(st, row.feature_path);
     if (st.deferred_rows + row.n_new > kMaxDeferredRows) {
       // Too far behind to catch up cheaply: this sequence decodes plainly from now on.
       out[i].gave_up = true;
