@@ -294,6 +294,7 @@ SpecBenchConfig spec_bench_config(const Args& args) {
   for (std::string text; std::getline(trees, text, ',');) {
     SpecOptions tree;
     tree.tree = parse_tree_shape(text);
+    tree.tree.score = tree_score(args);
     cfg.runs.push_back(tree);
   }
   for (SpecOptions& spec : cfg.runs) apply_synthetic_model(args, spec);

@@ -208,6 +208,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
       SpecOptions tree;
       if (automatic) parse_num_speculative_tokens("auto", tree);
       tree.tree = parse_tree_shape(automatic ? text.substr(5) : text);
+      tree.tree.score = tree_score(args);
       ks.push_back(tree);
     }
   const std::vector<double> temperatures = args.numbers("--temperatures");

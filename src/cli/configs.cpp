@@ -66,7 +66,7 @@ SpecOptions spec_options(const Args& args, Drafter* drafter) {
   if (drafter == nullptr) {
     for (const char* name : {"--num-speculative-tokens", "--draft-proposal", "--num-speculative-tokens-per-batch-size",
                              "--synthetic-acceptance", "--synthetic-depth-decay", "--synthetic-sibling-rate",
-                             "--spec-tree-top-k", "--spec-tree-depth", "--spec-tree-tokens"})
+                             "--spec-tree-top-k", "--spec-tree-depth", "--spec-tree-tokens", "--spec-tree-shape"})
       AERIE_CHECK(!args.has(name), name, " needs --draft");
     return spec;
   }

@@ -228,6 +228,11 @@ std::vector<OptionRow> draft_rows() {
               "with --spec-tree-top-k: nodes verified per round, the best by cumulative draft probability (SGLang "
               "num_draft_tokens)"),
        {kGenerate, kServe}},
+      {one_of("--spec-tree-shape", {"learned", "confidence"}, "learned",
+              "with draft trees: how greedy trees choose their nodes: learned (each sequence's measured acceptance "
+              "by sibling rank, the nodes most likely reached) or confidence (EAGLE-2: the head's cumulative "
+              "probability); sampled trees always take learned"),
+       {kGenerate, kServe, kBenchAccept, kBenchSpec}},
       {one_of("--thinking-acceptance", {"strict", "relaxed"}, "strict",
               "with --draft: relaxed also accepts, inside <think> blocks, a draft among the target's "
               "--relaxed-top-k within --relaxed-delta nats of its best (lossy: serve says so in every chat "

@@ -48,14 +48,18 @@ std::string num_speculative_tokens_text(const SpecOptions& spec) {
 
 void apply_tree_options(const Args& args, SpecOptions& spec) {
   if (!args.has("--spec-tree-top-k")) {
-    for (const char* name : {"--spec-tree-depth", "--spec-tree-tokens"})
+    for (const char* name : {"--spec-tree-depth", "--spec-tree-tokens", "--spec-tree-shape"})
       AERIE_CHECK(!args.has(name), name, " needs --spec-tree-top-k");
     return;
   }
   spec.tree = DraftTreeShape{args.integer("--spec-tree-top-k"), args.integer("--spec-tree-depth"),
-                             args.integer("--spec-tree-tokens")};
+                             args.integer("--spec-tree-tokens"), tree_score(args)};
   AERIE_CHECK(spec.tree.top_k >= 1, "--spec-tree-top-k must be at least 1");
   validate(spec.tree);
+}
+
+TreeScore tree_score(const Args& args) {
+  return args.str("--spec-tree-shape") == "confidence" ? TreeScore::kConfidence : TreeScore::kLearned;
 }
 
 DraftTreeShape parse_tree_shape(const std::string& text) {

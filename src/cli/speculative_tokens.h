@@ -27,6 +27,8 @@ std::string num_speculative_tokens_text(const SpecOptions& spec);
 // spec.tree from those options; an aerie::Error for depth or tokens without top-k, or a shape out of range.
 void apply_tree_options(const Args& args, SpecOptions& spec);
 // "TOP_K:DEPTH:TOKENS" (bench-accept's --trees entries) -> a shape, checked.
+// --spec-tree-shape: how greedy trees score their nodes (spec/draft_tree.h TreeScore).
+TreeScore tree_score(const Args& args);
 DraftTreeShape parse_tree_shape(const std::string& text);
 
 }  // namespace aerie::cli

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <queue>
 
 #include "core/error.h"
 
@@ -45,6 +47,26 @@ void DrawAcceptance::log_values(int64_t n, std::vector<double>& out) const {
   }
 }
 
+double learned_floor(std::span<const double> log_rank_value, int64_t depth, int64_t total_tokens) {
+  // Best-first over rank paths: pop the best open path, open its children; the total_tokens-th popped is the floor.
+  struct Path {
+    double score;
+    int64_t depth;
+    bool operator<(const Path& o) const { return score < o.score; }
+  };
+  std::priority_queue<Path> open;
+  for (const double v : log_rank_value) open.push(Path{v, 1});
+  double floor = -1e300;
+  for (int64_t n = 0; n < total_tokens && !open.empty(); ++n) {
+    const Path best = open.top();
+    open.pop();
+    floor = best.score;
+    if (best.depth < depth)
+      for (const double v : log_rank_value) open.push(Path{best.score + v, best.depth + 1});
+  }
+  return floor;
+}
+
 void DraftTreeBuilder::reset(int64_t top_k) {
   top_k_ = top_k;
   nodes_.clear();
@@ -80,6 +102,14 @@ void DraftTreeBuilder::expand(int32_t parent, const float* logits, int64_t n_voc
   for (const int64_t t : ids_) add(parent, t, double(logits[t]) - log_norm);
 }
 
+void DraftTreeBuilder::expand_ranked(int32_t parent, const float* logits, int64_t n_vocab,
+                                     std::span<const double> log_rank_value) {
+  AERIE_CHECK(int64_t(log_rank_value.size()) >= top_k_, "draft tree: ", log_rank_value.size(), " rank values for top_k ",
+              top_k_);
+  top_ids(logits, n_vocab);
+  for (size_t j = 0; j < ids_.size(); ++j) add(parent, ids_[j], log_rank_value[j]);
+}
+
 void DraftTreeBuilder::expand_sampled(int32_t parent, const float* probs, int64_t n_vocab, Rng& rng,
                                       std::span<const double> log_draw_value) {
   AERIE_CHECK(int64_t(log_draw_value.size()) >= top_k_, "draft tree: ", log_draw_value.size(), " draw values for top_k ",
@@ -112,7 +142,8 @@ void DraftTreeBuilder::expand_sampled(int32_t parent, const float* probs, int64_
   }
 }
 
-std::span<const int32_t> DraftTreeBuilder::next_frontier() {
+std::span<const int32_t> DraftTreeBuilder::next_frontier(int64_t total_tokens, double best_child_gain,
+                                                         double floor) {
   order_.clear();
   for (size_t i = frontier_from_; i < nodes_.size(); ++i) order_.push_back(int32_t(i));
   frontier_from_ = nodes_.size();
@@ -121,6 +152,16 @@ std::span<const int32_t> DraftTreeBuilder::next_frontier() {
   std::stable_sort(order_.begin(), order_.end(),
                    [this](int32_t a, int32_t b) { return nodes_[size_t(a)].score > nodes_[size_t(b)].score; });
   frontier_.assign(order_.begin(), order_.begin() + std::ptrdiff_t(k));
+  std::erase_if(frontier_, [&](int32_t n) { return nodes_[size_t(n)].score + best_child_gain < floor; });
+  if (total_tokens > 0 && int64_t(nodes_.size()) >= total_tokens) {
+    // The total_tokens-th best score so far: a child that cannot pass it is never selected (later nodes only
+    // push it further down).
+    scores_.resize(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i) scores_[i] = nodes_[i].score;
+    std::nth_element(scores_.begin(), scores_.begin() + (total_tokens - 1), scores_.end(), std::greater<double>());
+    const double bar = scores_[size_t(total_tokens - 1)];
+    std::erase_if(frontier_, [&](int32_t n) { return !(nodes_[size_t(n)].score + best_child_gain > bar); });
+  }
   std::sort(frontier_.begin(), frontier_.end());
   return frontier_;
 }

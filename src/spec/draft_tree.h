@@ -45,10 +45,20 @@
 
 namespace aerie {
 
+// How greedy (and argmax-proposal) trees score their nodes; sampled trees always take kLearned.
+//   kLearned     the j-th child of a node: log(alpha_j * prod_{i<j} (1 - alpha_i)) of the sequence's learned
+//                acceptance by rank (DrawAcceptance), Sequoia's positional model: the tree is the set of
+//                nodes most likely reached under it (a chain, with siblings where they pay more than depth)
+//   kConfidence  EAGLE-2's: the child's own log-probability under the head (calibrated heads only: the
+//                shipped family's under-confident head made 2:4:4 accept 2.90 where a chain of 4 accepts 3.65;
+//                learned: 3.64)
+enum class TreeScore { kLearned, kConfidence };
+
 struct DraftTreeShape {
   int64_t top_k = 0;         // children per expanded node, and frontier nodes per depth; 0: chain drafting
   int64_t depth = 0;         // the deepest level (SGLang num_steps): depth - 1 head passes after the first
   int64_t total_tokens = 0;  // nodes verified (SGLang num_draft_tokens, without the root)
+  TreeScore score = TreeScore::kLearned;
 
   bool enabled() const { return top_k > 0; }
 };
@@ -74,6 +84,11 @@ class DrawAcceptance {
   std::array<double, kMaxDraws> tried_{}, accepted_{};
 };
 
+// Learned scores depend on rank paths only, so the best total_tokens nodes of a tree up to `depth` levels are
+// known before the head runs: the total_tokens-th best score over all rank paths (each child's j-th rank adding
+// log_rank_value[j - 1]). A frontier node whose best child falls below it is not run.
+double learned_floor(std::span<const double> log_rank_value, int64_t depth, int64_t total_tokens);
+
 class DraftTreeBuilder {
  public:
   struct Node {
@@ -88,6 +103,9 @@ class DraftTreeBuilder {
   // Adds the top_k children of `parent` (a node index, or -1 for the root) from its row of head logits
   // [n_vocab] (log-softmax; ties go to the lower id, as ops::argmax).
   void expand(int32_t parent, const float* logits, int64_t n_vocab);
+  // The top_k children of `parent` (as expand), the j-th scored log_rank_value[j - 1] instead of its own
+  // log-probability (greedy trees shaped by learned acceptance, --spec-tree-shape learned).
+  void expand_ranked(int32_t parent, const float* logits, int64_t n_vocab, std::span<const double> log_rank_value);
   // A sampled tree's expansion: up to top_k children of `parent` drawn without replacement from `probs`
   // [n_vocab] (a distribution: the head's after the request's sampling processing), in draw order, the
   // j-th scored with log_draw_value[j - 1] (DrawAcceptance::log_values); fewer when fewer tokens have mass.
@@ -95,7 +113,12 @@ class DraftTreeBuilder {
                       std::span<const double> log_draw_value);
   // The next frontier: of the nodes added since the last call, the top_k by score (ties: created first),
   // in creation order.
-  std::span<const int32_t> next_frontier();
+  // With total_tokens > 0, a node is left out when its best child (its score + best_child_gain, the most a
+  // child can add: 0 for log-probabilities, the first rank's value for learned scores) could not beat the
+  // total_tokens-th best node so far: select() would never keep it, so the head need not run it.
+  // floor: also left out when its best child would score below it (learned_floor: known before any draw).
+  std::span<const int32_t> next_frontier(int64_t total_tokens = 0, double best_child_gain = 0.0,
+                                         double floor = -1e300);
   // The best total_tokens nodes (fewer when the tree has fewer), each with its ancestors, in creation
   // order: tokens [n] and parents [n] (indices into the output; -1: child of the root).
   // kept (optional): [n] each output node's index in nodes().
@@ -116,6 +139,7 @@ class DraftTreeBuilder {
 
   std::vector<int64_t> ids_;   // [top_k] the best ids of one expansion
   std::vector<int64_t> drawn_; // a sampled expansion's draws so far, ascending
+  std::vector<double> scores_; // next_frontier's scratch
 };
 
 }  // namespace aerie

@@ -15,7 +15,7 @@ struct HeadProposer::State : ProposerState {
   std::vector<float> deferred_features;
   int64_t deferred_rows = 0;
   std::unique_ptr<TokenConstraint> draft_constraint;  // the request's constraint walked along the drafts
-  std::vector<int32_t> sampled_tree;  // the last sampled tree's row parents, until its verification is seen
+  std::vector<int32_t> learned_tree;  // the last learned-score tree's row parents, until its verification is seen
   // Its sampled trees' alpha_j (spec/draft_tree.h). The sequence's own, not the engine's: a seeded request's
   // trees, and so its output, must not depend on what else ran beside it.
   DrawAcceptance draw_acceptance;
@@ -61,7 +61,7 @@ void HeadProposer::restart(ProposerState& state) const {
   State& s = static_cast<State&>(state);
   s.deferred_features.clear();
   s.deferred_rows = 0;
-  s.sampled_tree.clear();
+  s.learned_tree.clear();
 }
 
 int64_t HeadProposer::deferred_rows(const ProposerState& state) const {
@@ -99,7 +99,7 @@ void HeadProposer::defer(const ProposalInput& in, std::span<SequenceProposal> ou
     const ProposalRow& row = in.rows[i];
     State& st = state_of(row);
     out[i].clear();
-    if (!st.sampled_tree.empty()) observe_tree(st, row.feature_path);
+    if (!st.learned_tree.empty()) observe_tree(st, row.feature_path);
     if (st.deferred_rows + row.n_new > kMaxDeferredRows) {
       // Too far behind to catch up cheaply: this sequence decodes plainly from now on.
       out[i].gave_up = true;
@@ -141,7 +141,7 @@ void HeadProposer::propose(const ProposalInput& in, std::span<SequenceProposal> 
   for (size_t i = 0; i < in.rows.size(); ++i) {
     const ProposalRow& row = in.rows[i];
     State& st = state_of(row);
-    if (!st.sampled_tree.empty()) observe_tree(st, row.feature_path);
+    if (!st.learned_tree.empty()) observe_tree(st, row.feature_path);
     // Rows: the deferred ones (steps at K = 0), then this step's.
     const int64_t deferred = st.deferred_rows, rows = deferred + row.n_new;
     const int64_t hb = int64_t(ids_.size());
@@ -253,7 +253,19 @@ void HeadProposer::propose_trees(std::span<SequenceProposal> out) {
     for (size_t t = 0; t < trees_now_; ++t) {
       TreeWork& w = tree_work_[t];
       if (w.depth <= level) continue;
-      const std::span<const int32_t> frontier = w.builder.next_frontier();
+      // Nodes whose children could not make the selection are not run (learned scores: their first rank's
+      // value is the most a child adds).
+      double gain = 0.0, floor = -1e300;
+      if (learned(w)) {
+        state_of(*w.row_in).draw_acceptance.log_values(spec_.tree.top_k, draw_values_);
+        gain = draw_values_[0];
+        floor = learned_floor(draw_values_, w.depth, spec_.tree.total_tokens);
+      }
+      const std::span<const int32_t> frontier = w.builder.next_frontier(spec_.tree.total_tokens, gain, floor);
+      if (frontier.empty()) {  // nothing deeper can be kept: this tree is complete
+        w.depth = level;
+        continue;
+      }
       // The nodes run so far stay in the head's cache (rows after the root, in run order): this pass runs
       // only the frontier as new tree rows on top of them.
       const int64_t n_cached = int64_t(w.run_nodes.size());
@@ -299,8 +311,9 @@ void HeadProposer::propose_trees(std::span<SequenceProposal> out) {
 }
 
 void HeadProposer::expand(TreeWork& w, int32_t node, const float* logits, int64_t n_vocab) {
-  if (!w.row_in->sampled) return w.builder.expand(node, logits, n_vocab);
+  if (!learned(w)) return w.builder.expand(node, logits, n_vocab);
   state_of(*w.row_in).draw_acceptance.log_values(spec_.tree.top_k, draw_values_);
+  if (!w.row_in->sampled) return w.builder.expand_ranked(node, logits, n_vocab, draw_values_);
   const size_t slot = w.qs.size() / size_t(n_vocab);
   w.qs.resize((slot + 1) * size_t(n_vocab));
   float* q = w.qs.data() + slot * size_t(n_vocab);
@@ -308,6 +321,10 @@ void HeadProposer::expand(TreeWork& w, int32_t node, const float* logits, int64_
   if (w.q_slot.size() < size_t(node + 2)) w.q_slot.resize(size_t(node + 2), -1);
   w.q_slot[size_t(node + 1)] = int32_t(slot);
   w.builder.expand_sampled(node, q, n_vocab, *w.row_in->rng, draw_values_);
+}
+
+bool HeadProposer::learned(const TreeWork& w) const {
+  return w.row_in->sampled || spec_.tree.score == TreeScore::kLearned;
 }
 
 void HeadProposer::finish_tree(TreeWork& w, SequenceProposal& o) {
@@ -318,8 +335,8 @@ void HeadProposer::finish_tree(TreeWork& w, SequenceProposal& o) {
   o.tree_parent.resize(tree_parents_.size() + 1);
   o.tree_parent[0] = -1;  // the root: the last token
   for (size_t i = 0; i < tree_parents_.size(); ++i) o.tree_parent[i + 1] = tree_parents_[i] + 1;
+  if (learned(w)) state_of(*w.row_in).learned_tree = o.tree_parent;  // to learn from its verification
   if (!w.row_in->sampled) return;
-  state_of(*w.row_in).sampled_tree = o.tree_parent;
   // q of each verification row with children, in row order (row 0: the root, row 1 + i: kept node i).
   const int64_t vd = head_.n_vocab();
   o.q.clear();
@@ -336,7 +353,7 @@ void HeadProposer::finish_tree(TreeWork& w, SequenceProposal& o) {
 }
 
 void HeadProposer::observe_tree(State& state, std::span<const int64_t> path) {
-  const std::vector<int32_t>& parent = state.sampled_tree;
+  const std::vector<int32_t>& parent = state.learned_tree;
   // The kept children of a row are its first draws, in row order: the j-th child is draw j. At each row of
   // the path, the draws before the accepted child were tried and rejected; at its last row, all of them.
   for (size_t i = 0; i < path.size(); ++i) {
@@ -351,7 +368,7 @@ void HeadProposer::observe_tree(State& state, std::span<const int64_t> path) {
       if (r == next) break;
     }
   }
-  state.sampled_tree.clear();
+  state.learned_tree.clear();
 }
 
 }  // namespace aerie

@@ -75,6 +75,9 @@ class HeadProposer : public Proposer {
   // The tree's best nodes as the sequence's drafts, with their row parents (and, sampled, the q of each
   // row that has children).
   void finish_tree(TreeWork& w, SequenceProposal& out);
+  // Whether the tree's scores are learned by rank (sampled trees always; greedy ones unless
+  // DraftTreeShape::score is kConfidence).
+  bool learned(const TreeWork& w) const;
   // What the verification of the sequence's last sampled tree (its row parents in `state`) tells of each
   // draw index: `path` is the verified rows, the root first (ProposalRow::feature_path).
   void observe_tree(State& state, std::span<const int64_t> path);
