@@ -126,16 +126,16 @@ BENCHMARK(BM_Attention)->ArgNames({"n_q", "n_kv"})->Args({512, 512})->Args({1, 5
     ->Unit(benchmark::kMicrosecond);
 
 // MLA's absorbed form (DeepSeek-V3: 128 heads over one kv head of kv_lora 512 + rope 64; 16 heads here) at
-// the end of a context of n_kv: 4 verification rows as a chain (tree 0) or as the tree {-1, 0, 0, 1}
-// (tree 1: tree rows never take the flash-decoding split, so a long context runs on one kv-head task).
+// the end of a context of n_kv: n_q verification rows as a chain (tree 0) or as the tree
+// {-1, 0, 0, 1, 1, 2, 3, 4} cut to n_q rows (tree 1: both take the flash-decoding split past one chunk).
 void BM_MlaVerifyAttention(benchmark::State& state) {
-  const int64_t n_kv = state.range(0), n_q = 4, n_head = 16, width = 576;
+  const int64_t n_kv = state.range(0), n_q = state.range(2), n_head = 16, width = 576;
   const bool tree = state.range(1) != 0;
   const std::vector<float> q = random_floats(size_t(n_q * n_head * width), 1);
   const std::vector<float> cache = random_floats(size_t(n_kv * width), 2);
   static const int32_t kOneBlock = 0;
   const PagedRows rows{cache.data(), &kOneBlock, n_kv, width};
-  const int32_t parent[n_q] = {-1, 0, 0, 1};
+  const int32_t parent[8] = {-1, 0, 0, 1, 1, 2, 3, 4};  // the first n_q rows
   std::vector<float> out(q.size());
   for (auto _ : state) {
     if (tree) {
@@ -146,7 +146,7 @@ void BM_MlaVerifyAttention(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
 }
-BENCHMARK(BM_MlaVerifyAttention)->ArgNames({"n_kv", "tree"})->ArgsProduct({{512, 4096}, {0, 1}})
+BENCHMARK(BM_MlaVerifyAttention)->ArgNames({"n_kv", "tree", "n_q"})->ArgsProduct({{512, 4096}, {0, 1}, {4, 8}})
     ->Unit(benchmark::kMicrosecond);
 
 void BM_RmsNorm(benchmark::State& state) {

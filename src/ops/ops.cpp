@@ -146,7 +146,9 @@ namespace {
 
 // Queries up to which one sequence's attention over more than one context chunk is split by chunks
 // (flash-decoding: decode and verification); prefills split by kv heads and reuse each head's transposed keys.
+// A tree verification splits up to more rows: its rows share every chunk before the tree's.
 constexpr int64_t kSplitMaxQueries = 16;
+constexpr int64_t kSplitMaxTreeRows = 32;
 
 // ops::attention, and with tree_parent ops::tree_attention: one implementation, so that a tree row gives
 // exactly the bits of the chain of its path on every tier.
@@ -162,20 +164,22 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
   TaskScratch& scratch = caller_scratch;
   if (cpu_features().has_avx512_tier() && cpu::attention_avx512_supported(head_dim)) {
     const int64_t max_ctx = std::min(pos0 + n_q, n_kv);
-    if (tree_parent == nullptr && n_q <= kSplitMaxQueries && max_ctx > cpu::kAttentionChunkTokens) {
+    const int64_t max_split = tree_parent != nullptr ? kSplitMaxTreeRows : kSplitMaxQueries;
+    if (n_q <= max_split && max_ctx > cpu::kAttentionChunkTokens) {
       // Few queries over a long context: tasks (kv head, context chunk), then a merge per (kv head, query).
-      const int64_t n_chunks = (max_ctx + cpu::kAttentionChunkTokens - 1) / cpu::kAttentionChunkTokens;
       thread_local std::vector<float> caller_partials;
       std::vector<float>& partials = caller_partials;
       partials.resize(cpu::attention_split_partial_floats(n_q, pos0, n_kv, n_head, n_head_kv, head_dim));
-      scratch.reserve(pool.n_threads(), cpu::attention_split_scratch_bytes(n_q, pos0, n_kv, n_head, n_head_kv, head_dim));
-      pool.parallel_for(n_head_kv * n_chunks, 1, [&](int64_t b, int64_t e) {
+      scratch.reserve(pool.n_threads(), cpu::attention_split_scratch_bytes(n_q, pos0, n_kv, n_head, n_head_kv, head_dim,
+                                                                           tree_parent, tree_cached));
+      const int64_t n_tasks = cpu::attention_split_tasks(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached);
+      pool.parallel_for(n_tasks, 1, [&](int64_t b, int64_t e) {
         cpu::attention_split_chunks_avx512(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, scratch.get(),
-                                           partials.data(), b, e);
+                                           partials.data(), b, e, tree_parent, tree_cached);
       });
       pool.parallel_for(n_head_kv * n_q, 1, [&](int64_t b, int64_t e) {
         cpu::attention_split_merge_avx512(n_q, pos0, n_kv, n_head, n_head_kv, head_dim, partials.data(), out,
-                                          scratch.get(), b, e);
+                                          scratch.get(), b, e, tree_parent, tree_cached);
       });
       return;
     }

@@ -3,6 +3,12 @@
 //   tree rows (slots pos0 + i):  0 = root, 1 and 2 children of 0, 3 child of 1
 //   parent = [-1, 0, 0, 1]  ->  row 3 sees slots [0, pos0) and pos0 + {0, 1, 3}; row 2 sees [0, pos0), pos0 + {0, 2}
 // A chain (parent[i] = i - 1) gives exactly ops::attention's visibility.
+// Threads (AVX-512 tier): up to 32 rows over more than one context chunk (1024 tokens) take a chain
+// verification's flash-decoding split: tasks (kv head, chunk) for the chunks before the tree's first slot,
+// shared by every row, then one tail task per kv head for the rest of each row's path (its ancestors moved
+// into its chain's columns), merged in chunk order. So a tree with one kv head (MLA's absorbed form) spreads
+// over threads like a chain, and each row keeps its path's chain bits at any thread count. Bigger trees
+// run one task per kv head over the whole context; the AVX2 and scalar tiers run (row, head) tasks.
 #pragma once
 
 #include <cstdint>

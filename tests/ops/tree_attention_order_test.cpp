@@ -2,11 +2,11 @@
 // verification equals, bit for bit, the same row of its path run as a chain (the root-to-row queries over the
 // prefix plus the path's keys and values at consecutive slots), and a lone decode query of that row.
 // Cases, each on every tier (CTest reruns the ops tests with AERIE_ISA=avx2 and scalar):
-//   - contexts of one chunk, straddling the first chunk boundary, and of two and three chunks
-//     (cpu::kAttentionChunkTokens): the chain's rows then take the flash-decoding split (kv head, chunk)
-//     while the tree's take the kv-head tasks;
-//   - a tree of more rows than the split takes (cpu kSplitMaxQueries = 16) and one level run on top of
-//     cached tree rows (SequenceRows::tree_cached);
+//   - contexts of one chunk, straddling the first chunk boundary, and of two, three and four chunks
+//     (cpu::kAttentionChunkTokens): the chain's rows and the tree's (up to ops.cpp's kSplitMaxTreeRows = 32)
+//     then take the flash-decoding split (kv head, chunk), the tree's last chunks in one tail task;
+//   - a tree of more rows than the split takes (the kv-head tasks) against the split's rows, and one level
+//     run on top of cached tree rows (SequenceRows::tree_cached);
 //   - GQA heads, MLA's absorbed form (one kv head of kv_lora + rope, the cache rows serving as keys and
 //     values alike), and a head width that is not a multiple of 16 (the plain loop on every tier);
 //   - f32, bf16 and fp8 rows; 1 and 3 threads.
@@ -44,10 +44,16 @@ const Shape kShapes[] = {
 };
 const KvDType kDtypes[] = {KvDType::kF32, KvDType::kBF16, KvDType::kFP8E4M3};
 constexpr int64_t kChunk = cpu::kAttentionChunkTokens;
-// Prefix lengths: one chunk, the tree straddling the first boundary, two chunks, three.
-const int64_t kPrefixes[] = {37, kChunk - 6, kChunk + 7, 2 * kChunk + 60};
-// 20 rows (more than a split takes), depth up to 6, two branches of 3 at the root.
+// Prefix lengths: one chunk, the tree straddling the first boundary, two chunks, three, four.
+const int64_t kPrefixes[] = {37, kChunk - 6, kChunk + 7, 2 * kChunk + 60, 3 * kChunk + 100};
+// 20 rows (more than a chain's split takes, fewer than a tree's), depth up to 6, two branches of 3 at the root.
 const std::vector<int32_t> kParent = {-1, 0, 0, 0, 1, 1, 2, 3, 4, 4, 5, 6, 8, 8, 9, 11, 12, 14, 15, 17};
+// kParent and 20 rows more (more than a tree's split takes): row i hangs below row i - 20.
+std::vector<int32_t> big_tree() {
+  std::vector<int32_t> parent = kParent;
+  for (int32_t i = 20; i < 40; ++i) parent.push_back(i - 20);
+  return parent;
+}
 
 double max_diff(const float* a, const float* b, int64_t n) {
   double m = 0;
@@ -69,8 +75,8 @@ struct TreeCase {
   int64_t prefix, n_tree, width, row;
   std::vector<float> q, k, v;  // q: [n_tree, n_head, head_dim]; k, v: [prefix + n_tree, width]
 
-  TreeCase(Shape shape, KvDType d, int64_t p)
-      : s(shape), dtype(d), prefix(p), n_tree(int64_t(kParent.size())), width(shape.n_head_kv * shape.head_dim),
+  TreeCase(Shape shape, KvDType d, int64_t p, int64_t rows = int64_t(kParent.size()))
+      : s(shape), dtype(d), prefix(p), n_tree(rows), width(shape.n_head_kv * shape.head_dim),
         row(shape.n_head * shape.head_dim) {
     q = random_floats(size_t(n_tree * row), 61);
     k = random_floats(size_t((prefix + n_tree) * width), 62);
@@ -155,6 +161,27 @@ TEST(TreeAttentionOrder, LevelsOnCachedTreeRowsEqualTheWholeTreeAtEveryContextLe
               << n_cached << " cached: max diff "
               << max_diff(level.data(), whole.data() + n_cached * c.row, int64_t(level.size()));
         }
+      }
+    }
+  }
+}
+
+// A tree too big for the split (kv-head tasks) gives its first rows the bits the split gives the smaller
+// tree they form, at every context length.
+TEST(TreeAttentionOrder, TreesOnEitherSideOfTheSplitAgree) {
+  const std::vector<int32_t> parent = big_tree();
+  for (const Shape& shape : kShapes) {
+    for (KvDType dtype : kDtypes) {
+      for (int64_t prefix : kPrefixes) {
+        const TreeCase c(shape, dtype, prefix, int64_t(parent.size()));
+        SCOPED_TRACE(c.name());
+        const std::vector<float> big = c.run(c.k, c.v, c.q.data(), c.n_tree, prefix, parent.data(), 3);
+        const int64_t n_small = int64_t(kParent.size());
+        const std::vector<float> ks(c.k.begin(), c.k.begin() + (prefix + n_small) * c.width);
+        const std::vector<float> vs(c.v.begin(), c.v.begin() + (prefix + n_small) * c.width);
+        const std::vector<float> small = c.run(ks, vs, c.q.data(), n_small, prefix, kParent.data(), 3);
+        EXPECT_EQ(std::memcmp(small.data(), big.data(), small.size() * sizeof(float)), 0)
+            << "max diff " << max_diff(small.data(), big.data(), int64_t(small.size()));
       }
     }
   }

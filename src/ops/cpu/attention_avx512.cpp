@@ -1,11 +1,12 @@
 // Causal GQA attention with AVX-512 (ops::attention's contract). Two ways to split the work over threads,
 // one arithmetic per row:
-//   - by kv heads (prefill, trees): per kv head the keys [0, max_ctx) are transposed once into tiles of 32,
-//     [head_dim][32], and queries go in blocks whose rows are (query, head) pairs of the heads sharing that
-//     kv head, so each key and value row serves all of them;
+//   - by kv heads (prefill, trees of more than ops.cpp's kSplitMaxTreeRows): per kv head the keys
+//     [0, max_ctx) are transposed once into tiles of 32, [head_dim][32], and queries go in blocks whose rows
+//     are (query, head) pairs of the heads sharing that kv head, so each key and value row serves all of them;
 //   - by (kv head, context chunk) tasks, then a merge per (kv head, query) (flash-decoding: at most
-//     kSplitMaxQueries queries over more than one chunk, ops.cpp): a task transposes only its chunk's keys
-//     (1024 x head_dim f32, in L2), scores every query that sees the chunk and writes each row's partial
+//     kSplitMaxQueries chain queries or kSplitMaxTreeRows tree rows over more than one chunk, ops.cpp): a
+//     task transposes only its chunk's keys (1024 x head_dim f32, in L2), scores every query that sees the
+//     chunk and writes each row's partial
 //     max, sum and value sums.
 // Per row: scores for a tile are sum_d q_i[d] * kt[d][0:32] (broadcast FMAs, no horizontal sums); softmax and
 // value sums run over chunks of kAttentionChunkTokens columns (max, exp, sum in 16-lane vectors; out_i +=
@@ -218,90 +219,192 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
 }
 
 // ---- Split by context chunks (flash-decoding): tasks (kv head, chunk), then a merge per (kv head, query).
+// A tree's chunks before tree0's chunk hold prefix columns only, the same for every row: they are chain
+// chunk tasks. Its last task per kv head (the tail) scores the slots from that chunk on, moves each row's
+// ancestors into its path's chain columns (as attention_avx512 does) and writes the row's remaining chunks.
 
 namespace {
 
 struct SplitLayout {
   int64_t max_ctx, n_chunks, group, n_rows;  // n_rows = n_q * group: row qi * group + g
+  int64_t tree0;      // the slot of tree row 0 (a chain: pos0)
+  int64_t tail;       // a tree: its tail task's first chunk (tree0's); a chain: n_chunks (no tail task)
+  int64_t cols;       // columns of a task's transposed keys and score rows (a tree's tail may exceed a chunk)
+  int64_t tasks_per_head;
 };
 
-SplitLayout split_layout(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv) {
-  const int64_t max_ctx = std::min(pos0 + n_q, n_kv);
-  const int64_t group = n_head / n_head_kv;
-  return {max_ctx, chunks_of(max_ctx), group, n_q * group};
+SplitLayout split_layout(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                         const int32_t* tree_parent, int64_t tree_cached) {
+  SplitLayout s{};
+  s.max_ctx = std::min(pos0 + n_q, n_kv);
+  s.n_chunks = chunks_of(s.max_ctx);
+  s.group = n_head / n_head_kv;
+  s.n_rows = n_q * s.group;
+  const bool tree = tree_parent != nullptr;
+  s.tree0 = pos0 - (tree ? tree_cached : 0);
+  s.tail = tree ? s.tree0 / kChunk : s.n_chunks;
+  // A tail spans [tail * kChunk, max_ctx): under a chunk of prefix, then the tree's rows.
+  s.cols = tree ? kChunk + (tree_cached + n_q + kKeyTile - 1) / kKeyTile * kKeyTile : kChunk;
+  s.tasks_per_head = tree ? s.tail + 1 : s.n_chunks;
+  return s;
+}
+
+// A tree row's ancestor slots root .. row (tree row tree_cached + qi), into `ancestors`; returns the depth.
+int64_t tree_path(const int32_t* parent, int64_t tree_cached, int64_t qi, int64_t tree0, int64_t* ancestors) {
+  int64_t depth = 0;
+  for (int64_t r = tree_cached + qi; r >= 0; r = parent[r]) ++depth;
+  for (int64_t r = tree_cached + qi, d = depth - 1; r >= 0; r = parent[r], --d) ancestors[d] = tree0 + r;
+  return depth;
+}
+
+// One task's buffers (attention_split_scratch_bytes).
+struct SplitScratch {
+  float* kt;              // [cols / 32][head_dim][32]
+  float* scores;          // [n_rows][cols]
+  const float** q_rows;   // [n_rows]
+  float** p_rows;         // [n_rows]
+  float** acc_rows;       // [n_rows]
+  float* ones;            // [group] 1.0
+  int64_t* ancestors;     // [tree rows] a tree row's path
+};
+
+struct Partials {
+  float* acc;  // [n_head_kv][n_chunks][n_rows][head_dim] value sums
+  float* max;  // [n_head_kv][n_chunks][n_rows]
+  float* sum;  // [n_head_kv][n_chunks][n_rows]
+  int64_t at(const SplitLayout& s, int64_t kvh, int64_t c, int64_t row) const {
+    return (kvh * s.n_chunks + c) * s.n_rows + row;
+  }
+};
+
+// Transposes kv head kvh's keys of slots [j_begin, j_end) and scores queries [q_first, n_q) against them
+// (a query skips tiles past its own slot); points each row's p at its scores, column j at p[j - j_begin].
+void score_span(const SplitLayout& s, const float* q, int64_t n_q, int64_t pos0, const PagedRows& k,
+                const PagedRows& v, int64_t n_head, int64_t head_dim, float scale, int64_t kvh, int64_t j_begin,
+                int64_t j_end, int64_t q_first, const SplitScratch& w) {
+  // Values of the same slots are prefetched to L2 while the keys are read (a chunk's: 1024 rows of 128 bytes
+  // for Llama-3.2-1B bf16), unless the values are the keys (MLA).
+  const PagedRows* v_prefetch = v.base != nullptr && v.base != k.base && v.dtype == k.dtype ? &v : nullptr;
+  transpose_keys_dtype(k, s.max_ctx, j_begin / kKeyTile, (j_end + kKeyTile - 1) / kKeyTile, kvh * head_dim, head_dim,
+                       w.kt, v_prefetch);
+  for (int64_t qi = q_first; qi < n_q; ++qi)
+    for (int64_t g = 0; g < s.group; ++g) {
+      const int64_t row = qi * s.group + g;
+      w.q_rows[row] = q + (qi * n_head + kvh * s.group + g) * head_dim;
+      w.p_rows[row] = w.scores + row * s.cols;
+    }
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile) {
+    const int64_t first_row = std::max(q_first, j0 - pos0) * s.group;
+    score_rows(w.q_rows + first_row, s.n_rows - first_row, w.kt + (j0 - j_begin) * head_dim, head_dim, scale,
+               w.scores + first_row * s.cols + (j0 - j_begin), s.cols);
+  }
+}
+
+// Chunk c of kv head kvh (a chain's, or a tree's chunk of prefix only) for every query that sees it.
+void chunk_task(const SplitLayout& s, const float* q, int64_t n_q, int64_t pos0, const PagedRows& k,
+                const PagedRows& v, int64_t n_kv, int64_t n_head, int64_t head_dim, float scale, int64_t kvh, int64_t c,
+                const SplitScratch& w, const Partials& part) {
+  const int64_t j_begin = c * kChunk, j_end = std::min(s.max_ctx, j_begin + kChunk);
+  const int64_t q_first = std::max<int64_t>(0, j_begin - pos0);  // queries seeing column j_begin
+  score_span(s, q, n_q, pos0, k, v, n_head, head_dim, scale, kvh, j_begin, j_end, q_first, w);
+  for (int64_t qi = q_first; qi < n_q; ++qi) {
+    const int64_t row0 = qi * s.group, n = std::min(std::min(pos0 + qi + 1, n_kv), j_end) - j_begin;
+    for (int64_t g = 0; g < s.group; ++g) {
+      const int64_t at = part.at(s, kvh, c, row0 + g);
+      part.sum[at] = softmax_partial(w.p_rows[row0 + g], n, &part.max[at]);
+      w.acc_rows[row0 + g] = part.acc + at * head_dim;
+    }
+    weighted_values_rows(w.p_rows + row0, w.ones, s.group, j_begin, j_begin + n, v, kvh * head_dim, head_dim,
+                         w.acc_rows + row0, n_kv, nullptr);
+  }
+}
+
+// A tree's chunks from s.tail on for kv head kvh: each row's logical columns [tail * kChunk, tree0 + depth)
+// (prefix, then its ancestors moved into its chain's places), chunk by chunk.
+void tree_tail_task(const SplitLayout& s, const float* q, int64_t n_q, int64_t pos0, const PagedRows& k,
+                    const PagedRows& v, int64_t n_head, int64_t head_dim, float scale, int64_t kvh,
+                    const int32_t* tree_parent, int64_t tree_cached, const SplitScratch& w, const Partials& part) {
+  const int64_t j_begin = s.tail * kChunk;
+  score_span(s, q, n_q, pos0, k, v, n_head, head_dim, scale, kvh, j_begin, s.max_ctx, 0, w);
+  const float** p_at = w.q_rows;  // the scores are written: q_rows serve as each chunk's row pointers
+  for (int64_t qi = 0; qi < n_q; ++qi) {
+    const int64_t depth = tree_path(tree_parent, tree_cached, qi, s.tree0, w.ancestors);
+    const int64_t row0 = qi * s.group, n_ctx = s.tree0 + depth;
+    for (int64_t g = 0; g < s.group; ++g) {  // ancestor d to column tree0 + d (slot >= that column: in place)
+      float* p = w.p_rows[row0 + g] - j_begin;
+      for (int64_t d = 0; d < depth; ++d) p[s.tree0 + d] = p[w.ancestors[d]];
+    }
+    for (int64_t c = s.tail; c < chunks_of(n_ctx); ++c) {
+      const int64_t j0 = c * kChunk, j1 = std::min(n_ctx, j0 + kChunk);
+      for (int64_t g = 0; g < s.group; ++g) {
+        const int64_t at = part.at(s, kvh, c, row0 + g);
+        float* p = w.p_rows[row0 + g] + (j0 - j_begin);
+        p_at[g] = p;
+        part.sum[at] = softmax_partial(p, j1 - j0, &part.max[at]);
+        w.acc_rows[g] = part.acc + at * head_dim;
+      }
+      weighted_values_rows(p_at, w.ones, s.group, j0, j1, v, kvh * head_dim, head_dim, w.acc_rows, s.tree0,
+                           w.ancestors);
+    }
+  }
 }
 
 }  // namespace
 
+int64_t attention_split_tasks(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                              const int32_t* tree_parent, int64_t tree_cached) {
+  return n_head_kv * split_layout(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached).tasks_per_head;
+}
+
 size_t attention_split_partial_floats(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
                                       int64_t head_dim) {
-  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv);
+  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv, nullptr, 0);
   return size_t(n_head_kv * s.n_chunks * s.n_rows * (head_dim + 2));
 }
 
 size_t attention_split_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                                     int64_t head_dim) {
-  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv);
+                                     int64_t head_dim, const int32_t* tree_parent, int64_t tree_cached) {
+  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached);
   using C = ScratchCarver;
-  const size_t chunks = C::round_up(sizeof(void*) * size_t(s.n_chunks)) + 2 * C::round_up(sizeof(float) * size_t(s.n_chunks));
-  return std::max(chunks, C::round_up(sizeof(float) * size_t(kChunk * head_dim)) +
-                              C::round_up(sizeof(float) * size_t(s.n_rows * kChunk)) +
-                              3 * C::round_up(sizeof(void*) * size_t(s.n_rows)) + C::round_up(sizeof(float) * size_t(s.group)));
+  const size_t merge = C::round_up(sizeof(void*) * size_t(s.n_chunks)) + 2 * C::round_up(sizeof(float) * size_t(s.n_chunks));
+  return std::max(merge, C::round_up(sizeof(float) * size_t(s.cols * head_dim)) +
+                             C::round_up(sizeof(float) * size_t(s.n_rows * s.cols)) +
+                             3 * C::round_up(sizeof(void*) * size_t(s.n_rows)) + C::round_up(sizeof(float) * size_t(s.group)) +
+                             C::round_up(sizeof(int64_t) * size_t(tree_cached + n_q)));
 }
 
 void attention_split_chunks_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v,
                                    int64_t n_kv, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
-                                   std::byte* scratch, float* partials, int64_t task_begin, int64_t task_end) {
-  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv);
-  const int64_t group = s.group;
+                                   std::byte* scratch, float* partials, int64_t task_begin, int64_t task_end,
+                                   const int32_t* tree_parent, int64_t tree_cached) {
+  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached);
   ScratchCarver carve(scratch);  // in the order of attention_split_scratch_bytes
-  float* kt = carve.take<float>(size_t(kChunk * head_dim));
-  float* scores = carve.take<float>(size_t(s.n_rows * kChunk));  // [n_rows][kChunk]
-  const float** q_rows = carve.take<const float*>(size_t(s.n_rows));
-  float** p_rows = carve.take<float*>(size_t(s.n_rows));
-  float** acc_rows = carve.take<float*>(size_t(s.n_rows));
-  float* ones = carve.take<float>(size_t(group));
-  std::fill(ones, ones + group, 1.0f);
-  // partials: [n_head_kv][n_chunks][n_rows] value sums of head_dim, then the same of maxima, then of sums.
+  SplitScratch w;
+  w.kt = carve.take<float>(size_t(s.cols * head_dim));
+  w.scores = carve.take<float>(size_t(s.n_rows * s.cols));
+  w.q_rows = carve.take<const float*>(size_t(s.n_rows));
+  w.p_rows = carve.take<float*>(size_t(s.n_rows));
+  w.acc_rows = carve.take<float*>(size_t(s.n_rows));
+  w.ones = carve.take<float>(size_t(s.group));
+  std::fill(w.ones, w.ones + s.group, 1.0f);
+  w.ancestors = carve.take<int64_t>(size_t(tree_cached + n_q));
   const int64_t n_partial = n_head_kv * s.n_chunks * s.n_rows;
-  float* part_max = partials + n_partial * head_dim;
-  float* part_sum = part_max + n_partial;
+  const Partials part{partials, partials + n_partial * head_dim, partials + n_partial * (head_dim + 1)};
   for (int64_t task = task_begin; task < task_end; ++task) {
-    const int64_t kvh = task / s.n_chunks, c = task % s.n_chunks;
-    const int64_t j_begin = c * kChunk, j_end = std::min(s.max_ctx, j_begin + kChunk);
-    const int64_t q_first = std::max<int64_t>(0, j_begin - pos0);  // queries seeing column j_begin
-    // Values of the same slots are prefetched to L2 while the keys are read (a chunk's: 1024 rows of 128 bytes
-    // for Llama-3.2-1B bf16), unless the values are the keys (MLA).
-    const PagedRows* v_prefetch = v.base != nullptr && v.base != k.base && v.dtype == k.dtype ? &v : nullptr;
-    transpose_keys_dtype(k, s.max_ctx, j_begin / kKeyTile, (j_end + kKeyTile - 1) / kKeyTile, kvh * head_dim, head_dim,
-                         kt, v_prefetch);
-    const int64_t base = (kvh * s.n_chunks + c) * s.n_rows;  // partial index of row 0 of this task
-    for (int64_t qi = q_first; qi < n_q; ++qi)
-      for (int64_t g = 0; g < group; ++g) {
-        const int64_t row = qi * group + g, h = kvh * group + g;
-        q_rows[row] = q + (qi * n_head + h) * head_dim;
-        p_rows[row] = scores + row * kChunk;
-        acc_rows[row] = partials + (base + row) * head_dim;
-      }
-    for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile) {
-      const int64_t first_row = std::max(q_first, j0 - pos0) * group;
-      score_rows(q_rows + first_row, s.n_rows - first_row, kt + (j0 - j_begin) * head_dim, head_dim, scale,
-                 scores + first_row * kChunk + (j0 - j_begin), kChunk);
-    }
-    for (int64_t qi = q_first; qi < n_q; ++qi) {
-      const int64_t row0 = qi * group, n = std::min(std::min(pos0 + qi + 1, n_kv), j_end) - j_begin;
-      for (int64_t g = 0; g < group; ++g)
-        part_sum[base + row0 + g] = softmax_partial(p_rows[row0 + g], n, &part_max[base + row0 + g]);
-      weighted_values_rows(p_rows + row0, ones, group, j_begin, j_begin + n, v, kvh * head_dim, head_dim,
-                           acc_rows + row0, n_kv, nullptr);
+    const int64_t kvh = task / s.tasks_per_head, c = task % s.tasks_per_head;
+    if (c < s.tail) {
+      chunk_task(s, q, n_q, pos0, k, v, n_kv, n_head, head_dim, scale, kvh, c, w, part);
+    } else {
+      tree_tail_task(s, q, n_q, pos0, k, v, n_head, head_dim, scale, kvh, tree_parent, tree_cached, w, part);
     }
   }
 }
 
 void attention_split_merge_avx512(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
                                   int64_t head_dim, const float* partials, float* out, std::byte* scratch,
-                                  int64_t task_begin, int64_t task_end) {
-  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv);
+                                  int64_t task_begin, int64_t task_end, const int32_t* tree_parent,
+                                  int64_t tree_cached) {
+  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached);
   ScratchCarver carve(scratch);  // the first bytes of attention_split_scratch_bytes suffice
   const float** merge = carve.take<const float*>(size_t(s.n_chunks));
   float* weights = carve.take<float>(size_t(s.n_chunks));
@@ -311,7 +414,12 @@ void attention_split_merge_avx512(int64_t n_q, int64_t pos0, int64_t n_kv, int64
   const float* part_sum = part_max + n_partial;
   for (int64_t task = task_begin; task < task_end; ++task) {  // task = kvh * n_q + qi
     const int64_t kvh = task / n_q, qi = task % n_q;
-    const int64_t n_chunks = chunks_of(std::min(pos0 + qi + 1, n_kv));
+    int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);  // a tree row: its path's chain context, tree0 + depth
+    if (tree_parent != nullptr) {
+      n_ctx = s.tree0;
+      for (int64_t r = tree_cached + qi; r >= 0; r = tree_parent[r]) ++n_ctx;
+    }
+    const int64_t n_chunks = chunks_of(n_ctx);
     for (int64_t g = 0; g < s.group; ++g) {
       const int64_t row = qi * s.group + g;
       for (int64_t c = 0; c < n_chunks; ++c) {

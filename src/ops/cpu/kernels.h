@@ -74,21 +74,28 @@ void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows
 // at most one chunk gives the bits of one unchunked softmax. Shape only: neither the thread count nor the
 // rows sharing a call change a row's bits.
 inline constexpr int64_t kAttentionChunkTokens = 1024;
-// Flash-decoding for few queries over a long context (chains only): attention_split_chunks_avx512 runs tasks
-// kvh * n_chunks + c (n_chunks = ceil(min(pos0 + n_q, n_kv) / kAttentionChunkTokens)), each scoring chunk c of
-// kv head kvh for every query that sees it into `partials` (attention_split_partial_floats floats, shared);
-// then attention_split_merge_avx512 runs tasks kvh * n_q + qi, merging each row's chunks into out. Each row
-// gets the bits attention_avx512 gives it. scratch: attention_split_scratch_bytes, the running thread's own.
+// Flash-decoding for few queries over a long context: attention_split_chunks_avx512 runs tasks
+// [0, attention_split_tasks), kvh * tasks_per_head + c, each scoring chunk c of kv head kvh for every query
+// that sees it into `partials` (attention_split_partial_floats floats, shared); then
+// attention_split_merge_avx512 runs tasks kvh * n_q + qi, merging each row's chunks into out. A chain has a
+// task per chunk (n_chunks = ceil(min(pos0 + n_q, n_kv) / kAttentionChunkTokens)). A tree (tree_parent,
+// tree_cached as for attention_avx512; n_kv = pos0 + n_q) has a task per chunk before tree row 0's, shared by
+// all rows, then one tail task per kv head for the rest of every row's path. Each row gets the bits
+// attention_avx512 gives it. scratch: attention_split_scratch_bytes, the running thread's own.
+int64_t attention_split_tasks(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                              const int32_t* tree_parent = nullptr, int64_t tree_cached = 0);
 size_t attention_split_partial_floats(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
                                       int64_t head_dim);
 size_t attention_split_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                                     int64_t head_dim);
+                                     int64_t head_dim, const int32_t* tree_parent = nullptr, int64_t tree_cached = 0);
 void attention_split_chunks_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v,
                                    int64_t n_kv, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
-                                   std::byte* scratch, float* partials, int64_t task_begin, int64_t task_end);
+                                   std::byte* scratch, float* partials, int64_t task_begin, int64_t task_end,
+                                   const int32_t* tree_parent = nullptr, int64_t tree_cached = 0);
 void attention_split_merge_avx512(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
                                   int64_t head_dim, const float* partials, float* out, std::byte* scratch,
-                                  int64_t task_begin, int64_t task_end);
+                                  int64_t task_begin, int64_t task_end, const int32_t* tree_parent = nullptr,
+                                  int64_t tree_cached = 0);
 // The fp8 key widening of the attention kernel: out[i] = fp8_table()[codes[i]] * scale bit for bit (n a
 // multiple of 16; for tests).
 void fp8_widen_avx512(const uint8_t* codes, int64_t n, float scale, float* out);
