@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <queue>
 
 #include "core/error.h"
 
@@ -48,23 +47,29 @@ void DrawAcceptance::log_values(int64_t n, std::vector<double>& out) const {
 }
 
 double learned_floor(std::span<const double> log_rank_value, int64_t depth, int64_t total_tokens) {
-  // Best-first over rank paths: pop the best open path, open its children; the total_tokens-th popped is the floor.
-  struct Path {
-    double score;
-    int64_t depth;
-    bool operator<(const Path& o) const { return score < o.score; }
-  };
-  std::priority_queue<Path> open;
-  for (const double v : log_rank_value) open.push(Path{v, 1});
-  double floor = -1e300;
-  for (int64_t n = 0; n < total_tokens && !open.empty(); ++n) {
-    const Path best = open.top();
-    open.pop();
-    floor = best.score;
-    if (best.depth < depth)
-      for (const double v : log_rank_value) open.push(Path{best.score + v, best.depth + 1});
+  // The builder's own process on rank values alone: each level's nodes, the top_k of them (by score, ties to the
+  // first created) expanded into top_k children each; the total_tokens-th best score of all of them.
+  const size_t k = log_rank_value.size();
+  std::vector<double> all, level, frontier;
+  for (const double v : log_rank_value) level.push_back(v);
+  for (int64_t d = 1; d <= depth && !level.empty(); ++d) {
+    all.insert(all.end(), level.begin(), level.end());
+    if (d == depth) break;
+    std::vector<size_t> order(level.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return level[x] > level[y]; });
+    order.resize(std::min(order.size(), k));
+    std::sort(order.begin(), order.end());  // creation order, as next_frontier returns it
+    frontier.clear();
+    for (size_t i : order) frontier.push_back(level[i]);
+    level.clear();
+    for (const double base : frontier)
+      for (const double v : log_rank_value) level.push_back(base + v);
   }
-  return floor;
+  if (all.empty() || total_tokens <= 0) return -1e300;
+  const size_t n = std::min(all.size(), size_t(total_tokens));
+  std::nth_element(all.begin(), all.begin() + std::ptrdiff_t(n - 1), all.end(), std::greater<double>());
+  return all[n - 1];
 }
 
 void DraftTreeBuilder::reset(int64_t top_k) {

@@ -85,8 +85,11 @@ class DrawAcceptance {
 };
 
 // Learned scores depend on rank paths only, so the best total_tokens nodes of a tree up to `depth` levels are
-// known before the head runs: the total_tokens-th best score over all rank paths (each child's j-th rank adding
-// log_rank_value[j - 1]). A frontier node whose best child falls below it is not run.
+// known before the head runs: the total_tokens-th best score of the tree the builder grows from these values
+// (top_k expanded per level, each child's j-th rank adding log_rank_value[j - 1]). A frontier node whose best
+// child falls below it is not run; where a node has fewer children (a distribution with fewer tokens), the
+// tree is smaller than that, and pruning by this floor can only leave it smaller still, never change a kept
+// node's value.
 double learned_floor(std::span<const double> log_rank_value, int64_t depth, int64_t total_tokens);
 
 class DraftTreeBuilder {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <functional>
 #include <map>
 
 #include "sample/sampling.h"
@@ -237,6 +239,57 @@ TEST(DraftTree, SampledTreesKeepEachNodesFirstDraws) {
     }
     EXPECT_EQ(shapes[0], shapes[1]) << "trial " << trial << ": the shape followed the draws";
   }
+}
+
+TEST(DraftTree, PrunedFrontiersKeepWhatUnprunedOnesWould) {
+  // Learned scores (expand_ranked) with the frontier pruned by learned_floor and the best-so-far bar: as many
+  // nodes selected as running every frontier node, none less likely, and fewer nodes run.
+  constexpr int64_t V = 9;
+  Rng rng(5);
+  int64_t runs[2] = {0, 0};
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t top_k = 1 + int64_t(rng.next_unit_double() * 3), depth = 1 + int64_t(rng.next_unit_double() * 5);
+    const int64_t total = 1 + int64_t(rng.next_unit_double() * 12);
+    DrawAcceptance acc;
+    for (int i = 0; i < 20; ++i) acc.observe(1 + int64_t(rng.next_unit_double() * 2), rng.next_unit_double() < 0.7);
+    std::vector<double> values;
+    acc.log_values(top_k, values);
+    std::vector<int64_t> tokens[2];
+    std::vector<int32_t> parents[2];
+    std::vector<double> scores[2];
+    for (int pruned = 0; pruned < 2; ++pruned) {
+      DraftTreeBuilder tree;
+      tree.reset(top_k);
+      // A node's head row depends on its path only (a key per node), so both runs see the same rows.
+      std::vector<uint64_t> key;
+      auto expand = [&](int32_t node) {
+        Rng r(uint64_t(trial) * 1000003u + (node < 0 ? 1u : key[size_t(node)]));
+        std::vector<float> row(V);
+        for (float& x : row) x = r.next_unit_float();
+        const size_t before = tree.nodes().size();
+        tree.expand_ranked(node, row.data(), V, values);
+        for (size_t n = before; n < tree.nodes().size(); ++n)
+          key.push_back((node < 0 ? 1u : key[size_t(node)]) * 31u + uint64_t(tree.nodes()[n].token) + 2u);
+        ++runs[pruned];
+      };
+      expand(-1);
+      for (int64_t level = 1; level < depth; ++level) {
+        const std::span<const int32_t> f =
+            pruned ? tree.next_frontier(total, values[0], learned_floor(values, depth, total)) : tree.next_frontier();
+        for (int32_t node : std::vector<int32_t>(f.begin(), f.end())) expand(node);
+      }
+      std::vector<int32_t> kept;
+      tree.select(total, tokens[pruned], parents[pruned], &kept);
+      for (int32_t n : kept) scores[pruned].push_back(tree.nodes()[size_t(n)].score);
+      std::sort(scores[pruned].begin(), scores[pruned].end(), std::greater<double>());
+    }
+    // As many nodes, each at least as likely reached: the pruned run lost no node it would have kept (a
+    // frontier slot a hopeless node took unpruned may even go to a better one).
+    ASSERT_EQ(scores[1].size(), scores[0].size()) << "trial " << trial;
+    for (size_t i = 0; i < scores[0].size(); ++i) EXPECT_GE(scores[1][i], scores[0][i] - 1e-12) << "trial " << trial;
+  }
+  EXPECT_LT(runs[1], runs[0]) << "pruning ran every node";
+  std::printf("head rows: %lld unpruned, %lld pruned\n", (long long)runs[0], (long long)runs[1]);
 }
 
 // The longest path from the root whose every token is the argmax at its parent's row, by brute force.
