@@ -209,12 +209,14 @@ TEST_P(ServeStructured, RequiredToolChoiceGivesCalls) {
 }
 
 // Compact by default (response_format and forced tool-call arguments alike); disable_any_whitespace: false
-// lets the model lay the document out (this random model then puts whitespace in some gaps).
+// is accepted and lets the model lay the document out. This random model happens not to pick whitespace
+// there, so that the mask then allows it is held by json_whitespace_test (and measured with the trained
+// model by tools/measure_json_whitespace.py).
 TEST_P(ServeStructured, CompactByDefaultAnyWhitespaceOnRequest) {
   auto client = server().client();
   const Json format = {{"type", "json_schema"}, {"json_schema", {{"name", "report"}, {"schema", kSchema}}}};
   const Json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
-  int n_space_default = 0, n_space_any = 0;
+  int n_space_default = 0;
   for (const bool any : {false, true}) {
     for (const Json& extra : {Json{{"response_format", format}},
                               Json{{"response_format", {{"type", "json_object"}}}, {"max_tokens", 60}},
@@ -231,12 +233,11 @@ TEST_P(ServeStructured, CompactByDefaultAnyWhitespaceOnRequest) {
         const std::string text = message["content"].is_string()
                                      ? message["content"].get<std::string>()
                                      : message["tool_calls"][0]["function"]["arguments"].get<std::string>();
-        (any ? n_space_any : n_space_default) += whitespace_outside_strings(text);
+        if (!any) n_space_default += whitespace_outside_strings(text);
       }
     }
   }
   EXPECT_EQ(n_space_default, 0);
-  EXPECT_GT(n_space_any, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(DraftOrNot, ServeStructured, ::testing::Bool(),
