@@ -72,17 +72,20 @@ int main(int argc, char** argv) {
               vocabulary->n_vocab(), end_tokens.size(), never_tokens.size(), vocabulary->n_nodes(),
               vocabulary->max_depth(), milliseconds_since(start));
 
+  // The positions below are laid out with spaces (as the figures in docs were measured): kAny admits them.
+  constexpr aerie::JsonWhitespace kAny = aerie::JsonWhitespace::kAny;
   start = Clock::now();
-  const auto person = aerie::compile_json_schema_text(kPersonSchema);
-  const auto tools = aerie::compile_json_schema_text(tool_calls_schema());
+  const auto person = aerie::compile_json_schema_text(kPersonSchema, {}, kAny);
+  const auto tools = aerie::compile_json_schema_text(tool_calls_schema(), {}, kAny);
   std::printf("schemas compiled in %.2f ms\n\n", milliseconds_since(start));
   const auto short_string = aerie::compile_json_schema_text(
-      R"({"type": "object", "properties": {"code": {"type": "string", "maxLength": 64}}, "required": ["code"]})");
+      R"({"type": "object", "properties": {"code": {"type": "string", "maxLength": 64}}, "required": ["code"]})", {}, kAny);
   const auto two_parses = aerie::compile_json_schema_text(R"({"anyOf": [
       {"type": "object", "properties": {"text": {"type": "string"}, "n": {"type": "integer"}}, "required": ["text", "n"]},
-      {"type": "object", "properties": {"text": {"type": "string"}, "ok": {"type": "boolean"}}, "required": ["text", "ok"]}]})");
-  const auto object = aerie::json_object_grammar();
-  const auto value = aerie::json_value_grammar();
+      {"type": "object", "properties": {"text": {"type": "string"}, "ok": {"type": "boolean"}}, "required": ["text", "ok"]}]})",
+      {}, kAny);
+  const auto object = aerie::json_object_grammar(kAny);
+  const auto value = aerie::json_value_grammar(kAny);
 
   const Position positions[] = {
       {"json_object", object, ""},

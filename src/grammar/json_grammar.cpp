@@ -30,8 +30,8 @@ bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
 bool is_hex(uint8_t b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'); }
 bool in_range(uint8_t b, uint8_t lo, uint8_t hi) { return b >= lo && b <= hi; }
 
-Step gap_whitespace(JsonFrame& f) {
-  if (f.whitespace >= kJsonMaxWhitespace) return Step::kRefuse;
+Step gap_whitespace(const JsonGrammar& g, JsonFrame& f) {
+  if (g.whitespace == JsonWhitespace::kCompact || f.whitespace >= kJsonMaxWhitespace) return Step::kRefuse;
   ++f.whitespace;
   return Step::kConsume;
 }
@@ -51,7 +51,7 @@ Step step_document(JsonFrame& f, uint8_t b, uint32_t& push) {
 
 Step step_object(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b, uint32_t& push) {
   const bool can_close = n.map || f.value >= n.close_from;
-  if (f.phase != kObjOpen && is_whitespace(b)) return gap_whitespace(f);
+  if (f.phase != kObjOpen && is_whitespace(b)) return gap_whitespace(g, f);
   switch (f.phase) {
     case kObjOpen:
       return b == '{' ? to_phase(f, kObjFirstKey) : Step::kRefuse;
@@ -80,8 +80,8 @@ Step step_object(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t 
   }
 }
 
-Step step_array(const JsonNode& n, JsonFrame& f, uint8_t b, uint32_t& push) {
-  if (f.phase != kArrOpen && is_whitespace(b)) return gap_whitespace(f);
+Step step_array(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b, uint32_t& push) {
+  if (f.phase != kArrOpen && is_whitespace(b)) return gap_whitespace(g, f);
   switch (f.phase) {
     case kArrOpen:
       return b == '[' ? to_phase(f, kArrFirst) : Step::kRefuse;
@@ -338,7 +338,7 @@ Step step_frame(const JsonGrammar& g, JsonFrame& f, uint8_t b, uint32_t& push) {
   const JsonNode& n = g.nodes[f.node];
   switch (n.kind) {
     case JsonNodeKind::kObject: return step_object(g, n, f, b, push);
-    case JsonNodeKind::kArray: return step_array(n, f, b, push);
+    case JsonNodeKind::kArray: return step_array(g, n, f, b, push);
     case JsonNodeKind::kString: return step_string(n, f, b);
     case JsonNodeKind::kNumber: return step_number(n, f, b);
     case JsonNodeKind::kLiteral: return step_literal(g, f, b);

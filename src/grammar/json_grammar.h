@@ -13,10 +13,14 @@
 //   the escapes \" \\ \/ \b \f \n \r \t \uXXXX, well-formed UTF-8 (no overlongs, no surrogates, nothing
 //   above U+10FFFF) and no raw control characters. A \u escape of a surrogate must be a high one followed
 //   at once by a low one (lone surrogates are refused: they cannot become UTF-8).
-// - Whitespace (space, tab, LF, CR) where RFC 8259 allows it inside the document, at most
-//   kJsonMaxWhitespace bytes in a row (enough for a newline and indentation a few levels deep), so a model
-//   cannot spin on whitespace; none before the top-level value (the output starts with it) nor after it
-//   (a finished document ends at its last byte: only an end-of-sequence token may follow).
+// - Whitespace per the grammar's JsonWhitespace mode. kCompact (the default): none at all, so the document
+//   is its compact serialisation, as json.dumps(v, separators=(",", ":")) writes it (and as OpenAI's
+//   structured outputs look); every layout byte would be a token the model pays for and a sampling choice
+//   that carries no information. kAny: space, tab, LF, CR where RFC 8259 allows them inside the document,
+//   at most kJsonMaxWhitespace bytes in a row (enough for a newline and indentation a few levels deep), so
+//   a model cannot spin on whitespace. In both modes none before the top-level value (the output starts
+//   with it) nor after it (a finished document ends at its last byte: only an end-of-sequence token may
+//   follow). Whitespace inside strings is string content, not layout: both modes admit it.
 // - At most kJsonMaxDepth frames on a parse stack (one per open object/array/string, plus one), i.e. about
 //   60 levels of nesting; deeper openings are refused.
 // - anyOf alternatives that share a prefix are followed in parallel (one stack each) until the bytes tell
@@ -37,6 +41,9 @@ inline constexpr uint32_t kJsonNoNode = 0xffffffffu;
 // Numeric bounds are integers of magnitude below this (larger ones are refused by the schema compiler);
 // +-kJsonUnbounded means no bound.
 inline constexpr int64_t kJsonUnbounded = int64_t(1) << 61;
+
+// Layout whitespace between the document's tokens (see above): none, or RFC 8259's, bounded per gap.
+enum class JsonWhitespace : uint8_t { kCompact, kAny };
 
 enum class JsonNodeKind : uint8_t { kLiteral, kString, kNumber, kObject, kArray, kAnyOf };
 
@@ -86,6 +93,7 @@ struct JsonLiteralEdge {
 struct JsonGrammar {
   std::vector<JsonNode> nodes;
   uint32_t root = kJsonNoNode;
+  JsonWhitespace whitespace = JsonWhitespace::kCompact;
   std::vector<JsonProperty> properties;
   std::vector<uint32_t> key_nodes;
   std::vector<JsonLiteralState> literal_states;

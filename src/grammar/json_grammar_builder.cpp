@@ -360,7 +360,7 @@ void JsonGrammarBuilder::build_dispatch() {
   }
 }
 
-std::shared_ptr<const JsonGrammar> JsonGrammarBuilder::finish(uint32_t root) {
+std::shared_ptr<const JsonGrammar> JsonGrammarBuilder::finish(uint32_t root, JsonWhitespace whitespace) {
   check_anyof_cycles();
   const std::vector<uint8_t> productive = find_productive();
   AERIE_CHECK(productive[root], "json schema: ", grammar_->paths[root],
@@ -369,6 +369,7 @@ std::shared_ptr<const JsonGrammar> JsonGrammarBuilder::finish(uint32_t root) {
   build_key_tries();
   build_dispatch();
   grammar_->root = root;
+  grammar_->whitespace = whitespace;
   return std::move(grammar_);
 }
 

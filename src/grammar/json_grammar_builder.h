@@ -47,7 +47,8 @@ class JsonGrammarBuilder {
   uint32_t any_string();
 
   // Steps 1-4 above; throws aerie::Error for a cycle that reads no input or an unsatisfiable root.
-  std::shared_ptr<const JsonGrammar> finish(uint32_t root);
+  // `whitespace`: the layout the matcher admits (json_grammar.h).
+  std::shared_ptr<const JsonGrammar> finish(uint32_t root, JsonWhitespace whitespace = JsonWhitespace::kCompact);
   // Step 1 alone (the schema compiler runs it before it evaluates enum values against the graph).
   void check_anyof_cycles() const;
 

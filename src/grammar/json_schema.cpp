@@ -83,7 +83,7 @@ class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const SchemaLimits& limits) : root_(root), limits_(limits), builder_(limits) {}
 
-  std::shared_ptr<const JsonGrammar> compile() {
+  std::shared_ptr<const JsonGrammar> compile(JsonWhitespace whitespace) {
     const uint32_t root = compile_at("#", root_);
     builder_.check_anyof_cycles();  // admits() below follows anyOf edges
     for (const PendingEnum& e : enums_) {  // inner enums were registered first
@@ -92,7 +92,7 @@ class SchemaCompiler {
         if (e.rest == kJsonNoNode || admits(e.rest, v, 0)) literals.push_back(v.dump());
       builder_.set_literals(e.node, literals);
     }
-    return builder_.finish(root);
+    return builder_.finish(root, whitespace);
   }
 
  private:
@@ -459,15 +459,16 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
 }  // namespace
 
 std::shared_ptr<const JsonGrammar> compile_json_schema(const nlohmann::ordered_json& schema,
-                                                       const SchemaLimits& limits) {
+                                                       const SchemaLimits& limits, JsonWhitespace whitespace) {
   try {
-    return SchemaCompiler(schema, limits).compile();
+    return SchemaCompiler(schema, limits).compile(whitespace);
   } catch (const nlohmann::json::exception& e) {  // e.g. a string that is not UTF-8 in a built schema
     throw Error(str_cat("json schema: ", e.what()));
   }
 }
 
-std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text, const SchemaLimits& limits) {
+std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text, const SchemaLimits& limits,
+                                                            JsonWhitespace whitespace) {
   if (const auto violation = scan_json_limits(schema_text, JsonLimits{}))
     throw Error(str_cat("json schema: ", violation->message, " at '", violation->path, "'"));
   nlohmann::ordered_json schema;
@@ -476,25 +477,32 @@ std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view sch
   } catch (const nlohmann::json::exception& e) {
     throw Error(str_cat("json schema: not valid JSON: ", e.what()));
   }
-  return compile_json_schema(schema, limits);
+  return compile_json_schema(schema, limits, whitespace);
 }
 
-std::shared_ptr<const JsonGrammar> json_value_grammar() {
-  static const std::shared_ptr<const JsonGrammar> grammar = [] {
+namespace {
+
+// One shared grammar per whitespace mode: any value (object = false) or any object.
+std::shared_ptr<const JsonGrammar> shared_any_grammar(bool object, JsonWhitespace whitespace) {
+  auto build = [](bool object, JsonWhitespace whitespace) {
     JsonGrammarBuilder builder;
-    const uint32_t root = builder.any_value();
-    return builder.finish(root);
-  }();
-  return grammar;
+    const uint32_t root = object ? builder.any_object() : builder.any_value();
+    return builder.finish(root, whitespace);
+  };
+  static const std::shared_ptr<const JsonGrammar> grammars[2][2] = {
+      {build(false, JsonWhitespace::kCompact), build(false, JsonWhitespace::kAny)},
+      {build(true, JsonWhitespace::kCompact), build(true, JsonWhitespace::kAny)}};
+  return grammars[object ? 1 : 0][whitespace == JsonWhitespace::kAny ? 1 : 0];
 }
 
-std::shared_ptr<const JsonGrammar> json_object_grammar() {
-  static const std::shared_ptr<const JsonGrammar> grammar = [] {
-    JsonGrammarBuilder builder;
-    const uint32_t root = builder.any_object();
-    return builder.finish(root);
-  }();
-  return grammar;
+}  // namespace
+
+std::shared_ptr<const JsonGrammar> json_value_grammar(JsonWhitespace whitespace) {
+  return shared_any_grammar(false, whitespace);
+}
+
+std::shared_ptr<const JsonGrammar> json_object_grammar(JsonWhitespace whitespace) {
+  return shared_any_grammar(true, whitespace);
 }
 
 }  // namespace aerie

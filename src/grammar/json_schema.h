@@ -43,14 +43,18 @@
 namespace aerie {
 
 // Parse the schema with nlohmann::ordered_json so that property order survives. Throws aerie::Error.
+// `whitespace`: compact documents (the default) or RFC 8259 whitespace between tokens (json_grammar.h).
 std::shared_ptr<const JsonGrammar> compile_json_schema(const nlohmann::ordered_json& schema,
-                                                       const SchemaLimits& limits = {});
+                                                       const SchemaLimits& limits = {},
+                                                       JsonWhitespace whitespace = JsonWhitespace::kCompact);
 // The schema as JSON text (a separate name: a string literal would also convert to ordered_json).
 std::shared_ptr<const JsonGrammar> compile_json_schema_text(std::string_view schema_text,
-                                                            const SchemaLimits& limits = {});
+                                                            const SchemaLimits& limits = {},
+                                                            JsonWhitespace whitespace = JsonWhitespace::kCompact);
 
-// Any JSON value; any JSON object (OpenAI response_format {"type": "json_object"}). Built once, shared.
-std::shared_ptr<const JsonGrammar> json_value_grammar();
-std::shared_ptr<const JsonGrammar> json_object_grammar();
+// Any JSON value; any JSON object (OpenAI response_format {"type": "json_object"}). Built once per
+// whitespace mode, shared.
+std::shared_ptr<const JsonGrammar> json_value_grammar(JsonWhitespace whitespace = JsonWhitespace::kCompact);
+std::shared_ptr<const JsonGrammar> json_object_grammar(JsonWhitespace whitespace = JsonWhitespace::kCompact);
 
 }  // namespace aerie

@@ -221,6 +221,23 @@ ResponseFormat read_response_format(const Json& body) {
   return result;
 }
 
+// structured_outputs (vLLM's spelling): {"disable_any_whitespace": bool} is the one key read here. Absent or
+// true: the structured output is compact (no whitespace between JSON tokens); false: whitespace where JSON
+// allows it. vLLM's other keys (json, regex, choice, grammar, whitespace_pattern, ...) are refused by name
+// rather than ignored, so a request never silently loses a constraint it asked for.
+bool read_any_whitespace(const Json& body) {
+  const Json* options = fields::get_object(body, "structured_outputs", "structured_outputs");
+  if (!options) return false;
+  for (const auto& [key, value] : options->items()) {
+    if (key == "disable_any_whitespace" || value.is_null()) continue;
+    fields::throw_invalid_value("structured_outputs." + key,
+                                "Invalid 'structured_outputs." + key + "': not supported here; the only supported key "
+                                "is 'disable_any_whitespace' (use response_format for JSON schemas).");
+  }
+  return !fields::get_bool(*options, "disable_any_whitespace", "structured_outputs.disable_any_whitespace")
+              .value_or(true);
+}
+
 }  // namespace
 
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
@@ -249,6 +266,7 @@ ChatRequest chat_request_from_json(const Json& body, const RequestLimits& limits
   request.tool_choice = read_tool_choice(body, request.tools);
   request.parallel_tool_calls = fields::get_bool(body, "parallel_tool_calls", "parallel_tool_calls").value_or(true);
   request.response_format = read_response_format(body);
+  request.json_any_whitespace = read_any_whitespace(body);
   if (const Json* kwargs = fields::get_object(body, "chat_template_kwargs", "chat_template_kwargs")) {
     request.chat_template_kwargs = *kwargs;
   }

@@ -112,6 +112,9 @@ struct ChatRequest : SamplingRequest {
   ToolChoice tool_choice;                  // default: auto with tools, none without
   bool parallel_tool_calls = true;
   ResponseFormat response_format;
+  // Structured output (response_format JSON, forced tool calls) with whitespace between JSON tokens:
+  // structured_outputs.disable_any_whitespace = false. Default: compact (grammar/json_grammar.h).
+  bool json_any_whitespace = false;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 

@@ -14,6 +14,7 @@ using Json = nlohmann::ordered_json;
 
 OutputSchema output_schema_for(const ChatRequest& request) {
   OutputSchema out;
+  out.any_whitespace = request.json_any_whitespace;
   const bool tools = request.tools.is_array() && !request.tools.empty();
   if (tools && request.tool_choice.mode == ToolChoiceMode::kFunction) {
     out.forced = ForcedTools::kNamed;
@@ -62,7 +63,8 @@ std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, 
                                                               const SchemaLimits& limits) {
   std::shared_ptr<const JsonGrammar> grammar;
   try {
-    grammar = compile_json_schema(output.schema, limits);
+    grammar = compile_json_schema(output.schema, limits,
+                                  output.any_whitespace ? JsonWhitespace::kAny : JsonWhitespace::kCompact);
   } catch (const Error& e) {
     throw ApiError::invalid_request(std::string("Invalid '") + output.param + "': " + e.what(), output.param,
                                     "invalid_value");

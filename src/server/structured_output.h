@@ -20,6 +20,7 @@ struct OutputSchema {
   std::string param;                        // the request field the schema comes from (for errors)
   ForcedTools forced = ForcedTools::kNone;
   std::string function;                     // kNamed
+  bool any_whitespace = false;              // whitespace between JSON tokens (default: compact)
 };
 
 // Throws ApiError (400) when response_format asks for JSON while tool_choice forces calls.

@@ -177,8 +177,10 @@ const Instance kInstances[] = {
     {14, R"({"e":[1]})", false, false},
 };
 
+// The instances are laid out for reading: the grammars admit whitespace (json_whitespace_test.cpp holds
+// the compact default to the compact serialisation).
 std::shared_ptr<const JsonGrammar> compile(int schema) {
-  return compile_json_schema(Json::parse(kSchemas[schema].schema));
+  return compile_json_schema(Json::parse(kSchemas[schema].schema), {}, JsonWhitespace::kAny);
 }
 
 bool admits(const JsonGrammar& grammar, const std::string& text) {
@@ -353,18 +355,19 @@ TEST(JsonSchema, BoundedNumbersRefuseTheFirstDigitThatLeavesTheRange) {
 }
 
 TEST(JsonSchema, ObjectWithoutPropertiesIsAnyObject) {
-  const auto grammar = compile_json_schema(Json::parse(R"({"type": "object"})"));
+  const auto grammar = compile_json_schema(Json::parse(R"({"type": "object"})"), {}, JsonWhitespace::kAny);
   EXPECT_TRUE(admits(*grammar, R"({"a": [1, {"b": null}], "c": "d"})"));
   EXPECT_TRUE(admits(*grammar, "{}"));
   EXPECT_FALSE(admits(*grammar, "[]"));
-  const auto closed = compile_json_schema(Json::parse(R"({"type": "object", "additionalProperties": false})"));
+  const auto closed =
+      compile_json_schema(Json::parse(R"({"type": "object", "additionalProperties": false})"), {}, JsonWhitespace::kAny);
   EXPECT_TRUE(admits(*closed, "{ }"));
   EXPECT_FALSE(admits(*closed, R"({"a": 1})"));
 }
 
 TEST(JsonSchema, EmptySchemaIsAnyValue) {
   for (const char* schema : {"{}", "true", R"({"description": "anything", "minimum": 3})"}) {
-    const auto grammar = compile_json_schema(Json::parse(schema));
+    const auto grammar = compile_json_schema(Json::parse(schema), {}, JsonWhitespace::kAny);
     for (const char* doc : {"1", "\"s\"", "[null, {}]", "{\"k\": false}"})
       EXPECT_TRUE(admits(*grammar, doc)) << schema << " " << doc;
   }

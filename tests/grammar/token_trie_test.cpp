@@ -76,6 +76,7 @@ TEST(TokenTrie, MaskEqualsBruteForceAlongRandomWalks) {
   const auto v = test::synthetic_vocabulary({"id", "tags", "kind", "circle", "square"});
   expect_masks_match_brute_force(json_value_grammar(), v, 12, "any value");
   expect_masks_match_brute_force(json_object_grammar(), v, 8, "any object");
+  expect_masks_match_brute_force(json_value_grammar(JsonWhitespace::kAny), v, 12, "any value, any whitespace");
   expect_masks_match_brute_force(compile_json_schema_text(R"({
       "type": "object",
       "properties": {

@@ -121,6 +121,10 @@ TEST(ChatRequestParse, EveryMalformedFieldIsA400WithParamAndCode) {
       {R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "f"}}]}]})",
        "messages[0].tool_calls[0].function.arguments", "missing_required_parameter"},
       {"{" + kMessages + R"(, "model": 3})", "model", "invalid_type"},
+      {"{" + kMessages + R"(, "structured_outputs": [false]})", "structured_outputs", "invalid_type"},
+      {"{" + kMessages + R"(, "structured_outputs": {"disable_any_whitespace": 0}})",
+       "structured_outputs.disable_any_whitespace", "invalid_type"},
+      {"{" + kMessages + R"(, "structured_outputs": {"regex": "a+"}})", "structured_outputs.regex", "invalid_value"},
       {"{" + kMessages + R"(, "temperature": "hot"})", "temperature", "invalid_type"},
       {"{" + kMessages + R"(, "temperature": 2.5})", "temperature", "decimal_above_max_value"},
       {"{" + kMessages + R"(, "temperature": -0.1})", "temperature", "decimal_below_min_value"},
@@ -177,6 +181,18 @@ TEST(ChatRequestParse, EveryMalformedFieldIsA400WithParamAndCode) {
       expect_error(error, c);
     }
   }
+}
+
+// vLLM's structured_outputs.disable_any_whitespace; absent, null or true: compact.
+TEST(ChatRequestParse, StructuredOutputsWhitespace) {
+  const std::string messages = R"({"messages": [{"role": "user", "content": "Hi"}])";
+  EXPECT_FALSE(parse_chat_request(messages + "}").json_any_whitespace);
+  EXPECT_FALSE(parse_chat_request(messages + R"(, "structured_outputs": null})").json_any_whitespace);
+  EXPECT_FALSE(parse_chat_request(messages + R"(, "structured_outputs": {}})").json_any_whitespace);
+  EXPECT_FALSE(
+      parse_chat_request(messages + R"(, "structured_outputs": {"disable_any_whitespace": true}})").json_any_whitespace);
+  EXPECT_TRUE(
+      parse_chat_request(messages + R"(, "structured_outputs": {"disable_any_whitespace": false}})").json_any_whitespace);
 }
 
 TEST(ChatRequestParse, LogitBias) {

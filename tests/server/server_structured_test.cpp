@@ -1,7 +1,8 @@
 // Structured output over HTTP: response_format json_schema / json_object and tool_choice required / named
 // hold the (random-weight) model to JSON by token masks. Whatever the model would have said, the output
-// parses and follows the schema, streamed and whole alike, with and without a draft head; schemas the
-// compiler does not support, and conflicting requests, get a 400 naming the field.
+// parses and follows the schema, streamed and whole alike, with and without a draft head; it is compact
+// unless structured_outputs.disable_any_whitespace is false; schemas the compiler does not support, and
+// conflicting or malformed requests, get a 400 naming the field.
 #include <gtest/gtest.h>
 
 #include "server_fixture.h"
@@ -49,6 +50,22 @@ void expect_follows_schema(const Json& value) {
   EXPECT_GE(value["days"].size(), 1u);
   EXPECT_LE(value["days"].size(), 2u);
   for (const Json& day : value["days"]) EXPECT_TRUE(day == "mon" || day == "tue") << value;
+}
+
+// Layout bytes of a JSON text: whitespace outside its strings.
+int whitespace_outside_strings(const std::string& text) {
+  int n = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      in_string = escaped || c != '"';
+      escaped = !escaped && c == '\\';
+    } else {
+      in_string = c == '"';
+      n += c == ' ' || c == '\t' || c == '\n' || c == '\r';
+    }
+  }
+  return n;
 }
 
 // The call list of a whole response, and of a stream (as a client assembles it).
@@ -191,6 +208,38 @@ TEST_P(ServeStructured, RequiredToolChoiceGivesCalls) {
   }
 }
 
+// Compact by default (response_format and forced tool-call arguments alike); disable_any_whitespace: false
+// is accepted and lets the model lay the document out. This random model happens not to pick whitespace
+// there, so that the mask then allows it is held by json_whitespace_test (and measured with the trained
+// model by tools/measure_json_whitespace.py).
+TEST_P(ServeStructured, CompactByDefaultAnyWhitespaceOnRequest) {
+  auto client = server().client();
+  const Json format = {{"type", "json_schema"}, {"json_schema", {{"name", "report"}, {"schema", kSchema}}}};
+  const Json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  int n_space_default = 0;
+  for (const bool any : {false, true}) {
+    for (const Json& extra : {Json{{"response_format", format}},
+                              Json{{"response_format", {{"type", "json_object"}}}, {"max_tokens", 60}},
+                              Json{{"tools", kTools}, {"tool_choice", named}}}) {
+      Json body = chat(extra);
+      body["temperature"] = 1.0;
+      body["seed"] = 11;
+      body["n"] = 3;
+      if (any) body["structured_outputs"] = {{"disable_any_whitespace", false}};
+      const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+      ASSERT_EQ(r.status, 200) << r.body;
+      for (const Json& choice : r.json()["choices"]) {
+        const Json& message = choice["message"];
+        const std::string text = message["content"].is_string()
+                                     ? message["content"].get<std::string>()
+                                     : message["tool_calls"][0]["function"]["arguments"].get<std::string>();
+        if (!any) n_space_default += whitespace_outside_strings(text);
+      }
+    }
+  }
+  EXPECT_EQ(n_space_default, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(DraftOrNot, ServeStructured, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "WithDraftHead" : "Plain"; });
 
@@ -214,6 +263,12 @@ TEST(ServeStructuredErrors, BadSchemasAndConflictsAre400) {
   EXPECT_EQ(e["param"], "response_format.json_schema.name");
   e = error_of(chat({{"tools", kTools}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}}, 50));
   EXPECT_EQ(e["param"], "response_format");
+  e = error_of(chat({{"structured_outputs", true}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs");
+  e = error_of(chat({{"structured_outputs", {{"disable_any_whitespace", "yes"}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.disable_any_whitespace");
+  e = error_of(chat({{"structured_outputs", {{"json", {{"type", "object"}}}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.json");  // refused, not silently unconstrained
   // The server still serves.
   EXPECT_EQ(post(*client, "/v1/chat/completions", chat({}, 4).dump()).status, 200);
 }
