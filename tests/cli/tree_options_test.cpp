@@ -1,5 +1,6 @@
 // The draft tree options (cli/speculative_tokens.h): --spec-tree-top-k / -depth / -tokens into
-// SpecOptions::tree with their defaults, bench-accept's TOP_K:DEPTH:TOKENS entries, and what they refuse.
+// SpecOptions::tree with their defaults, --spec-tree-shape, bench-accept's TOP_K:DEPTH:TOKENS entries, and what
+// they refuse.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -37,6 +38,15 @@ TEST(TreeOptions, RefusesShapesOutOfRangeAndDepthWithoutTopK) {
   EXPECT_THROW(applied({"--spec-tree-top-k", "17"}), Error);
   EXPECT_THROW(applied({"--spec-tree-top-k", "2", "--spec-tree-tokens", "65"}), Error);
   EXPECT_THROW(applied({"--spec-tree-top-k", "2", "--spec-tree-depth", "0"}), Error);
+}
+
+TEST(TreeOptions, ShapeIsLearnedUnlessConfidenceIsAskedFor) {
+  EXPECT_EQ(applied({"--spec-tree-top-k", "2"}).tree.score, TreeScore::kLearned);
+  EXPECT_EQ(applied({"--spec-tree-top-k", "2", "--spec-tree-shape", "confidence"}).tree.score, TreeScore::kConfidence);
+  EXPECT_EQ(applied({"--spec-tree-top-k", "2", "--spec-tree-shape", "learned"}).tree.score, TreeScore::kLearned);
+  EXPECT_THROW(applied({"--spec-tree-shape", "confidence"}), Error);  // needs --spec-tree-top-k
+  EXPECT_THROW(applied({"--spec-tree-top-k", "2", "--spec-tree-shape", "eagle"}), Error);
+  EXPECT_EQ(tree_score(parse_options(Command::kBenchAccept, {"--spec-tree-shape", "confidence"})), TreeScore::kConfidence);
 }
 
 TEST(TreeOptions, BenchAcceptEntries) {
