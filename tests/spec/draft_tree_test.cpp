@@ -193,6 +193,24 @@ TEST(DraftTree, DrawAcceptanceStartsAtItsPriorLearnsAndValuesEachDraw) {
   EXPECT_NEAR(a.alpha(1), 0.9, 0.03);
 }
 
+// A random tree shape (top_k 1-3, depth 1..max_depth, 1-12 nodes) and learned rank values from 20 random
+// observations of ranks 1..ranks, each accepted with probability `accept`.
+struct RandomShape {
+  int64_t top_k = 0, depth = 0, total = 0;
+  std::vector<double> values;
+};
+
+RandomShape random_shape(Rng& rng, int64_t max_depth, int64_t ranks, double accept) {
+  RandomShape c;
+  c.top_k = 1 + int64_t(rng.next_unit_double() * 3);
+  c.depth = 1 + int64_t(rng.next_unit_double() * double(max_depth));
+  c.total = 1 + int64_t(rng.next_unit_double() * 12);
+  DrawAcceptance acc;
+  for (int i = 0; i < 20; ++i) acc.observe(1 + int64_t(rng.next_unit_double() * double(ranks)), rng.next_unit_double() < accept);
+  acc.log_values(c.top_k, c.values);
+  return c;
+}
+
 TEST(DraftTree, SampledTreesKeepEachNodesFirstDraws) {
   // Whatever is drawn, the kept children of every node are its first draws (the prefix the verifier tries),
   // and the kept set depends on draw indices only: a rerun with other draws keeps the same shape.
@@ -200,12 +218,9 @@ TEST(DraftTree, SampledTreesKeepEachNodesFirstDraws) {
   Rng rng(8);
   std::vector<float> q(V);
   for (int trial = 0; trial < 200; ++trial) {
-    const int64_t top_k = 1 + int64_t(rng.next_unit_double() * 3), depth = 1 + int64_t(rng.next_unit_double() * 4);
-    const int64_t total = 1 + int64_t(rng.next_unit_double() * 12);
-    DrawAcceptance acc;
-    for (int i = 0; i < 20; ++i) acc.observe(1 + int64_t(rng.next_unit_double() * 3), rng.next_unit_double() < 0.5);
-    std::vector<double> values;
-    acc.log_values(top_k, values);
+    const RandomShape c = random_shape(rng, 4, 3, 0.5);
+    const int64_t top_k = c.top_k, depth = c.depth, total = c.total;
+    const std::vector<double>& values = c.values;
     std::vector<std::vector<int32_t>> shapes;
     for (int rerun = 0; rerun < 2; ++rerun) {
       DraftTreeBuilder tree;
@@ -248,12 +263,9 @@ TEST(DraftTree, PrunedFrontiersKeepWhatUnprunedOnesWould) {
   Rng rng(5);
   int64_t runs[2] = {0, 0};
   for (int trial = 0; trial < 200; ++trial) {
-    const int64_t top_k = 1 + int64_t(rng.next_unit_double() * 3), depth = 1 + int64_t(rng.next_unit_double() * 5);
-    const int64_t total = 1 + int64_t(rng.next_unit_double() * 12);
-    DrawAcceptance acc;
-    for (int i = 0; i < 20; ++i) acc.observe(1 + int64_t(rng.next_unit_double() * 2), rng.next_unit_double() < 0.7);
-    std::vector<double> values;
-    acc.log_values(top_k, values);
+    const RandomShape c = random_shape(rng, 5, 2, 0.7);
+    const int64_t top_k = c.top_k, depth = c.depth, total = c.total;
+    const std::vector<double>& values = c.values;
     std::vector<int64_t> tokens[2];
     std::vector<int32_t> parents[2];
     std::vector<double> scores[2];
