@@ -113,7 +113,11 @@ void choose_trees(std::span<const std::span<const double>> chain_rates, std::spa
   if (deepest == 0) return;
   const int64_t base = int64_t(n) + std::max<int64_t>(other_rows, 0);
   // The start: the chains, or every sequence that may at one depth d (cut to its own), whichever is best.
-  std::vector<int64_t> trial(n);
+  // Reused from step to step (a steady step allocates nothing).
+  thread_local std::vector<int64_t> trial;
+  thread_local std::vector<Option> now;
+  trial.resize(n);
+  now.resize(n);
   double best = 0;
   int64_t best_d = 0;
   for (int64_t d = 1; d <= deepest; ++d) {
@@ -123,7 +127,6 @@ void choose_trees(std::span<const std::span<const double>> chain_rates, std::spa
   }
   if (best > step_rate(chain_rates, chain_k, tree_rates, depth, shape, costs, other_rows) * (1 + kMinTreeGain))
     for (size_t s = 0; s < n; ++s) depth[s] = std::min<int64_t>(best_d, int64_t(tree_rates[s].size()));
-  std::vector<Option> now(n);
   for (int64_t move = 0; move < kMaxMoves; ++move) {
     Tally t{double(base - int64_t(n)), base - int64_t(n), 0, 0};
     TopTwo chain_passes, tree_passes;

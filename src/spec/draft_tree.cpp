@@ -50,14 +50,17 @@ double learned_floor(std::span<const double> log_rank_value, int64_t depth, int6
   // The builder's own process on rank values alone: each level's nodes, the top_k of them (by score, ties to the
   // first created) expanded into top_k children each; the total_tokens-th best score of all of them.
   const size_t k = log_rank_value.size();
-  std::vector<double> all, level, frontier;
-  for (const double v : log_rank_value) level.push_back(v);
+  thread_local std::vector<double> all, level, frontier;  // reused: a steady step allocates nothing
+  thread_local std::vector<size_t> order;
+  all.clear();
+  level.assign(log_rank_value.begin(), log_rank_value.end());
   for (int64_t d = 1; d <= depth && !level.empty(); ++d) {
     all.insert(all.end(), level.begin(), level.end());
     if (d == depth) break;
-    std::vector<size_t> order(level.size());
+    order.resize(level.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return level[x] > level[y]; });
+    std::sort(order.begin(), order.end(),  // ties to the first created (std::stable_sort would allocate)
+              [&](size_t x, size_t y) { return level[x] > level[y] || (level[x] == level[y] && x < y); });
     order.resize(std::min(order.size(), k));
     std::sort(order.begin(), order.end());  // creation order, as next_frontier returns it
     frontier.clear();
@@ -153,9 +156,8 @@ std::span<const int32_t> DraftTreeBuilder::next_frontier(int64_t total_tokens, d
   for (size_t i = frontier_from_; i < nodes_.size(); ++i) order_.push_back(int32_t(i));
   frontier_from_ = nodes_.size();
   const size_t k = std::min(order_.size(), size_t(top_k_));
-  // Stable by creation order on equal scores.
-  std::stable_sort(order_.begin(), order_.end(),
-                   [this](int32_t a, int32_t b) { return nodes_[size_t(a)].score > nodes_[size_t(b)].score; });
+  // Ties to the node created first.
+  std::sort(order_.begin(), order_.end(), [this](int32_t a, int32_t b) { return ranks_before(a, b); });
   frontier_.assign(order_.begin(), order_.begin() + std::ptrdiff_t(k));
   std::erase_if(frontier_, [&](int32_t n) { return nodes_[size_t(n)].score + best_child_gain < floor; });
   if (total_tokens > 0 && int64_t(nodes_.size()) >= total_tokens) {
@@ -175,8 +177,7 @@ void DraftTreeBuilder::select(int64_t total_tokens, std::vector<int64_t>& tokens
                               std::vector<int32_t>* kept) {
   order_.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) order_[i] = int32_t(i);
-  std::stable_sort(order_.begin(), order_.end(),
-                   [this](int32_t a, int32_t b) { return nodes_[size_t(a)].score > nodes_[size_t(b)].score; });
+  std::sort(order_.begin(), order_.end(), [this](int32_t a, int32_t b) { return ranks_before(a, b); });
   // picked_[i]: node i's index in the output, -1 while not kept. A child's score is at most its parent's
   // (a log-probability is <= 0) and a parent is created first, so in this order a parent comes before its
   // children; a node whose parent was not kept (rounding) is skipped, so every kept node's ancestors are.

@@ -137,6 +137,11 @@ class DraftTreeBuilder {
   std::vector<int32_t> frontier_, order_, picked_;
   // The top_k ids of one row (ascending rank; ties to the lower id) into ids_.
   void top_ids(const float* row, int64_t n_vocab);
+  // Higher score first, ties to the node created first (an index order, so std::sort needs no buffer).
+  bool ranks_before(int32_t a, int32_t b) const {
+    const double sa = nodes_[size_t(a)].score, sb = nodes_[size_t(b)].score;
+    return sa > sb || (sa == sb && a < b);
+  }
   // Appends a child of `parent` with the given token and log-probability.
   void add(int32_t parent, int64_t token, double log_p);
 

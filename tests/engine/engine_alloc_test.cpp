@@ -2,8 +2,8 @@
 // verification, rollback, K draft passes, events) must not touch the heap. Counted by replacing global
 // operator new in this binary (every thread): once the engine has served requests as long as the current
 // ones (buffers at their high-water mark), steps in which no request starts or ends must allocate
-// nothing, for Llama and DeepSeek targets with their drafters, greedy and sampled, one and several
-// sequences. ALLOC_TRAP=1 aborts at the first counted allocation (run it under gdb for the stack).
+// nothing, for Llama and DeepSeek targets with their drafters (chains, and draft trees, also under adaptive
+// K), greedy and sampled, one and several sequences. ALLOC_TRAP=1 aborts at the first counted allocation (run it under gdb for the stack).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -50,10 +50,13 @@ const fs::path kData(AERIE_TEST_DATA_DIR);
 struct Case {
   const char* target;  // under tests/data
   const char* drafter;  // a head folder under tests/data, "mtp", "ngram", or "" (plain decoding)
+  bool tree = false;    // EAGLE-2 draft trees (2:3:6) instead of chains
+  bool adaptive = false;  // --num-speculative-tokens auto (with a tree: chains or the tree, per sequence)
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name = std::string(info.param.target) + "_" + (*info.param.drafter ? info.param.drafter : "plain");
+  std::string name = std::string(info.param.target) + "_" + (*info.param.drafter ? info.param.drafter : "plain") +
+                     (info.param.tree ? "_tree" : "") + (info.param.adaptive ? "_auto" : "");
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return name;
@@ -78,6 +81,8 @@ TEST_P(EngineAllocations, SteadyStateStepsDoNotAllocate) {
       config.block_size = 16;
       config.max_length = 512;
       config.spec.num_speculative_tokens = 3;
+      if (c.tree) config.spec.tree = DraftTreeShape{2, 3, 6};
+      config.spec.adaptive_k = c.adaptive;
       Engine engine(*target, head.get(), config, pool);
       int64_t events = 0, finished = 0;
       auto submit_all = [&] {
@@ -126,8 +131,11 @@ INSTANTIATE_TEST_SUITE_P(Targets, EngineAllocations,
                                            Case{"llama/bf16_gqa_rope_scaled_tied", "eagle/eagle3_midlayer_d2t"},
                                            Case{"llama/bf16_gqa_rope_scaled_tied", "eagle/eagle1_bin_bias"},
                                            Case{"llama/bf16_gqa_rope_scaled_tied", "ngram"},
+                                           Case{"llama/bf16_gqa_rope_scaled_tied", "eagle/eagle3_midlayer_d2t", true},
+                                           Case{"llama/bf16_gqa_rope_scaled_tied", "eagle/eagle3_midlayer_d2t", true, true},
                                            Case{"deepseek/bf16_qlora_yarn", ""},
                                            Case{"deepseek/bf16_qlora_yarn", "mtp"},
+                                           Case{"deepseek/bf16_qlora_yarn", "mtp", true},
                                            Case{"deepseek/bf16_qlora_yarn", "deepseek_heads/mla_qlora_yarn_layers0"},
                                            Case{"deepseek/bf16_qlora_yarn", "ngram"},
                                            Case{"deepseek/fp8_qlora_yarn", ""}),
