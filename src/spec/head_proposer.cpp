@@ -293,6 +293,7 @@ void HeadProposer::propose_trees(std::span<SequenceProposal> out) {
       rows_.push_back(SequenceRows{hb, n_new, w.cache, w.tree_parent.data(), n_cached});
       active_.push_back(t);
     }
+    if (active_.empty()) break;  // every tree is complete: no pass
     const float* part = gathered_.data();
     const DraftOutput pass =
         head_.forward(DraftBatch{ids_, FeatureSource::kSelf, std::span(&part, 1), rows_, logit_rows_, prev_ids_});

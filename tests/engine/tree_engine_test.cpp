@@ -33,7 +33,10 @@ const std::vector<DraftTreeShape> kShapes = {{4, 5, 12}};
 #else
 constexpr int64_t kMaxTokens = 48;
 constexpr size_t kPrompts = 8;
-const std::vector<DraftTreeShape> kShapes = {{2, 4, 6}, {4, 5, 12}, {3, 2, 4}};
+// 2:8:3 is deeper than its nodes (the learned shape ends it early: no head pass once nothing deeper can be
+// kept); the last is EAGLE-2's confidence shape.
+const std::vector<DraftTreeShape> kShapes = {{2, 4, 6}, {4, 5, 12}, {3, 2, 4}, {2, 8, 3},
+                                             {2, 4, 6, TreeScore::kConfidence}};
 #endif
 
 struct Job {
