@@ -154,7 +154,7 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
   plan.options = request_options(backend, request, json);
   plan.options.max_tokens = resolve_max_tokens(backend, int64_t(prompt.ids.size()), request.max_tokens, "messages");
   plan.prompt_logprobs = plan.options.prompt_logprobs = request.prompt_logprobs.value_or(-1);
-  if (!output.schema.is_null()) plan.options.constraint = make_output_constraint(*context.backend, output, context.schema_limits);
+  if (output.constrained()) plan.options.constraint = make_output_constraint(*context.backend, output, context.schema_limits);
   plan.forced_tools = output.forced;
   plan.forced_function = output.function;
   plan.prompts.push_back(std::move(prompt));

@@ -221,21 +221,47 @@ ResponseFormat read_response_format(const Json& body) {
   return result;
 }
 
-// structured_outputs (vLLM's spelling): {"disable_any_whitespace": bool} is the one key read here. Absent or
-// true: the structured output is compact (no whitespace between JSON tokens); false: whitespace where JSON
-// allows it. vLLM's other keys (json, regex, choice, grammar, whitespace_pattern, ...) are refused by name
-// rather than ignored, so a request never silently loses a constraint it asked for.
-bool read_any_whitespace(const Json& body) {
-  const Json* options = fields::get_object(body, "structured_outputs", "structured_outputs");
-  if (!options) return false;
-  for (const auto& [key, value] : options->items()) {
-    if (key == "disable_any_whitespace" || value.is_null()) continue;
-    fields::throw_invalid_value("structured_outputs." + key,
-                                "Invalid 'structured_outputs." + key + "': not supported here; the only supported key "
-                                "is 'disable_any_whitespace' (use response_format for JSON schemas).");
+// A list of choice strings (structured_outputs.choice, guided_choice): 400 naming `param` unless an array
+// of strings; the count and lengths are checked where the constraint is made.
+std::vector<std::string> read_choice_list(const Json& list, const std::string& param) {
+  if (!list.is_array())
+    fields::throw_invalid_value(param, "Invalid '" + param + "': expected an array of strings, got " +
+                                           fields::type_name(list) + ".");
+  if (list.empty()) fields::throw_invalid_value(param, "Invalid '" + param + "': expected at least one string.");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_string())
+      fields::throw_invalid_value(param, "Invalid '" + param + "[" + std::to_string(i) + "]': expected a string, got " +
+                                             fields::type_name(list[i]) + ".");
+    out.push_back(list[i].get<std::string>());
   }
-  return !fields::get_bool(*options, "disable_any_whitespace", "structured_outputs.disable_any_whitespace")
-              .value_or(true);
+  return out;
+}
+
+// structured_outputs (vLLM's spelling): {"disable_any_whitespace": bool} and {"choice": [strings]} are read
+// here. disable_any_whitespace absent or true: the structured output is compact (no whitespace between JSON
+// tokens); false: whitespace where JSON allows it. choice: the output is exactly one of the strings (vLLM's
+// older top-level `guided_choice` too). vLLM's other keys (json, regex, grammar, whitespace_pattern, ...) are
+// refused by name rather than ignored, so a request never silently loses a constraint it asked for.
+void read_structured_outputs(const Json& body, ChatRequest& request) {
+  if (const Json* guided = fields::find(body, "guided_choice"); guided && !guided->is_null())
+    request.choice = read_choice_list(*guided, "guided_choice");
+  const Json* options = fields::get_object(body, "structured_outputs", "structured_outputs");
+  if (!options) return;
+  for (const auto& [key, value] : options->items()) {
+    if (key == "disable_any_whitespace" || key == "choice" || value.is_null()) continue;
+    fields::throw_invalid_value("structured_outputs." + key,
+                                "Invalid 'structured_outputs." + key + "': not supported here; the supported keys "
+                                "are 'disable_any_whitespace' and 'choice' (use response_format for JSON schemas).");
+  }
+  request.json_any_whitespace =
+      !fields::get_bool(*options, "disable_any_whitespace", "structured_outputs.disable_any_whitespace").value_or(true);
+  if (const Json* choice = fields::find(*options, "choice"); choice && !choice->is_null()) {
+    if (!request.choice.empty())
+      fields::throw_invalid_value("structured_outputs.choice", "Invalid 'structured_outputs.choice': give the choices "
+                                                               "once, here or in 'guided_choice'.");
+    request.choice = read_choice_list(*choice, "structured_outputs.choice");
+  }
 }
 
 }  // namespace
@@ -266,7 +292,7 @@ ChatRequest chat_request_from_json(const Json& body, const RequestLimits& limits
   request.tool_choice = read_tool_choice(body, request.tools);
   request.parallel_tool_calls = fields::get_bool(body, "parallel_tool_calls", "parallel_tool_calls").value_or(true);
   request.response_format = read_response_format(body);
-  request.json_any_whitespace = read_any_whitespace(body);
+  read_structured_outputs(body, request);
   if (const Json* kwargs = fields::get_object(body, "chat_template_kwargs", "chat_template_kwargs")) {
     request.chat_template_kwargs = *kwargs;
   }

@@ -115,6 +115,8 @@ struct ChatRequest : SamplingRequest {
   // Structured output (response_format JSON, forced tool calls) with whitespace between JSON tokens:
   // structured_outputs.disable_any_whitespace = false. Default: compact (grammar/json_grammar.h).
   bool json_any_whitespace = false;
+  // structured_outputs.choice (or guided_choice): the output is exactly one of these strings; empty: none.
+  std::vector<std::string> choice;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "grammar/choice_constraint.h"
 #include "grammar/json_constraint.h"
 #include "grammar/json_schema.h"
 #include "server/forced_tool_calls.h"
@@ -27,6 +28,14 @@ OutputSchema output_schema_for(const ChatRequest& request) {
     out.param = "tools";
   }
   const ResponseFormat& format = request.response_format;
+  if (!request.choice.empty()) {
+    if (out.forced != ForcedTools::kNone || format.type != ResponseFormatType::kText)
+      fields::throw_invalid_value("structured_outputs.choice", "Invalid 'structured_outputs.choice': a choice list "
+                                  "cannot be combined with a JSON response_format or a tool_choice that forces calls.");
+    out.choice = request.choice;
+    out.param = "structured_outputs.choice";
+    return out;
+  }
   if (format.type == ResponseFormatType::kText) return out;
   if (out.forced != ForcedTools::kNone) {
     fields::throw_invalid_value("response_format", "Invalid 'response_format': a JSON response format cannot be "
@@ -61,6 +70,15 @@ std::shared_ptr<const TokenTrie> build_vocabulary(const Backend& backend) {
 
 std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, const OutputSchema& output,
                                                               const SchemaLimits& limits) {
+  std::call_once(backend.vocabulary_once, [&backend] { backend.vocabulary = build_vocabulary(backend); });
+  if (!output.choice.empty()) {
+    try {
+      return make_choice_constraint(output.choice, backend.vocabulary);
+    } catch (const Error& e) {
+      throw ApiError::invalid_request(std::string("Invalid '") + output.param + "': " + e.what(), output.param,
+                                      "invalid_value");
+    }
+  }
   std::shared_ptr<const JsonGrammar> grammar;
   try {
     grammar = compile_json_schema(output.schema, limits,
@@ -69,7 +87,6 @@ std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, 
     throw ApiError::invalid_request(std::string("Invalid '") + output.param + "': " + e.what(), output.param,
                                     "invalid_value");
   }
-  std::call_once(backend.vocabulary_once, [&backend] { backend.vocabulary = build_vocabulary(backend); });
   return make_json_constraint(std::move(grammar), backend.vocabulary);
 }
 

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,13 +22,18 @@ struct OutputSchema {
   ForcedTools forced = ForcedTools::kNone;
   std::string function;                     // kNamed
   bool any_whitespace = false;              // whitespace between JSON tokens (default: compact)
+  std::vector<std::string> choice;          // instead of a schema: the output is exactly one of these
+
+  bool constrained() const { return !schema.is_null() || !choice.empty(); }
 };
 
-// Throws ApiError (400) when response_format asks for JSON while tool_choice forces calls.
+// Throws ApiError (400) when response_format asks for JSON while tool_choice forces calls, or a choice list
+// comes with either.
 OutputSchema output_schema_for(const ChatRequest& request);
 
-// The constraint for a schema, over the backend's vocabulary (built on first use). Throws ApiError (400,
-// naming `param`) for a schema that uses what the constraint compiler does not support.
+// The constraint for a schema (or a choice list), over the backend's vocabulary (built on first use). Throws
+// ApiError (400, naming `param`) for a schema that uses what the constraint compiler does not support, or
+// choices out of bounds.
 std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, const OutputSchema& output,
                                                               const SchemaLimits& limits = {});
 

@@ -195,6 +195,27 @@ TEST(ChatRequestParse, StructuredOutputsWhitespace) {
       parse_chat_request(messages + R"(, "structured_outputs": {"disable_any_whitespace": false}})").json_any_whitespace);
 }
 
+// structured_outputs.choice and vLLM's older guided_choice: a list of strings, given once.
+TEST(ChatRequestParse, StructuredOutputsChoice) {
+  const std::string messages = R"({"messages": [{"role": "user", "content": "Hi"}])";
+  EXPECT_TRUE(parse_chat_request(messages + "}").choice.empty());
+  EXPECT_EQ(parse_chat_request(messages + R"(, "structured_outputs": {"choice": ["yes", "no"]}})").choice,
+            (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(parse_chat_request(messages + R"(, "guided_choice": ["a"]})").choice, (std::vector<std::string>{"a"}));
+  for (const auto& [extra, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("structured_outputs": {"choice": "yes"})", "structured_outputs.choice"},
+           {R"("structured_outputs": {"choice": ["yes", 5]})", "structured_outputs.choice"},
+           {R"("guided_choice": {"a": 1})", "guided_choice"},
+           {R"("guided_choice": ["a"], "structured_outputs": {"choice": ["b"]})", "structured_outputs.choice"}}) {
+    try {
+      parse_chat_request(messages + ", " + extra + "}");
+      ADD_FAILURE() << extra << " was accepted";
+    } catch (const ApiError& error) {
+      EXPECT_EQ(error.param(), param) << extra;
+    }
+  }
+}
+
 TEST(ChatRequestParse, LogitBias) {
   const ChatRequest request = parse_chat_request("{" + kMessages + R"(, "logit_bias": {"50": -100, "7": 2.5, "0": 100}})");
   EXPECT_EQ(request.logit_bias, (std::vector<LogitBias>{{0, 100.0f}, {7, 2.5f}, {50, -100.0f}}));  // sorted by id

@@ -240,6 +240,38 @@ TEST_P(ServeStructured, CompactByDefaultAnyWhitespaceOnRequest) {
   EXPECT_EQ(n_space_default, 0);
 }
 
+// structured_outputs.choice (and guided_choice): every sampled output is exactly one of the strings, whole
+// and streamed, with and without a draft head.
+TEST_P(ServeStructured, ChoiceOutputIsOneOfTheStrings) {
+  auto client = server().client();
+  const std::vector<std::string> options = {"yes", "no", "maybe so", "yes!"};
+  for (const char* field : {"structured_outputs", "guided_choice"}) {
+    Json body = chat({}, 20);
+    body["temperature"] = 1.0;
+    body["seed"] = 5;
+    body["n"] = 4;
+    if (std::string(field) == "guided_choice") body["guided_choice"] = options;
+    else body["structured_outputs"] = {{"choice", options}};
+    const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    for (const Json& choice : r.json()["choices"]) {
+      const std::string text = choice["message"]["content"].get<std::string>();
+      EXPECT_NE(std::find(options.begin(), options.end(), text), options.end()) << field << ": '" << text << "'";
+      EXPECT_EQ(choice["finish_reason"], "stop") << text;
+    }
+    body["stream"] = true;
+    body["n"] = 1;
+    const SseResult s = post_stream(*client, "/v1/chat/completions", body);
+    ASSERT_TRUE(s.done);
+    std::string streamed;
+    for (const Json& event : s.events)
+      if (event.contains("choices") && !event["choices"].empty() && event["choices"][0]["delta"].contains("content") &&
+          event["choices"][0]["delta"]["content"].is_string())
+        streamed += event["choices"][0]["delta"]["content"].get<std::string>();
+    EXPECT_NE(std::find(options.begin(), options.end(), streamed), options.end()) << "streamed: '" << streamed << "'";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(DraftOrNot, ServeStructured, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "WithDraftHead" : "Plain"; });
 
@@ -269,6 +301,12 @@ TEST(ServeStructuredErrors, BadSchemasAndConflictsAre400) {
   EXPECT_EQ(e["param"], "structured_outputs.disable_any_whitespace");
   e = error_of(chat({{"structured_outputs", {{"json", {{"type", "object"}}}}}}, 50));
   EXPECT_EQ(e["param"], "structured_outputs.json");  // refused, not silently unconstrained
+  e = error_of(chat({{"structured_outputs", {{"choice", Json::array()}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.choice");
+  e = error_of(chat({{"structured_outputs", {{"choice", {"a", ""}}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.choice");
+  e = error_of(chat({{"structured_outputs", {{"choice", {"a"}}}}, {"response_format", {{"type", "json_object"}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.choice");
   // The server still serves.
   EXPECT_EQ(post(*client, "/v1/chat/completions", chat({}, 4).dump()).status, 200);
 }
