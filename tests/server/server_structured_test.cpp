@@ -228,7 +228,8 @@ TEST_P(ServeStructured, CompactByDefaultAnyWhitespaceOnRequest) {
       if (any) body["structured_outputs"] = {{"disable_any_whitespace", false}};
       const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
       ASSERT_EQ(r.status, 200) << r.body;
-      for (const Json& choice : r.json()["choices"]) {
+      const Json reply = r.json();  // a range-for over r.json()["choices"] would outlive the temporary
+      for (const Json& choice : reply["choices"]) {
         const Json& message = choice["message"];
         const std::string text = message["content"].is_string()
                                      ? message["content"].get<std::string>()
@@ -254,7 +255,8 @@ TEST_P(ServeStructured, ChoiceOutputIsOneOfTheStrings) {
     else body["structured_outputs"] = {{"choice", options}};
     const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
     ASSERT_EQ(r.status, 200) << r.body;
-    for (const Json& choice : r.json()["choices"]) {
+    const Json reply = r.json();
+    for (const Json& choice : reply["choices"]) {
       const std::string text = choice["message"]["content"].get<std::string>();
       EXPECT_NE(std::find(options.begin(), options.end(), text), options.end()) << field << ": '" << text << "'";
       EXPECT_EQ(choice["finish_reason"], "stop") << text;
