@@ -192,6 +192,10 @@ void HeadProposer::propose(const ProposalInput& in, std::span<SequenceProposal> 
       t.builder.reset(spec_.tree.top_k);
       t.qs.clear();
       t.q_slot.clear();
+      if (learned(t)) {  // the sequence's rates do not change within a round: its values and floor once
+        state_of(row).draw_acceptance.log_values(spec_.tree.top_k, t.values);
+        t.floor = learned_floor(t.values, t.depth, spec_.tree.total_tokens);
+      }
       check_finite_logits(first.logits + int64_t(d) * vd, 1, vd);
       expand(t, -1, first.logits + int64_t(d) * vd, vd);
       t.root_feature.assign(first.features + logit_rows_[d] * hd, first.features + (logit_rows_[d] + 1) * hd);
@@ -255,13 +259,9 @@ void HeadProposer::propose_trees(std::span<SequenceProposal> out) {
       if (w.depth <= level) continue;
       // Nodes whose children could not make the selection are not run (learned scores: their first rank's
       // value is the most a child adds).
-      double gain = 0.0, floor = -1e300;
-      if (learned(w)) {
-        state_of(*w.row_in).draw_acceptance.log_values(spec_.tree.top_k, draw_values_);
-        gain = draw_values_[0];
-        floor = learned_floor(draw_values_, w.depth, spec_.tree.total_tokens);
-      }
-      const std::span<const int32_t> frontier = w.builder.next_frontier(spec_.tree.total_tokens, gain, floor);
+      const bool by_rank = learned(w);
+      const std::span<const int32_t> frontier = w.builder.next_frontier(
+          spec_.tree.total_tokens, by_rank ? w.values[0] : 0.0, by_rank ? w.floor : -1e300);
       if (frontier.empty()) {  // nothing deeper can be kept: this tree is complete
         w.depth = level;
         continue;
@@ -313,15 +313,14 @@ void HeadProposer::propose_trees(std::span<SequenceProposal> out) {
 
 void HeadProposer::expand(TreeWork& w, int32_t node, const float* logits, int64_t n_vocab) {
   if (!learned(w)) return w.builder.expand(node, logits, n_vocab);
-  state_of(*w.row_in).draw_acceptance.log_values(spec_.tree.top_k, draw_values_);
-  if (!w.row_in->sampled) return w.builder.expand_ranked(node, logits, n_vocab, draw_values_);
+  if (!w.row_in->sampled) return w.builder.expand_ranked(node, logits, n_vocab, w.values);
   const size_t slot = w.qs.size() / size_t(n_vocab);
   w.qs.resize((slot + 1) * size_t(n_vocab));
   float* q = w.qs.data() + slot * size_t(n_vocab);
   compute_probs(logits, n_vocab, *w.row_in->sampling, q, sampler_scratch_);
   if (w.q_slot.size() < size_t(node + 2)) w.q_slot.resize(size_t(node + 2), -1);
   w.q_slot[size_t(node + 1)] = int32_t(slot);
-  w.builder.expand_sampled(node, q, n_vocab, *w.row_in->rng, draw_values_);
+  w.builder.expand_sampled(node, q, n_vocab, *w.row_in->rng, w.values);
 }
 
 bool HeadProposer::learned(const TreeWork& w) const {

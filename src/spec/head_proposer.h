@@ -108,6 +108,8 @@ class HeadProposer : public Proposer {
     int64_t last_token = 0;
     const ProposalRow* row_in = nullptr;  // its ProposalRow (sampled: children drawn with its sampling and rng)
     DraftTreeBuilder builder;
+    std::vector<double> values;       // learned scores: each rank's value this round (DrawAcceptance::log_values)
+    double floor = -1e300;            // learned scores: learned_floor of `values` (set once per round)
     std::vector<float> qs;            // sampled: [expanded nodes, n_vocab] the distributions drawn from
     std::vector<int32_t> q_slot;      // sampled: [1 + builder nodes] row of qs of the root (0) and each node, -1 if none
     std::vector<float> root_feature;  // [n_embd_head] the head's feature at the root row
@@ -120,7 +122,6 @@ class HeadProposer : public Proposer {
   size_t trees_now_ = 0;                    // tree_work_[0, trees_now_) draft this step
   std::vector<int64_t> tree_tokens_;
   std::vector<int32_t> tree_parents_, tree_kept_;
-  std::vector<double> draw_values_;
   SamplerScratch sampler_scratch_;
   ConstraintScratch constraint_scratch_;
 };

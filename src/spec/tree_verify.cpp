@@ -101,16 +101,10 @@ TreeVerdict verify_tree_sampled(const float* logits, int64_t n_vocab, std::span<
         child = r;
         continue;
       }
-      // Rejected: p <- max(0, p - q) renormalised (q mapped into the target vocabulary); q loses x. Should p
-      // be <= q everywhere (p == q: no rejection but by rounding) p stays as it was.
-      std::copy(p, p + n_vocab, s.residual.data());
-      const float inv_q = q_mass > 0.0 ? float(1.0 / q_mass) : 0.0f;
-      for (int64_t d = 0; d < q.n_draft_vocab; ++d) {
-        if (!(qw[d] > 0.0f)) continue;
-        float& v = p[size_t(q.draft_to_target.empty() ? d : q.draft_to_target[size_t(d)])];
-        v = std::max(0.0f, v - qw[d] * inv_q);
-      }
-      if (!renormalise(p, n_vocab)) std::copy(s.residual.data(), s.residual.data() + n_vocab, p);
+      // Rejected: p <- max(0, p - q) renormalised; q loses x. Should nothing be left (p == q: no rejection
+      // but by rounding) p stays as it was.
+      if (rejection_residual(p, n_vocab, qw, q_mass, q, s.residual.data()))
+        std::copy(s.residual.data(), s.residual.data() + n_vocab, p);
       q_mass -= qw[xd];
       qw[xd] = 0.0f;
     }

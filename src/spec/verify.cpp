@@ -36,23 +36,9 @@ VerifyResult verify_rejection(const float* logits, int64_t n_vocab, std::span<co
     const double qx = qi[q.draft_ids[size_t(i)]];
     // Accept with probability min(1, p/q): u < p/q  <=>  u * q < p.
     if (qx > 0.0 && rng.next_unit_double() * qx < px) continue;
-    // Rejected: draw from max(0, p - q) (q mapped into the target vocabulary), renormalised.
-    std::copy(s.p.begin(), s.p.begin() + n_vocab, s.residual.begin());
-    for (int64_t d = 0; d < q.n_draft_vocab; ++d) {
-      if (qi[d] <= 0.0f) continue;
-      float& r = s.residual[size_t(to_target(q, d))];
-      r = std::max(0.0f, r - qi[d]);
-    }
-    double total = 0.0;
-    for (int64_t t = 0; t < n_vocab; ++t) total += s.residual[size_t(t)];
-    // p <= q everywhere only when p == q (both sum to 1): then the draft could not have been rejected
-    // except by rounding; fall back to p.
-    const float* from = total > 1e-12 ? s.residual.data() : s.p.data();
-    if (total > 1e-12) {
-      const float inv = float(1.0 / total);
-      for (int64_t t = 0; t < n_vocab; ++t) s.residual[size_t(t)] *= inv;
-    }
-    return {i, sample_from_probs(from, n_vocab, rng)};
+    // Rejected: draw from max(0, p - q) renormalised; p itself where nothing is left (p == q).
+    const bool left = rejection_residual(s.p.data(), n_vocab, qi, 1.0, q, s.residual.data());
+    return {i, sample_from_probs(left ? s.residual.data() : s.p.data(), n_vocab, rng)};
   }
   compute_probs(logits + k * n_vocab, n_vocab, params, s.p.data(), s.sampler);
   return {k, sample_from_probs(s.p.data(), n_vocab, rng)};
@@ -70,6 +56,23 @@ bool relaxed_accepts(const float* logits, int64_t n_vocab, int64_t draft, const 
 }
 
 }  // namespace
+
+bool rejection_residual(const float* p, int64_t n_vocab, const float* q_row, double q_mass, const DraftDistributions& q,
+                        float* out) {
+  std::copy(p, p + n_vocab, out);
+  const float inv_q = q_mass > 0.0 ? float(1.0 / q_mass) : 0.0f;
+  for (int64_t d = 0; d < q.n_draft_vocab; ++d) {
+    if (!(q_row[d] > 0.0f)) continue;
+    float& r = out[size_t(to_target(q, d))];
+    r = std::max(0.0f, r - q_row[d] * inv_q);
+  }
+  double total = 0.0;
+  for (int64_t t = 0; t < n_vocab; ++t) total += out[t];
+  if (!(total > 1e-12)) return false;
+  const float inv = float(1.0 / total);
+  for (int64_t t = 0; t < n_vocab; ++t) out[t] *= inv;
+  return true;
+}
 
 void validate(const RelaxedAcceptance& relaxed) {
   AERIE_CHECK(relaxed.top_k >= 1, "relaxed acceptance top_k must be >= 1, got ", relaxed.top_k);

@@ -73,6 +73,12 @@ struct DraftDistributions {
   std::span<const int64_t> draft_to_target; // [n_draft_vocab] target id of each draft id; empty: identity
 };
 
+// The rejection residual: out [n_vocab] = max(0, p - q / q_mass) renormalised, q over the draft vocabulary
+// ([q.n_draft_vocab], mapped into target ids by q.draft_to_target; q_mass its sum). Returns false when
+// nothing is left (p <= q everywhere: p == q, a rejection only by rounding); out is then unspecified.
+bool rejection_residual(const float* p, int64_t n_vocab, const float* q_row, double q_mass, const DraftDistributions& q,
+                        float* out);
+
 // target_logits: [K+1, n_vocab] rows for the positions after the last accepted token and after each
 // draft; drafts: [K] target ids. `q` is needed by kRejection only; `synthetic` by kSynthetic only.
 VerifyResult verify_drafts(AcceptRule rule, const float* target_logits, int64_t n_vocab,
