@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/kv_dtype.h"
 #include "ops/bandwidth.h"
 #include "ops/int8.h"
 #include "ops/ops.h"
@@ -124,6 +125,47 @@ void BM_Attention(benchmark::State& state) {
 }
 BENCHMARK(BM_Attention)->ArgNames({"n_q", "n_kv"})->Args({512, 512})->Args({1, 512})->Args({8, 512})
     ->Unit(benchmark::kMicrosecond);
+
+// One decode step's attention at the end of a long context, Llama-3.2-1B's shape (32 heads over 8 kv heads,
+// head_dim 64) or Llama-3.1-8B's (head_dim 128), KV stored as the cache stores it (dtype 0 f32, 1 bf16, 2 fp8
+// with a scale per head row). KVGB/s: the K and V bytes read per second, the figure to hold against the
+// probed bandwidth (BM_ReadBandwidth) once the context no longer fits a cache.
+void BM_DecodeAttention(benchmark::State& state) {
+  const int64_t n_kv = state.range(0), head_dim = state.range(2), n_q = state.range(3), n_head = 32, n_head_kv = 8;
+  const auto dtype = static_cast<KvDType>(state.range(1));
+  const int64_t width = n_head_kv * head_dim;
+  const std::vector<float> q = random_floats(size_t(n_q * n_head * head_dim), 1);
+  const size_t value_bytes = kv_dtype_size(dtype);
+  std::vector<std::byte> k(size_t(n_kv * width) * value_bytes), v(k.size());
+  std::vector<float> k_scales(size_t(n_kv * n_head_kv)), v_scales(k_scales.size());
+  for (int64_t r = 0; r < n_kv; ++r) {  // one row at a time: a 32k context of f32 would be 64 MB per copy
+    const std::vector<float> kr = random_floats(size_t(width), uint32_t(2 + 2 * r));
+    const std::vector<float> vr = random_floats(size_t(width), uint32_t(3 + 2 * r));
+    for (int64_t h = 0; h < n_head_kv; ++h) {
+      const size_t at = size_t(r * width + h * head_dim);
+      k_scales[size_t(r * n_head_kv + h)] = kv_encode(dtype, kr.data() + h * head_dim, head_dim, &k[at * value_bytes]);
+      v_scales[size_t(r * n_head_kv + h)] = kv_encode(dtype, vr.data() + h * head_dim, head_dim, &v[at * value_bytes]);
+    }
+  }
+  static const int32_t kOneBlock = 0;
+  const bool fp8 = dtype == KvDType::kFP8E4M3;
+  const PagedRows kr{k.data(), &kOneBlock, n_kv, width, dtype, fp8 ? k_scales.data() : nullptr, fp8 ? head_dim : 0};
+  const PagedRows vr{v.data(), &kOneBlock, n_kv, width, dtype, fp8 ? v_scales.data() : nullptr, fp8 ? head_dim : 0};
+  std::vector<float> out(q.size());
+  for (auto _ : state) {
+    ops::attention(q.data(), n_q, n_kv - n_q, kr, vr, n_kv, n_head, n_head_kv, head_dim, 0.125f, out.data(), pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["KVGB/s"] = benchmark::Counter(double(state.iterations()) * 2.0 * double(k.size()),
+                                                benchmark::Counter::kIsRate);
+  state.counters["ns/key/kvhead"] = benchmark::Counter(double(state.iterations()) * double(n_kv * n_head_kv),
+                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_DecodeAttention)
+    ->ArgNames({"n_kv", "dtype", "head_dim", "n_q"})
+    ->ArgsProduct({{32768}, {1, 2}, {64}, {1}})
+    ->ArgsProduct({{8192}, {0, 1, 2}, {64, 128}, {1, 5}})
+    ->Unit(benchmark::kMillisecond);
 
 // MLA's absorbed form (DeepSeek-V3: 128 heads over one kv head of kv_lora 512 + rope 64; 16 heads here) at
 // the end of a context of n_kv: n_q verification rows as a chain (tree 0) or as the tree

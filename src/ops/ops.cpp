@@ -162,7 +162,10 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
   // the lambda would be each worker's own).
   thread_local TaskScratch caller_scratch;
   TaskScratch& scratch = caller_scratch;
-  if (cpu_features().has_avx512_tier() && cpu::attention_avx512_supported(head_dim)) {
+  // The tiled kernels (ops/cpu/attention_driver.h) on the best tier the machine has; else the per-row loop below.
+  const bool avx512 = cpu_features().has_avx512_tier() && cpu::attention_avx512_supported(head_dim);
+  const bool avx2 = !avx512 && cpu_features().has_avx2_tier() && cpu::attention_avx2_supported(head_dim);
+  if (avx512 || avx2) {
     const int64_t max_ctx = std::min(pos0 + n_q, n_kv);
     const int64_t max_split = tree_parent != nullptr ? kSplitMaxTreeRows : kSplitMaxQueries;
     if (n_q <= max_split && max_ctx > cpu::kAttentionChunkTokens) {
@@ -174,20 +177,22 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
                                                                            tree_parent, tree_cached));
       const int64_t n_tasks = cpu::attention_split_tasks(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached);
       pool.parallel_for(n_tasks, 1, [&](int64_t b, int64_t e) {
-        cpu::attention_split_chunks_avx512(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, scratch.get(),
-                                           partials.data(), b, e, tree_parent, tree_cached);
+        (avx512 ? cpu::attention_split_chunks_avx512 : cpu::attention_split_chunks_avx2)(
+            q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, scratch.get(), partials.data(), b, e,
+            tree_parent, tree_cached);
       });
       pool.parallel_for(n_head_kv * n_q, 1, [&](int64_t b, int64_t e) {
-        cpu::attention_split_merge_avx512(n_q, pos0, n_kv, n_head, n_head_kv, head_dim, partials.data(), out,
-                                          scratch.get(), b, e, tree_parent, tree_cached);
+        (avx512 ? cpu::attention_split_merge_avx512 : cpu::attention_split_merge_avx2)(
+            n_q, pos0, n_kv, n_head, n_head_kv, head_dim, partials.data(), out, scratch.get(), b, e, tree_parent,
+            tree_cached);
       });
       return;
     }
     scratch.reserve(pool.n_threads(),
-                    cpu::attention_avx512_scratch_bytes(n_q, pos0, n_kv, n_head, n_head_kv, head_dim, tree_cached));
+                    cpu::attention_scratch_bytes(n_q, pos0, n_kv, n_head, n_head_kv, head_dim, tree_cached));
     pool.parallel_for(n_head_kv, 1, [&](int64_t b, int64_t e) {
-      cpu::attention_avx512(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, scratch.get(), b, e,
-                            tree_parent, tree_cached);
+      (avx512 ? cpu::attention_avx512 : cpu::attention_avx2)(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim,
+                                                            scale, out, scratch.get(), b, e, tree_parent, tree_cached);
     });
     return;
   }

@@ -5,7 +5,7 @@
 //   - a decode query (split over (kv head, chunk) tasks, flash-decoding) has exactly the bits it has inside
 //     a prefill (split over kv heads) and inside a verification of a few rows;
 //   - the bits do not depend on the thread count (1, 2, 3) nor on tree attention of a chain;
-//   - the AVX-512 fp8 key widening equals fp8_table()[b] * scale bit for bit for all 256 codes.
+//   - each tier's fp8 key widening equals fp8_table()[b] * scale bit for bit for all 256 codes.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -35,8 +35,9 @@ constexpr int64_t kBlock = 16;  // positions per KV block (runs of rows cross bl
 struct Shape {
   int64_t n_head, n_head_kv, head_dim;
 };
-// Llama-3.2-1B's grouping, one with 2 heads per kv head and 128 dims, and MQA.
-const Shape kShapes[] = {{8, 2, 64}, {4, 2, 128}, {6, 1, 32}};
+// Llama-3.2-1B's grouping, one with 2 heads per kv head and 128 dims, MQA, and a head of 40 dims (the AVX2
+// tier's: not a multiple of 16).
+const Shape kShapes[] = {{8, 2, 64}, {4, 2, 128}, {6, 1, 32}, {4, 2, 40}};
 const KvDType kDtypes[] = {KvDType::kF32, KvDType::kBF16, KvDType::kFP8E4M3};
 const int64_t kLong = 2 * cpu::kAttentionChunkTokens + 300;  // three chunks
 
@@ -110,14 +111,14 @@ TEST(AttentionSplit, BitsDependOnTheShapeOnly) {
     }
 }
 
-TEST(AttentionSplit, Fp8KeyWideningIsTheTableBitForBit) {
-  if (!cpu_features().has_avx512_tier()) GTEST_SKIP() << "no AVX-512";
+// fp8 codes widened by a tier's kernel equal fp8_table()[b] * scale bit for bit, for all 256 codes.
+void expect_fp8_widening_is_the_table(void (*widen)(const uint8_t*, int64_t, float, float*)) {
   std::vector<uint8_t> codes(256);
   for (int b = 0; b < 256; ++b) codes[size_t(b)] = uint8_t(b);
   const float* table = cpu::fp8_table();
   std::vector<float> out(256);
   for (float scale : {1.0f, 0.0123f, 3.5e-3f, 1.0f / 448.0f, 7.1e5f, 1e-30f, 0.0f}) {
-    cpu::fp8_widen_avx512(codes.data(), 256, scale, out.data());
+    widen(codes.data(), 256, scale, out.data());
     for (int b = 0; b < 256; ++b) {
       const float want = table[b] * scale;
       if (std::isnan(want)) {
@@ -128,6 +129,16 @@ TEST(AttentionSplit, Fp8KeyWideningIsTheTableBitForBit) {
       }
     }
   }
+}
+
+TEST(AttentionSplit, Fp8KeyWideningIsTheTableBitForBit) {
+  if (!cpu_features().has_avx512_tier()) GTEST_SKIP() << "no AVX-512";
+  expect_fp8_widening_is_the_table(cpu::fp8_widen_avx512);
+}
+
+TEST(AttentionSplit, Avx2Fp8KeyWideningIsTheTableBitForBit) {
+  if (!cpu_features().has_avx2_tier()) GTEST_SKIP() << "no AVX2";
+  expect_fp8_widening_is_the_table(cpu::fp8_widen_avx2);
 }
 
 }  // namespace

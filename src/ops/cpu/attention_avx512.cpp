@@ -35,402 +35,79 @@
 // values ~32, softmax ~6), which at 8k x 8 kv heads x 16 layers is more time than the KV bytes take to read.
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <vector>
+#include <cstdint>
 
-#include "core/thread_scratch.h"
+#include "ops/cpu/attention_driver.h"
 #include "ops/cpu/attention_parts_avx512.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/kernels_fp8.h"
 
 namespace aerie::ops::cpu {
 
-using namespace attention_parts;
-
 namespace {
 
-constexpr int64_t kRowsPerBlock = 16;  // (query, head) rows scored together
-constexpr int64_t kChunk = kAttentionChunkTokens;
-static_assert(kChunk % kKeyTile == 0);
-
-int64_t chunks_of(int64_t n_ctx) { return (n_ctx + kChunk - 1) / kChunk; }
-
-void transpose_keys_dtype(const PagedRows& k, int64_t max_ctx, int64_t tile0, int64_t tile1, int64_t col,
-                          int64_t head_dim, float* kt, const PagedRows* v = nullptr) {
-  switch (k.dtype) {
-    case KvDType::kF32: return transpose_keys<float>(k, max_ctx, tile0, tile1, col, head_dim, kt, v);
-    case KvDType::kBF16: return transpose_keys<uint16_t>(k, max_ctx, tile0, tile1, col, head_dim, kt, v);
-    case KvDType::kFP8E4M3: return transpose_keys<uint8_t>(k, max_ctx, tile0, tile1, col, head_dim, kt, v);
-  }
-}
-
-struct Layout {
-  int64_t max_ctx, n_tiles, s_stride, max_rows, max_chunks, group;
-};
-
-Layout layout(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv) {
-  const int64_t group = n_head / n_head_kv;
-  const int64_t q_per_block = std::max<int64_t>(1, kRowsPerBlock / group);
-  const int64_t max_ctx = std::min(pos0 + n_q, n_kv);  // keys any query sees
-  const int64_t n_tiles = (max_ctx + kKeyTile - 1) / kKeyTile;
-  return {max_ctx, n_tiles, n_tiles * kKeyTile, q_per_block * group, chunks_of(max_ctx), group};
-}
-
-// Scratch of one row group's chunk partials (the rows of one query): value sums, maxima and sums.
-struct ChunkScratch {
-  float* acc;          // [max_chunks * group * head_dim]
-  float* max;          // [group * max_chunks]: row g's chunk c at g * max_chunks + c
-  float* sum;          // [group * max_chunks]
-  float* ones;         // [group] 1.0
-  float** acc_rows;    // [group]
-  const float** p_at;  // [group]
-  const float** merge; // [max_chunks]
-};
-
-// The rows of one query (group heads of kv head kvh), scores in p[g][0, n_ctx) already exp-free: softmax and
-// value sums in chunks of kChunk logical columns, merged in order (one chunk: written directly).
-void chunked_rows(float* const* p, int64_t group, int64_t n_ctx, const PagedRows& v, int64_t col, int64_t head_dim,
-                  float* const* out, int64_t n_front, const int64_t* tail, int64_t max_chunks, float* inv_sum,
-                  const ChunkScratch& cs) {
-  const int64_t n_chunks = chunks_of(n_ctx);
-  if (n_chunks == 1) {
-    float m;
-    for (int64_t g = 0; g < group; ++g) inv_sum[g] = 1.0f / softmax_partial(p[g], n_ctx, &m);
-    weighted_values_rows(p, inv_sum, group, 0, n_ctx, v, col, head_dim, out, n_front, tail);
-    return;
-  }
-  for (int64_t c = 0; c < n_chunks; ++c) {
-    const int64_t j0 = c * kChunk, j1 = std::min(n_ctx, j0 + kChunk);
-    for (int64_t g = 0; g < group; ++g) {
-      cs.p_at[g] = p[g] + j0;
-      cs.sum[g * max_chunks + c] = softmax_partial(p[g] + j0, j1 - j0, &cs.max[g * max_chunks + c]);
-      cs.acc_rows[g] = cs.acc + (c * group + g) * head_dim;
+// The AVX-512 pieces, as attention_driver.h takes them.
+struct Avx512Parts {
+  static void transpose_keys(const PagedRows& k, int64_t max_ctx, int64_t tile0, int64_t tile1, int64_t col,
+                             int64_t head_dim, float* kt, const PagedRows* v) {
+    switch (k.dtype) {
+      case KvDType::kF32: return attention_parts::transpose_keys<float>(k, max_ctx, tile0, tile1, col, head_dim, kt, v);
+      case KvDType::kBF16:
+        return attention_parts::transpose_keys<uint16_t>(k, max_ctx, tile0, tile1, col, head_dim, kt, v);
+      case KvDType::kFP8E4M3:
+        return attention_parts::transpose_keys<uint8_t>(k, max_ctx, tile0, tile1, col, head_dim, kt, v);
     }
-    weighted_values_rows(cs.p_at, cs.ones, group, j0, j1, v, col, head_dim, cs.acc_rows, n_front, tail);
   }
-  for (int64_t g = 0; g < group; ++g) {
-    for (int64_t c = 0; c < n_chunks; ++c) cs.merge[c] = cs.acc + (c * group + g) * head_dim;
-    merge_chunks(cs.merge, cs.max + g * max_chunks, cs.sum + g * max_chunks, n_chunks, head_dim, out[g]);
+  static void score_rows(const float* const* q, int64_t n_rows, const float* kt, int64_t head_dim, float scale,
+                         float* s, int64_t s_stride) {
+    attention_parts::score_rows(q, n_rows, kt, head_dim, scale, s, s_stride);
   }
-}
+  static float softmax_partial(float* p, int64_t n, float* max_out) {
+    return attention_parts::softmax_partial(p, n, max_out);
+  }
+  static void weighted_values_rows(const float* const* p, const float* mult, int64_t n_rows, int64_t j_begin,
+                                   int64_t j_end, const PagedRows& v, int64_t col, int64_t head_dim,
+                                   float* const* out, int64_t n_front, const int64_t* tail) {
+    attention_parts::weighted_values_rows(p, mult, n_rows, j_begin, j_end, v, col, head_dim, out, n_front, tail);
+  }
+  static void merge_chunks(const float* const* acc, float* max, const float* sum, int64_t n_chunks, int64_t head_dim,
+                           float* out) {
+    attention_parts::merge_chunks(acc, max, sum, n_chunks, head_dim, out);
+  }
+};
 
-ChunkScratch carve_chunks(ScratchCarver& carve, int64_t max_chunks, int64_t group, int64_t head_dim) {
-  ChunkScratch cs;
-  cs.acc = carve.take<float>(size_t(max_chunks * group * head_dim));
-  cs.max = carve.take<float>(size_t(group * max_chunks));
-  cs.sum = carve.take<float>(size_t(group * max_chunks));
-  cs.ones = carve.take<float>(size_t(group));
-  std::fill(cs.ones, cs.ones + group, 1.0f);
-  cs.acc_rows = carve.take<float*>(size_t(group));
-  cs.p_at = carve.take<const float*>(size_t(group));
-  cs.merge = carve.take<const float*>(size_t(max_chunks));
-  return cs;
-}
-
-size_t chunk_scratch_bytes(int64_t max_chunks, int64_t group, int64_t head_dim) {
-  using C = ScratchCarver;
-  return C::round_up(sizeof(float) * size_t(max_chunks * group * head_dim)) +
-         2 * C::round_up(sizeof(float) * size_t(group * max_chunks)) + C::round_up(sizeof(float) * size_t(group)) +
-         2 * C::round_up(sizeof(void*) * size_t(group)) + C::round_up(sizeof(void*) * size_t(max_chunks));
-}
+using Driver = AttentionDriver<Avx512Parts>;
 
 }  // namespace
 
 void fp8_widen_avx512(const uint8_t* codes, int64_t n, float scale, float* out) {
-  for (int64_t i = 0; i < n; i += 16) _mm512_storeu_ps(out + i, widen16_fp8_exact(codes + i, scale));
+  for (int64_t i = 0; i < n; i += 16) _mm512_storeu_ps(out + i, attention_parts::widen16_fp8_exact(codes + i, scale));
 }
 
 bool attention_avx512_supported(int64_t head_dim) { return head_dim % 16 == 0; }
-
-size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                                      int64_t head_dim, int64_t tree_cached) {
-  const Layout l = layout(n_q, pos0, n_kv, n_head, n_head_kv);
-  using C = ScratchCarver;
-  return C::round_up(sizeof(float) * size_t(l.n_tiles * head_dim * kKeyTile)) +
-         C::round_up(sizeof(float) * size_t(l.max_rows * l.s_stride)) + 3 * C::round_up(sizeof(void*) * size_t(l.max_rows)) +
-         C::round_up(sizeof(float) * size_t(l.max_rows)) +
-         C::round_up(sizeof(int64_t) * size_t(std::max<int64_t>(n_q + tree_cached, 1))) +
-         chunk_scratch_bytes(l.max_chunks, l.group, head_dim);
-}
 
 void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                       int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
                       std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end, const int32_t* tree_parent,
                       int64_t tree_cached) {
-  const int64_t group = n_head / n_head_kv;
-  const int64_t q_per_block = std::max<int64_t>(1, kRowsPerBlock / group);
-  const Layout l = layout(n_q, pos0, n_kv, n_head, n_head_kv);
-  const int64_t max_ctx = l.max_ctx, n_tiles = l.n_tiles, s_stride = l.s_stride, max_rows = l.max_rows;
-  ScratchCarver carve(scratch);  // in the order of attention_avx512_scratch_bytes
-  float* kt = carve.take<float>(size_t(n_tiles * head_dim * kKeyTile));
-  float* scores = carve.take<float>(size_t(max_rows * s_stride));
-  const float** q_rows = carve.take<const float*>(size_t(max_rows));
-  float** p_rows = carve.take<float*>(size_t(max_rows));
-  float** out_rows = carve.take<float*>(size_t(max_rows));
-  float* inv_sum = carve.take<float>(size_t(max_rows));
-  int64_t* ancestors = carve.take<int64_t>(size_t(std::max<int64_t>(n_q + tree_cached, 1)));  // a tree row's path
-  const ChunkScratch cs = carve_chunks(carve, l.max_chunks, group, head_dim);
-  const int64_t tree0 = pos0 - tree_cached;  // the slot of tree row 0; query qi is tree row tree_cached + qi
-  for (int64_t kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
-    // This head's keys, transposed once for every query.
-    transpose_keys_dtype(k, max_ctx, 0, n_tiles, kvh * head_dim, head_dim, kt);
-    for (int64_t q0 = 0; q0 < n_q; q0 += q_per_block) {
-      const int64_t q1 = std::min(n_q, q0 + q_per_block);
-      const int64_t n_rows = (q1 - q0) * group;  // row (qi - q0) * group + g: query qi, head kvh * group + g
-      for (int64_t qi = q0; qi < q1; ++qi)
-        for (int64_t g = 0; g < group; ++g) {
-          const int64_t row = (qi - q0) * group + g, h = kvh * group + g;
-          q_rows[row] = q + (qi * n_head + h) * head_dim;
-          p_rows[row] = scores + row * s_stride;
-          out_rows[row] = out + (qi * n_head + h) * head_dim;
-        }
-      // Scores, one key tile at a time; queries whose context ends before a tile skip it.
-      const int64_t block_ctx = std::min(pos0 + q1, n_kv);
-      for (int64_t j0 = 0; j0 < block_ctx; j0 += kKeyTile) {
-        const int64_t first_row = (std::max(q0, j0 - pos0) - q0) * group;
-        score_rows(q_rows + first_row, n_rows - first_row, kt + j0 * head_dim, head_dim, scale,
-                   scores + first_row * s_stride + j0, s_stride);
-      }
-      for (int64_t qi = q0; qi < q1; ++qi) {
-        int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);
-        const int64_t row0 = (qi - q0) * group;
-        int64_t n_front = n_ctx;
-        if (tree_parent != nullptr) {
-          // A tree row sees the prefix and its ancestors: their scores are moved to the columns a chain of
-          // its path would have them in (ancestor d at tree0 + d; slot tree0 + a[d] >= tree0 + d, so in
-          // place), which gives the chain's softmax and value sums bit for bit.
-          int64_t depth = 0;
-          for (int64_t r = tree_cached + qi; r >= 0; r = tree_parent[r]) ++depth;
-          for (int64_t r = tree_cached + qi, d = depth - 1; r >= 0; r = tree_parent[r], --d) ancestors[d] = tree0 + r;
-          for (int64_t g = 0; g < group; ++g) {
-            float* p = p_rows[size_t(row0 + g)];
-            for (int64_t d = 0; d < depth; ++d) p[tree0 + d] = p[ancestors[d]];
-          }
-          n_front = tree0;
-          n_ctx = tree0 + depth;
-        }
-        chunked_rows(p_rows + row0, group, n_ctx, v, kvh * head_dim, head_dim, out_rows + row0, n_front, ancestors,
-                     l.max_chunks, inv_sum + row0, cs);
-      }
-    }
-  }
-}
-
-// ---- Split by context chunks (flash-decoding): tasks (kv head, chunk), then a merge per (kv head, query).
-// A tree's chunks before tree0's chunk hold prefix columns only, the same for every row: they are chain
-// chunk tasks. Its last task per kv head (the tail) scores the slots from that chunk on, moves each row's
-// ancestors into its path's chain columns (as attention_avx512 does) and writes the row's remaining chunks.
-
-namespace {
-
-struct SplitLayout {
-  int64_t max_ctx, n_chunks, group, n_rows;  // n_rows = n_q * group: row qi * group + g
-  int64_t tree0;      // the slot of tree row 0 (a chain: pos0)
-  int64_t tail;       // a tree: its tail task's first chunk (tree0's); a chain: n_chunks (no tail task)
-  int64_t cols;       // columns of a task's transposed keys and score rows (a tree's tail may exceed a chunk)
-  int64_t tasks_per_head;
-};
-
-SplitLayout split_layout(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                         const int32_t* tree_parent, int64_t tree_cached) {
-  SplitLayout s{};
-  s.max_ctx = std::min(pos0 + n_q, n_kv);
-  s.n_chunks = chunks_of(s.max_ctx);
-  s.group = n_head / n_head_kv;
-  s.n_rows = n_q * s.group;
-  const bool tree = tree_parent != nullptr;
-  s.tree0 = pos0 - (tree ? tree_cached : 0);
-  s.tail = tree ? s.tree0 / kChunk : s.n_chunks;
-  // A tail spans [tail * kChunk, max_ctx): under a chunk of prefix, then the tree's rows.
-  s.cols = tree ? kChunk + (tree_cached + n_q + kKeyTile - 1) / kKeyTile * kKeyTile : kChunk;
-  s.tasks_per_head = tree ? s.tail + 1 : s.n_chunks;
-  return s;
-}
-
-// A tree row's ancestor slots root .. row (tree row tree_cached + qi), into `ancestors`; returns the depth.
-int64_t tree_path(const int32_t* parent, int64_t tree_cached, int64_t qi, int64_t tree0, int64_t* ancestors) {
-  int64_t depth = 0;
-  for (int64_t r = tree_cached + qi; r >= 0; r = parent[r]) ++depth;
-  for (int64_t r = tree_cached + qi, d = depth - 1; r >= 0; r = parent[r], --d) ancestors[d] = tree0 + r;
-  return depth;
-}
-
-// One task's buffers (attention_split_scratch_bytes).
-struct SplitScratch {
-  float* kt;              // [cols / 32][head_dim][32]
-  float* scores;          // [n_rows][cols]
-  const float** q_rows;   // [n_rows]
-  float** p_rows;         // [n_rows]
-  float** acc_rows;       // [n_rows]
-  float* ones;            // [group] 1.0
-  int64_t* ancestors;     // [tree rows] a tree row's path
-};
-
-struct Partials {
-  float* acc;  // [n_head_kv][n_chunks][n_rows][head_dim] value sums
-  float* max;  // [n_head_kv][n_chunks][n_rows]
-  float* sum;  // [n_head_kv][n_chunks][n_rows]
-  int64_t at(const SplitLayout& s, int64_t kvh, int64_t c, int64_t row) const {
-    return (kvh * s.n_chunks + c) * s.n_rows + row;
-  }
-};
-
-// Transposes kv head kvh's keys of slots [j_begin, j_end) and scores queries [q_first, n_q) against them
-// (a query skips tiles past its own slot); points each row's p at its scores, column j at p[j - j_begin].
-void score_span(const SplitLayout& s, const float* q, int64_t n_q, int64_t pos0, const PagedRows& k,
-                const PagedRows& v, int64_t n_head, int64_t head_dim, float scale, int64_t kvh, int64_t j_begin,
-                int64_t j_end, int64_t q_first, const SplitScratch& w) {
-  // Values of the same slots are prefetched to L2 while the keys are read (a chunk's: 1024 rows of 128 bytes
-  // for Llama-3.2-1B bf16), unless the values are the keys (MLA).
-  const PagedRows* v_prefetch = v.base != nullptr && v.base != k.base && v.dtype == k.dtype ? &v : nullptr;
-  transpose_keys_dtype(k, s.max_ctx, j_begin / kKeyTile, (j_end + kKeyTile - 1) / kKeyTile, kvh * head_dim, head_dim,
-                       w.kt, v_prefetch);
-  for (int64_t qi = q_first; qi < n_q; ++qi)
-    for (int64_t g = 0; g < s.group; ++g) {
-      const int64_t row = qi * s.group + g;
-      w.q_rows[row] = q + (qi * n_head + kvh * s.group + g) * head_dim;
-      w.p_rows[row] = w.scores + row * s.cols;
-    }
-  for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile) {
-    const int64_t first_row = std::max(q_first, j0 - pos0) * s.group;
-    score_rows(w.q_rows + first_row, s.n_rows - first_row, w.kt + (j0 - j_begin) * head_dim, head_dim, scale,
-               w.scores + first_row * s.cols + (j0 - j_begin), s.cols);
-  }
-}
-
-// Chunk c of kv head kvh (a chain's, or a tree's chunk of prefix only) for every query that sees it.
-void chunk_task(const SplitLayout& s, const float* q, int64_t n_q, int64_t pos0, const PagedRows& k,
-                const PagedRows& v, int64_t n_kv, int64_t n_head, int64_t head_dim, float scale, int64_t kvh, int64_t c,
-                const SplitScratch& w, const Partials& part) {
-  const int64_t j_begin = c * kChunk, j_end = std::min(s.max_ctx, j_begin + kChunk);
-  const int64_t q_first = std::max<int64_t>(0, j_begin - pos0);  // queries seeing column j_begin
-  score_span(s, q, n_q, pos0, k, v, n_head, head_dim, scale, kvh, j_begin, j_end, q_first, w);
-  for (int64_t qi = q_first; qi < n_q; ++qi) {
-    const int64_t row0 = qi * s.group, n = std::min(std::min(pos0 + qi + 1, n_kv), j_end) - j_begin;
-    for (int64_t g = 0; g < s.group; ++g) {
-      const int64_t at = part.at(s, kvh, c, row0 + g);
-      part.sum[at] = softmax_partial(w.p_rows[row0 + g], n, &part.max[at]);
-      w.acc_rows[row0 + g] = part.acc + at * head_dim;
-    }
-    weighted_values_rows(w.p_rows + row0, w.ones, s.group, j_begin, j_begin + n, v, kvh * head_dim, head_dim,
-                         w.acc_rows + row0, n_kv, nullptr);
-  }
-}
-
-// A tree's chunks from s.tail on for kv head kvh: each row's logical columns [tail * kChunk, tree0 + depth)
-// (prefix, then its ancestors moved into its chain's places), chunk by chunk.
-void tree_tail_task(const SplitLayout& s, const float* q, int64_t n_q, int64_t pos0, const PagedRows& k,
-                    const PagedRows& v, int64_t n_head, int64_t head_dim, float scale, int64_t kvh,
-                    const int32_t* tree_parent, int64_t tree_cached, const SplitScratch& w, const Partials& part) {
-  const int64_t j_begin = s.tail * kChunk;
-  score_span(s, q, n_q, pos0, k, v, n_head, head_dim, scale, kvh, j_begin, s.max_ctx, 0, w);
-  const float** p_at = w.q_rows;  // the scores are written: q_rows serve as each chunk's row pointers
-  for (int64_t qi = 0; qi < n_q; ++qi) {
-    const int64_t depth = tree_path(tree_parent, tree_cached, qi, s.tree0, w.ancestors);
-    const int64_t row0 = qi * s.group, n_ctx = s.tree0 + depth;
-    for (int64_t g = 0; g < s.group; ++g) {  // ancestor d to column tree0 + d (slot >= that column: in place)
-      float* p = w.p_rows[row0 + g] - j_begin;
-      for (int64_t d = 0; d < depth; ++d) p[s.tree0 + d] = p[w.ancestors[d]];
-    }
-    for (int64_t c = s.tail; c < chunks_of(n_ctx); ++c) {
-      const int64_t j0 = c * kChunk, j1 = std::min(n_ctx, j0 + kChunk);
-      for (int64_t g = 0; g < s.group; ++g) {
-        const int64_t at = part.at(s, kvh, c, row0 + g);
-        float* p = w.p_rows[row0 + g] + (j0 - j_begin);
-        p_at[g] = p;
-        part.sum[at] = softmax_partial(p, j1 - j0, &part.max[at]);
-        w.acc_rows[g] = part.acc + at * head_dim;
-      }
-      weighted_values_rows(p_at, w.ones, s.group, j0, j1, v, kvh * head_dim, head_dim, w.acc_rows, s.tree0,
-                           w.ancestors);
-    }
-  }
-}
-
-}  // namespace
-
-int64_t attention_split_tasks(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                              const int32_t* tree_parent, int64_t tree_cached) {
-  return n_head_kv * split_layout(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached).tasks_per_head;
-}
-
-size_t attention_split_partial_floats(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                                      int64_t head_dim) {
-  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv, nullptr, 0);
-  return size_t(n_head_kv * s.n_chunks * s.n_rows * (head_dim + 2));
-}
-
-size_t attention_split_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                                     int64_t head_dim, const int32_t* tree_parent, int64_t tree_cached) {
-  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached);
-  using C = ScratchCarver;
-  const size_t merge = C::round_up(sizeof(void*) * size_t(s.n_chunks)) + 2 * C::round_up(sizeof(float) * size_t(s.n_chunks));
-  return std::max(merge, C::round_up(sizeof(float) * size_t(s.cols * head_dim)) +
-                             C::round_up(sizeof(float) * size_t(s.n_rows * s.cols)) +
-                             3 * C::round_up(sizeof(void*) * size_t(s.n_rows)) + C::round_up(sizeof(float) * size_t(s.group)) +
-                             C::round_up(sizeof(int64_t) * size_t(tree_cached + n_q)));
+  Driver::attention(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, scratch, kv_head_begin,
+                    kv_head_end, tree_parent, tree_cached);
 }
 
 void attention_split_chunks_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v,
                                    int64_t n_kv, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
                                    std::byte* scratch, float* partials, int64_t task_begin, int64_t task_end,
                                    const int32_t* tree_parent, int64_t tree_cached) {
-  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached);
-  ScratchCarver carve(scratch);  // in the order of attention_split_scratch_bytes
-  SplitScratch w;
-  w.kt = carve.take<float>(size_t(s.cols * head_dim));
-  w.scores = carve.take<float>(size_t(s.n_rows * s.cols));
-  w.q_rows = carve.take<const float*>(size_t(s.n_rows));
-  w.p_rows = carve.take<float*>(size_t(s.n_rows));
-  w.acc_rows = carve.take<float*>(size_t(s.n_rows));
-  w.ones = carve.take<float>(size_t(s.group));
-  std::fill(w.ones, w.ones + s.group, 1.0f);
-  w.ancestors = carve.take<int64_t>(size_t(tree_cached + n_q));
-  const int64_t n_partial = n_head_kv * s.n_chunks * s.n_rows;
-  const Partials part{partials, partials + n_partial * head_dim, partials + n_partial * (head_dim + 1)};
-  for (int64_t task = task_begin; task < task_end; ++task) {
-    const int64_t kvh = task / s.tasks_per_head, c = task % s.tasks_per_head;
-    if (c < s.tail) {
-      chunk_task(s, q, n_q, pos0, k, v, n_kv, n_head, head_dim, scale, kvh, c, w, part);
-    } else {
-      tree_tail_task(s, q, n_q, pos0, k, v, n_head, head_dim, scale, kvh, tree_parent, tree_cached, w, part);
-    }
-  }
+  Driver::split_chunks(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, scratch, partials, task_begin,
+                       task_end, tree_parent, tree_cached);
 }
 
 void attention_split_merge_avx512(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
                                   int64_t head_dim, const float* partials, float* out, std::byte* scratch,
                                   int64_t task_begin, int64_t task_end, const int32_t* tree_parent,
                                   int64_t tree_cached) {
-  const SplitLayout s = split_layout(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached);
-  ScratchCarver carve(scratch);  // the first bytes of attention_split_scratch_bytes suffice
-  const float** merge = carve.take<const float*>(size_t(s.n_chunks));
-  float* weights = carve.take<float>(size_t(s.n_chunks));
-  float* sums = carve.take<float>(size_t(s.n_chunks));
-  const int64_t n_partial = n_head_kv * s.n_chunks * s.n_rows;
-  const float* part_max = partials + n_partial * head_dim;
-  const float* part_sum = part_max + n_partial;
-  for (int64_t task = task_begin; task < task_end; ++task) {  // task = kvh * n_q + qi
-    const int64_t kvh = task / n_q, qi = task % n_q;
-    int64_t n_ctx = std::min(pos0 + qi + 1, n_kv);  // a tree row: its path's chain context, tree0 + depth
-    if (tree_parent != nullptr) {
-      n_ctx = s.tree0;
-      for (int64_t r = tree_cached + qi; r >= 0; r = tree_parent[r]) ++n_ctx;
-    }
-    const int64_t n_chunks = chunks_of(n_ctx);
-    for (int64_t g = 0; g < s.group; ++g) {
-      const int64_t row = qi * s.group + g;
-      for (int64_t c = 0; c < n_chunks; ++c) {
-        const int64_t at = (kvh * s.n_chunks + c) * s.n_rows + row;
-        merge[c] = partials + at * head_dim;
-        weights[c] = part_max[at];
-        sums[c] = part_sum[at];
-      }
-      merge_chunks(merge, weights, sums, n_chunks, head_dim, out + (qi * n_head + kvh * s.group + g) * head_dim);
-    }
-  }
+  Driver::split_merge(n_q, pos0, n_kv, n_head, n_head_kv, head_dim, partials, out, scratch, task_begin, task_end,
+                      tree_parent, tree_cached);
 }
 
 }  // namespace aerie::ops::cpu

@@ -16,12 +16,14 @@
 
 #include "core/dtype.h"
 #include "core/paged_rows.h"
+#include "ops/cpu/attention_layout.h"
+#include "ops/cpu/attention_rows.h"
 #include "ops/cpu/exp_avx512.h"
 #include "ops/cpu/hsum_avx512.h"
 
 namespace aerie::ops::cpu::attention_parts {
 
-constexpr int64_t kKeyTile = 32;
+constexpr int64_t kKeyTile = kAttentionKeyTile;
 
 #define AERIE_UNROLL _Pragma("GCC unroll 16")
 
@@ -74,38 +76,6 @@ inline void transpose16(__m512 r[16]) {
     r[8 + k] = _mm512_shuffle_f32x4(x0, y0, 0xdd);
     r[4 + k] = _mm512_shuffle_f32x4(x1, y1, 0x88);
     r[12 + k] = _mm512_shuffle_f32x4(x1, y1, 0xdd);
-  }
-}
-
-// Row addresses of keys [key0, key0 + n) at column col, a run of contiguous cache rows at a time (one slot
-// lookup per run), and with fp8 their scales.
-template <class T>
-void key_rows(const PagedRows& k, int64_t key0, int64_t n, int64_t col, const T** rows, float* scales) {
-  for (int64_t j = 0; j < n;) {
-    const int64_t run = k.run_length(key0 + j, n - j);
-    const T* first = k.row<T>(key0 + j) + col;
-    for (int64_t i = 0; i < run; ++i) rows[j + i] = first + i * k.row_width;
-    if (scales != nullptr && std::is_same_v<T, uint8_t>) {
-      const int64_t stride = k.row_width / k.scale_width;
-      const float* s = k.scales + k.slot(key0 + j) * stride + col / k.scale_width;
-      for (int64_t i = 0; i < run; ++i) scales[j + i] = s[i * stride];
-    }
-    j += run;
-  }
-}
-
-// Keys read this far ahead are prefetched: a decode streams each key row (128 bytes of a 1 KiB cache row for
-// Llama-3.2-1B's bf16 heads) once, 16 rows at a time, a pattern the hardware prefetchers miss (measured, 1 thread,
-// 8k context, 16 layers: keys and values read at 3.7 GB/s without it).
-constexpr int64_t kPrefetchKeys = 64;
-
-inline void prefetch_lines(const void* p, int64_t bytes, int hint) {
-  for (int64_t b = 0; b < bytes; b += 64) {
-    if (hint == _MM_HINT_T0) {
-      _mm_prefetch(static_cast<const char*>(p) + b, _MM_HINT_T0);
-    } else {
-      _mm_prefetch(static_cast<const char*>(p) + b, _MM_HINT_T1);
-    }
   }
 }
 
@@ -199,23 +169,6 @@ inline float softmax_partial(float* p, int64_t n, float* max_out) {
   }
   return hsum512(sum);
 }
-
-// Multiplier of row j's loaded values: fp8 rows their scale (times the 2^8 of load16), others none.
-//   scales: the fp8 scale of row `first` for this column; consecutive rows of a block are `stride` apart
-template <class T>
-struct RowMultiplier {
-  RowMultiplier(const PagedRows&, int64_t, int64_t) {}
-  float apply(float p, int64_t) const { return p; }
-};
-template <>
-struct RowMultiplier<uint8_t> {
-  const float* scales;
-  int64_t stride;
-  RowMultiplier(const PagedRows& v, int64_t first, int64_t col)
-      : scales(v.scales + v.slot(first) * (v.row_width / v.scale_width) + col / v.scale_width),
-        stride(v.row_width / v.scale_width) {}
-  float apply(float p, int64_t r) const { return p * (scales[r * stride] * 256.0f); }
-};
 
 // out_i[c0 : c0 + cols] = mult_i * sum_{j in [j_begin, j_end)} p_i[j - j_begin] * v_(row j)[c0 : c0 + cols] for
 // NR rows of one query, j in increasing order from a zero sum, where row j = j for j < n_front and

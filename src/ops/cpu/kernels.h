@@ -58,30 +58,38 @@ void matmul_bf16_avx512bf16(const PackedRows& x, const Tensor& w, int64_t o_begi
 // Splits f32 values into bf16 hi (+ lo when lo != null), row-major (the oneDNN path).
 void split_rows_avx512(const float* x, int64_t n, uint16_t* hi, uint16_t* lo);
 
-// AVX-512F causal GQA attention (ops::attention's contract; with tree_parent, ops::tree_attention's) for kv heads [kv_head_begin, kv_head_end);
-// needs head_dim % 16 == 0. `scratch`: attention_avx512_scratch_bytes for the same shape, the running
-// thread's own (TaskScratch).
+// Causal GQA attention by key tiles (ops::attention's contract; with tree_parent, ops::tree_attention's), one
+// implementation (attention_driver.h) on two tiers: AVX-512F (head_dim % 16 == 0) and AVX2 + FMA + F16C
+// (head_dim % 8 == 0). Each tier gives a row the same bits whichever way its work is split; the tiers differ
+// from each other by float rounding only.
+// attention_<tier> runs kv heads [kv_head_begin, kv_head_end). `scratch`: attention_scratch_bytes for the same
+// shape, the running thread's own (TaskScratch).
 bool attention_avx512_supported(int64_t head_dim);
+bool attention_avx2_supported(int64_t head_dim);
 // tree_cached: tree rows already in the cache before the queries (ops::tree_attention's n_cached).
-size_t attention_avx512_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
-                                      int64_t head_dim, int64_t tree_cached = 0);
+size_t attention_scratch_bytes(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                               int64_t head_dim, int64_t tree_cached = 0);
 void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                       int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,
                       std::byte* scratch, int64_t kv_head_begin, int64_t kv_head_end,
                       const int32_t* tree_parent = nullptr, int64_t tree_cached = 0);
+void attention_avx2(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
+                    int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, std::byte* scratch,
+                    int64_t kv_head_begin, int64_t kv_head_end, const int32_t* tree_parent = nullptr,
+                    int64_t tree_cached = 0);
 // A row's softmax and value sums are computed over chunks of this many context columns (a tree row: its
-// path's chain columns) and merged in chunk order (attention_parts_avx512.h's merge_chunks); a context of
-// at most one chunk gives the bits of one unchunked softmax. Shape only: neither the thread count nor the
-// rows sharing a call change a row's bits.
+// path's chain columns) and merged in chunk order (the tier's merge_chunks); a context of at most one chunk
+// gives the bits of one unchunked softmax. Shape only: neither the thread count nor the rows sharing a call
+// change a row's bits.
 inline constexpr int64_t kAttentionChunkTokens = 1024;
-// Flash-decoding for few queries over a long context: attention_split_chunks_avx512 runs tasks
+// Flash-decoding for few queries over a long context: attention_split_chunks_<tier> runs tasks
 // [0, attention_split_tasks), kvh * tasks_per_head + c, each scoring chunk c of kv head kvh for every query
 // that sees it into `partials` (attention_split_partial_floats floats, shared); then
-// attention_split_merge_avx512 runs tasks kvh * n_q + qi, merging each row's chunks into out. A chain has a
+// attention_split_merge_<tier> runs tasks kvh * n_q + qi, merging each row's chunks into out. A chain has a
 // task per chunk (n_chunks = ceil(min(pos0 + n_q, n_kv) / kAttentionChunkTokens)). A tree (tree_parent,
-// tree_cached as for attention_avx512; n_kv = pos0 + n_q) has a task per chunk before tree row 0's, shared by
+// tree_cached as for attention_<tier>; n_kv = pos0 + n_q) has a task per chunk before tree row 0's, shared by
 // all rows, then one tail task per kv head for the rest of every row's path. Each row gets the bits
-// attention_avx512 gives it. scratch: attention_split_scratch_bytes, the running thread's own.
+// attention_<tier> gives it. scratch: attention_split_scratch_bytes, the running thread's own.
 int64_t attention_split_tasks(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
                               const int32_t* tree_parent = nullptr, int64_t tree_cached = 0);
 size_t attention_split_partial_floats(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
@@ -96,9 +104,19 @@ void attention_split_merge_avx512(int64_t n_q, int64_t pos0, int64_t n_kv, int64
                                   int64_t head_dim, const float* partials, float* out, std::byte* scratch,
                                   int64_t task_begin, int64_t task_end, const int32_t* tree_parent = nullptr,
                                   int64_t tree_cached = 0);
+void attention_split_chunks_avx2(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v,
+                                 int64_t n_kv, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                                 std::byte* scratch, float* partials, int64_t task_begin, int64_t task_end,
+                                 const int32_t* tree_parent = nullptr, int64_t tree_cached = 0);
+void attention_split_merge_avx2(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t n_head, int64_t n_head_kv,
+                                int64_t head_dim, const float* partials, float* out, std::byte* scratch,
+                                int64_t task_begin, int64_t task_end, const int32_t* tree_parent = nullptr,
+                                int64_t tree_cached = 0);
 // The fp8 key widening of the attention kernel: out[i] = fp8_table()[codes[i]] * scale bit for bit (n a
 // multiple of 16; for tests).
 void fp8_widen_avx512(const uint8_t* codes, int64_t n, float scale, float* out);
+// The same on the AVX2 tier (n a multiple of 8).
+void fp8_widen_avx2(const uint8_t* codes, int64_t n, float scale, float* out);
 // AVX-512F: out[i] = silu(gate[i]) * up[i] (out may alias gate).
 void silu_mul_avx512(const float* gate, const float* up, int64_t n, float* out);
 
