@@ -171,6 +171,7 @@ int run_serve(const std::vector<std::string>& argv) {
   served.n_vocab = model->n_vocab();
   served.reasoning_parser = reasoning_parser_for(args, served.chat_template);
   served.relaxed_thinking = config.spec.relaxed_thinking;
+  served.priority_scheduling = args.str("--scheduling-policy") == "priority";
   http.attach(served);
   waiter->ready.store(true);
   std::fprintf(stderr,

@@ -98,6 +98,10 @@ server::ServerOptions server_options(const Args& args) {
   options.host = args.str("--host");
   options.port = int(args.integer("--port"));
   options.api_key = args.str("--api-key");
+  if (args.has("--allowed-origins")) options.cors = server::parse_allowed_origins(args.str("--allowed-origins"));
+  AERIE_CHECK(!args.has("--allow-credentials") || options.cors.enabled(),
+              "--allow-credentials needs --allowed-origins (which origins may send credentials)");
+  options.cors.credentials = args.has("--allow-credentials");
   options.served_model_name = args.has("--served-model-name") ? args.str("--served-model-name") : args.str("--model");
   options.http_threads = int(args.integer("--http-threads"));
   options.max_in_flight = args.integer("--max-queue");

@@ -135,6 +135,7 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   seq->options = options;
   seq->prompt_logprobs = options.prompt_logprobs;
   seq->deterministic = options.deterministic;
+  seq->priority = options.priority;
   if (options.constraint) seq->constraint = options.constraint->clone();
   seq->on_event = std::move(on_event);
   seq->n_prompt = int64_t(prompt.size());

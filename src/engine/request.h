@@ -50,6 +50,10 @@ struct RequestOptions {
   // (EngineConfig::deterministic) it takes nothing from the prefix cache, whose blocks may have been
   // computed by the GEMM library.
   bool deterministic = false;
+  // Scheduling priority (vLLM's priority policy): lower values are admitted, stepped and kept first; equal
+  // values in arrival order. When sequence slots or KV blocks run out, the running sequence of the highest
+  // value (the newest among equals) is preempted, also to admit a waiting request of a lower value.
+  int64_t priority = 0;
 };
 
 // One prompt token's entry (RequestOptions::prompt_logprobs): `logprobs` holds its log-probability given

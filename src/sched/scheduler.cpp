@@ -7,7 +7,14 @@
 namespace aerie {
 namespace {
 
-bool by_arrival(const Sequence* a, const Sequence* b) { return a->arrival < b->arrival; }
+// The scheduling order: priority (lower first), then arrival.
+bool in_order(const Sequence* a, const Sequence* b) {
+  return a->priority != b->priority ? a->priority < b->priority : a->arrival < b->arrival;
+}
+
+bool planned(const std::vector<ScheduledRows>& rows, const Sequence* seq) {
+  return std::any_of(rows.begin(), rows.end(), [&](const ScheduledRows& r) { return r.seq == seq; });
+}
 
 // Head rows lag the target by one token: head position t pairs the target's feature at t with token t+1,
 // so its prefix chain starts with token 0 and hashes tokens 1, 2, ...
@@ -25,7 +32,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, BlockPool& pool, BlockPool* 
 }
 
 void Scheduler::add(Sequence* seq) {
-  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, by_arrival), seq);
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, in_order), seq);
 }
 
 void Scheduler::release(Sequence* seq) {
@@ -49,6 +56,21 @@ void Scheduler::preempt(Sequence* seq) {
   ++seq->preemptions;
   running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
   add(seq);
+}
+
+void Scheduler::preempt_for_waiting(std::vector<Sequence*>& preempted) {
+  while (!waiting_.empty() && !running_.empty()) {
+    const Sequence* seq = waiting_.front();
+    Sequence* victim = running_.back();
+    if (victim->priority <= seq->priority) return;  // equal priorities never preempt each other
+    // Blocks for its first chunk, as if nothing of it were cached (a cached prefix only makes room to spare).
+    const int64_t rows = std::min<int64_t>(int64_t(seq->tokens.size()), config_.max_batch_tokens);
+    const int64_t blocks = (rows + pool_.block_size() - 1) / pool_.block_size();
+    const bool no_slot = int64_t(running_.size()) >= config_.max_num_seqs;
+    if (!no_slot && pool_.n_available() >= blocks) return;
+    preempted.push_back(victim);
+    preempt(victim);
+  }
 }
 
 Sequence* Scheduler::victim_for(const Sequence* seq) const {
@@ -143,10 +165,12 @@ int64_t Scheduler::prompt_chunk(const Sequence* seq, int64_t budget, int64_t pro
 const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preempted) {
   std::vector<ScheduledRows>& rows = rows_;
   rows.clear();
+  preempt_for_waiting(preempted);
   int64_t budget = config_.max_batch_tokens;
-  // Decoding sequences first, oldest first: each gets 1 + its drafts, so a long prompt never delays the
-  // next token of a running request by more than its capped chunk. One that cannot get blocks preempts
-  // the newest running sequence (not yet planned: running_ is in arrival order and is walked in order).
+  // Decoding sequences first, in order (oldest first among equal priorities): each gets 1 + its drafts, so a
+  // long prompt never delays the next token of a running request by more than its capped chunk. One that
+  // cannot get blocks preempts the last running sequence (not yet planned: running_ is in scheduling order
+  // and is walked in order).
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
     if (seq->prefilling()) {
@@ -179,7 +203,7 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
     if (!reserve(seq, want)) {
       // The newest sequence makes room unless this step already runs it (a decode planned above).
       Sequence* victim = victim_for(seq);
-      if (std::any_of(rows.begin(), rows.end(), [&](const ScheduledRows& r) { return r.seq == victim; })) break;
+      if (planned(rows, victim)) break;
       preempted.push_back(victim);
       preempt(victim);
       continue;
@@ -189,7 +213,7 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
     if (seq->wants_prompt_logprobs()) prompt_logprob_rows -= want;
     ++i;
   }
-  // Admission, first come first served.
+  // Admission in order: priority, then first come first served.
   while (!waiting_.empty() && budget > 0 && int64_t(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     if (seq->wants_prompt_logprobs() && prompt_logprob_rows == 0) break;  // it stays first in line
@@ -202,7 +226,7 @@ const std::vector<ScheduledRows>& Scheduler::plan(std::vector<Sequence*>& preemp
     }
     waiting_.pop_front();
     seq->running = true;
-    running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, by_arrival), seq);
+    running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, in_order), seq);
     rows.push_back({seq, want});
     budget -= want;
     if (seq->wants_prompt_logprobs()) prompt_logprob_rows -= want;

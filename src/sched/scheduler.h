@@ -1,14 +1,16 @@
 // Scheduler: decides, each step, which sequences run and how many rows each gets, within a token budget
 // and a cap on running sequences, holding enough KV blocks for them.
 //   - decoding sequences first (1 row + their drafts), then prompt chunks (chunked prefill, capped while
-//     sequences decode), first come first served; waiting requests are admitted while budget, sequence
-//     slots and blocks allow;
+//     sequences decode), in order of priority (RequestOptions::priority, lower first), then first come
+//     first served; waiting requests are admitted in that order while budget, sequence slots and blocks
+//     allow, and one that finds no slot or blocks preempts running sequences of a higher priority value;
 //   - admission looks up the prompt in the prefix cache (target and draft head alike) and skips what it
 //     finds;
 //   - a request with prompt log-probabilities (RequestOptions::prompt_logprobs) skips the prefix cache and
 //     its prompt chunks share kPromptLogprobRowsPerStep rows a step;
-//   - when blocks run out for a running sequence, the newest running sequence is preempted: its blocks
-//     are freed and it waits again, to be recomputed (prompt + what it generated) when there is room.
+//   - when blocks run out for a running sequence, the last running sequence in that order (highest
+//     priority value, newest among equals) is preempted: its blocks are freed and it waits again, to be
+//     recomputed (prompt + what it generated) when there is room.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +76,10 @@ class Scheduler {
   // Blocks for n_rows more; a table without blocks starts in `partition` (-1: the pool's roomiest).
   bool reserve(Sequence* seq, int64_t n_rows, int32_t partition = -1);
   void preempt(Sequence* seq);
+  // Before a step is planned: while the first waiting request is more urgent (a lower priority value) than
+  // the last running sequence and would find no slot or too few free blocks for its first chunk, that
+  // running sequence is preempted.
+  void preempt_for_waiting(std::vector<Sequence*>& preempted);
   // Who makes room when seq cannot get blocks: the newest running sequence, among those whose blocks come
   // from seq's partition of the pool when it has several (preempting another partition's frees nothing
   // seq can use). It may be seq itself.

@@ -20,6 +20,7 @@ namespace aerie {
 struct Sequence {
   uint64_t id = 0;
   uint64_t arrival = 0;  // submission order (first come, first served; preemption takes the newest)
+  int64_t priority = 0;  // RequestOptions::priority: lower first, then arrival
   // Of the request's options, what scheduling reads (RequestOptions: prompt_logprobs, deterministic).
   int64_t prompt_logprobs = -1;
   bool deterministic = false;

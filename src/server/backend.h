@@ -36,6 +36,9 @@ struct ServedModel {
   // The engine's relaxed thinking acceptance (lossy; serve --thinking-acceptance relaxed): chat requests
   // whose prompt opens a <think> block start inside it, and every chat response says the server runs it.
   std::optional<RelaxedAcceptance> relaxed_thinking;
+  // serve --scheduling-policy priority: requests' `priority` orders admission and preemption
+  // (RequestOptions::priority). Off (fcfs), a request with a non-zero priority is refused, as vLLM does.
+  bool priority_scheduling = false;
   // Called by the engine loop while it has no work (a tensor-parallel driver's heartbeat); may be empty.
   std::function<void()> on_idle;
 };

@@ -98,6 +98,9 @@ std::string render_chat(const Backend& backend, const ChatRequest& request, bool
   }
 }
 
+// Request priorities are integers of at most this magnitude (any ordering a client needs; no overflow).
+constexpr int64_t kMaxPriority = int64_t(1) << 40;
+
 RequestOptions request_options(const Backend& backend, const SamplingRequest& request, const Json& body) {
   RequestOptions options;
   options.sampling = sampling_of(request);
@@ -113,6 +116,14 @@ RequestOptions request_options(const Backend& backend, const SamplingRequest& re
   if (options.ignore_eos) options.stop_token_ids.clear();
   // aerie's extension: batch-invariant decoding for this request (RequestOptions::deterministic).
   options.deterministic = fields::get_bool(body, "deterministic", "deterministic").value_or(false);
+  // vLLM's priority (lower first), with --scheduling-policy priority only.
+  options.priority = fields::get_integer(body, "priority", "priority", -kMaxPriority, kMaxPriority).value_or(0);
+  if (options.priority != 0 && !backend.model.priority_scheduling) {
+    throw ApiError::invalid_request("priority is " + std::to_string(options.priority) +
+                                        ", but this server schedules first come, first served (start it with "
+                                        "--scheduling-policy priority to use request priorities).",
+                                    "priority");
+  }
   return options;
 }
 
@@ -148,6 +159,7 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
 
   plan.chat = true;
   plan.id = new_response_id("chatcmpl-");
+  plan.request_id = context.request_id;
   plan.created = int64_t(std::time(nullptr));
   plan.model = context.model_name;
   plan.n = request.n;
@@ -205,6 +217,7 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
     plan.prompts.push_back(std::move(prompt));
   }
   plan.id = new_response_id("cmpl-");
+  plan.request_id = context.request_id;
   plan.created = int64_t(std::time(nullptr));
   plan.model = context.model_name;
   plan.n = request.n;

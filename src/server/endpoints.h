@@ -23,6 +23,7 @@ struct EndpointContext {
   JsonLimits json_limits;
   RequestLimits request_limits;
   SchemaLimits schema_limits;
+  std::string request_id;  // the X-Request-Id the response carries (the client's, or one made up)
 };
 
 // Throws ApiError (400/404) for bad requests; the Generation is not started yet.

@@ -1,9 +1,11 @@
 #include "server/generation.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "server/forced_tool_calls.h"
 #include "server/prompt_logprobs.h"
+#include "server/request_id.h"
 
 namespace aerie::server {
 namespace {
@@ -356,11 +358,12 @@ void Generation::write_log(std::string_view outcome) {
   if (speculated > 0) std::snprintf(acceptance_text, sizeof(acceptance_text), "%.2f", acceptance / speculated);
   char ttft[32] = "-";
   if (have_first_token_) std::snprintf(ttft, sizeof(ttft), "%.1f ms", ms_between(start_, first_token_));
-  char line[512];
+  char line[768];
   std::snprintf(line, sizeof(line),
-                "%s: %s, %zu choice%s, prompt %lld tokens, generated %lld tokens, ttft %s, total %.1f ms, "
-                "acceptance length %s, %.*s",
-                plan_.id.c_str(), plan_.stream ? "stream" : "whole", choices_.size(), choices_.size() == 1 ? "" : "s",
+                "%s (request %.*s): %s, %zu choice%s, prompt %lld tokens, generated %lld tokens, ttft %s, "
+                "total %.1f ms, acceptance length %s, %.*s",
+                plan_.id.c_str(), int(std::min<size_t>(plan_.request_id.size(), kMaxRequestIdBytes)),
+                plan_.request_id.data(), plan_.stream ? "stream" : "whole", choices_.size(), choices_.size() == 1 ? "" : "s",
                 (long long)u.prompt_tokens, (long long)u.completion_tokens, ttft, ms_between(start_, now), acceptance_text,
                 int(outcome.size()), outcome.data());
   log_(line);

@@ -36,6 +36,7 @@ enum class ForcedTools { kNone, kNamed, kList };
 struct GenerationPlan {
   bool chat = true;
   std::string id;     // "chatcmpl-..." / "cmpl-..."
+  std::string request_id;  // X-Request-Id (EndpointContext::request_id): in the log line
   int64_t created = 0;
   std::string model;  // the served model name
   std::vector<GenerationPrompt> prompts;  // chat: one

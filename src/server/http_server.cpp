@@ -24,6 +24,7 @@
 #include "server/openai_schema.h"
 #include "server/peer_socket.h"
 #include "server/request_gate.h"
+#include "server/request_id.h"
 
 namespace aerie::server {
 namespace {
@@ -48,6 +49,9 @@ struct Exchange {
   ConnectionStream* stream = nullptr;
   BodyFraming framing;
   bool close = false;
+  std::string request_id;  // X-Request-Id of the response (request_id.h)
+  std::string origin;      // the request's Origin header ("" without one)
+  bool preflight = false;  // a CORS preflight: its answer carries its own CORS headers
 };
 // Set by the worker around each request; the library runs the handlers on that same thread.
 thread_local Exchange* t_exchange = nullptr;
@@ -163,8 +167,8 @@ struct HttpServer::Impl {
   }
 
   EndpointContext context(std::shared_ptr<Backend> b) {
-    return {std::move(b), options.served_model_name, logger(), options.json_limits, options.request_limits,
-            options.schema_limits};
+    return {std::move(b),           options.served_model_name, logger(), options.json_limits, options.request_limits,
+            options.schema_limits, t_exchange != nullptr ? t_exchange->request_id : std::string()};
   }
 
   void count(int status) {
@@ -194,8 +198,28 @@ struct HttpServer::Impl {
     // Nothing after a chunked body is trusted as a next request: the library takes a malformed chunk end
     // for the end of the body. A body on a GET is never read, so it must not be parsed as a request.
     if (ex.framing.kind == BodyFraming::Kind::kChunked || (has_body && req.method != "POST")) ex.close = true;
+    ex.origin = req.get_header_value("Origin");
+    try {
+      ex.request_id = request_id_from(req.has_header("X-Request-Id"), req.get_header_value("X-Request-Id"));
+    } catch (const ApiError& e) {
+      return refuse(res, e, has_body);
+    }
     const RouteSpec* route = find_route(req.path);
     if (route == nullptr) return refuse(res, ApiError::not_found(req.path), has_body);
+    // A CORS preflight is answered here, before authentication: browsers send it without credentials.
+    if (req.method == "OPTIONS" && !ex.origin.empty() && req.has_header("Access-Control-Request-Method")) {
+      ex.preflight = true;
+      const PreflightAnswer answer =
+          answer_preflight(options.cors, ex.origin, route->method, req.get_header_value("Access-Control-Request-Method"),
+                           req.get_header_value("Access-Control-Request-Headers"));
+      if (answer.refused) return refuse(res, ApiError(403, *answer.refused, "invalid_request_error", "", "cors_refused"), has_body);
+      ++requests;
+      res.status = 204;
+      for (const auto& [name, value] : answer.headers) res.set_header(name, value);
+      count(res.status);
+      if (has_body) ex.close = true;
+      return HandlerResponse::Handled;
+    }
     if (route->authenticated && !options.api_key.empty() && !has_bearer_key(req, options.api_key))
       return refuse(res, ApiError::invalid_api_key(), has_body);
     if (req.method != route->method && !(req.method == "HEAD" && route->method == "GET")) {
@@ -392,9 +416,15 @@ void HttpServer::Impl::routes() {
   });
   // No endpoint serves partial content (the gate strips Range from every request), and a connection that
   // closes says so.
-  http.set_post_routing_handler([](const auto&, auto& res) {
+  // Every response names its request (X-Request-Id) and carries the CORS headers its origin is allowed.
+  http.set_post_routing_handler([this](const auto&, auto& res) {
+    Exchange& ex = exchange();
     res.headers.erase("Accept-Ranges");
-    if (!exchange().close) return;
+    if (ex.request_id.empty()) ex.request_id = request_id_from(false, {});  // the library refused the head
+    res.set_header("X-Request-Id", ex.request_id);
+    if (!ex.preflight)
+      for (const auto& [name, value] : cors_response_headers(options.cors, ex.origin)) res.set_header(name, value);
+    if (!ex.close) return;
     res.headers.erase("Keep-Alive");
     res.headers.erase("Connection");
     res.set_header("Connection", "close");

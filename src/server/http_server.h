@@ -25,6 +25,7 @@
 #include "core/limits.h"
 #include "engine/metrics.h"
 #include "server/backend.h"
+#include "server/cors.h"
 
 namespace aerie::server {
 
@@ -43,6 +44,7 @@ struct ServerOptions {
   int64_t max_in_flight = 256;       // engine requests queued or running; beyond: 429 with Retry-After
   LogFunction log;                   // one line per request; null: stderr
   bool quiet = false;                // no request log lines
+  CorsOptions cors;                  // cross-origin requests from browsers (off: no origin listed)
 };
 
 class HttpServer {

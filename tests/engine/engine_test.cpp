@@ -1,6 +1,7 @@
 // The continuous-batching engine: many requests at once must each produce exactly what they produce
 // alone (greedy, and seeded sampling), with and without a draft head, with prefix caching on and off,
 // and under a block budget so small that sequences are preempted and recomputed. Nothing may leak.
+// Request priorities order admission and preemption.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -216,6 +217,42 @@ TEST_F(EngineTest, LogprobsAreTheModelsLogSoftmax) {
       EXPECT_FLOAT_EQ(logprobs[i].top[0].second, logprobs[i].logprob);
       EXPECT_GE(logprobs[i].top[1].second, logprobs[i].top[2].second);
     }
+  }
+}
+
+// Request priorities (RequestOptions::priority, lower first): one sequence slot, a long priority-5 request
+// running, then two more of priority 5 and one of priority 0. The urgent one preempts the running one and
+// finishes first; the others finish in arrival order; each output is what the request gives alone.
+TEST_F(EngineTest, PrioritiesOrderAdmissionAndPreemption) {
+  EngineConfig c = small_config(1 << 20, true);
+  c.max_num_seqs = 1;
+  Engine engine(*target, nullptr, c, pool);
+  std::vector<Job> jobs = make_jobs(4, 5, target->n_vocab(), 0.0f);
+  const int64_t priorities[] = {5, 5, 5, 0};
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].options.priority = priorities[i];
+  jobs[0].options.max_tokens = 40;
+  std::vector<Outcome> out(jobs.size());
+  std::vector<size_t> finished;
+  auto submit = [&](size_t i) {
+    engine.submit(jobs[i].prompt, jobs[i].options, [&, i](const TokenEvent& e) {
+      out[i].tokens.insert(out[i].tokens.end(), e.tokens.begin(), e.tokens.end());
+      if (e.finished) finished.push_back(i);
+    });
+  };
+  submit(0);
+  for (int s = 0; s < 4; ++s) engine.step();  // job 0 prefilled and decoding
+  ASSERT_GT(out[0].tokens.size(), 0u);
+  submit(1);
+  submit(2);
+  submit(3);
+  engine.run_until_idle();
+  EXPECT_EQ(finished, (std::vector<size_t>{3, 0, 1, 2}));
+  EXPECT_EQ(engine.metrics().preemptions, 1);
+  EXPECT_EQ(engine.metrics().kv_blocks_in_use, 0);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    GenerateOptions g;
+    g.max_tokens = jobs[i].options.max_tokens;
+    EXPECT_EQ(out[i].tokens, generate(*target, jobs[i].prompt, g).tokens) << "request " << i;
   }
 }
 

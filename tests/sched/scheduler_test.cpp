@@ -2,7 +2,8 @@
 // hits at admission, preemption of the newest sequence when blocks run out, and update() — the only
 // writer of a sequence's progress — appending tokens, cutting rejected positions (blocks back to the
 // pool) and registering full blocks; over a partitioned pool (data-parallel attention), where new
-// sequences start and whom a sequence short of blocks preempts.
+// sequences start and whom a sequence short of blocks preempts; and request priorities (lower first):
+// admission, step order and preemption follow them, equal priorities stay first come first served.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -310,6 +311,102 @@ TEST(Scheduler, ASequenceShortOfBlocksPreemptsOnlyInItsOwnPartition) {
   EXPECT_EQ(b->preemptions, 0);
   for (auto& seq : f.seqs) s.remove(seq.get());
   EXPECT_EQ(pool.n_in_use(), 0);
+}
+
+
+TEST(Scheduler, PrioritiesOrderAdmissionStepsAndPreemption) {
+  // Two slots. Arrivals 0 (priority 5), 1 (priority 0), 2 (priority 5): the urgent late one goes first.
+  Fixture f;
+  SchedulerConfig config;
+  config.max_num_seqs = 2;
+  Scheduler s(config, f.pool, nullptr);
+  Sequence* a = f.make({1, 2, 3}, 0);
+  Sequence* b = f.make({4, 5, 6}, 1);
+  Sequence* c = f.make({7, 8, 9}, 2);
+  a->priority = 5;
+  b->priority = 0;
+  c->priority = 5;
+  s.add(a);
+  s.add(c);
+  s.add(b);
+  std::vector<Sequence*> preempted;
+  std::vector<ScheduledRows> plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].seq, b);  // priority 0
+  EXPECT_EQ(plan[1].seq, a);  // priority 5, arrived before c
+  EXPECT_TRUE(preempted.empty());
+  for (const ScheduledRows& p : plan) Fixture::step(s, *p.seq, p.n_rows, 50);
+  // c waits (equal to a: no preemption). A more urgent request takes the slot of the last running one (a),
+  // not b's.
+  plan = s.plan(preempted);
+  EXPECT_TRUE(preempted.empty());
+  for (const ScheduledRows& p : plan) Fixture::step(s, *p.seq, p.n_rows, 51);
+  Sequence* d = f.make({10, 11}, 3);
+  d->priority = -1;
+  s.add(d);
+  plan = s.plan(preempted);
+  ASSERT_EQ(preempted.size(), 1u);
+  EXPECT_EQ(preempted[0], a);
+  EXPECT_EQ(a->preemptions, 1);
+  EXPECT_FALSE(a->running);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].seq, b);  // decodes first
+  EXPECT_EQ(plan[1].seq, d);  // admitted
+  for (const ScheduledRows& p : plan) Fixture::step(s, *p.seq, p.n_rows, 52);
+  // b finishes: a (waiting again, and earlier than c) is admitted before c.
+  s.remove(b);
+  plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].seq, d);
+  EXPECT_EQ(plan[1].seq, a);
+  EXPECT_EQ(preempted.size(), 1u);
+  s.remove(a);
+  s.remove(c);
+  s.remove(d);
+  EXPECT_EQ(f.pool.n_in_use(), 0);
+}
+
+TEST(Scheduler, AnUrgentRequestShortOfBlocksPreemptsLessUrgentOnesNeverEqualOnes) {
+  // 8 blocks of 4: two priority-3 sequences of 15 prompt tokens hold 4 each.
+  Fixture f;
+  Scheduler s(SchedulerConfig{}, f.pool, nullptr);
+  Sequence* low1 = f.make({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 0);
+  Sequence* low2 = f.make({21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35}, 1);
+  low1->priority = low2->priority = 3;
+  s.add(low1);
+  s.add(low2);
+  std::vector<Sequence*> preempted;
+  std::vector<ScheduledRows> plan = s.plan(preempted);
+  ASSERT_EQ(plan.size(), 2u);
+  for (const ScheduledRows& p : plan) Fixture::step(s, *p.seq, p.n_rows, 50);
+  EXPECT_EQ(f.pool.n_available(), 0);
+  // An equal-priority request waits: nobody is preempted for it.
+  Sequence* same = f.make({40, 41, 42, 43, 44, 45}, 2);
+  same->priority = 3;
+  s.add(same);
+  plan = s.plan(preempted);
+  EXPECT_TRUE(preempted.empty());
+  ASSERT_EQ(plan.size(), 2u);
+  for (const ScheduledRows& p : plan) EXPECT_NE(p.seq, same);
+  for (const ScheduledRows& p : plan) Fixture::step(s, *p.seq, p.n_rows, 51);
+  // A more urgent one preempts the newest of the less urgent (low2), runs beside low1, ahead of `same`.
+  Sequence* urgent = f.make({60, 61, 62, 63, 64, 65}, 3);
+  urgent->priority = 1;
+  s.add(urgent);
+  plan = s.plan(preempted);
+  ASSERT_EQ(preempted.size(), 1u);
+  EXPECT_EQ(preempted[0], low2);
+  bool admitted = false, low1_ran = false, same_ran = false;
+  for (const ScheduledRows& p : plan) {
+    admitted = admitted || p.seq == urgent;
+    low1_ran = low1_ran || p.seq == low1;
+    same_ran = same_ran || p.seq == same;
+  }
+  EXPECT_TRUE(admitted);
+  EXPECT_TRUE(low1_ran);
+  EXPECT_FALSE(same_ran);
+  for (Sequence* seq : {low1, low2, same, urgent}) s.remove(seq);
+  EXPECT_EQ(f.pool.n_in_use(), 0);
 }
 
 }  // namespace

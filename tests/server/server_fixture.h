@@ -104,6 +104,7 @@ struct TestServerConfig {
   bool draft = false;
   bool attach = true;
   int64_t poison_token = -1;  // >= 0: every target forward whose batch holds this id fails (fault injection)
+  bool priority_scheduling = false;  // serve --scheduling-policy priority
 
   TestServerConfig() {
     options.port = 0;
@@ -148,6 +149,7 @@ class TestServer {
     served.chat_template = kTemplate;
     served.n_vocab = model_->n_vocab();
     served.synthetic_acceptance = config_.engine.spec.synthetic_acceptance;
+    served.priority_scheduling = config_.priority_scheduling;
     served.relaxed_thinking = config_.engine.spec.relaxed_thinking;
     server_->attach(served);
   }
