@@ -503,6 +503,9 @@ thread_local std::vector<JsonFrame> fork_stash;
 }  // namespace
 
 bool json_number_satisfiable(const JsonNode& n) {
+  if (n.multiple_of != 0)  // an integer node: some multiple within the positive or the negative span
+    return reachable_multiple(0, 0, magnitudes(n, false, Fraction::kZero), n.multiple_of) ||
+           reachable_multiple(0, 0, magnitudes(n, true, Fraction::kZero), n.multiple_of);
   return any_fraction(n, [&](Fraction f) {
     const Span positive = magnitudes(n, false, f), negative = magnitudes(n, true, f);
     return positive.min <= positive.max || negative.min <= negative.max;
