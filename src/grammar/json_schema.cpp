@@ -221,7 +221,7 @@ void SchemaCompiler::compile_into(uint32_t id, const std::string& path, const Js
       return;
     }
     const auto resolve = [this](const std::string& at, const Json& ref) -> const Json& { return resolve_target(at, ref); };
-    Json merged = merge_all_of(path, schema, resolve, size_t(limits_.max_depth));
+    Json merged = merge_all_of(path, schema, resolve, limits_.max_nodes);
     builder_.add_anyof({compile_made(path, std::move(merged))}, path, id);
     return;
   }
