@@ -302,6 +302,7 @@ void JsonGrammarBuilder::prune(const std::vector<uint8_t>& productive) {
     } else if (n.kind == JsonNodeKind::kObject && n.map && !productive[n.child]) {
       n.map = false;  // only {} remains
       n.count = 0;
+      n.child = kJsonNoNode;  // a listed object's child indexes its rules (none here), not a value node
     } else if (n.kind == JsonNodeKind::kObject && !n.map) {
       auto begin = g.properties.begin() + n.first;
       const auto end = std::remove_if(begin, begin + n.count,

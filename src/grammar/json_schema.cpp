@@ -314,7 +314,10 @@ void SchemaCompiler::compile_enum(uint32_t id, const std::string& path, const Js
 uint32_t SchemaCompiler::resolve_ref(const std::string& path, const Json& ref) {
   const Json& target = resolve_target(path, ref);
   if (&target == &root_) return compile_at("#", root_);
-  return compile_at("#" + percent_decode(ref.get<std::string>().substr(1), ref.get<std::string>()), target);
+  // Appended rather than "#" + ...: GCC 12's -Wrestrict misfires on the inlined operator+ here.
+  std::string pointer = "#";
+  pointer += percent_decode(ref.get<std::string>().substr(1), ref.get<std::string>());
+  return compile_at(pointer, target);
 }
 
 const Json& SchemaCompiler::resolve_target(const std::string& path, const Json& ref) const {
