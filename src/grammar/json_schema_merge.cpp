@@ -50,6 +50,40 @@ Json normalise_dependencies(Json s) {
   return s;
 }
 
+// Drafts 4-2019's tuple spelling (items as an array, additionalItems for the rest) -> 2020-12's (prefixItems,
+// items), so that the parts' tuples line up. additionalItems beside a schema (or no) items is ignored by
+// those drafts, and dropped here too.
+Json normalise_items(const std::string& path, Json s) {
+  if (s.contains("items") && s["items"].is_array()) {
+    AERIE_CHECK(!s.contains("prefixItems"), "json schema: \"items\" as an array together with \"prefixItems\" at ",
+                path, " is not supported");
+    s["prefixItems"] = std::move(s["items"]);
+    s.erase("items");
+    if (s.contains("additionalItems")) s["items"] = std::move(s["additionalItems"]);
+  }
+  s.erase("additionalItems");
+  return s;
+}
+
+// The array keywords of two parts with a tuple between them: position i must satisfy what each part says
+// of position i (its tuple's schema there, or its items for positions past its tuple), and the items after
+// both tuples must satisfy both parts' items. A part's items without prefixItems covers every position.
+void merge_tuples(const std::string& path, Json& out, const Json& a, const Json& b) {
+  static const Json kEmpty = Json::array();
+  const Json& ta = a.contains("prefixItems") ? a["prefixItems"] : kEmpty;
+  const Json& tb = b.contains("prefixItems") ? b["prefixItems"] : kEmpty;
+  AERIE_CHECK(ta.is_array() && tb.is_array(), "json schema: \"prefixItems\" at ", path, " must be an array of schemas");
+  const Json ra = a.contains("items") ? a["items"] : Json(true);
+  const Json rb = b.contains("items") ? b["items"] : Json(true);
+  Json tuple = Json::array();
+  for (size_t i = 0; i < std::max(ta.size(), tb.size()); ++i)
+    tuple.push_back(schema_and(i < ta.size() ? ta[i] : ra, i < tb.size() ? tb[i] : rb));
+  out["prefixItems"] = std::move(tuple);
+  const Json rest = schema_and(ra, rb);
+  if (is_true_schema(rest)) out.erase("items");
+  else out["items"] = rest;
+}
+
 uint64_t gcd64(uint64_t a, uint64_t b) { return std::gcd(a, b); }
 
 Json merge_types(const std::string& path, const Json& a, const Json& b) {
@@ -159,9 +193,7 @@ void merge_keyword(const std::string& path, Json& out, const std::string& keywor
     target = a == true || b == true;
   } else if (keyword == "items" || keyword == "additionalProperties" || keyword == "additionalItems" ||
              keyword == "propertyNames" || keyword == "contains") {
-    AERIE_CHECK(!a.is_array() && !b.is_array(), "json schema: \"items\" at ", path,
-                ": two tuples (items as arrays) in allOf/$ref parts are not supported");
-    target = schema_and(a, b);
+    target = schema_and(a, b);  // tuples were merged before (merge_tuples)
   } else if (keyword == "anyOf" || keyword == "oneOf") {
     target = product(path, keyword, a, b);
   } else if (keyword == "not") {
@@ -222,8 +254,8 @@ Json merge_schemas(const std::string& path, Json a, const Json& b_in) {
   if (is_true_schema(a)) a = Json::object();
   AERIE_CHECK(a.is_object() && b_in.is_object(), "json schema: the schema at ", path,
               " must be an object or a boolean");
-  a = normalise_dependencies(normalise_bounds(std::move(a)));
-  const Json b = normalise_dependencies(normalise_bounds(b_in));
+  a = normalise_items(path, normalise_dependencies(normalise_bounds(std::move(a))));
+  const Json b = normalise_items(path, normalise_dependencies(normalise_bounds(b_in)));
   // const -> an enum of one, so that enums intersect.
   auto const_to_enum = [](Json s) {
     if (!s.contains("const")) return s;
@@ -237,8 +269,10 @@ Json merge_schemas(const std::string& path, Json a, const Json& b_in) {
   if (a.contains("properties") || other.contains("properties") ||
       (a.contains("additionalProperties") != other.contains("additionalProperties")))
     merge_properties(path, out, a, other);
+  const bool tuples = a.contains("prefixItems") || other.contains("prefixItems");
+  if (tuples) merge_tuples(path, out, a, other);
   for (const auto& [keyword, value] : other.items()) {
-    if (keyword == "properties") continue;
+    if (keyword == "properties" || (tuples && (keyword == "prefixItems" || keyword == "items"))) continue;
     if (!out.contains(keyword)) {
       out[keyword] = value;
       continue;

@@ -79,6 +79,14 @@ const Case kCases[] = {
     {"items array + additionalItems (draft 7)", R"({"$schema": "http://json-schema.org/draft-07/schema#",
         "type": "array", "items": [{"type": "integer"}], "additionalItems": {"type": "boolean"}, "minItems": 2})",
      {"[1,true,false]", "[1,false]"}, {"[1,2]", "[1]", "[true]"}},
+    // A part's items without prefixItems covers every position, the other part's tuple included.
+    {"allOf of tuples and items", R"({"allOf": [{"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+        {"items": {"type": ["integer", "string"], "maxLength": 2, "maximum": 9}}, {"prefixItems": [{"minimum": 3}]}]})",
+     {R"([3,"ab"])", R"([9,"a",1,"xy"])", "[]"},
+     {"[2]", "[10]", R"([3,"abc"])", R"(["a"])", R"([3,"a",10])", R"([3,"a","abc"])"}},
+    {"allOf of a draft-7 tuple and items", R"({"$schema": "http://json-schema.org/draft-07/schema#", "allOf": [
+        {"type": "array", "items": [{"type": "integer"}], "additionalItems": false}, {"items": {"minimum": 1}}]})",
+     {"[1]", "[5]", "[]"}, {"[0]", "[1,2]", R"(["a"])"}},
     {"uniqueItems of an enum", R"({"type": "array", "items": {"enum": ["a", "b", 1, 1.0]}, "uniqueItems": true})",
      {R"(["a","b",1])", R"(["b","a"])", "[1.0]", "[]"}, {R"(["a","a"])", "[1,1.0]", R"(["a","b",1,"a"])"}},
     {"uniqueItems of booleans", R"({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true, "minItems": 2})",
@@ -179,7 +187,7 @@ TEST(JsonSchemaKeywords, RefusalsNameTheKeywordAndThePath) {
        {"\"uniqueItems\""}},
       {R"({"type": "object", "minProperties": 2})", {"\"minProperties\"", " at #"}},
       {R"({"allOf": [{"type": "string", "maxLength": 3}, {"multipleOf": 0.5}, {"multipleOf": 0.25}]})", {"\"multipleOf\""}},
-      {R"({"allOf": [{"prefixItems": [{}]}, {"prefixItems": [true, {}]}]})", {"\"prefixItems\""}},
+      {R"({"allOf": [{"items": [{}], "prefixItems": [{}]}, {"type": "array"}]})", {"\"prefixItems\"", " at #"}},
       {R"({"type": "object", "properties": {"a": {}}, "dependentSchemas": {"a": {"minProperties": 3}}})",
        {"\"dependentSchemas\"", "#/dependentSchemas/a", "minProperties"}},
       {R"({"type": "object", "required": ["a"], "properties": {"a": {}}, "not": {"required": ["a"]}})", {"\"not\"", "\"a\""}},
