@@ -833,9 +833,23 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
       charge_admits(id, text.size());
       for (const char c : text) {
         state = g.literal_step(state, uint8_t(c));
-        if (state == kJsonNoNode) return false;
+        if (state == kJsonNoNode) break;
       }
-      return g.literal_states[state].value >= 0;
+      if (state != kJsonNoNode && g.literal_states[state].value >= 0) return true;
+      // Equal values can be spelled apart (1 and 1.0, objects with their keys in another order): compare
+      // as JSON Schema does. oneOf's disjointness check relies on this never missing an equal value.
+      if (!value.is_number() && !value.is_object() && !value.is_array()) return false;
+      std::vector<std::pair<uint32_t, std::string>> work{{n.child, std::string()}};
+      while (!work.empty()) {
+        auto [at, prefix] = std::move(work.back());
+        work.pop_back();
+        const JsonLiteralState& s = g.literal_states[at];
+        charge_admits(id, 1 + prefix.size());
+        if (s.value >= 0 && json_values_equal(Json::parse(prefix), value)) return true;
+        for (uint32_t e = 0; e < s.n_edges; ++e)
+          work.emplace_back(g.literal_edges[s.first_edge + e].target, prefix + char(g.literal_edges[s.first_edge + e].byte));
+      }
+      return false;
     }
     case JsonNodeKind::kString: {
       if (!value.is_string()) return false;

@@ -112,6 +112,8 @@ const Case kCases[] = {
      {R"({"c":{"b":1,"a":[1,{"c":null}]},"e":[1,2]})", R"({"c":{"b":1,"a":[1,{"c":null}]},"e":{"x":"y"}})"},
      {R"({"c":{"b":1},"e":null})", R"({"c":{"b":1,"a":[1,{"c":null}]},"e":[2,1]})"},
      {R"({"c":{"a":[1,{"c":null}],"b":1},"e":null})"}},  // the enum's own key order is written
+    {"enum filtered by equal values", R"({"enum": [1.0, 2, {"b": 1, "a": 2}], "anyOf": [{"const": 1}, {"const": {"a": 2, "b": 1}}]})",
+     {"1.0", R"({"b":1,"a":2})"}, {"2", "1.5"}},
     {"definitions and $ref siblings", R"({"definitions": {"n": {"type": "integer"}},
         "properties": {"n": {"$ref": "#/definitions/n", "minimum": 3}}, "required": ["n"]})",
      {R"({"n":3})"}, {R"({"n":2})", R"({"n":"x"})"}},
@@ -179,6 +181,9 @@ TEST(JsonSchemaKeywords, RefusalsNameTheKeywordAndThePath) {
       {R"({"properties": {"p": {"oneOf": [{"properties": {"a": {}}}, {"type": "string"}]}}})", {"\"oneOf\"", "#/properties/p"}},
       {R"({"oneOf": [{"type": "object", "properties": {"t": {"enum": [1, 2]}}, "required": ["t"]},
                      {"type": "object", "properties": {"t": {"enum": [2, 3]}}, "required": ["t"]}]})", {"\"oneOf\""}},
+      // Equal values spelled apart (1 and 1.0, keys in another order) are not disjoint.
+      {R"({"oneOf": [{"enum": [1, "x"]}, {"const": 1.0}]})", {"\"oneOf\"", "0 and 1"}},
+      {R"({"oneOf": [{"const": {"a": 1, "b": 2}}, {"const": {"b": 2, "a": 1}}]})", {"\"oneOf\""}},
       {R"({"type": "string", "not": {"const": "a"}})", {"\"not\"", " at #"}},
       {R"({"items": {"not": {"minimum": 3}}})", {"\"not\"", "#/items", "minimum"}},
       {R"({"type": "number", "multipleOf": 0.5})", {"\"multipleOf\"", "0.5"}},
