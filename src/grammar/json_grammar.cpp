@@ -68,8 +68,10 @@ bool object_completable(const JsonGrammar& g, const JsonNode& n, uint32_t positi
   const uint64_t ahead = low_bits(n.count) & ~low_bits(position);
   uint64_t needed = rules.required | written;
   for (uint64_t m = needed; m != 0; m &= m - 1) needed |= depends[__builtin_ctzll(m)];
+  // `never` covers written properties too: one whose dependency was pruned cannot be written at all.
+  if ((needed & rules.never) != 0) return false;
   needed &= ~written;
-  if ((needed & ~ahead) != 0 || (needed & rules.never) != 0) return false;
+  if ((needed & ~ahead) != 0) return false;
   uint64_t writable = needed;
   for (uint64_t m = ahead & ~rules.never; m != 0; m &= m - 1) {
     const int i = __builtin_ctzll(m);
@@ -77,7 +79,7 @@ bool object_completable(const JsonGrammar& g, const JsonNode& n, uint32_t positi
   }
   const auto fewest = uint32_t(__builtin_popcountll(written | needed));
   const auto most = uint32_t(__builtin_popcountll(written | writable));
-  return fewest <= n.max && most >= n.min;
+  return std::max(fewest, n.min) <= std::min(most, n.max);  // some count in both ranges
 }
 
 // The keys a listed object with rules may write next: those after which it can still be completed.

@@ -121,9 +121,21 @@ struct Exclusion {
   std::vector<std::string> names;
 };
 
+// Whether the document's $schema names a draft before 2020-12 (3 to 2019-09), whose "items" as a schema
+// applies to every item and which does not know "prefixItems" (validators ignore it there, and so does
+// aerie). Without $schema, 2020-12 (which still reads items as an array the old way: see compile_array).
+bool legacy_items_draft(const Json& root) {
+  if (!root.is_object() || !root.contains("$schema") || !root["$schema"].is_string()) return false;
+  const std::string& uri = root["$schema"].get_ref<const std::string&>();
+  for (const char* draft : {"draft-03", "draft-04", "draft-06", "draft-07", "2019-09"})
+    if (uri.find(draft) != std::string::npos) return true;
+  return false;
+}
+
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, const SchemaLimits& limits) : root_(root), limits_(limits), builder_(limits) {}
+  SchemaCompiler(const Json& root, const SchemaLimits& limits)
+      : root_(root), legacy_items_(legacy_items_draft(root)), limits_(limits), builder_(limits) {}
 
   std::shared_ptr<const JsonGrammar> compile(JsonWhitespace whitespace) {
     const uint32_t root = compile_at("#", root_);
@@ -185,6 +197,7 @@ class SchemaCompiler {
   void charge_admits(uint32_t node, size_t steps) const;
 
   const Json& root_;
+  const bool legacy_items_;  // a draft before 2020-12: items covers every position, prefixItems is no keyword
   SchemaLimits limits_;
   int depth_ = 0;                   // compile_at calls in progress
   mutable size_t admits_steps_ = 0;  // admits() work so far
@@ -221,7 +234,7 @@ void SchemaCompiler::compile_into(uint32_t id, const std::string& path, const Js
       return;
     }
     const auto resolve = [this](const std::string& at, const Json& ref) -> const Json& { return resolve_target(at, ref); };
-    Json merged = merge_all_of(path, schema, resolve, limits_.max_nodes);
+    Json merged = merge_all_of(path, schema, resolve, limits_.max_nodes, legacy_items_);
     builder_.add_anyof({compile_made(path, std::move(merged))}, path, id);
     return;
   }
@@ -673,12 +686,13 @@ uint32_t SchemaCompiler::compile_array(const std::string& path, const Json& sche
   uint32_t min_items = count_keyword(path, schema, "minItems", 0);
   uint32_t max_items = count_keyword(path, schema, "maxItems", kUnbounded);
   const bool old_tuple = schema.contains("items") && schema["items"].is_array();
-  AERIE_CHECK(!(old_tuple && schema.contains("prefixItems")), "json schema: \"items\" as an array together with ",
-              "\"prefixItems\" at ", path, " is not supported");
-  const char* tuple_keyword = old_tuple ? "items" : "prefixItems";
+  AERIE_CHECK(legacy_items_ || !(old_tuple && schema.contains("prefixItems")), "json schema: \"items\" as an array ",
+              "together with \"prefixItems\" at ", path, " is not supported");
+  // Before 2020-12 prefixItems is no keyword (and items, a schema, covers every item).
+  const char* tuple_keyword = old_tuple ? "items" : legacy_items_ ? "" : "prefixItems";
   const char* rest_keyword = old_tuple ? "additionalItems" : "items";
   std::vector<uint32_t> tuple;
-  if (schema.contains(tuple_keyword)) {
+  if (*tuple_keyword != '\0' && schema.contains(tuple_keyword)) {
     const Json& list = schema[tuple_keyword];
     AERIE_CHECK(list.is_array(), "json schema: \"", tuple_keyword, "\" at ", path, " must be an array of schemas");
     for (size_t i = 0; i < list.size(); ++i) tuple.push_back(compile_at(str_cat(path, "/", tuple_keyword, "/", i), list[i]));

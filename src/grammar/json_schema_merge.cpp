@@ -42,18 +42,21 @@ Json normalise_bounds(Json s) {
 // "dependencies" (drafts 4-7) -> dependentRequired (lists) and dependentSchemas (schemas).
 Json normalise_dependencies(Json s) {
   if (!s.contains("dependencies") || !s["dependencies"].is_object()) return s;
-  for (const auto& [name, value] : s["dependencies"].items()) {
+  // Taken out first: adding keywords to `s` (an ordered map, vector-backed) moves its members.
+  const Json dependencies = std::move(s["dependencies"]);
+  s.erase("dependencies");
+  for (const auto& [name, value] : dependencies.items()) {
     if (value.is_array()) s["dependentRequired"][name] = value;
     else s["dependentSchemas"][name] = value;
   }
-  s.erase("dependencies");
   return s;
 }
 
 // Drafts 4-2019's tuple spelling (items as an array, additionalItems for the rest) -> 2020-12's (prefixItems,
 // items), so that the parts' tuples line up. additionalItems beside a schema (or no) items is ignored by
-// those drafts, and dropped here too.
-Json normalise_items(const std::string& path, Json s) {
+// those drafts, and dropped here too; so is prefixItems, which they do not know (`legacy`).
+Json normalise_items(const std::string& path, Json s, bool legacy) {
+  if (legacy) s.erase("prefixItems");
   if (s.contains("items") && s["items"].is_array()) {
     AERIE_CHECK(!s.contains("prefixItems"), "json schema: \"items\" as an array together with \"prefixItems\" at ",
                 path, " is not supported");
@@ -248,14 +251,14 @@ Json schema_and(const Json& a, const Json& b) {
   return Json{{"allOf", Json::array({a, b})}};
 }
 
-Json merge_schemas(const std::string& path, Json a, const Json& b_in) {
+Json merge_schemas(const std::string& path, Json a, const Json& b_in, bool legacy_items) {
   if (a == false || b_in == false) return false;
   if (is_true_schema(b_in)) return a;
   if (is_true_schema(a)) a = Json::object();
   AERIE_CHECK(a.is_object() && b_in.is_object(), "json schema: the schema at ", path,
               " must be an object or a boolean");
-  a = normalise_items(path, normalise_dependencies(normalise_bounds(std::move(a))));
-  const Json b = normalise_items(path, normalise_dependencies(normalise_bounds(b_in)));
+  a = normalise_items(path, normalise_dependencies(normalise_bounds(std::move(a))), legacy_items);
+  const Json b = normalise_items(path, normalise_dependencies(normalise_bounds(b_in)), legacy_items);
   // const -> an enum of one, so that enums intersect.
   auto const_to_enum = [](Json s) {
     if (!s.contains("const")) return s;
@@ -280,10 +283,16 @@ Json merge_schemas(const std::string& path, Json a, const Json& b_in) {
     merge_keyword(path, out, keyword, Json(out[keyword]), value);
   }
   if (out.contains("type") && out["type"].is_array() && out["type"].empty()) return false;
+  if (legacy_items && out.contains("prefixItems")) {  // back to the spelling the document's draft reads
+    if (out.contains("items")) out["additionalItems"] = std::move(out["items"]);
+    out["items"] = std::move(out["prefixItems"]);
+    out.erase("prefixItems");
+  }
   return out;
 }
 
-Json merge_all_of(const std::string& path, const Json& schema, const SchemaRefResolver& resolve, size_t max_parts) {
+Json merge_all_of(const std::string& path, const Json& schema, const SchemaRefResolver& resolve, size_t max_parts,
+                  bool legacy_items) {
   std::vector<const Json*> parts, work{&schema};
   std::set<const Json*> seen{&schema};
   while (!work.empty()) {
@@ -318,7 +327,7 @@ Json merge_all_of(const std::string& path, const Json& schema, const SchemaRefRe
     Json own = Json::object();
     for (const auto& [keyword, value] : part->items())
       if (keyword != "$ref" && keyword != "allOf" && !kAnnotations.count(keyword)) own[keyword] = value;
-    out = merge_schemas(path, std::move(out), own);
+    out = merge_schemas(path, std::move(out), own, legacy_items);
     if (out == false) return false;
   }
   return out;

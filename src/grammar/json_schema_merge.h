@@ -25,12 +25,15 @@ using SchemaRefResolver = std::function<const nlohmann::ordered_json&(const std:
 // The schema at `path` (an object with "$ref" and/or "allOf") as one schema without either at its top:
 // the $ref targets and allOf members, followed transitively (each at most once: A and A is A), merged
 // with the sibling keywords. `max_parts` bounds the number of schemas merged. Boolean results: false when
-// nothing can satisfy all parts.
+// nothing can satisfy all parts. `legacy_items`: the document's $schema is a draft before 2020-12, where
+// "items" as a schema covers every position and "prefixItems" is no keyword (the result then spells its
+// tuple as items + additionalItems); else 2020-12's prefixItems + items.
 nlohmann::ordered_json merge_all_of(const std::string& path, const nlohmann::ordered_json& schema,
-                                    const SchemaRefResolver& resolve, size_t max_parts);
+                                    const SchemaRefResolver& resolve, size_t max_parts, bool legacy_items);
 
 // The intersection of two schemas that have no "$ref" or "allOf" at their top.
-nlohmann::ordered_json merge_schemas(const std::string& path, nlohmann::ordered_json a, const nlohmann::ordered_json& b);
+nlohmann::ordered_json merge_schemas(const std::string& path, nlohmann::ordered_json a, const nlohmann::ordered_json& b,
+                                     bool legacy_items);
 
 // {"allOf": [a, b]}, or the one that is not `true`/{} (what merge_schemas puts where both constrain a
 // subschema).

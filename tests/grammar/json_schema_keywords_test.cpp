@@ -87,6 +87,10 @@ const Case kCases[] = {
     {"allOf of a draft-7 tuple and items", R"({"$schema": "http://json-schema.org/draft-07/schema#", "allOf": [
         {"type": "array", "items": [{"type": "integer"}], "additionalItems": false}, {"items": {"minimum": 1}}]})",
      {"[1]", "[5]", "[]"}, {"[0]", "[1,2]", R"(["a"])"}},
+    // Before 2020-12, prefixItems is no keyword and items (a schema) covers every item.
+    {"prefixItems under draft 7", R"({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
+        "prefixItems": [{"type": "string"}], "items": {"type": "integer"}, "allOf": [{"prefixItems": [{"type": "null"}]}]})",
+     {"[1,2]", "[]", "[3]"}, {R"(["a"])", "[null]", R"([1,"a"])"}},
     {"uniqueItems of an enum", R"({"type": "array", "items": {"enum": ["a", "b", 1, 1.0]}, "uniqueItems": true})",
      {R"(["a","b",1])", R"(["b","a"])", "[1.0]", "[]"}, {R"(["a","a"])", "[1,1.0]", R"(["a","b",1,"a"])"}},
     {"uniqueItems of booleans", R"({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true, "minItems": 2})",
@@ -199,6 +203,7 @@ TEST(JsonSchemaKeywords, RefusalsNameTheKeywordAndThePath) {
       {R"({"allOf": [{"type": "string"}, {"type": "integer"}]})", {"admits no value"}},
       {R"({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": true, "minItems": 3})", {"admits no value"}},
       {R"({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9})", {"admits no value"}},
+      {R"({"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 2, "maxProperties": 1})", {"admits no object"}},
       {R"({"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a"], "dependentRequired": {"a": ["b"]},
            "maxProperties": 1})", {"admits no object"}},
   };
