@@ -27,7 +27,8 @@
 //   rounded inwards (minimum 0.5 admits 1, 1.25, ...; for integers this is exact); bounds beyond +-2^61
 //   are refused.
 // - $ref siblings are applied (draft 2019-09 on); for earlier drafts, which ignore them, the output is
-//   then narrower, never invalid.
+//   then narrower, never invalid. The root's $schema decides one reading: before 2020-12, "items" as a
+//   schema covers every item and "prefixItems" is ignored (not a keyword there); otherwise 2020-12's.
 // - Ignored: annotations (title, description, default, examples, $schema, $id, $comment, format,
 //   deprecated, readOnly, writeOnly, content*, $anchor, ...) and unknown keywords, as validators do.
 // - Refused with an aerie::Error naming the keyword and the schema path (e.g. "#/properties/name"):

@@ -2,7 +2,7 @@
 // beside sibling keywords, become one schema whose keywords are the intersection of the parts'
 // (types, properties, required, bounds, enums, ...). Subschemas that both parts constrain become
 // {"allOf": [a, b]}, merged in turn when compiled. A keyword that cannot be intersected exactly (two
-// different patterns, two tuples, non-integer multipleOf that differ) is refused with an aerie::Error
+// different patterns, non-integer multipleOf that differ) is refused with an aerie::Error
 // naming it and the schema path.
 //
 // The result is a valid schema for both JSON Schema readings of $ref siblings (ignored before draft
