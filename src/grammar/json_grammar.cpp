@@ -157,8 +157,10 @@ Step step_array(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b
       [[fallthrough]];
     case kArrValue:
       push.node = array_item(g, n, f.value);
-      push.extra = n.unique ? f.extra : 0;  // a unique array's item must not repeat a value used
-      ++f.value;  // the ',' that led here checked the count against max
+      // A unique array's item must not repeat a value used; the ',' that led here checked the count
+      // against max.
+      push.extra = n.unique ? f.extra : 0;
+      ++f.value;
       to_phase(f, kArrNext);
       return Step::kPush;
     case kArrNext:
@@ -412,7 +414,8 @@ Step step_number(const JsonNode& n, JsonFrame& f, uint8_t b) {
   if (next == 0xff) return number_done(n, f.phase, f.value, f.extra) ? Step::kPopRetry : Step::kRefuse;
   if (n.bounded || n.multiple_of != 0) {
     const uint64_t value = number_value_after(f.value, f.phase, b);
-    const uint64_t remainder = n.multiple_of != 0 && digit ? (f.extra * 10 + uint64_t(b - '0')) % n.multiple_of : f.extra;
+    const uint64_t remainder = n.multiple_of != 0 && digit ? (f.extra * 10 + uint64_t(b - '0')) % n.multiple_of
+                                                           : f.extra;
     if (!number_feasible(n, next, value, remainder)) return Step::kRefuse;
     f.value = value;
     f.extra = remainder;
@@ -585,8 +588,7 @@ bool JsonMatcher::feed_stack(size_t base, uint8_t byte) {
         on_child_done(g, frames_.back(), child);
         break;
       }
-      case Step::kPush:
-        return push_value(base, push.node, push.extra, byte);
+      case Step::kPush: return push_value(base, push.node, push.extra, byte);
     }
   }
 }

@@ -69,8 +69,8 @@ struct JsonNode {
   bool unique = false;
   // kNumber: the value is an integer multiple of this (0: no multipleOf). Only on integer nodes.
   uint32_t multiple_of = 0;
-  uint32_t min = 0;             // kString: code points; kArray: items; kObject: members (minProperties)
-  uint32_t max = 0xffffffffu;   // kString: code points; kArray: items; kObject: members (maxProperties)
+  uint32_t min = 0;            // kString: code points; kArray: items; kObject: members (minProperties)
+  uint32_t max = 0xffffffffu;  // kString: code points; kArray: items; kObject: members (maxProperties)
   // kArray: items after the tuple; kObject map: values; kLiteral: root trie state; kObject listed: the
   // index of its JsonObjectRules, or kJsonNoNode when it has none.
   uint32_t child = kJsonNoNode;
@@ -100,8 +100,8 @@ struct JsonProperty {
 // decided from the frame's mask of the properties written so far (json_grammar.cpp, allowed_keys).
 struct JsonObjectRules {
   uint64_t required = 0;
-  uint64_t never = 0;        // properties that cannot be written (a dependency was pruned)
-  uint32_t dependencies = 0; // dependency_masks[dependencies + i]: what property i needs, transitively
+  uint64_t never = 0;         // properties that cannot be written (a dependency was pruned)
+  uint32_t dependencies = 0;  // dependency_masks[dependencies + i]: what property i needs, transitively
 };
 
 // A state of a literal trie: `value` >= 0 when a literal ends here (for keys: the property index within

@@ -102,8 +102,8 @@ uint32_t JsonGrammarBuilder::add_number(bool integer, std::string path, uint32_t
   return add_node(n, std::move(path), into);
 }
 
-uint32_t JsonGrammarBuilder::add_array(uint32_t items, uint32_t min_items, uint32_t max_items, std::string path, uint32_t into,
-                                       const std::vector<uint32_t>& tuple) {
+uint32_t JsonGrammarBuilder::add_array(uint32_t items, uint32_t min_items, uint32_t max_items, std::string path,
+                                       uint32_t into, const std::vector<uint32_t>& tuple) {
   JsonNode n;
   n.kind = JsonNodeKind::kArray;
   n.child = items;
@@ -389,10 +389,11 @@ void JsonGrammarBuilder::build_object_rules(uint32_t id) {
   const bool counted = object.min > 0 || object.max < object.count;
   for (uint32_t i = 0; i < object.count && counted; ++i)
     AERIE_CHECK((depends[i] >> i & 1) == 0, "json schema: ", g.paths[id],
-                ": minProperties/maxProperties together with cyclic dependencies (\"", g.properties[object.first + i].name,
-                "\") are not supported");
+                ": minProperties/maxProperties together with cyclic dependencies (\"",
+                g.properties[object.first + i].name, "\") are not supported");
   std::vector<std::pair<std::string, int32_t>> entries;
-  for (uint32_t i = 0; i < object.count; ++i) entries.emplace_back(json_quote(g.properties[object.first + i].name), int32_t(i));
+  for (uint32_t i = 0; i < object.count; ++i)
+    entries.emplace_back(json_quote(g.properties[object.first + i].name), int32_t(i));
   JsonNode key;
   key.kind = JsonNodeKind::kLiteral;
   key.child = add_trie(std::move(entries));

@@ -36,8 +36,8 @@ class JsonGrammarBuilder {
   uint32_t add_string(uint32_t min_length, uint32_t max_length, std::string path, uint32_t into = kJsonNoNode);
   uint32_t add_number(bool integer, std::string path, uint32_t into = kJsonNoNode);
   // `tuple`: the nodes of the first items (prefixItems); `items` follows them.
-  uint32_t add_array(uint32_t items, uint32_t min_items, uint32_t max_items, std::string path, uint32_t into = kJsonNoNode,
-                     const std::vector<uint32_t>& tuple = {});
+  uint32_t add_array(uint32_t items, uint32_t min_items, uint32_t max_items, std::string path,
+                     uint32_t into = kJsonNoNode, const std::vector<uint32_t>& tuple = {});
   uint32_t add_listed_object(std::vector<JsonProperty> properties, std::string path, uint32_t into = kJsonNoNode);
   uint32_t add_map_object(uint32_t values, std::string path, uint32_t into = kJsonNoNode);
   // A literal node over the given serialisations (an empty list admits nothing).

@@ -25,22 +25,56 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Keywords that would change which documents are valid and that the grammar does not implement.
-const std::set<std::string> kRefusedKeywords = {
-    "pattern", "if", "then", "else", "patternProperties", "propertyNames", "unevaluatedProperties",
-    "unevaluatedItems", "contains", "minContains", "maxContains", "$dynamicRef", "$recursiveRef"};
+const std::set<std::string> kRefusedKeywords = {"pattern",
+                                                "if",
+                                                "then",
+                                                "else",
+                                                "patternProperties",
+                                                "propertyNames",
+                                                "unevaluatedProperties",
+                                                "unevaluatedItems",
+                                                "contains",
+                                                "minContains",
+                                                "maxContains",
+                                                "$dynamicRef",
+                                                "$recursiveRef"};
 
 // The keywords this compiler acts on (anything else is an annotation or unknown, and ignored).
-const std::set<std::string> kValidationKeywords = {
-    "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength",
-    "maxLength", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "not", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties", "maxProperties", "dependencies",
-    "dependentRequired", "dependentSchemas", "prefixItems", "additionalItems", "uniqueItems"};
+const std::set<std::string> kValidationKeywords = {"type",
+                                                   "properties",
+                                                   "required",
+                                                   "additionalProperties",
+                                                   "items",
+                                                   "minItems",
+                                                   "maxItems",
+                                                   "minLength",
+                                                   "maxLength",
+                                                   "enum",
+                                                   "const",
+                                                   "anyOf",
+                                                   "oneOf",
+                                                   "allOf",
+                                                   "$ref",
+                                                   "not",
+                                                   "minimum",
+                                                   "maximum",
+                                                   "exclusiveMinimum",
+                                                   "exclusiveMaximum",
+                                                   "multipleOf",
+                                                   "minProperties",
+                                                   "maxProperties",
+                                                   "dependencies",
+                                                   "dependentRequired",
+                                                   "dependentSchemas",
+                                                   "prefixItems",
+                                                   "additionalItems",
+                                                   "uniqueItems"};
 
-const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties", "minProperties",
-                                               "maxProperties", "dependencies", "dependentRequired",
-                                               "dependentSchemas"};
-const std::set<std::string> kArrayKeywords = {"items", "minItems", "maxItems", "prefixItems", "additionalItems",
-                                              "uniqueItems"};
+const std::set<std::string> kObjectKeywords = {"properties",        "required",        "additionalProperties",
+                                               "minProperties",     "maxProperties",   "dependencies",
+                                               "dependentRequired", "dependentSchemas"};
+const std::set<std::string> kArrayKeywords = {"items",       "minItems",        "maxItems",
+                                              "prefixItems", "additionalItems", "uniqueItems"};
 const std::set<std::string> kStringKeywords = {"minLength", "maxLength"};
 const std::set<std::string> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                                                "multipleOf"};
@@ -206,7 +240,7 @@ class SchemaCompiler {
   std::vector<PendingEnum> enums_;
   std::vector<PendingOneOf> one_ofs_;
   std::vector<PendingUnique> uniques_;
-  std::deque<Json> made_;                          // schemas compile_made keeps alive
+  std::deque<Json> made_;                                 // schemas compile_made keeps alive
   std::unordered_map<std::string, uint32_t> made_nodes_;  // by content (compact dump)
   size_t made_bytes_ = 0;
 };
@@ -233,7 +267,9 @@ void SchemaCompiler::compile_into(uint32_t id, const std::string& path, const Js
       builder_.add_anyof({compile_at(path + "/allOf/0", schema["allOf"][0])}, path, id);
       return;
     }
-    const auto resolve = [this](const std::string& at, const Json& ref) -> const Json& { return resolve_target(at, ref); };
+    const auto resolve = [this](const std::string& at, const Json& ref) -> const Json& {
+      return resolve_target(at, ref);
+    };
     Json merged = merge_all_of(path, schema, resolve, limits_.max_nodes, legacy_items_);
     builder_.add_anyof({compile_made(path, std::move(merged))}, path, id);
     return;
@@ -268,9 +304,8 @@ void SchemaCompiler::compile_alternatives(uint32_t id, const std::string& path, 
 }
 
 bool SchemaCompiler::has_siblings(const Json& schema, const std::string& keyword) const {
-  return std::any_of(schema.items().begin(), schema.items().end(), [&](const auto& kv) {
-    return kv.key() != keyword && kValidationKeywords.count(kv.key()) > 0;
-  });
+  return std::any_of(schema.items().begin(), schema.items().end(),
+                     [&](const auto& kv) { return kv.key() != keyword && kValidationKeywords.count(kv.key()) > 0; });
 }
 
 uint32_t SchemaCompiler::compile_made(const std::string& path, Json schema) {
@@ -415,8 +450,8 @@ uint32_t SchemaCompiler::compile_type(const std::string& type, const std::string
   for (const Json& v : excluded.values)
     AERIE_CHECK(!(v.is_string() && type == "string") && !(v.is_number() && (type == "number" || type == "integer")) &&
                     !(v.is_object() && type == "object") && !(v.is_array() && type == "array"),
-                "json schema: unsupported keyword \"not\" at ", path, ": excluding the value ", v.dump(),
-                " from a ", type, " is not supported (only whole types, true/false/null, enum values and required names)");
+                "json schema: unsupported keyword \"not\" at ", path, ": excluding the value ", v.dump(), " from a ",
+                type, " is not supported (only whole types, true/false/null, enum values and required names)");
   if (type == "object") return compile_object(path, schema, into);
   if (type == "array") return compile_array(path, schema, into);
   if (type == "string")
@@ -469,7 +504,8 @@ Exclusion SchemaCompiler::parse_not(const std::string& path, const Json& schema)
           const std::string name = t.get<std::string>();
           if (name == "integer") {
             const Json& own = schema.contains("type") ? schema["type"] : Json("number");
-            const bool has_number = own == "number" || (own.is_array() && std::find(own.begin(), own.end(), "number") != own.end());
+            const bool has_number = own == "number" ||
+                                    (own.is_array() && std::find(own.begin(), own.end(), "number") != own.end());
             if (has_number) refuse("excluding integers from numbers");
             e.types |= kTypeNumber;
           } else {
@@ -589,7 +625,8 @@ uint32_t SchemaCompiler::compile_object(const std::string& path, const Json& sch
   std::vector<JsonProperty> listed;
   for (const auto& [name, subschema] : properties.items()) {
     const bool is_required = required_names.count(name) > 0;
-    listed.push_back(JsonProperty{name, compile_at(path + "/properties/" + pointer_token(name), subschema), is_required, {}});
+    listed.push_back(
+        JsonProperty{name, compile_at(path + "/properties/" + pointer_token(name), subschema), is_required, {}});
   }
   for (const std::string& name : required) {
     if (property_names.count(name)) continue;
@@ -663,7 +700,8 @@ void SchemaCompiler::apply_dependencies(const std::string& path, const Json& sch
     for (const auto& [name, sub] : (*s)["properties"].items()) {
       const size_t i = find(name);
       if (i == SIZE_MAX) continue;  // closed and not listed: never written
-      const Json* own = schema.contains("properties") && schema["properties"].contains(name) ? &schema["properties"][name]
+      const Json* own = schema.contains("properties") && schema["properties"].contains(name)
+                            ? &schema["properties"][name]
                         : schema.contains("additionalProperties") ? &schema["additionalProperties"]
                                                                   : nullptr;
       listed[i].value = compile_made(at + "/properties/" + pointer_token(name), own ? schema_and(*own, sub) : sub);
@@ -695,7 +733,8 @@ uint32_t SchemaCompiler::compile_array(const std::string& path, const Json& sche
   if (*tuple_keyword != '\0' && schema.contains(tuple_keyword)) {
     const Json& list = schema[tuple_keyword];
     AERIE_CHECK(list.is_array(), "json schema: \"", tuple_keyword, "\" at ", path, " must be an array of schemas");
-    for (size_t i = 0; i < list.size(); ++i) tuple.push_back(compile_at(str_cat(path, "/", tuple_keyword, "/", i), list[i]));
+    for (size_t i = 0; i < list.size(); ++i)
+      tuple.push_back(compile_at(str_cat(path, "/", tuple_keyword, "/", i), list[i]));
   }
   uint32_t items = builder_.any_value();
   if (schema.contains(rest_keyword)) {
@@ -705,8 +744,8 @@ uint32_t SchemaCompiler::compile_array(const std::string& path, const Json& sche
   }
   const uint32_t id = builder_.add_array(items, min_items, max_items, path, into, tuple);
   if (schema.contains("uniqueItems") && schema["uniqueItems"] == true && max_items > 1) {
-    AERIE_CHECK(tuple.empty(), "json schema: unsupported keyword \"uniqueItems\" at ", path,
-                " together with a tuple (", tuple_keyword, ")");
+    AERIE_CHECK(tuple.empty(), "json schema: unsupported keyword \"uniqueItems\" at ", path, " together with a tuple (",
+                tuple_keyword, ")");
     uniques_.push_back(PendingUnique{path, id});
   }
   return id;
@@ -717,7 +756,8 @@ uint32_t SchemaCompiler::compile_array(const std::string& path, const Json& sche
 void SchemaCompiler::settle_unique(const PendingUnique& u) {
   const JsonGrammar& g = builder_.grammar();
   uint32_t items = g.nodes[u.array].child;
-  for (int hops = 0; g.nodes[items].kind == JsonNodeKind::kAnyOf && g.nodes[items].count == 1 && hops < limits_.max_depth; ++hops)
+  for (int hops = 0;
+       g.nodes[items].kind == JsonNodeKind::kAnyOf && g.nodes[items].count == 1 && hops < limits_.max_depth; ++hops)
     items = g.alternatives[g.nodes[items].first];
   AERIE_CHECK(g.nodes[items].kind == JsonNodeKind::kLiteral, "json schema: unsupported keyword \"uniqueItems\" at ",
               u.path, ": only arrays of enum values, booleans or nulls are supported");
@@ -728,7 +768,8 @@ void SchemaCompiler::settle_unique(const PendingUnique& u) {
   std::vector<int32_t> values;
   for (const std::string& l : literals) {
     const Json v = Json::parse(l);
-    const auto it = std::find_if(distinct.begin(), distinct.end(), [&](const Json& w) { return json_values_equal(v, w); });
+    const auto it = std::find_if(distinct.begin(), distinct.end(),
+                                 [&](const Json& w) { return json_values_equal(v, w); });
     values.push_back(int32_t(it - distinct.begin()));
     if (it == distinct.end()) distinct.push_back(v);
   }
@@ -764,13 +805,16 @@ std::vector<std::string> SchemaCompiler::literal_strings(uint32_t node) {
 // alternative's node is checked against each other alternative's shape (an over-approximation of what
 // that schema accepts, json_schema_shape.h). Alternatives that cannot be told apart so are refused.
 void SchemaCompiler::check_one_of(const PendingOneOf& o) {
-  const auto resolve = [this](const std::string& at, const Json& ref) -> const Json& { return resolve_target(at, ref); };
+  const auto resolve = [this](const std::string& at, const Json& ref) -> const Json& {
+    return resolve_target(at, ref);
+  };
   std::vector<SchemaShape> shapes;
   for (const Json* s : o.schemas) shapes.push_back(schema_shape(*s, resolve, limits_.max_depth));
   for (size_t i = 0; i < o.nodes.size(); ++i)
     for (size_t j = 0; j < o.nodes.size(); ++j)
-      AERIE_CHECK(i == j || disjoint(o.nodes[i], shapes[j], 0), "json schema: unsupported keyword \"oneOf\" at ", o.path,
-                  ": alternatives ", i, " and ", j, " may both match a value (aerie supports oneOf whose alternatives "
+      AERIE_CHECK(i == j || disjoint(o.nodes[i], shapes[j], 0), "json schema: unsupported keyword \"oneOf\" at ",
+                  o.path, ": alternatives ", i, " and ", j,
+                  " may both match a value (aerie supports oneOf whose alternatives "
                   "are told apart by type, by enum/const values, or by a required property whose values differ)");
 }
 
@@ -782,8 +826,8 @@ bool SchemaCompiler::disjoint(uint32_t id, const SchemaShape& other, int depth) 
   charge_admits(id, 1 + n.count);
   if (other.types == 0) return true;
   // A finite shape: none of its values is produced by the node.
-  if (other.values && std::none_of(other.values->begin(), other.values->end(),
-                                   [&](const Json& v) { return admits(id, v, 0); }))
+  if (other.values &&
+      std::none_of(other.values->begin(), other.values->end(), [&](const Json& v) { return admits(id, v, 0); }))
     return true;
   switch (n.kind) {
     case JsonNodeKind::kAnyOf:
@@ -794,7 +838,8 @@ bool SchemaCompiler::disjoint(uint32_t id, const SchemaShape& other, int depth) 
       for (const std::string& l : literal_strings(id))
         if (shape_may_admit(other, Json::parse(l))) return false;
       return true;
-    case JsonNodeKind::kString: return !(other.types & kTypeString) || n.max < other.min_length || n.min > other.max_length;
+    case JsonNodeKind::kString:
+      return !(other.types & kTypeString) || n.max < other.min_length || n.min > other.max_length;
     case JsonNodeKind::kNumber: return !(other.types & kTypeNumber);
     case JsonNodeKind::kArray: return !(other.types & kTypeArray) || n.max < other.min_items || n.min > other.max_items;
     case JsonNodeKind::kObject: {
@@ -861,7 +906,8 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
         charge_admits(id, 1 + prefix.size());
         if (s.value >= 0 && json_values_equal(Json::parse(prefix), value)) return true;
         for (uint32_t e = 0; e < s.n_edges; ++e)
-          work.emplace_back(g.literal_edges[s.first_edge + e].target, prefix + char(g.literal_edges[s.first_edge + e].byte));
+          work.emplace_back(g.literal_edges[s.first_edge + e].target,
+                            prefix + char(g.literal_edges[s.first_edge + e].byte));
       }
       return false;
     }

@@ -13,21 +13,23 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Keywords whose value is a lower bound (the larger wins) or an upper bound (the smaller wins).
-const std::set<std::string> kLowerBounds = {"minLength", "minItems", "minProperties", "minimum", "exclusiveMinimum",
-                                            "minContains"};
-const std::set<std::string> kUpperBounds = {"maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum",
-                                            "maxContains"};
+const std::set<std::string> kLowerBounds = {"minLength", "minItems",         "minProperties",
+                                            "minimum",   "exclusiveMinimum", "minContains"};
+const std::set<std::string> kUpperBounds = {"maxLength", "maxItems",         "maxProperties",
+                                            "maximum",   "exclusiveMaximum", "maxContains"};
 // Keywords kept from one part only: annotations and definitions (the compiler reads $defs through $ref
 // pointers into the document, never from a merged copy).
-const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
-                                            "$comment", "$defs", "definitions", "deprecated", "readOnly",
-                                            "writeOnly", "$anchor", "contentMediaType", "contentEncoding"};
+const std::set<std::string> kAnnotations = {
+    "title",    "description", "default", "examples",         "$schema",
+    "$id",      "$comment",    "$defs",   "definitions",      "deprecated",
+    "readOnly", "writeOnly",   "$anchor", "contentMediaType", "contentEncoding"};
 
 bool is_true_schema(const Json& s) { return s == true || (s.is_object() && s.empty()); }
 
 // Draft-4 boolean exclusiveMinimum/exclusiveMaximum -> the draft-6 number form, so bounds merge as numbers.
 Json normalise_bounds(Json s) {
-  for (const auto& [flag, bound] : {std::pair{"exclusiveMinimum", "minimum"}, std::pair{"exclusiveMaximum", "maximum"}}) {
+  for (const auto& [flag, bound] :
+       {std::pair{"exclusiveMinimum", "minimum"}, std::pair{"exclusiveMaximum", "maximum"}}) {
     if (!s.contains(flag) || !s[flag].is_boolean()) continue;
     if (s[flag] == true && s.contains(bound)) {
       s[flag] = s[bound];
@@ -169,8 +171,8 @@ void merge_dependent_required(Json& out, const Json& b) {
 // holds iff exactly one a_i and exactly one b_j hold.
 Json product(const std::string& path, const std::string& keyword, const Json& a, const Json& b) {
   AERIE_CHECK(a.is_array() && b.is_array(), "json schema: \"", keyword, "\" at ", path, " must be an array");
-  AERIE_CHECK(a.size() * b.size() <= 4096, "json schema: \"", keyword, "\" at ", path, ": intersecting two ",
-              keyword, " lists of ", a.size(), " and ", b.size(), " schemas makes too many alternatives");
+  AERIE_CHECK(a.size() * b.size() <= 4096, "json schema: \"", keyword, "\" at ", path, ": intersecting two ", keyword,
+              " lists of ", a.size(), " and ", b.size(), " schemas makes too many alternatives");
   Json out = Json::array();
   for (const Json& x : a)
     for (const Json& y : b) out.push_back(schema_and(x, y));
@@ -188,7 +190,8 @@ void merge_keyword(const std::string& path, Json& out, const std::string& keywor
       if (std::find(target.begin(), target.end(), n) == target.end()) target.push_back(n);
   } else if (kLowerBounds.count(keyword) || kUpperBounds.count(keyword)) {
     AERIE_CHECK(a.is_number() && b.is_number(), "json schema: \"", keyword, "\" at ", path, " must be a number");
-    const bool b_wins = kLowerBounds.count(keyword) ? b.get<double>() > a.get<double>() : b.get<double>() < a.get<double>();
+    const bool b_wins = kLowerBounds.count(keyword) ? b.get<double>() > a.get<double>()
+                                                    : b.get<double>() < a.get<double>();
     if (b_wins) target = b;
   } else if (keyword == "multipleOf") {
     target = merge_multiple_of(path, a, b);
@@ -204,13 +207,13 @@ void merge_keyword(const std::string& path, Json& out, const std::string& keywor
   } else if (keyword == "dependentRequired") {
     merge_dependent_required(out, b);
   } else if (keyword == "dependentSchemas") {
-    for (const auto& [name, s] : b.items())
-      target[name] = target.contains(name) ? schema_and(target[name], s) : s;
+    for (const auto& [name, s] : b.items()) target[name] = target.contains(name) ? schema_and(target[name], s) : s;
   } else if (kAnnotations.count(keyword) || json_values_equal(a, b)) {
     // kept from the first part
   } else {
-    throw_error(str_cat("json schema: \"", keyword, "\" at ", path, " appears in two allOf/$ref parts with different values (",
-               a.dump(), " and ", b.dump(), "), which cannot be intersected"));
+    throw_error(str_cat("json schema: \"", keyword, "\" at ", path,
+                        " appears in two allOf/$ref parts with different values (", a.dump(), " and ", b.dump(),
+                        "), which cannot be intersected"));
   }
 }
 

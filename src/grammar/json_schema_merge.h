@@ -19,8 +19,8 @@
 namespace aerie {
 
 // The target of a local "$ref" value found at `path`; throws aerie::Error when it does not resolve.
-using SchemaRefResolver = std::function<const nlohmann::ordered_json&(const std::string& path,
-                                                                      const nlohmann::ordered_json& ref)>;
+using SchemaRefResolver =
+    std::function<const nlohmann::ordered_json&(const std::string& path, const nlohmann::ordered_json& ref)>;
 
 // The schema at `path` (an object with "$ref" and/or "allOf") as one schema without either at its top:
 // the $ref targets and allOf members, followed transitively (each at most once: A and A is A), merged

@@ -88,8 +88,8 @@ SchemaShape unite(const SchemaShape& a, const SchemaShape& b) {
     out.required = o.required;
     out.names = o.names;
   }
-  auto hull = [](uint8_t bit, const SchemaShape& x, const SchemaShape& y, uint64_t SchemaShape::*lo, uint64_t SchemaShape::*hi,
-                 SchemaShape& into) {
+  auto hull = [](uint8_t bit, const SchemaShape& x, const SchemaShape& y, uint64_t SchemaShape::*lo,
+                 uint64_t SchemaShape::*hi, SchemaShape& into) {
     const bool in_x = x.types & bit, in_y = y.types & bit;
     into.*lo = in_x && in_y ? std::min(x.*lo, y.*lo) : in_x ? x.*lo : y.*lo;
     into.*hi = in_x && in_y ? std::max(x.*hi, y.*hi) : in_x ? x.*hi : y.*hi;
@@ -131,8 +131,8 @@ uint8_t json_type_bit(const Json& v) {
 
 bool shape_may_admit(const SchemaShape& shape, const Json& v) {
   if (!(shape.types & json_type_bit(v))) return false;
-  if (shape.values && std::none_of(shape.values->begin(), shape.values->end(),
-                                   [&](const Json& w) { return json_values_equal(v, w); }))
+  if (shape.values &&
+      std::none_of(shape.values->begin(), shape.values->end(), [&](const Json& w) { return json_values_equal(v, w); }))
     return false;
   if (v.is_number() && shape.integer_only && v.is_number_float() && std::floor(v.get<double>()) != v.get<double>())
     return false;

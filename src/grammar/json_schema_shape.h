@@ -19,7 +19,12 @@
 namespace aerie {
 
 enum JsonTypeBit : uint8_t {
-  kTypeNull = 1, kTypeBoolean = 2, kTypeObject = 4, kTypeArray = 8, kTypeString = 16, kTypeNumber = 32,
+  kTypeNull = 1,
+  kTypeBoolean = 2,
+  kTypeObject = 4,
+  kTypeArray = 8,
+  kTypeString = 16,
+  kTypeNumber = 32,
   kTypeAll = 63
 };
 
