@@ -755,15 +755,28 @@ uint32_t SchemaCompiler::compile_array(const std::string& path, const Json& sche
 // JSON equality (1 and 1.0 are one value) and numbered, and the matcher forbids the used ones.
 void SchemaCompiler::settle_unique(const PendingUnique& u) {
   const JsonGrammar& g = builder_.grammar();
-  uint32_t items = g.nodes[u.array].child;
-  for (int hops = 0;
-       g.nodes[items].kind == JsonNodeKind::kAnyOf && g.nodes[items].count == 1 && hops < limits_.max_depth; ++hops)
-    items = g.alternatives[g.nodes[items].first];
-  AERIE_CHECK(g.nodes[items].kind == JsonNodeKind::kLiteral, "json schema: unsupported keyword \"uniqueItems\" at ",
-              u.path, ": only arrays of enum values, booleans or nulls are supported");
-  const std::vector<std::string> literals = literal_strings(items);
-  AERIE_CHECK(literals.size() <= 64, "json schema: unsupported keyword \"uniqueItems\" at ", u.path,
-              ": the items have ", literals.size(), " values (at most 64 are supported)");
+  // The items' literals, through anyOf (acyclic by now: e.g. {"type": ["boolean", "null"]}), each once.
+  std::vector<std::string> literals;
+  std::set<std::string> seen_literals;
+  std::set<uint32_t> seen_nodes;
+  std::vector<uint32_t> work{g.nodes[u.array].child};
+  while (!work.empty()) {
+    const uint32_t id = work.back();
+    work.pop_back();
+    if (!seen_nodes.insert(id).second) continue;
+    const JsonNode& n = g.nodes[id];
+    charge_admits(id, 1 + n.count);
+    AERIE_CHECK(n.kind == JsonNodeKind::kLiteral || n.kind == JsonNodeKind::kAnyOf,
+                "json schema: unsupported keyword \"uniqueItems\" at ", u.path,
+                ": only arrays of enum values, booleans or nulls (or anyOf of those) are supported");
+    for (uint32_t i = n.kind == JsonNodeKind::kAnyOf ? n.count : 0; i-- > 0;)
+      work.push_back(g.alternatives[n.first + i]);
+    if (n.kind == JsonNodeKind::kLiteral)
+      for (std::string& l : literal_strings(id))
+        if (seen_literals.insert(l).second) literals.push_back(std::move(l));
+    AERIE_CHECK(literals.size() <= 64, "json schema: unsupported keyword \"uniqueItems\" at ", u.path,
+                ": the items have more than 64 values (at most 64 are supported)");
+  }
   std::vector<Json> distinct;
   std::vector<int32_t> values;
   for (const std::string& l : literals) {

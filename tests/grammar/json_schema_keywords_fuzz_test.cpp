@@ -108,7 +108,8 @@ class KeywordSchemaGenerator {
     Json s = {{"type", "array"}};
     switch (pick(3)) {
       case 0:
-        s["items"] = pick(3) ? Json{{"enum", literals(5)}} : Json{{"type", "boolean"}};
+        s["items"] = pick(3) ? Json{{"enum", literals(5)}}
+                             : Json{{"type", pick(2) ? Json("boolean") : Json::array({"boolean", "null"})}};
         s["uniqueItems"] = true;
         break;
       case 1:
