@@ -10,6 +10,12 @@ namespace {
 // (complete) one; or push a new value (or key) frame, the node in `push`, which then takes the byte.
 enum class Step { kRefuse, kConsume, kPopRetry, kPush };
 
+// The frame to push: its node and its starting `extra` (the values a literal must not end in).
+struct Push {
+  uint32_t node = kJsonNoNode;
+  uint64_t extra = 0;
+};
+
 enum DocumentPhase : uint8_t { kDocStart, kDocDone };
 enum ObjectPhase : uint8_t { kObjOpen, kObjFirstKey, kObjColon, kObjValue, kObjNext, kObjKey, kObjClosed };
 enum ArrayPhase : uint8_t { kArrOpen, kArrFirst, kArrNext, kArrValue, kArrClosed };
@@ -42,45 +48,105 @@ Step to_phase(JsonFrame& f, uint8_t phase) {
   return Step::kConsume;
 }
 
-Step step_document(JsonFrame& f, uint8_t b, uint32_t& push) {
+Step step_document(JsonFrame& f, uint8_t b, Push& push) {
   if (f.phase == kDocDone || is_whitespace(b)) return Step::kRefuse;
   f.phase = kDocDone;
-  push = uint32_t(f.value);
+  push.node = uint32_t(f.value);
   return Step::kPush;
 }
 
-Step step_object(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b, uint32_t& push) {
-  const bool can_close = n.map || f.value >= n.close_from;
+uint64_t low_bits(uint32_t n) { return n >= 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1; }
+
+// Rules of a listed object (JsonObjectRules): with properties before `position` decided and `written`
+// the mask of those written, can the object still be completed — every property needed (required, or a
+// dependency of one written or needed) still ahead, and a member count within [min, max] reachable? The
+// count can reach every value between "only what is needed" and "everything still writable" (the
+// compiler refuses member counts together with cyclic dependencies, where it could jump).
+bool object_completable(const JsonGrammar& g, const JsonNode& n, uint32_t position, uint64_t written) {
+  const JsonObjectRules& rules = g.object_rules[n.child];
+  const uint64_t* depends = g.dependency_masks.data() + rules.dependencies;
+  const uint64_t ahead = low_bits(n.count) & ~low_bits(position);
+  uint64_t needed = rules.required | written;
+  for (uint64_t m = needed; m != 0; m &= m - 1) needed |= depends[__builtin_ctzll(m)];
+  // `never` covers written properties too: one whose dependency was pruned cannot be written at all.
+  if ((needed & rules.never) != 0) return false;
+  needed &= ~written;
+  if ((needed & ~ahead) != 0) return false;
+  uint64_t writable = needed;
+  for (uint64_t m = ahead & ~rules.never; m != 0; m &= m - 1) {
+    const int i = __builtin_ctzll(m);
+    if ((depends[i] & ~(ahead | written)) == 0 && (depends[i] & rules.never) == 0) writable |= uint64_t(1) << i;
+  }
+  const auto fewest = uint32_t(__builtin_popcountll(written | needed));
+  const auto most = uint32_t(__builtin_popcountll(written | writable));
+  return std::max(fewest, n.min) <= std::min(most, n.max);  // some count in both ranges
+}
+
+// The keys a listed object with rules may write next: those after which it can still be completed.
+uint64_t allowed_keys(const JsonGrammar& g, const JsonNode& n, const JsonFrame& f) {
+  uint64_t allowed = 0;
+  for (uint64_t m = low_bits(n.count) & ~low_bits(uint32_t(f.value)); m != 0; m &= m - 1) {
+    const auto i = uint32_t(__builtin_ctzll(m));
+    if (object_completable(g, n, i + 1, f.extra | (uint64_t(1) << i))) allowed |= uint64_t(1) << i;
+  }
+  return allowed;
+}
+
+bool object_can_close(const JsonGrammar& g, const JsonNode& n, const JsonFrame& f) {
+  if (n.map) return f.value >= n.min;
+  if (n.child == kJsonNoNode) return f.value >= n.close_from;
+  return object_completable(g, n, n.count, f.extra);
+}
+
+// Whether another member may follow (after '{' or ','); for a listed object with rules, `keys` is set to
+// the keys allowed next.
+bool object_can_continue(const JsonGrammar& g, const JsonNode& n, const JsonFrame& f, uint64_t& keys) {
+  if (n.map) return f.value < n.max;
+  if (n.child == kJsonNoNode) return f.value < n.count;
+  keys = allowed_keys(g, n, f);
+  return keys != 0;
+}
+
+Step step_object(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b, Push& push) {
   if (f.phase != kObjOpen && is_whitespace(b)) return gap_whitespace(g, f);
+  uint64_t keys = ~uint64_t(0);
   switch (f.phase) {
     case kObjOpen:
       return b == '{' ? to_phase(f, kObjFirstKey) : Step::kRefuse;
     case kObjFirstKey:
     case kObjKey:
       if (b == '"') {
-        push = n.map ? n.key : g.key_nodes[n.keys + f.value];
-        if (push == kJsonNoNode) return Step::kRefuse;
+        if (!object_can_continue(g, n, f, keys)) return Step::kRefuse;
+        push.node = n.map ? n.key : g.key_nodes[n.keys + f.value];
+        if (push.node == kJsonNoNode) return Step::kRefuse;
+        push.extra = ~keys;
         to_phase(f, kObjColon);  // the key frame's pop sets the position (see on_child_done)
         return Step::kPush;
       }
-      if (b == '}' && f.phase == kObjFirstKey && can_close) return to_phase(f, kObjClosed);
+      if (b == '}' && f.phase == kObjFirstKey && object_can_close(g, n, f)) return to_phase(f, kObjClosed);
       return Step::kRefuse;
     case kObjColon:
       return b == ':' ? to_phase(f, kObjValue) : Step::kRefuse;
     case kObjValue:
-      push = n.map ? n.child : g.properties[n.first + f.value - 1].value;
+      if (n.map) ++f.value;  // a map counts its members (minProperties/maxProperties)
+      push.node = n.map ? n.child : g.properties[n.first + f.value - 1].value;
       to_phase(f, kObjNext);
       return Step::kPush;
     case kObjNext:
-      if (b == ',' && (n.map || f.value < n.count)) return to_phase(f, kObjKey);
-      if (b == '}' && can_close) return to_phase(f, kObjClosed);
+      if (b == ',' && object_can_continue(g, n, f, keys)) return to_phase(f, kObjKey);
+      if (b == '}' && object_can_close(g, n, f)) return to_phase(f, kObjClosed);
       return Step::kRefuse;
     default:
       return Step::kRefuse;
   }
 }
 
-Step step_array(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b, uint32_t& push) {
+// The node of item number `index` (0-based): the tuple's, then the rest's.
+uint32_t array_item(const JsonGrammar& g, const JsonNode& n, uint64_t index) {
+  return index < n.count ? g.tuple_items[n.first + index] : n.child;
+}
+
+Step step_array(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b, Push& push) {
   if (f.phase != kArrOpen && is_whitespace(b)) return gap_whitespace(g, f);
   switch (f.phase) {
     case kArrOpen:
@@ -90,11 +156,15 @@ Step step_array(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b
       if (n.max == 0) return Step::kRefuse;
       [[fallthrough]];
     case kArrValue:
-      ++f.value;  // the ',' that led here checked the count against max
-      push = n.child;
+      push.node = array_item(g, n, f.value);
+      // A unique array's item must not repeat a value used; the ',' that led here checked the count
+      // against max.
+      push.extra = n.unique ? f.extra : 0;
+      ++f.value;
       to_phase(f, kArrNext);
       return Step::kPush;
     case kArrNext:
+      // A unique array's max is at most its number of values (the compiler's), so one is left here.
       if (b == ',' && f.value < n.max) return to_phase(f, kArrValue);
       if (b == ']' && f.value >= n.min) return to_phase(f, kArrClosed);
       return Step::kRefuse;
@@ -231,13 +301,34 @@ bool reachable(int64_t p, const Span& span) {
   return false;
 }
 
+// multipleOf k: whether an integer part that starts with the digits of p (remainder mod k: `remainder`)
+// can end in the span as a multiple of k. Candidates with j more digits fill [p * 10^j, p * 10^j + 10^j - 1].
+bool reachable_multiple(int64_t p, uint64_t remainder, const Span& span, uint32_t k) {
+  if (span.min > span.max) return false;
+  if (remainder == 0 && span.contains(p)) return true;
+  // No upper bound: ten more digits reach every remainder (k < 2^32), and the frame's remainder is exact
+  // however long the number grows.
+  if (span.max >= kJsonUnbounded) return true;
+  for (int64_t low = p, width = 1;;) {
+    // Past the span (or, for p = 0 after a minus, ranges [0, 10^j) that already cover it): none left.
+    if (low > kJsonUnbounded / 10 || low > span.max || width > span.max) return false;
+    low *= 10;
+    width *= 10;
+    const int64_t lo = std::max(low, span.min), hi = std::min(low + width - 1, span.max);
+    if (lo > hi) continue;
+    const int64_t first_multiple = lo + (int64_t(k) - lo % int64_t(k)) % int64_t(k);
+    if (first_multiple <= hi) return true;
+  }
+}
+
 bool number_complete(uint8_t phase) {
   return phase == kNumZero || phase == kNumInt || phase == kNumFrac || phase == kNumExpDigits;
 }
 
-// The number read so far is a complete value within the bounds.
-bool number_done(const JsonNode& n, uint8_t phase, uint64_t value) {
+// The number read so far is a complete value within the bounds (and a multiple of multipleOf: `remainder`).
+bool number_done(const JsonNode& n, uint8_t phase, uint64_t value, uint64_t remainder) {
   if (!number_complete(phase)) return false;
+  if (n.multiple_of != 0 && remainder != 0) return false;
   if (!n.bounded) return true;
   const bool negative = value & kNegativeBit;
   const Fraction f = phase == kNumFrac && (value & kFractionBit) ? Fraction::kPositive : Fraction::kZero;
@@ -245,9 +336,14 @@ bool number_done(const JsonNode& n, uint8_t phase, uint64_t value) {
 }
 
 // Some continuation of the number read so far ends within the bounds.
-bool number_feasible(const JsonNode& n, uint8_t phase, uint64_t value) {
+bool number_feasible(const JsonNode& n, uint8_t phase, uint64_t value, uint64_t remainder) {
   const bool negative = value & kNegativeBit;
   const auto p = int64_t(value & kMagnitudeMask);
+  if (n.multiple_of != 0) {  // an integer node (the compiler's): no fraction
+    if (phase == kNumMinus) return reachable_multiple(0, 0, magnitudes(n, true, Fraction::kZero), n.multiple_of);
+    if (phase == kNumZero) return magnitudes(n, negative, Fraction::kZero).contains(0);
+    return reachable_multiple(p, remainder, magnitudes(n, negative, Fraction::kZero), n.multiple_of);
+  }
   switch (phase) {
     case kNumMinus:  // any integer part may follow
       return any_fraction(n, [&](Fraction f) {
@@ -315,25 +411,36 @@ Step step_number(const JsonNode& n, JsonFrame& f, uint8_t b) {
       if (digit) next = kNumExpDigits;
       break;
   }
-  if (next == 0xff) return number_done(n, f.phase, f.value) ? Step::kPopRetry : Step::kRefuse;
-  if (n.bounded) {
+  if (next == 0xff) return number_done(n, f.phase, f.value, f.extra) ? Step::kPopRetry : Step::kRefuse;
+  if (n.bounded || n.multiple_of != 0) {
     const uint64_t value = number_value_after(f.value, f.phase, b);
-    if (!number_feasible(n, next, value)) return Step::kRefuse;
+    const uint64_t remainder = n.multiple_of != 0 && digit ? (f.extra * 10 + uint64_t(b - '0')) % n.multiple_of
+                                                           : f.extra;
+    if (!number_feasible(n, next, value, remainder)) return Step::kRefuse;
     f.value = value;
+    f.extra = remainder;
   }
   return to_phase(f, next);
 }
 
+uint64_t value_bit(int32_t value) { return uint64_t(1) << std::min(value, 63); }
+
+// A literal ends at the frame's state, in a value the frame does not forbid.
+bool literal_ends(const JsonGrammar& g, const JsonFrame& f) {
+  const int32_t value = g.literal_states[f.value].value;
+  return value >= 0 && (f.extra & value_bit(value)) == 0;
+}
+
 Step step_literal(const JsonGrammar& g, JsonFrame& f, uint8_t b) {
   const uint32_t target = g.literal_step(uint32_t(f.value), b);
-  if (target != kJsonNoNode) {
+  if (target != kJsonNoNode && (g.literal_states[target].below & ~f.extra) != 0) {
     f.value = target;
     return Step::kConsume;
   }
-  return g.literal_states[f.value].value >= 0 ? Step::kPopRetry : Step::kRefuse;
+  return literal_ends(g, f) ? Step::kPopRetry : Step::kRefuse;
 }
 
-Step step_frame(const JsonGrammar& g, JsonFrame& f, uint8_t b, uint32_t& push) {
+Step step_frame(const JsonGrammar& g, JsonFrame& f, uint8_t b, Push& push) {
   if (f.node == kJsonNoNode) return step_document(f, b, push);
   const JsonNode& n = g.nodes[f.node];
   switch (n.kind) {
@@ -355,11 +462,8 @@ bool is_closed(const JsonGrammar& g, const JsonFrame& f) {
     case JsonNodeKind::kObject: return f.phase == kObjClosed;
     case JsonNodeKind::kArray: return f.phase == kArrClosed;
     case JsonNodeKind::kString: return f.phase == kStrClosed;
-    case JsonNodeKind::kNumber: return n.integer && f.phase == kNumZero && number_done(n, f.phase, f.value);
-    case JsonNodeKind::kLiteral: {
-      const JsonLiteralState& s = g.literal_states[f.value];
-      return s.value >= 0 && s.n_edges == 0;
-    }
+    case JsonNodeKind::kNumber: return n.integer && f.phase == kNumZero && number_done(n, f.phase, f.value, f.extra);
+    case JsonNodeKind::kLiteral: return literal_ends(g, f) && g.literal_states[f.value].n_edges == 0;
     case JsonNodeKind::kAnyOf: break;
   }
   return false;
@@ -369,23 +473,32 @@ bool is_closed(const JsonGrammar& g, const JsonFrame& f) {
 bool is_complete(const JsonGrammar& g, const JsonFrame& f) {
   if (f.node == kJsonNoNode) return f.phase == kDocDone;
   const JsonNode& n = g.nodes[f.node];
-  if (n.kind == JsonNodeKind::kNumber) return number_done(n, f.phase, f.value);
-  if (n.kind == JsonNodeKind::kLiteral) return g.literal_states[f.value].value >= 0;
+  if (n.kind == JsonNodeKind::kNumber) return number_done(n, f.phase, f.value, f.extra);
+  if (n.kind == JsonNodeKind::kLiteral) return literal_ends(g, f);
   return false;
 }
 
-// A child frame was popped: a listed object learns which key was read.
+// A child frame was popped: a listed object learns which key was read (and, with rules, marks it
+// written); a unique array marks the value its item used.
 void on_child_done(const JsonGrammar& g, JsonFrame& parent, const JsonFrame& child) {
   if (parent.node == kJsonNoNode) return;
   const JsonNode& n = g.nodes[parent.node];
-  if (n.kind == JsonNodeKind::kObject && !n.map && parent.phase == kObjColon)
-    parent.value = uint32_t(g.literal_states[child.value].value) + 1;
+  if (n.kind == JsonNodeKind::kObject && !n.map && parent.phase == kObjColon) {
+    const int32_t index = g.literal_states[child.value].value;
+    parent.value = uint32_t(index) + 1;
+    if (n.child != kJsonNoNode) parent.extra |= value_bit(index);
+  } else if (n.kind == JsonNodeKind::kArray && n.unique) {
+    parent.extra |= value_bit(g.literal_states[child.value].value);
+  }
 }
 
-JsonFrame initial_frame(const JsonGrammar& g, uint32_t node) {
+JsonFrame initial_frame(const JsonGrammar& g, const Push& push) {
   JsonFrame f;
-  f.node = node;
-  if (g.nodes[node].kind == JsonNodeKind::kLiteral) f.value = g.nodes[node].child;
+  f.node = push.node;
+  if (g.nodes[push.node].kind == JsonNodeKind::kLiteral) {
+    f.value = g.nodes[push.node].child;
+    f.extra = push.extra;
+  }
   return f;
 }
 
@@ -395,10 +508,17 @@ thread_local std::vector<JsonFrame> fork_stash;
 }  // namespace
 
 bool json_number_satisfiable(const JsonNode& n) {
+  if (n.multiple_of != 0)  // an integer node: some multiple within the positive or the negative span
+    return reachable_multiple(0, 0, magnitudes(n, false, Fraction::kZero), n.multiple_of) ||
+           reachable_multiple(0, 0, magnitudes(n, true, Fraction::kZero), n.multiple_of);
   return any_fraction(n, [&](Fraction f) {
     const Span positive = magnitudes(n, false, f), negative = magnitudes(n, true, f);
     return positive.min <= positive.max || negative.min <= negative.max;
   });
+}
+
+bool json_object_completable(const JsonGrammar& grammar, const JsonNode& object) {
+  return object_completable(grammar, object, 0, 0);
 }
 
 uint32_t JsonGrammar::literal_step(uint32_t state, uint8_t byte) const {
@@ -453,7 +573,7 @@ bool JsonMatcher::feed(std::string_view bytes) {
 bool JsonMatcher::feed_stack(size_t base, uint8_t byte) {
   const JsonGrammar& g = *grammar_;
   for (;;) {
-    uint32_t push = kJsonNoNode;
+    Push push;
     switch (step_frame(g, frames_.back(), byte, push)) {
       case Step::kRefuse:
         frames_.resize(base);
@@ -468,23 +588,22 @@ bool JsonMatcher::feed_stack(size_t base, uint8_t byte) {
         on_child_done(g, frames_.back(), child);
         break;
       }
-      case Step::kPush:
-        return push_value(base, push, byte);
+      case Step::kPush: return push_value(base, push.node, push.extra, byte);
     }
   }
 }
 
 // Pushes a frame for `node` that takes `byte` as its first; an anyOf forks the stack once per alternative
 // that may start with the byte.
-bool JsonMatcher::push_value(size_t base, uint32_t node, uint8_t byte) {
+bool JsonMatcher::push_value(size_t base, uint32_t node, uint64_t extra, uint8_t byte) {
   const JsonGrammar& g = *grammar_;
   if (frames_.size() - base >= size_t(kJsonMaxDepth)) {
     frames_.resize(base);
     return false;
   }
   auto push_and_step = [&](size_t stack_base, uint32_t concrete) {
-    frames_.push_back(initial_frame(g, concrete));
-    uint32_t unused = kJsonNoNode;
+    frames_.push_back(initial_frame(g, Push{concrete, extra}));
+    Push unused;
     if (step_frame(g, frames_.back(), byte, unused) != Step::kConsume) {
       frames_.resize(stack_base);
       return false;
@@ -529,7 +648,7 @@ JsonMatcher::TopStep JsonMatcher::step_top(const JsonGrammar& grammar, JsonFrame
     return TopStep::kTopOnly;
   }
   JsonFrame f = top;
-  uint32_t push = kJsonNoNode;
+  Push push;
   const Step step = step_frame(grammar, f, byte, push);
   if (step == Step::kRefuse) return TopStep::kRefused;
   if (step != Step::kConsume || is_closed(grammar, f)) return TopStep::kOther;

@@ -6,7 +6,14 @@
 // their serialisations), strings, numbers, objects, arrays and anyOf. Objects are either "listed" (keys
 // from a fixed list, in that order; optional ones may be skipped, required ones must appear) or "maps"
 // (any string key, every value of one node). Recursion (through $ref) is a cycle in the graph; the
-// matcher's stack bounds how deep it is followed.
+// matcher's stack bounds how deep it is followed. Beyond that, all in O(1) state per frame (JsonFrame's
+// `extra`, 64 bits): listed objects of at most 64 properties may carry rules (dependencies between
+// properties, minProperties/maxProperties) checked against the mask of properties written so far, and
+// only keys after which the object can still be completed are admitted; maps count their members; arrays
+// may start with a tuple of per-position item nodes (prefixItems) and may hold distinct values of an enum
+// of at most 64 values (uniqueItems, a mask of used values); integers may have to be a multiple of a
+// 32-bit number (the remainder of the digits so far). Nothing is allocated per byte, and a prefix is
+// admitted only when some completion of it is.
 //
 // Output form the matcher admits (documented choices, all of them valid JSON):
 // - JSON text exactly per RFC 8259: numbers -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, strings with
@@ -58,14 +65,21 @@ struct JsonNode {
   int64_t lo = -kJsonUnbounded;
   int64_t hi = kJsonUnbounded;
   bool map = false;      // kObject: any string key (key node `key`), every value `child`
-  uint32_t min = 0;             // kString: code points; kArray: items
-  uint32_t max = 0xffffffffu;   // kString: code points; kArray: items
-  uint32_t child = kJsonNoNode; // kArray: items; kObject map: values; kLiteral: root trie state
+  // kArray: items are distinct values of the literal node `child` (uniqueItems; at most 64 values).
+  bool unique = false;
+  // kNumber: the value is an integer multiple of this (0: no multipleOf). Only on integer nodes.
+  uint32_t multiple_of = 0;
+  uint32_t min = 0;            // kString: code points; kArray: items; kObject: members (minProperties)
+  uint32_t max = 0xffffffffu;  // kString: code points; kArray: items; kObject: members (maxProperties)
+  // kArray: items after the tuple; kObject map: values; kLiteral: root trie state; kObject listed: the
+  // index of its JsonObjectRules, or kJsonNoNode when it has none.
+  uint32_t child = kJsonNoNode;
   uint32_t key = kJsonNoNode;   // kObject map: the string node keys follow
   // kObject listed: properties[first, first + count) in output order, key_nodes[keys, keys + count + 1)
   // (one per position: the literal node of the keys that may come next, kJsonNoNode at the end), and the
   // index of the last required property plus one (the object may close at a position >= it).
   // kAnyOf: alternatives[first, first + count); dispatch[keys, keys + 257) once built (see below).
+  // kArray: tuple_items[first, first + count), the nodes of the first `count` items (prefixItems).
   uint32_t first = 0;
   uint32_t count = 0;
   uint32_t keys = 0;
@@ -76,11 +90,26 @@ struct JsonProperty {
   std::string name;     // as the schema spells it (the key literal is its JSON serialisation)
   uint32_t value = kJsonNoNode;
   bool required = false;
+  // Names of properties of the same object that must be present when this one is (dependentRequired,
+  // dependencies); the builder turns them into JsonObjectRules.
+  std::vector<std::string> dependencies;
+};
+
+// A listed object (at most 64 properties, by position) whose members are constrained beyond "required
+// ones appear": dependencies and member counts. Its key trie holds every key; which keys may come next is
+// decided from the frame's mask of the properties written so far (json_grammar.cpp, allowed_keys).
+struct JsonObjectRules {
+  uint64_t required = 0;
+  uint64_t never = 0;         // properties that cannot be written (a dependency was pruned)
+  uint32_t dependencies = 0;  // dependency_masks[dependencies + i]: what property i needs, transitively
 };
 
 // A state of a literal trie: `value` >= 0 when a literal ends here (for keys: the property index within
-// the object), edges[first_edge, first_edge + n_edges) sorted by byte.
+// the object; for enums: the index of the value), edges[first_edge, first_edge + n_edges) sorted by byte.
+// `below`: bit min(v, 63) for every value v that ends here or further on, so that a frame that forbids
+// some values (JsonFrame::extra) refuses the first byte that can only lead to them.
 struct JsonLiteralState {
+  uint64_t below = 0;
   int32_t value = -1;
   uint32_t first_edge = 0;
   uint32_t n_edges = 0;
@@ -99,6 +128,9 @@ struct JsonGrammar {
   std::vector<JsonLiteralState> literal_states;
   std::vector<JsonLiteralEdge> literal_edges;
   std::vector<uint32_t> alternatives;
+  std::vector<uint32_t> tuple_items;
+  std::vector<JsonObjectRules> object_rules;
+  std::vector<uint64_t> dependency_masks;
   // Per anyOf node, 257 offsets into dispatch_nodes: the concrete (non-anyOf) alternatives, anyOf nesting
   // flattened, whose value may start with byte b are dispatch_nodes[offsets[b], offsets[b + 1]).
   std::vector<uint32_t> dispatch_offsets;
@@ -111,16 +143,22 @@ struct JsonGrammar {
 
 // Whether some number satisfies a kNumber node's bounds (and integer-ness).
 bool json_number_satisfiable(const JsonNode& number);
+// Whether a listed object with rules can be written at all (from its opening brace).
+bool json_object_completable(const JsonGrammar& grammar, const JsonNode& object);
 
 // One level of a parse stack. `node` is a grammar node, or kJsonNoNode for the bottom (document) frame
 // whose `value` is then the root node. `value`: literal trie state | string code points | array items |
 // object position (the index of the next property that may come) | for a bounded number: sign, whether
 // the fraction has a non-zero digit, and the integer part's magnitude — all kind-specific.
+// `extra`, also kind-specific: a listed object with rules: the mask of properties written; a unique array:
+// the mask of values used; a literal: the mask of values it must not end in (keys the object does not
+// allow next, items already used); a number with multipleOf: the integer part's remainder.
 struct JsonFrame {
   uint32_t node = kJsonNoNode;
   uint8_t phase = 0;
   uint8_t whitespace = 0;  // whitespace bytes in the current gap
   uint64_t value = 0;
+  uint64_t extra = 0;
   bool operator==(const JsonFrame&) const = default;
 };
 
@@ -163,7 +201,7 @@ class JsonMatcher {
 
  private:
   bool feed_stack(size_t base, uint8_t byte);
-  bool push_value(size_t base, uint32_t node, uint8_t byte);
+  bool push_value(size_t base, uint32_t node, uint64_t extra, uint8_t byte);
   void close_top(size_t base);
   void remove_duplicate_stacks();
 

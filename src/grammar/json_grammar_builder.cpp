@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -100,12 +102,16 @@ uint32_t JsonGrammarBuilder::add_number(bool integer, std::string path, uint32_t
   return add_node(n, std::move(path), into);
 }
 
-uint32_t JsonGrammarBuilder::add_array(uint32_t items, uint32_t min_items, uint32_t max_items, std::string path, uint32_t into) {
+uint32_t JsonGrammarBuilder::add_array(uint32_t items, uint32_t min_items, uint32_t max_items, std::string path,
+                                       uint32_t into, const std::vector<uint32_t>& tuple) {
   JsonNode n;
   n.kind = JsonNodeKind::kArray;
   n.child = items;
   n.min = min_items;
   n.max = max_items;
+  n.first = uint32_t(grammar_->tuple_items.size());
+  n.count = uint32_t(tuple.size());
+  grammar_->tuple_items.insert(grammar_->tuple_items.end(), tuple.begin(), tuple.end());
   return add_node(n, std::move(path), into);
 }
 
@@ -135,9 +141,10 @@ uint32_t JsonGrammarBuilder::add_literal(const std::vector<std::string>& literal
   return id;
 }
 
-void JsonGrammarBuilder::set_literals(uint32_t literal_node, const std::vector<std::string>& literals) {
+void JsonGrammarBuilder::set_literals(uint32_t literal_node, const std::vector<std::string>& literals,
+                                      const std::vector<int32_t>& values) {
   std::vector<std::pair<std::string, int32_t>> entries;
-  for (const auto& l : literals) entries.emplace_back(l, 0);
+  for (size_t i = 0; i < literals.size(); ++i) entries.emplace_back(literals[i], values.empty() ? 0 : values[i]);
   node(literal_node).kind = JsonNodeKind::kLiteral;
   node(literal_node).child = entries.empty() ? kJsonNoNode : add_trie(std::move(entries));
 }
@@ -202,6 +209,12 @@ uint32_t JsonGrammarBuilder::add_trie(std::vector<std::pair<std::string, int32_t
     }
     states[state].n_edges = uint32_t(edges.size()) - states[state].first_edge;
   }
+  // Targets were made after their states: one pass from the last state back fills `below`.
+  for (size_t s = states.size(); s-- > root;) {
+    JsonLiteralState& state = states[s];
+    state.below = state.value >= 0 ? uint64_t(1) << std::min(state.value, 63) : 0;
+    for (uint32_t e = 0; e < state.n_edges; ++e) state.below |= states[edges[state.first_edge + e].target].below;
+  }
   return root;
 }
 
@@ -246,14 +259,25 @@ std::vector<uint8_t> JsonGrammarBuilder::find_productive() const {
         case JsonNodeKind::kLiteral: p = n.child != kJsonNoNode; break;
         case JsonNodeKind::kString: p = n.min <= n.max; break;
         case JsonNodeKind::kNumber: p = json_number_satisfiable(n); break;
-        case JsonNodeKind::kArray: p = n.min <= n.max && (n.min == 0 || productive[n.child]); break;
-        case JsonNodeKind::kObject:
-          p = true;  // a map may stay empty; a listed object needs its required properties
+        case JsonNodeKind::kArray:
+          p = n.min <= n.max;  // the first min items must be producible
+          for (uint32_t i = 0; i < n.min && i < n.count && p; ++i) p = productive[g.tuple_items[n.first + i]];
+          p = p && (n.min <= n.count || productive[n.child]);
+          break;
+        case JsonNodeKind::kObject: {
+          // A map may stay empty (minProperties is at most 1: any key will do); a listed object needs its
+          // required properties and, with rules, enough producible members (the rules' own check is exact
+          // once pruned: build_object_rules).
+          p = !n.map || n.min == 0 || productive[n.child];
+          uint32_t n_productive = 0;
           for (uint32_t i = 0; i < n.count && !n.map; ++i) {
             const JsonProperty& prop = g.properties[n.first + i];
             if (prop.required && !productive[prop.value]) p = false;
+            n_productive += productive[prop.value];
           }
+          if (!n.map && n_productive < n.min) p = false;
           break;
+        }
         case JsonNodeKind::kAnyOf:
           for (uint32_t i = 0; i < n.count; ++i) p = p || productive[g.alternatives[n.first + i]];
           break;
@@ -270,11 +294,15 @@ void JsonGrammarBuilder::prune(const std::vector<uint8_t>& productive) {
     if (n.kind == JsonNodeKind::kAnyOf) {
       auto begin = g.alternatives.begin() + n.first;
       n.count = uint32_t(std::remove_if(begin, begin + n.count, [&](uint32_t a) { return !productive[a]; }) - begin);
-    } else if (n.kind == JsonNodeKind::kArray && !productive[n.child]) {
-      n.max = 0;
+    } else if (n.kind == JsonNodeKind::kArray) {
+      // The first item that cannot be produced caps the length (at least min: the array is productive).
+      for (uint32_t i = 0; i < n.count; ++i)
+        if (!productive[g.tuple_items[n.first + i]]) n.max = std::min(n.max, i);
+      if (!productive[n.child]) n.max = std::min(n.max, n.count);
     } else if (n.kind == JsonNodeKind::kObject && n.map && !productive[n.child]) {
       n.map = false;  // only {} remains
       n.count = 0;
+      n.child = kJsonNoNode;  // a listed object's child indexes its rules (none here), not a value node
     } else if (n.kind == JsonNodeKind::kObject && !n.map) {
       auto begin = g.properties.begin() + n.first;
       const auto end = std::remove_if(begin, begin + n.count,
@@ -292,6 +320,10 @@ void JsonGrammarBuilder::build_key_tries() {
   for (uint32_t id = 0; id < n_nodes; ++id) {
     if (g.nodes[id].kind != JsonNodeKind::kObject || g.nodes[id].map) continue;
     const JsonNode object = g.nodes[id];
+    if (needs_rules(object)) {
+      build_object_rules(id);
+      continue;
+    }
     uint32_t close_from = 0;
     for (uint32_t i = 0; i < object.count; ++i)
       if (g.properties[object.first + i].required) close_from = i + 1;
@@ -313,6 +345,69 @@ void JsonGrammarBuilder::build_key_tries() {
     n.keys = uint32_t(g.key_nodes.size());
     g.key_nodes.insert(g.key_nodes.end(), keys.begin(), keys.end());
   }
+}
+
+bool JsonGrammarBuilder::needs_rules(const JsonNode& object) const {
+  const JsonGrammar& g = *grammar_;
+  if (object.min > 0 || object.max < object.count) return true;
+  for (uint32_t i = 0; i < object.count; ++i)
+    if (!g.properties[object.first + i].dependencies.empty()) return true;
+  return false;
+}
+
+// One key trie for every position (the rules pick the keys), and the masks: required, never (a
+// dependency that was pruned or is not listed) and each property's dependencies, closed transitively.
+void JsonGrammarBuilder::build_object_rules(uint32_t id) {
+  JsonGrammar& g = *grammar_;
+  const JsonNode object = g.nodes[id];
+  AERIE_CHECK(object.count <= 64, "json schema: ", g.paths[id], " has ", object.count,
+              " properties with dependencies or minProperties/maxProperties (at most 64 are supported)");
+  std::unordered_map<std::string_view, uint32_t> index;
+  for (uint32_t i = 0; i < object.count; ++i) index.emplace(g.properties[object.first + i].name, i);
+  JsonObjectRules rules;
+  rules.dependencies = uint32_t(g.dependency_masks.size());
+  std::vector<uint64_t> depends(object.count, 0);
+  for (uint32_t i = 0; i < object.count; ++i) {
+    const JsonProperty& p = g.properties[object.first + i];
+    if (p.required) rules.required |= uint64_t(1) << i;
+    for (const std::string& name : p.dependencies) {
+      const auto it = index.find(name);
+      if (it == index.end()) rules.never |= uint64_t(1) << i;
+      else if (it->second != i) depends[i] |= uint64_t(1) << it->second;
+    }
+  }
+  charge_table(size_t(object.count) * object.count);
+  for (bool changed = true; changed;) {  // transitive closure: at most 64 rounds of 64 masks
+    changed = false;
+    for (uint32_t i = 0; i < object.count; ++i) {
+      uint64_t closed = depends[i];
+      for (uint64_t m = depends[i]; m != 0; m &= m - 1) closed |= depends[size_t(__builtin_ctzll(m))];
+      if ((closed & rules.never) != 0) rules.never |= uint64_t(1) << i;
+      if (closed != depends[i]) depends[i] = closed, changed = true;
+    }
+  }
+  const bool counted = object.min > 0 || object.max < object.count;
+  for (uint32_t i = 0; i < object.count && counted; ++i)
+    AERIE_CHECK((depends[i] >> i & 1) == 0, "json schema: ", g.paths[id],
+                ": minProperties/maxProperties together with cyclic dependencies (\"",
+                g.properties[object.first + i].name, "\") are not supported");
+  std::vector<std::pair<std::string, int32_t>> entries;
+  for (uint32_t i = 0; i < object.count; ++i)
+    entries.emplace_back(json_quote(g.properties[object.first + i].name), int32_t(i));
+  JsonNode key;
+  key.kind = JsonNodeKind::kLiteral;
+  key.child = add_trie(std::move(entries));
+  const uint32_t key_node = add_node(key, g.paths[id] + " (keys)");
+  g.dependency_masks.insert(g.dependency_masks.end(), depends.begin(), depends.end());
+  JsonNode& n = g.nodes[id];
+  n.child = uint32_t(g.object_rules.size());
+  g.object_rules.push_back(rules);
+  n.keys = uint32_t(g.key_nodes.size());
+  g.key_nodes.insert(g.key_nodes.end(), size_t(object.count) + 1, key_node);
+  g.key_nodes.back() = kJsonNoNode;
+  AERIE_CHECK(json_object_completable(g, n), "json schema: ", g.paths[id],
+              " admits no object: its required properties, dependencies and minProperties/maxProperties contradict "
+              "each other");
 }
 
 void JsonGrammarBuilder::build_dispatch() {

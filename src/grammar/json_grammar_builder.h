@@ -4,7 +4,8 @@
 //   2. nodes that cannot produce any finite value are found (fixed point) and pruned where optional —
 //      anyOf alternatives, optional properties, array items (the array then stays empty) — so the
 //      matcher never admits a prefix it cannot complete; a root that cannot produce a value is an error;
-//   3. each listed object gets, per position, the literal trie of the keys that may come next;
+//   3. each listed object gets, per position, the literal trie of the keys that may come next (or, with
+//      dependencies or member counts, one trie of all its keys and its JsonObjectRules);
 //   4. each anyOf gets its first-byte dispatch table.
 // Nodes and table entries are counted against SchemaLimits as they are made: beyond one, aerie::Error.
 #pragma once
@@ -34,12 +35,16 @@ class JsonGrammarBuilder {
   void set_alternatives(uint32_t anyof, const std::vector<uint32_t>& alternatives);
   uint32_t add_string(uint32_t min_length, uint32_t max_length, std::string path, uint32_t into = kJsonNoNode);
   uint32_t add_number(bool integer, std::string path, uint32_t into = kJsonNoNode);
-  uint32_t add_array(uint32_t items, uint32_t min_items, uint32_t max_items, std::string path, uint32_t into = kJsonNoNode);
+  // `tuple`: the nodes of the first items (prefixItems); `items` follows them.
+  uint32_t add_array(uint32_t items, uint32_t min_items, uint32_t max_items, std::string path,
+                     uint32_t into = kJsonNoNode, const std::vector<uint32_t>& tuple = {});
   uint32_t add_listed_object(std::vector<JsonProperty> properties, std::string path, uint32_t into = kJsonNoNode);
   uint32_t add_map_object(uint32_t values, std::string path, uint32_t into = kJsonNoNode);
   // A literal node over the given serialisations (an empty list admits nothing).
   uint32_t add_literal(const std::vector<std::string>& literals, std::string path, uint32_t into = kJsonNoNode);
-  void set_literals(uint32_t literal_node, const std::vector<std::string>& literals);
+  // `values`: the trie value of each literal (default 0); equal values are one choice for uniqueItems.
+  void set_literals(uint32_t literal_node, const std::vector<std::string>& literals,
+                    const std::vector<int32_t>& values = {});
 
   // Shared nodes: any JSON value, any object, any string.
   uint32_t any_value();
@@ -59,6 +64,8 @@ class JsonGrammarBuilder {
   std::vector<uint8_t> find_productive() const;
   void prune(const std::vector<uint8_t>& productive);
   void build_key_tries();
+  bool needs_rules(const JsonNode& object) const;
+  void build_object_rules(uint32_t object);
   void build_dispatch();
 
   SchemaLimits limits_;

@@ -1,35 +1,42 @@
 // JSON Schema -> JsonGrammar (json_grammar.h), for structured output: every document the grammar admits is
 // valid against the schema (the grammar may admit fewer documents than the schema does; see below).
 //
-// Supported: type (a name or a list), properties + required + additionalProperties, items, minItems,
-// maxItems, minLength, maxLength (code points), minimum, maximum, exclusiveMinimum, exclusiveMaximum
-// (numbers, or draft-4 booleans), enum, const, anyOf, oneOf (as anyOf: the alternatives should not
-// overlap), allOf with a single schema, $ref to any local JSON pointer ("#", "#/$defs/x",
-// "#/definitions/x", ...; recursion allowed), boolean schemas, uniqueItems: false.
+// Supported (docs/serving.md has the table): type, properties + required + additionalProperties,
+// minProperties/maxProperties, dependentRequired/dependentSchemas/dependencies, items/prefixItems/items as an
+// array/additionalItems, minItems, maxItems, uniqueItems (arrays of enum values, booleans, nulls),
+// minLength, maxLength (code points), minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or
+// draft-4 booleans), integer multipleOf, enum, const (any JSON), anyOf, oneOf (disjoint alternatives only),
+// allOf and $ref/anyOf/oneOf beside other keywords (merged: json_schema_merge.h), $ref to any local JSON
+// pointer ("#", "#/$defs/x", "#/definitions/x", ...; recursion allowed), not (of types, values, required
+// names), boolean schemas.
 //
 // Choices (the output is a subset of what the schema validates):
 // - Objects with listed properties emit them in the schema's order; required ones must appear, optional
 //   ones may be skipped. Only listed properties are emitted, whatever additionalProperties says (a
-//   required name that is not listed is added at the end, its value following additionalProperties).
-//   An object schema with no properties and no required names is any object (its values following
-//   additionalProperties when that is a schema); with additionalProperties: false it is {}.
-// - Without "type", the keywords present decide: object keywords (properties, required,
-//   additionalProperties) make it an object, array keywords (items, minItems, maxItems) an array, string
-//   keywords (minLength, maxLength) a string; with none of them it is any value.
+//   required name that is not listed is added at the end, its value following additionalProperties; so
+//   are names that dependencies mention). An object schema with no properties and no required names is
+//   any object (its values following additionalProperties when that is a schema); with
+//   additionalProperties: false it is {}. A dependent schema's property schemas apply whether or not
+//   the trigger is present.
+// - Without "type", the keywords present decide: object keywords make it an object, array keywords an
+//   array, string keywords a string, numeric keywords a number; with none of them it is any value.
 // - enum/const values are emitted as their compact serialisation, and only those that also satisfy the
 //   sibling keywords are kept.
-// - Numbers: "integer" is written without fraction or exponent. A number with bounds is written without
-//   an exponent and its bounds are integers: a fractional bound is rounded inwards (minimum 0.5 admits
-//   1, 1.25, ...; for integers this is exact); bounds beyond +-2^61 are refused.
+// - Numbers: "integer" (and any number with multipleOf) is written without fraction or exponent. A
+//   number with bounds is written without an exponent and its bounds are integers: a fractional bound is
+//   rounded inwards (minimum 0.5 admits 1, 1.25, ...; for integers this is exact); bounds beyond +-2^61
+//   are refused.
+// - $ref siblings are applied (draft 2019-09 on); for earlier drafts, which ignore them, the output is
+//   then narrower, never invalid. The root's $schema decides one reading: before 2020-12, "items" as a
+//   schema covers every item and "prefixItems" is ignored (not a keyword there); otherwise 2020-12's.
 // - Ignored: annotations (title, description, default, examples, $schema, $id, $comment, format,
 //   deprecated, readOnly, writeOnly, content*, $anchor, ...) and unknown keywords, as validators do.
 // - Refused with an aerie::Error naming the keyword and the schema path (e.g. "#/properties/name"):
-//   pattern, allOf with more than one schema, not, if/then/else, patternProperties, propertyNames,
-//   dependentRequired, dependentSchemas, dependencies, unevaluated*, contains, minContains, maxContains,
-//   prefixItems, items as an array, additionalItems, minProperties, maxProperties, multipleOf,
-//   uniqueItems: true, $dynamicRef, $recursiveRef, non-local $ref, and $ref or anyOf/oneOf next to other
-//   validation keywords. A schema no value can satisfy (a false schema, an empty enum, minItems > maxItems,
-//   a required property that must recurse forever) is an error too.
+//   pattern, if/then/else, patternProperties, propertyNames, unevaluated*, contains, minContains,
+//   maxContains, $dynamicRef, $recursiveRef, non-local $ref, oneOf whose alternatives may overlap, not of
+//   other forms, uniqueItems on other items, fractional multipleOf, keywords that two allOf parts set
+//   differently and cannot be intersected. A schema no value can satisfy (a false schema, an empty enum,
+//   minItems > maxItems, a required property that must recurse forever) is an error too.
 #pragma once
 
 #include <memory>

@@ -99,5 +99,35 @@ TEST(TokenTrie, MaskEqualsBruteForceAlongRandomWalks) {
                                  v, 12, "parallel strings");
 }
 
+// The keywords whose state lives in JsonFrame::extra (issue 41): a listed object's mask of written
+// properties (dependencies, member counts), a unique array's mask of used values (and the literal frame
+// that must not end in one), an integer's remainder under multipleOf; plus tuples and a discriminated
+// oneOf. The walk's light path steps the top frame alone, so its masks must still equal the brute-force ones.
+TEST(TokenTrie, MaskEqualsBruteForceWithFrameState) {
+  const auto v = test::synthetic_vocabulary({"id", "tags", "kind", "circle", "square"});
+  expect_masks_match_brute_force(compile_json_schema_text(R"({
+      "type": "object",
+      "properties": {
+        "id": {"type": "integer", "multipleOf": 7, "minimum": -50, "maximum": 400},
+        "tags": {"type": "array", "items": {"enum": ["circle", "square", 12, null, "id"]}, "uniqueItems": true},
+        "kind": {"type": "string", "maxLength": 4},
+        "x": {"type": "integer", "multipleOf": 3}
+      },
+      "dependentRequired": {"id": ["kind"], "x": ["tags"]},
+      "minProperties": 1, "maxProperties": 3})"),
+                                 v, 16, "dependencies, member counts, uniqueItems, multipleOf");
+  expect_masks_match_brute_force(compile_json_schema_text(R"({"type": "array", "minItems": 2, "maxItems": 4,
+      "prefixItems": [{"type": "boolean"}, {"type": "integer", "multipleOf": 12, "minimum": 0}],
+      "items": {"enum": ["circle", "square"]}})"),
+                                 v, 12, "tuple");
+  expect_masks_match_brute_force(compile_json_schema_text(R"({"type": "array", "minItems": 1, "maxItems": 3,
+      "items": {"oneOf": [
+      {"type": "object", "properties": {"kind": {"const": "circle"}, "id": {"type": "integer", "multipleOf": 5}},
+       "required": ["kind"], "additionalProperties": false},
+      {"type": "object", "properties": {"kind": {"const": "square"}, "tags": {"type": "array", "maxItems": 2,
+       "items": {"type": "boolean"}, "uniqueItems": true}}, "required": ["kind"], "additionalProperties": false}]}})"),
+                                 v, 12, "oneOf with frame state");
+}
+
 }  // namespace
 }  // namespace aerie

@@ -6,7 +6,7 @@ independent reference for tests/grammar/json_schema_test.cpp.
 
 Each line of CASES.jsonl is {"label": str, "schema": <schema>, "instance": <document text>, "expected": bool}.
 A document must parse as strict JSON (NaN/Infinity refused); `expected` says whether it must validate
-(Draft 2020-12, formats not asserted). Prints every disagreement; exit status 0 when there is none, 1 when
+(under the draft the schema's $schema names, Draft 2020-12 without one; formats not asserted). Prints every disagreement; exit status 0 when there is none, 1 when
 there is, 77 when jsonschema is not installed (the test then reports itself skipped).
 """
 import json
@@ -31,7 +31,8 @@ def main():
     with open(sys.argv[1], encoding="utf-8") as f:
         for line_number, line in enumerate(f, 1):
             case = json.loads(line)
-            validator = jsonschema.Draft202012Validator(case["schema"])
+            cls = jsonschema.validators.validator_for(case["schema"], default=jsonschema.Draft202012Validator)
+            validator = cls(case["schema"])
             try:
                 instance = json.loads(case["instance"], parse_constant=reject_constant)
                 errors = [e.message for e in validator.iter_errors(instance)]
