@@ -14,6 +14,7 @@
 #include "core/json_parse.h"
 #include "core/json_scan.h"
 #include "grammar/json_grammar_builder.h"
+#include "grammar/json_schema_strings.h"
 
 namespace aerie {
 namespace {
@@ -22,7 +23,7 @@ using Json = nlohmann::ordered_json;
 
 // Keywords that would change which documents are valid and that the grammar does not implement.
 const std::set<std::string> kRefusedKeywords = {
-    "pattern", "not", "if", "then", "else", "patternProperties", "propertyNames", "dependentRequired",
+    "not", "if", "then", "else", "propertyNames", "dependentRequired",
     "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems", "contains", "minContains",
     "maxContains", "prefixItems", "additionalItems", "minProperties", "maxProperties", "multipleOf",
     "$dynamicRef", "$recursiveRef"};
@@ -30,11 +31,11 @@ const std::set<std::string> kRefusedKeywords = {
 // The keywords this compiler acts on (anything else is an annotation or unknown, and ignored).
 const std::set<std::string> kValidationKeywords = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength",
-    "maxLength", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
+    "maxLength", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "pattern", "format", "patternProperties"};
 
-const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties"};
+const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties", "patternProperties"};
 const std::set<std::string> kArrayKeywords = {"items", "minItems", "maxItems"};
-const std::set<std::string> kStringKeywords = {"minLength", "maxLength"};
+const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "pattern", "format"};
 const std::vector<std::string> kAllTypes = {"object", "array", "string", "number", "boolean", "null"};
 
 constexpr uint32_t kUnbounded = 0xffffffffu;
@@ -81,7 +82,8 @@ struct PendingEnum {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, const SchemaLimits& limits) : root_(root), limits_(limits), builder_(limits) {}
+  SchemaCompiler(const Json& root, const SchemaLimits& limits)
+      : root_(root), limits_(limits), builder_(limits), patterns_(builder_) {}
 
   std::shared_ptr<const JsonGrammar> compile(JsonWhitespace whitespace) {
     const uint32_t root = compile_at("#", root_);
@@ -131,6 +133,7 @@ class SchemaCompiler {
   int depth_ = 0;                   // compile_at calls in progress
   mutable size_t admits_steps_ = 0;  // admits() work so far
   JsonGrammarBuilder builder_;
+  SchemaPatterns patterns_;  // pattern, format, patternProperties (json_schema_strings.h)
   std::map<std::string, uint32_t> compiled_;
   std::vector<PendingEnum> enums_;
 };
@@ -270,9 +273,12 @@ uint32_t SchemaCompiler::compile_type(const std::string& type, const std::string
                                       uint32_t into) {
   if (type == "object") return compile_object(path, schema, into);
   if (type == "array") return compile_array(path, schema, into);
-  if (type == "string")
-    return builder_.add_string(count_keyword(path, schema, "minLength", 0),
-                               count_keyword(path, schema, "maxLength", kUnbounded), path, into);
+  if (type == "string") {
+    const uint32_t id = builder_.add_string(count_keyword(path, schema, "minLength", 0),
+                                            count_keyword(path, schema, "maxLength", kUnbounded), path, into);
+    patterns_.apply(id, path, schema);
+    return id;
+  }
   if (type == "number" || type == "integer") {
     const uint32_t id = builder_.add_number(type == "integer", path, into);
     set_bounds(builder_.node(id), path, schema);
@@ -349,17 +355,33 @@ uint32_t SchemaCompiler::compile_object(const std::string& path, const Json& sch
   auto additional_node = [&]() {
     return additional == true ? builder_.any_value() : compile_at(path + "/additionalProperties", additional);
   };
+  const PatternProperties pattern_properties = patterns_.pattern_properties(path, schema);
+  auto pattern_value = [&](const PatternProperties::Entry& e) {
+    return compile_at(path + "/patternProperties/" + pointer_token(e.pattern), schema["patternProperties"][e.pattern]);
+  };
   if (properties.empty() && required.empty()) {
+    // Keys matching the one pattern, values its schema (no key matches: only {}).
+    if (const uint32_t key = patterns_.map_key_node(pattern_properties, path); key != kJsonNoNode) {
+      const uint32_t object = builder_.add_map_object(pattern_value(pattern_properties.entries[0]), path, into);
+      builder_.node(object).key = key;
+      return object;
+    }
+    if (!pattern_properties.entries.empty()) return builder_.add_listed_object({}, path, into);
     if (closed) return builder_.add_listed_object({}, path, into);
     return builder_.add_map_object(additional_node(), path, into);
   }
   std::vector<JsonProperty> listed;
   for (const auto& [name, subschema] : properties.items()) {
     const bool is_required = required_names.count(name) > 0;
+    patterns_.refuse_overlap(pattern_properties, name, path);
     listed.push_back(JsonProperty{name, compile_at(path + "/properties/" + pointer_token(name), subschema), is_required});
   }
   for (const std::string& name : required) {
     if (property_names.count(name)) continue;
+    if (const PatternProperties::Entry* e = patterns_.matching(pattern_properties, name, path)) {
+      listed.push_back(JsonProperty{name, pattern_value(*e), true});
+      continue;
+    }
     AERIE_CHECK(!closed, "json schema: required property \"", name, "\" at ", path,
                 " is not in \"properties\" and additionalProperties is false");
     listed.push_back(JsonProperty{name, additional_node(), true});
@@ -415,8 +437,9 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
     }
     case JsonNodeKind::kString: {
       if (!value.is_string()) return false;
-      const size_t length = utf8_length(value.get_ref<const std::string&>());
-      return length >= n.min && length <= n.max;
+      const std::string& text = value.get_ref<const std::string&>();
+      const size_t length = utf8_length(text);
+      return length >= n.min && length <= n.max && (n.pattern == kJsonNoNode || g.patterns[n.pattern].matches(text));
     }
     case JsonNodeKind::kNumber: {
       if (!value.is_number()) return false;

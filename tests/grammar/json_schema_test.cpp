@@ -270,18 +270,19 @@ struct Refusal {
 
 TEST(JsonSchema, RefusalsNameTheKeywordAndThePath) {
   const Refusal refusals[] = {
-      {R"({"type": "string", "pattern": "a+"})", {"\"pattern\"", " at #"}},
+      {R"({"type": "string", "pattern": "a(?=b)"})", {"\"pattern\"", " at #", "lookahead"}},
       {R"({"properties": {"a": {"allOf": [{"type": "string"}, {"minLength": 1}]}}})", {"\"allOf\"", "#/properties/a"}},
       {R"({"not": {}})", {"\"not\"", "#"}},
       {R"({"type": "object", "properties": {"x": {"if": {"type": "string"}, "then": {}}}})", {"\"if\"", "#/properties/x"}},
-      {R"({"patternProperties": {"^a": {}}})", {"\"patternProperties\""}},
+      {R"({"patternProperties": {"^a": {"type": "string"}, "^b": {}}})", {"\"patternProperties\"", "more than one pattern"}},
+      {R"({"properties": {"ab": {}}, "patternProperties": {"^a": {"type": "string"}}})", {"\"ab\"", "patternProperties"}},
       {R"({"$defs": {"a": {"dependentRequired": {"x": ["y"]}}}, "$ref": "#/$defs/a"})", {"\"dependentRequired\"", "#/$defs/a"}},
       {R"({"type": "array", "items": [{"type": "string"}]})", {"\"items\"", "tuple"}},
       {R"({"type": "array", "uniqueItems": true})", {"\"uniqueItems\""}},
       {R"({"type": "object", "minProperties": 1})", {"\"minProperties\""}},
       {R"({"type": "number", "multipleOf": 2})", {"\"multipleOf\""}},
       {R"({"properties": {"a/b~c": {"type": "string", "propertyNames": {}}}})", {"\"propertyNames\"", "#/properties/a~1b~0c"}},
-      {R"({"type": "array", "items": {"anyOf": [{"type": "string", "pattern": "x"}]}})", {"\"pattern\"", "#/items/anyOf/0"}},
+      {R"({"type": "array", "items": {"anyOf": [{"type": "string", "pattern": "(x)\\1"}]}})", {"\"pattern\"", "#/items/anyOf/0", "backreferences"}},
       {R"({"$ref": "https://example.com/schema.json"})", {"local", "https://example.com/schema.json"}},
       {R"({"$ref": "#/$defs/missing"})", {"#/$defs/missing", "does not resolve"}},
       {R"({"$defs": {"a": {"type": "string"}}, "$ref": "#/$defs/a", "maxLength": 3})", {"\"$ref\"", "\"maxLength\""}},
