@@ -203,12 +203,13 @@ bool step_pattern(const RegexDfa& dfa, const JsonNode& n, JsonFrame& f, uint8_t 
   switch (f.phase) {
     case kStrChar:
       if (next == kStrClosed) return dfa.accepting(state);
-      if (next == kStrEscape) return true;  // decoded once the escape is complete
+      // An escape is decoded once complete; some character it may spell must lead on.
+      if (next == kStrEscape) return dfa.admits_code_points(state, 0, 0x10FFFF, keep);
       return move_to(dfa.next(state, b));
     case kStrCont1: case kStrCont2: case kStrCont3: case kStrE0: case kStrED: case kStrF0: case kStrF4:
       return move_to(dfa.next(state, b));
     case kStrEscape: {
-      if (b == 'u') return true;
+      if (b == 'u') return dfa.admits_code_points(state, 0, 0x10FFFF, keep);
       const uint8_t decoded = b == 'b' ? 0x08 : b == 'f' ? 0x0C : b == 'n' ? 0x0A : b == 'r' ? 0x0D : b == 't' ? 0x09 : b;
       return move_to(dfa.next(state, decoded));
     }

@@ -270,7 +270,7 @@ struct Refusal {
 
 TEST(JsonSchema, RefusalsNameTheKeywordAndThePath) {
   const Refusal refusals[] = {
-      {R"({"type": "string", "pattern": "a(?=b)"})", {"\"pattern\"", " at #", "lookahead"}},
+      {R"J({"type": "string", "pattern": "a(?=b)"})J", {"\"pattern\"", " at #", "lookahead"}},
       {R"({"properties": {"a": {"allOf": [{"type": "string"}, {"minLength": 1}]}}})", {"\"allOf\"", "#/properties/a"}},
       {R"({"not": {}})", {"\"not\"", "#"}},
       {R"({"type": "object", "properties": {"x": {"if": {"type": "string"}, "then": {}}}})", {"\"if\"", "#/properties/x"}},

@@ -24,6 +24,7 @@ TEST(RegexConstraint, MasksMatchABruteForceReferenceAlongRandomWalks) {
                                            "\xf0\x9f\x98\x80", "\xc3", "\xa9", "\xe2", "\x82\xac", "\xf0\x9f",
                                            "\x98\x80", "ab", "12", "a-", "b."};
   for (const std::string& p : pieces) bytes.push_back(p);
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, char(b)));  // as real byte-level vocabularies
   const int32_t end = int32_t(bytes.size()), never = end + 1;
   bytes.push_back("");
   bytes.push_back("<never>");
