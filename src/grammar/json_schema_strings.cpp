@@ -13,11 +13,16 @@ uint32_t SchemaPatterns::pattern_index(const std::string& text, const std::strin
   const std::string key = "p:" + text;
   if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
   RegexDfa dfa;
+  RegexLimits limits;
+  AERIE_CHECK(work_left_ > 0, "json schema: \"", keyword, "\" at ", path,
+              ": the schema's patterns together pass their compile budget");
+  limits.max_subset_work = std::min(limits.max_subset_work, work_left_);
   try {
-    dfa = compile_regex(text, RegexMode::kSearch);
+    dfa = compile_regex(text, RegexMode::kSearch, limits);
   } catch (const Error& e) {
     throw Error(str_cat("json schema: \"", keyword, "\" at ", path, ": ", e.what()));
   }
+  work_left_ -= std::min(work_left_, dfa.compile_work());
   const uint32_t index = builder_.add_pattern(std::move(dfa), path);
   cache_.emplace(key, index);
   return index;

@@ -58,6 +58,9 @@ class SchemaPatterns {
 
   JsonGrammarBuilder& builder_;
   std::map<std::string, uint32_t> cache_;  // "p:" + pattern, "f:" + format, "pf:" + both
+  // Subset-construction work left for this schema's patterns together (RegexLimits::max_subset_work each):
+  // a schema of many costly patterns is refused within about a second.
+  size_t work_left_ = size_t{1} << 24;
 };
 
 }  // namespace aerie

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -142,19 +144,27 @@ class NfaBuilder {
     return {add(), add()};
   }
 
+  // A code point set: its UTF-8 byte-range sequences, built from the end so that sequences sharing a tail
+  // (e.g. [80-BF][80-BF] -> end) share its states, which keeps closures over large classes small.
   Fragment set(const RegexRanges& ranges) {
     const uint32_t s = add(), e = add();
     std::vector<Utf8Sequence> sequences;
     for (const auto& [lo, hi] : ranges) split_utf8(lo, hi, sequences);
+    std::map<std::tuple<uint8_t, uint8_t, uint32_t>, uint32_t> shared;  // (lo, hi, target) -> state
     for (const Utf8Sequence& q : sequences) {
-      uint32_t from = add();
-      link(s, from);
-      for (int i = 0; i < q.n; ++i) {
-        const uint32_t to = i + 1 == q.n ? e : add();
-        states_[from].lo = q.lo[i];
-        states_[from].hi = q.hi[i];
-        states_[from].next = to;
-        from = to;
+      uint32_t to = e;
+      for (int i = q.n - 1; i >= 0; --i) {
+        const auto key = std::make_tuple(q.lo[i], q.hi[i], to);
+        auto it = shared.find(key);
+        if (it == shared.end()) {
+          const uint32_t from = add();
+          states_[from].lo = q.lo[i];
+          states_[from].hi = q.hi[i];
+          states_[from].next = to;
+          it = shared.emplace(key, from).first;
+          if (i == 0) link(s, from);
+        }
+        to = it->second;
       }
     }
     return {s, e};
@@ -211,6 +221,7 @@ class RegexDfaBuilder {
     keep_live_states();
     if (!dfa_.empty()) minimise();
     completion_lengths();
+    dfa_.compile_work_ = work_;
     return std::move(dfa_);
   }
 
@@ -253,7 +264,7 @@ class RegexDfaBuilder {
         }
       work_ += 1 + st.epsilon.size();
     }
-    if (work_ > kMaxSubsetWork) too_complex("the subset construction passes its work budget");
+    if (work_ > limits_.max_subset_work) too_complex("the subset construction passes its work budget");
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -273,16 +284,17 @@ class RegexDfaBuilder {
   void determinise() {
     const uint32_t n_classes = dfa_.n_classes_;
     intern(closure({nfa_start_}));
-    std::vector<uint32_t> moved;
+    std::vector<std::vector<uint32_t>> moved(n_classes);
     for (size_t d = 0; d < sets_.size(); ++d) {
-      for (uint32_t c = 0; c < n_classes; ++c) {
-        const uint8_t b = representative_[c];
-        moved.clear();
-        for (const uint32_t s : *sets_[d])
-          if (nfa_[s].lo <= b && b <= nfa_[s].hi) moved.push_back(nfa_[s].next);
-        work_ += sets_[d]->size();
-        table_.push_back(intern(closure(moved)));
+      // Each NFA state's byte edge feeds the classes its range covers (ranges are unions of classes).
+      for (auto& m : moved) m.clear();
+      for (const uint32_t s : *sets_[d]) {
+        const NfaState& st = nfa_[s];
+        if (st.lo > st.hi) continue;
+        for (uint32_t c = dfa_.byte_class_[st.lo]; c <= dfa_.byte_class_[st.hi]; ++c) moved[c].push_back(st.next);
+        work_ += 1 + dfa_.byte_class_[st.hi] - dfa_.byte_class_[st.lo];
       }
+      for (uint32_t c = 0; c < n_classes; ++c) table_.push_back(moved[c].empty() ? kRegexDead : intern(closure(moved[c])));
     }
     accepting_.resize(sets_.size());
     for (size_t d = 0; d < sets_.size(); ++d)
@@ -467,14 +479,19 @@ class RegexDfaBuilder {
   }
 
  private:
-  static constexpr size_t kMaxSubsetWork = size_t{1} << 28;
-
   const RegexLimits& limits_;
   RegexDfa dfa_;
   std::vector<NfaState> nfa_;
   uint32_t nfa_start_ = 0, nfa_accept_ = 0;
   std::vector<uint8_t> representative_;  // [n_classes]: a byte of each class
-  std::map<std::vector<uint32_t>, uint32_t> ids_;
+  struct SetHash {
+    size_t operator()(const std::vector<uint32_t>& v) const {
+      uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
+      for (const uint32_t x : v) h = (h ^ x) * 0x100000001B3ull;
+      return size_t(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<std::vector<uint32_t>, uint32_t, SetHash> ids_;  // node-based: keys stay put
   std::vector<const std::vector<uint32_t>*> sets_;  // [DFA states]: the NFA states of each
   std::vector<uint32_t> table_;                      // [DFA states, n_classes] before trimming
   std::vector<uint8_t> accepting_;

@@ -42,7 +42,10 @@ struct RegexLimits {
   uint32_t max_repeat = 1000;       // n and m of {n}, {n,}, {n,m}
   size_t max_nfa_states = 200000;   // after counted repetitions are unrolled
   uint32_t max_dfa_states = 10000;  // subset construction, before minimisation (table: states x byte classes)
-  size_t max_minimise_work = size_t{1} << 26;  // Moore refinement steps; beyond it the DFA stays unminimised
+  // NFA states visited by the subset construction (closures and moves): bounds its time (~0.2 s) where
+  // each DFA state holds thousands of NFA states (e.g. .{1000}x in a search).
+  size_t max_subset_work = size_t{1} << 24;
+  size_t max_minimise_work = size_t{1} << 23;  // Moore refinement steps; beyond it the DFA stays unminimised
 };
 
 enum class RegexMode : uint8_t { kSearch, kFullMatch };
@@ -74,8 +77,9 @@ class RegexDfa {
   // The whole text is accepted (its bytes are read as they are; invalid UTF-8 is refused).
   bool matches(std::string_view text) const;
   const std::string& pattern() const { return pattern_; }
-  // Table size in entries (states x byte classes), for limits.
+  // Table size in entries (states x byte classes), and the subset construction's work, for limits.
   size_t table_entries() const { return table_.size(); }
+  size_t compile_work() const { return compile_work_; }
 
  private:
   friend class RegexDfaBuilder;
@@ -87,6 +91,7 @@ class RegexDfa {
   std::vector<uint8_t> can_continue_;
   std::vector<uint32_t> min_chars_;
   std::vector<uint32_t> max_chars_;
+  size_t compile_work_ = 0;
 };
 
 // Throws aerie::Error ("regex /.../: ...") for what is refused above or beyond a limit.

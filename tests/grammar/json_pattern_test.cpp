@@ -204,6 +204,23 @@ TEST(JsonPattern, UnknownFormatIsIgnoredAndHostnameLengthIsCapped) {
   EXPECT_TRUE(matcher_accepts(*host, Json(long_name.substr(0, 253)).dump()));
 }
 
+TEST(JsonPattern, ManyCostlyPatternsExhaustTheSchemaBudget) {
+  // Each compiles alone (a fortieth of one pattern's budget); together they pass the schema's.
+  Json properties = Json::object();
+  std::string pattern = "(.*a){20}", name = "p";
+  for (int i = 0; i < 60; ++i) {
+    pattern += 'b';
+    name += 'q';
+    properties[name] = {{"type", "string"}, {"pattern", pattern}};
+  }
+  try {
+    compile_json_schema(Json{{"type", "object"}, {"properties", properties}});
+    ADD_FAILURE() << "compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("budget"), std::string::npos) << e.what();
+  }
+}
+
 TEST(JsonPattern, PatternWithFormatMatchesBoth) {
   const auto g = string_schema({{"format", "date"}, {"pattern", "^2020-"}});
   EXPECT_TRUE(matcher_accepts(*g, "\"2020-02-29\""));

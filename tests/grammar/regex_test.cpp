@@ -155,6 +155,25 @@ TEST(Regex, RefusedConstructsAreNamed) {
   EXPECT_THROW(compile_regex(std::string(5000, 'a'), RegexMode::kFullMatch), Error);
 }
 
+// Catastrophic-backtracking shapes cost nothing here (no backtracking); blow-ups of the subset construction
+// or of counted repetitions are refused by name within the budgets of RegexLimits.
+TEST(Regex, HostilePatternsCompileOrAreRefusedWithinBudget) {
+  for (const char* p : {"(a|aa)*b", "(a+)+$", "(.*a){20}", ".*.*.*.*=.*", "(?:[a-z]{1,50}\\.){1,50}"})
+    EXPECT_FALSE(compile_regex(p, RegexMode::kSearch).empty()) << p;
+  for (const char* p : {"(x|y)*x(x|y){25}", "[\\s\\S]{1000}", ".{1000}x", "(.*,){1000}", "[^a]{1000}a",
+                        "(a|b|c|d|e|f|g|h){1000}", "(\\w{1,1000}){1,1000}", "((a{1000}){1000}){1000}"}) {
+    try {
+      compile_regex(p, RegexMode::kSearch);
+      ADD_FAILURE() << p << " compiled";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("too complex") != std::string::npos || what.find("automaton states") != std::string::npos ||
+                  what.find("too large") != std::string::npos)
+          << what;
+    }
+  }
+}
+
 TEST(Regex, EscapesAndClassesFollowEcmaScript) {
   const auto full = [](const char* p, const std::string& text) { return compile_regex(p, RegexMode::kFullMatch).matches(text); };
   EXPECT_TRUE(full("\\s", "\xe2\x80\xa8"));   // U+2028 is whitespace in ECMAScript
