@@ -34,16 +34,19 @@ def py_ranges(ranges, negate=False):
     return '[' + ('^' if negate else '') + body + ']'
 
 
+SPELLING = random.Random(5)  # how each character is written (escape or not): seeded, so the output is stable
+
+
 def es_char(c, in_class=False):
     cp = ord(c)
     if cp < 0x20 or cp == 0x7F:
-        return random.choice(['\\x%02x' % cp, '\\u%04x' % cp] + (['\\n'] if c == '\n' else []) + (['\\t'] if c == '\t' else []))
+        return SPELLING.choice(['\\x%02x' % cp, '\\u%04x' % cp] + (['\\n'] if c == '\n' else []) + (['\\t'] if c == '\t' else []))
     special = '\\]^-[' if in_class else '^$\\.*+?()[]{}|/'
     if c in special:
         return '\\' + c
     if cp > 0xFFFF:
-        return random.choice([c, '\\u{%x}' % cp, '\\u%04x\\u%04x' % (0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF))])
-    if cp > 0x7F and random.random() < 0.5:
+        return SPELLING.choice([c, '\\u{%x}' % cp, '\\u%04x\\u%04x' % (0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF))])
+    if cp > 0x7F and SPELLING.random() < 0.5:
         return '\\u%04x' % cp
     return c
 
