@@ -206,16 +206,34 @@ bool step_pattern(const RegexDfa& dfa, const JsonNode& n, JsonFrame& f, uint8_t 
       // An escape is decoded once complete; some character it may spell must lead on.
       if (next == kStrEscape) return dfa.admits_code_points(state, 0, 0x10FFFF, keep);
       return move_to(dfa.next(state, b));
-    case kStrCont1: case kStrCont2: case kStrCont3: case kStrE0: case kStrED: case kStrF0: case kStrF4:
-      return move_to(dfa.next(state, b));
+    case kStrCont1:
+    case kStrCont2:
+    case kStrCont3:
+    case kStrE0:
+    case kStrED:
+    case kStrF0:
+    case kStrF4: return move_to(dfa.next(state, b));
     case kStrEscape: {
       if (b == 'u') return dfa.admits_code_points(state, 0, 0x10FFFF, keep);
-      const uint8_t decoded = b == 'b' ? 0x08 : b == 'f' ? 0x0C : b == 'n' ? 0x0A : b == 'r' ? 0x0D : b == 't' ? 0x09 : b;
+      const uint8_t decoded = b == 'b'   ? 0x08
+                              : b == 'f' ? 0x0C
+                              : b == 'n' ? 0x0A
+                              : b == 'r' ? 0x0D
+                              : b == 't' ? 0x09
+                                         : b;
       return move_to(dfa.next(state, decoded));
     }
-    case kStrHex1: case kStrHex2: case kStrHex2AfterD: case kStrHex3: case kStrHex4: case kStrHighHex3:
+    case kStrHex1:
+    case kStrHex2:
+    case kStrHex2AfterD:
+    case kStrHex3:
+    case kStrHex4:
+    case kStrHighHex3:
     case kStrHighHex4: {
-      const int digits = f.phase == kStrHex1 ? 1 : f.phase <= kStrHex2AfterD ? 2 : (f.phase == kStrHex3 || f.phase == kStrHighHex3) ? 3 : 4;
+      const int digits = f.phase == kStrHex1                                ? 1
+                         : f.phase <= kStrHex2AfterD                        ? 2
+                         : (f.phase == kStrHex3 || f.phase == kStrHighHex3) ? 3
+                                                                            : 4;
       const uint32_t unit = ((uint32_t(f.value >> kUnitShift) & 0xffff) << 4) | uint32_t(hex_digit(b));
       if (digits == 4 && next == kStrChar) {
         f.value = count;
@@ -230,7 +248,10 @@ bool step_pattern(const RegexDfa& dfa, const JsonNode& n, JsonFrame& f, uint8_t 
       const uint32_t lo = unit << free_bits, hi = lo + (uint32_t(1) << free_bits) - 1;
       return dfa.admits_code_points(state, lo, hi, keep) || astral_ok(lo, hi);
     }
-    case kStrLowHex1: case kStrLowHex2: case kStrLowHex3: case kStrLowHex4: {
+    case kStrLowHex1:
+    case kStrLowHex2:
+    case kStrLowHex3:
+    case kStrLowHex4: {
       const int digits = f.phase - kStrLowHex1 + 1;
       const uint32_t high = uint32_t(f.value >> kHighShift) & 0x3ff;
       const uint32_t unit = ((uint32_t(f.value >> kUnitShift) & 0xffff) << 4) | uint32_t(hex_digit(b));
@@ -245,8 +266,7 @@ bool step_pattern(const RegexDfa& dfa, const JsonNode& n, JsonFrame& f, uint8_t 
       f.value = count | (uint64_t(high) << kHighShift) | (uint64_t(unit) << kUnitShift);
       return lo <= hi && dfa.admits_code_points(state, base + lo, base + hi, keep);
     }
-    default:
-      return true;  // kStrLowBackslash, kStrLowU: the high surrogate was checked
+    default: return true;  // kStrLowBackslash, kStrLowU: the high surrogate was checked
   }
 }
 

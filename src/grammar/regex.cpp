@@ -294,7 +294,8 @@ class RegexDfaBuilder {
         for (uint32_t c = dfa_.byte_class_[st.lo]; c <= dfa_.byte_class_[st.hi]; ++c) moved[c].push_back(st.next);
         work_ += 1 + dfa_.byte_class_[st.hi] - dfa_.byte_class_[st.lo];
       }
-      for (uint32_t c = 0; c < n_classes; ++c) table_.push_back(moved[c].empty() ? kRegexDead : intern(closure(moved[c])));
+      for (uint32_t c = 0; c < n_classes; ++c)
+        table_.push_back(moved[c].empty() ? kRegexDead : intern(closure(moved[c])));
     }
     accepting_.resize(sets_.size());
     for (size_t d = 0; d < sets_.size(); ++d)
@@ -459,8 +460,8 @@ class RegexDfaBuilder {
       const auto [it, inserted] = ids.emplace(std::make_pair(x, y), uint32_t(pairs.size()));
       if (inserted) {
         if (pairs.size() >= limits_.max_dfa_states)
-          throw_error(str_cat("regex /", dfa_.pattern_, "/: needs more than ", limits_.max_dfa_states,
-                              " automaton states"));
+          throw_error(
+              str_cat("regex /", dfa_.pattern_, "/: needs more than ", limits_.max_dfa_states, " automaton states"));
         pairs.emplace_back(x, y);
       }
       return it->second;
@@ -492,8 +493,8 @@ class RegexDfaBuilder {
     }
   };
   std::unordered_map<std::vector<uint32_t>, uint32_t, SetHash> ids_;  // node-based: keys stay put
-  std::vector<const std::vector<uint32_t>*> sets_;  // [DFA states]: the NFA states of each
-  std::vector<uint32_t> table_;                      // [DFA states, n_classes] before trimming
+  std::vector<const std::vector<uint32_t>*> sets_;                    // [DFA states]: the NFA states of each
+  std::vector<uint32_t> table_;                                       // [DFA states, n_classes] before trimming
   std::vector<uint8_t> accepting_;
   std::vector<uint32_t> mark_;
   uint32_t generation_ = 0;

@@ -109,9 +109,9 @@ using RegexRanges = std::vector<std::pair<uint32_t, uint32_t>>;
 struct RegexNode {
   enum class Kind : uint8_t { kEmpty, kSet, kConcat, kAlternation, kRepeat };
   Kind kind = Kind::kEmpty;
-  RegexRanges set;                // kSet
-  std::vector<uint32_t> children; // kConcat, kAlternation; kRepeat: one
-  uint32_t min = 0, max = 0;      // kRepeat; max == kRegexUnboundedLength: no upper bound
+  RegexRanges set;                 // kSet
+  std::vector<uint32_t> children;  // kConcat, kAlternation; kRepeat: one
+  uint32_t min = 0, max = 0;       // kRepeat; max == kRegexUnboundedLength: no upper bound
 };
 struct RegexAst {
   std::vector<RegexNode> nodes;

@@ -47,12 +47,21 @@ RegexRanges complement(const RegexRanges& r) {
 const RegexRanges kDigit = {{'0', '9'}};
 const RegexRanges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 // ECMAScript's WhiteSpace and LineTerminator code points (ECMA-262 12.2, 12.3; Unicode Zs).
-const RegexRanges kSpace = normalise({{'\t', '\r'}, {' ', ' '}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
-                                      {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
+const RegexRanges kSpace = normalise({{'\t', '\r'},
+                                      {' ', ' '},
+                                      {0xA0, 0xA0},
+                                      {0x1680, 0x1680},
+                                      {0x2000, 0x200A},
+                                      {0x2028, 0x2029},
+                                      {0x202F, 0x202F},
+                                      {0x205F, 0x205F},
+                                      {0x3000, 0x3000},
                                       {0xFEFF, 0xFEFF}});
 const RegexRanges kLineTerminators = {{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}};
 
-bool is_syntax_character(uint32_t c) { return c < 0x80 && std::string_view("^$\\.*+?()[]{}|/").find(char(c)) != std::string_view::npos; }
+bool is_syntax_character(uint32_t c) {
+  return c < 0x80 && std::string_view("^$\\.*+?()[]{}|/").find(char(c)) != std::string_view::npos;
+}
 bool is_ascii_alnum(uint32_t c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); }
 int hex_value(uint32_t c) {
   if (c >= '0' && c <= '9') return int(c - '0');
@@ -96,8 +105,7 @@ class Parser {
 
   // The pattern as code points (it is UTF-8 text), with each one's byte offset for messages.
   void decode() {
-    if (pattern_.size() > limits_.max_pattern_bytes)
-      fail(str_cat("longer than ", limits_.max_pattern_bytes, " bytes"));
+    if (pattern_.size() > limits_.max_pattern_bytes) fail(str_cat("longer than ", limits_.max_pattern_bytes, " bytes"));
     for (size_t i = 0; i < pattern_.size();) {
       const auto b = uint8_t(pattern_[i]);
       const int n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
@@ -155,7 +163,8 @@ class Parser {
     while (!at_end() && peek() != '|' && peek() != ')') {
       if (peek() == '$') {
         ++pos_;
-        if (!at_end() && peek() != '|') fail("'$' is supported only at the end of the pattern or of a top-level alternative");
+        if (!at_end() && peek() != '|')
+          fail("'$' is supported only at the end of the pattern or of a top-level alternative");
         pinned_end = true;
         break;
       }
@@ -181,7 +190,9 @@ class Parser {
 
   uint32_t term() {
     const uint32_t c = peek();
-    if (c == '^' || c == '$') fail(str_cat("'", char(c), "' is supported only at the start ('^') or end ('$') of the pattern or of a top-level alternative"));
+    if (c == '^' || c == '$')
+      fail(str_cat("'", char(c),
+                   "' is supported only at the start ('^') or end ('$') of the pattern or of a top-level alternative"));
     if (c == '*' || c == '+' || c == '?') fail("nothing to repeat");
     if (c == '{' && quantifier_ahead()) fail("nothing to repeat");
     const uint32_t a = atom();
@@ -301,7 +312,10 @@ class Parser {
   bool class_escape(RegexRanges& set) {
     const uint32_t c = peek();
     if (c == 'p' || c == 'P') fail(str_cat("Unicode property escapes (\\", char(c), "{...}) are not supported"));
-    const RegexRanges* base = c == 'd' || c == 'D' ? &kDigit : c == 'w' || c == 'W' ? &kWord : c == 's' || c == 'S' ? &kSpace : nullptr;
+    const RegexRanges* base = c == 'd' || c == 'D'   ? &kDigit
+                              : c == 'w' || c == 'W' ? &kWord
+                              : c == 's' || c == 'S' ? &kSpace
+                                                     : nullptr;
     if (!base) return false;
     ++pos_;
     set = (c == 'd' || c == 'w' || c == 's') ? *base : complement(*base);

@@ -256,9 +256,10 @@ void read_structured_outputs(const Json& body, ChatRequest& request) {
   for (const auto& [key, value] : options->items()) {
     if (key == "disable_any_whitespace" || key == "choice" || key == "regex" || value.is_null()) continue;
     fields::throw_invalid_value("structured_outputs." + key,
-                                "Invalid 'structured_outputs." + key + "': not supported here; the supported keys "
-                                "are 'disable_any_whitespace', 'choice' and 'regex' (use response_format for JSON "
-                                "schemas).");
+                                "Invalid 'structured_outputs." + key +
+                                    "': not supported here; the supported keys "
+                                    "are 'disable_any_whitespace', 'choice' and 'regex' (use response_format for JSON "
+                                    "schemas).");
   }
   request.json_any_whitespace =
       !fields::get_bool(*options, "disable_any_whitespace", "structured_outputs.disable_any_whitespace").value_or(true);
@@ -277,10 +278,12 @@ std::optional<OutputRegex> read_output_regex(const Json& body) {
   auto read = [&](const Json* value, const std::string& param) {
     if (!value || value->is_null()) return;
     if (!value->is_string())
-      fields::throw_invalid_value(param, "Invalid '" + param + "': expected a string, got " + fields::type_name(*value) + ".");
+      fields::throw_invalid_value(param,
+                                  "Invalid '" + param + "': expected a string, got " + fields::type_name(*value) + ".");
     if (out)
-      fields::throw_invalid_value(param, "Invalid '" + param + "': give the regex once, in 'structured_outputs.regex' "
-                                         "or in 'guided_regex'.");
+      fields::throw_invalid_value(param, "Invalid '" + param +
+                                             "': give the regex once, in 'structured_outputs.regex' "
+                                             "or in 'guided_regex'.");
     out = OutputRegex{value->get<std::string>(), param};
   };
   read(fields::find(body, "guided_regex"), "guided_regex");

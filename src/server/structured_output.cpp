@@ -32,8 +32,9 @@ OutputSchema output_schema_for(const ChatRequest& request) {
   if (request.regex) {
     const std::string& param = request.regex_param;
     if (out.forced != ForcedTools::kNone || format.type != ResponseFormatType::kText || !request.choice.empty())
-      fields::throw_invalid_value(param, "Invalid '" + param + "': a regex cannot be combined with a JSON "
-                                         "response_format, a choice list or a tool_choice that forces calls.");
+      fields::throw_invalid_value(param, "Invalid '" + param +
+                                             "': a regex cannot be combined with a JSON "
+                                             "response_format, a choice list or a tool_choice that forces calls.");
     out.regex = request.regex;
     out.param = param;
     return out;

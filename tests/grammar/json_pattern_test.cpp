@@ -110,7 +110,8 @@ void check_walks(const Json& extra, const std::vector<std::string>& words, int n
         [&](const JsonConstraint& state) {
           std::vector<uint8_t> mask;
           state.allowed_tokens(mask);
-          EXPECT_EQ(mask, test::brute_force_mask(state.matcher(), v)) << "after " << Json(state.matcher().n_stacks()).dump();
+          EXPECT_EQ(mask, test::brute_force_mask(state.matcher(), v))
+              << "after " << Json(state.matcher().n_stacks()).dump();
         },
         20, 200, 0.5f);
     EXPECT_FALSE(walk.dead_end) << walk.text;
@@ -135,10 +136,10 @@ void check_walks(const Json& extra, const std::vector<std::string>& words, int n
 TEST(JsonPattern, MasksMatchBruteForceAndNeverDeadEnd) {
   check_walks({{"pattern", "^[a-z]{1,6}\\.com$"}, {"maxLength", 8}}, {"com", ".com", "ab"}, 20);
   check_walks({{"pattern", "^(ab|\u00e9\u20ac)+$"}, {"minLength", 3}, {"maxLength", 7}}, {"ab"}, 20);
-  check_walks({{"pattern", "^[\"\\\\\\n]*x$"}}, {}, 15);                 // escapes decode to " \ and LF
-  check_walks({{"pattern", "^\\u{1F600}{1,2}[^a]$"}}, {}, 15);            // astral, via raw bytes or \u pairs
-  check_walks({{"pattern", "^\\u00e9+$"}, {"maxLength", 3}}, {}, 15);     // \u00e9 and raw é interchangeably
-  check_walks({{"pattern", "b"}, {"maxLength", 4}}, {"ab"}, 15);          // unanchored: "b" anywhere
+  check_walks({{"pattern", "^[\"\\\\\\n]*x$"}}, {}, 15);               // escapes decode to " \ and LF
+  check_walks({{"pattern", "^\\u{1F600}{1,2}[^a]$"}}, {}, 15);         // astral, via raw bytes or \u pairs
+  check_walks({{"pattern", "^\\u00e9+$"}, {"maxLength", 3}}, {}, 15);  // \u00e9 and raw é interchangeably
+  check_walks({{"pattern", "b"}, {"maxLength", 4}}, {"ab"}, 15);       // unanchored: "b" anywhere
   check_walks({{"format", "date"}}, {"2020", "-02-", "29"}, 15);
   check_walks({{"format", "ipv4"}}, {"192", ".168", "255"}, 15);
 }
@@ -146,8 +147,8 @@ TEST(JsonPattern, MasksMatchBruteForceAndNeverDeadEnd) {
 TEST(JsonPattern, EscapePrefixesArePrunedExactly) {
   const auto g = string_schema({{"pattern", "^[a-c]$"}});
   JsonMatcher m(*g);
-  ASSERT_TRUE(m.feed(std::string_view("\"\\u00")));   // \u0061..\u0063 still possible
-  EXPECT_FALSE(JsonMatcher(m).feed(uint8_t('7')));    // \u007x: no code point in [a-c]
+  ASSERT_TRUE(m.feed(std::string_view("\"\\u00")));  // \u0061..\u0063 still possible
+  EXPECT_FALSE(JsonMatcher(m).feed(uint8_t('7')));   // \u007x: no code point in [a-c]
   EXPECT_TRUE(JsonMatcher(m).feed(std::string_view("63\"")));
   EXPECT_FALSE(JsonMatcher(*g).feed(std::string_view("\"\\uFF")));
   EXPECT_FALSE(JsonMatcher(*g).feed(std::string_view("\"\\ud83d")));  // no astral code point either
@@ -247,7 +248,8 @@ TEST(JsonPattern, UnsatisfiablePatternsAreErrorsOrPruned) {
 
 TEST(JsonPattern, RefusedPatternsNameTheKeywordAndPath) {
   try {
-    compile_json_schema(Json::parse(R"J({"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)"}}})J"));
+    compile_json_schema(
+        Json::parse(R"J({"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)"}}})J"));
     ADD_FAILURE() << "compiled";
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -286,15 +288,18 @@ TEST(JsonPattern, PatternPropertiesBesideProperties) {
   EXPECT_FALSE(JsonMatcher(*g).feed(std::string_view("{\"name\":\"a\",\"n_count\":\"")));
   // A listed property under a pattern with its own schema: refused by name.
   try {
-    compile_json_schema(Json::parse(R"({"properties": {"n_a": {"type": "string"}}, "patternProperties": {"^n_": {"type": "integer"}}})"));
+    compile_json_schema(Json::parse(
+        R"({"properties": {"n_a": {"type": "string"}}, "patternProperties": {"^n_": {"type": "integer"}}})"));
     ADD_FAILURE() << "compiled";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("patternProperties"), std::string::npos) << e.what();
   }
   // ... but not when the pattern's schema is true.
-  EXPECT_NO_THROW(compile_json_schema(Json::parse(R"({"properties": {"n_a": {"type": "string"}}, "patternProperties": {"^n_": true}})")));
+  EXPECT_NO_THROW(compile_json_schema(
+      Json::parse(R"({"properties": {"n_a": {"type": "string"}}, "patternProperties": {"^n_": true}})")));
   // Several patterns on a map: refused by name.
-  EXPECT_THROW(compile_json_schema(Json::parse(R"({"patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}}})")),
+  EXPECT_THROW(compile_json_schema(
+                   Json::parse(R"({"patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}}})")),
                Error);
 }
 

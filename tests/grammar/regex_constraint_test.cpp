@@ -20,17 +20,35 @@ namespace {
 TEST(RegexConstraint, MasksMatchABruteForceReferenceAlongRandomWalks) {
   // Single bytes (so every byte of a split character is a token of its own), pairs, and whole characters.
   std::vector<std::string> bytes;
-  const std::vector<std::string> pieces = {"a", "b", "1", "2", "-", ".", " ", "\n", "\xc3\xa9", "\xe2\x82\xac",
-                                           "\xf0\x9f\x98\x80", "\xc3", "\xa9", "\xe2", "\x82\xac", "\xf0\x9f",
-                                           "\x98\x80", "ab", "12", "a-", "b."};
+  const std::vector<std::string> pieces = {"a",
+                                           "b",
+                                           "1",
+                                           "2",
+                                           "-",
+                                           ".",
+                                           " ",
+                                           "\n",
+                                           "\xc3\xa9",
+                                           "\xe2\x82\xac",
+                                           "\xf0\x9f\x98\x80",
+                                           "\xc3",
+                                           "\xa9",
+                                           "\xe2",
+                                           "\x82\xac",
+                                           "\xf0\x9f",
+                                           "\x98\x80",
+                                           "ab",
+                                           "12",
+                                           "a-",
+                                           "b."};
   for (const std::string& p : pieces) bytes.push_back(p);
   for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, char(b)));  // as real byte-level vocabularies
   const int32_t end = int32_t(bytes.size()), never = end + 1;
   bytes.push_back("");
   bytes.push_back("<never>");
   auto trie = std::make_shared<const TokenTrie>(bytes, std::vector<int32_t>{end}, std::vector<int32_t>{never});
-  const std::vector<std::string> patterns = {
-      "(ab|é)+-[12]{1,3}", "\\d+(\\.\\d+)?", "[^\\n]{2,4}", "(a|€|😀)*b?", "a.b|\\s+", "[a-b\\u00e9]{0,2}x?", "😀|é€"};
+  const std::vector<std::string> patterns = {"(ab|é)+-[12]{1,3}", "\\d+(\\.\\d+)?",      "[^\\n]{2,4}", "(a|€|😀)*b?",
+                                             "a.b|\\s+",          "[a-b\\u00e9]{0,2}x?", "😀|é€"};
   Rng rng(7);
   for (const std::string& pattern : patterns) {
     const auto automaton = compile_output_regex(pattern);
@@ -53,7 +71,8 @@ TEST(RegexConstraint, MasksMatchABruteForceReferenceAlongRandomWalks) {
         std::vector<int32_t> options;
         for (int32_t t = 0; t < end; ++t) {
           const bool expected = is_prefix(so_far + bytes[size_t(t)]);
-          EXPECT_EQ(allowed[size_t(t)], expected ? 1 : 0) << pattern << " '" << so_far << "' + '" << bytes[size_t(t)] << "'";
+          EXPECT_EQ(allowed[size_t(t)], expected ? 1 : 0)
+              << pattern << " '" << so_far << "' + '" << bytes[size_t(t)] << "'";
           if (expected) options.push_back(t);
           EXPECT_EQ(constraint->clone()->accept(t), expected);
         }

@@ -82,9 +82,16 @@ TEST(Regex, CodePointHelpersMatchBruteForce) {
   for (const char* pattern : {"[a-f\\u00e9\\u4e2d-\\u4e2f]x", "[^a]y", "\\u{1F600}+z", ".w"}) {
     const RegexDfa dfa = compile_regex(pattern, RegexMode::kFullMatch);
     // admits_code_points over a few windows vs. stepping every code point in them.
-    for (const auto& [lo, hi] : std::vector<std::pair<uint32_t, uint32_t>>{
-             {0x00, 0x60}, {0x61, 0x61}, {0x62, 0x7F}, {0xE0, 0xEF}, {0x4E00, 0x4E2C}, {0x4E2D, 0x4E30},
-             {0xD000, 0xE100}, {0x1F5FF, 0x1F600}, {0x1F601, 0x1F6FF}, {0x0, 0xFFFF}}) {
+    for (const auto& [lo, hi] : std::vector<std::pair<uint32_t, uint32_t>>{{0x00, 0x60},
+                                                                           {0x61, 0x61},
+                                                                           {0x62, 0x7F},
+                                                                           {0xE0, 0xEF},
+                                                                           {0x4E00, 0x4E2C},
+                                                                           {0x4E2D, 0x4E30},
+                                                                           {0xD000, 0xE100},
+                                                                           {0x1F5FF, 0x1F600},
+                                                                           {0x1F601, 0x1F6FF},
+                                                                           {0x0, 0xFFFF}}) {
       bool any = false;
       for (uint32_t cp = lo; cp <= hi && !any; ++cp)
         any = (cp < 0xD800 || cp > 0xDFFF) && dfa.step_code_point(dfa.start(), cp) != kRegexDead;
@@ -111,38 +118,38 @@ TEST(Regex, RefusedConstructsAreNamed) {
     const char* pattern;
     const char* message;
   };
-  for (const Case& c : std::vector<Case>{
-           {"(a)\\1", "backreferences"},
-           {"(?<x>a)\\k<x>", "named backreferences"},
-           {"a(?=b)", "lookahead"},
-           {"a(?!b)", "lookahead"},
-           {"(?<=a)b", "lookbehind"},
-           {"(?<!a)b", "lookbehind"},
-           {"\\bword", "word-boundary"},
-           {"a\\B", "word-boundary"},
-           {"\\p{L}", "Unicode property"},
-           {"\\P{L}", "Unicode property"},
-           {"a^b", "'^' is supported only"},
-           {"a$b", "'$' is supported only"},
-           {"(^a)", "'^' is supported only"},
-           {"(a$)", "'$' is supported only"},
-           {"(?i)abc", "inline flags"},
-           {"a{1001}", "repetition count 1001"},
-           {"a{2,100000}", "repetition count"},
-           {"[\\d-z]", "cannot be the end of a range"},
-           {"\\q", "unknown escape"},
-           {"[z-a]", "out of order"},
-           {"a{3,2}", "out of order"},
-           {"*a", "nothing to repeat"},
-           {"a**", "nothing to repeat"},
-           {"(a", "missing ')'"},
-           {"a)", "unmatched ')'"},
-           {"[a", "missing ']'"},
-           {"\\", "at the end"},
-           {"\\012", "octal"},
-           {"\\xZZ", "hexadecimal"},
-           {"(a|b){1000}(c|d){1000}(e|f){1000}x{1000}y{1000}z{1000}((a|b){1000}){100}", "too large"},
-           {"(a|b)*a(a|b){20}", "automaton states"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"(a)\\1", "backreferences"},
+                         {"(?<x>a)\\k<x>", "named backreferences"},
+                         {"a(?=b)", "lookahead"},
+                         {"a(?!b)", "lookahead"},
+                         {"(?<=a)b", "lookbehind"},
+                         {"(?<!a)b", "lookbehind"},
+                         {"\\bword", "word-boundary"},
+                         {"a\\B", "word-boundary"},
+                         {"\\p{L}", "Unicode property"},
+                         {"\\P{L}", "Unicode property"},
+                         {"a^b", "'^' is supported only"},
+                         {"a$b", "'$' is supported only"},
+                         {"(^a)", "'^' is supported only"},
+                         {"(a$)", "'$' is supported only"},
+                         {"(?i)abc", "inline flags"},
+                         {"a{1001}", "repetition count 1001"},
+                         {"a{2,100000}", "repetition count"},
+                         {"[\\d-z]", "cannot be the end of a range"},
+                         {"\\q", "unknown escape"},
+                         {"[z-a]", "out of order"},
+                         {"a{3,2}", "out of order"},
+                         {"*a", "nothing to repeat"},
+                         {"a**", "nothing to repeat"},
+                         {"(a", "missing ')'"},
+                         {"a)", "unmatched ')'"},
+                         {"[a", "missing ']'"},
+                         {"\\", "at the end"},
+                         {"\\012", "octal"},
+                         {"\\xZZ", "hexadecimal"},
+                         {"(a|b){1000}(c|d){1000}(e|f){1000}x{1000}y{1000}z{1000}((a|b){1000}){100}", "too large"},
+                         {"(a|b)*a(a|b){20}", "automaton states"}}) {
     try {
       compile_regex(c.pattern, RegexMode::kFullMatch);
       ADD_FAILURE() << c.pattern << " compiled";
@@ -175,24 +182,26 @@ TEST(Regex, HostilePatternsCompileOrAreRefusedWithinBudget) {
 }
 
 TEST(Regex, EscapesAndClassesFollowEcmaScript) {
-  const auto full = [](const char* p, const std::string& text) { return compile_regex(p, RegexMode::kFullMatch).matches(text); };
-  EXPECT_TRUE(full("\\s", "\xe2\x80\xa8"));   // U+2028 is whitespace in ECMAScript
-  EXPECT_TRUE(full("\\s", "\xef\xbb\xbf"));   // U+FEFF too
-  EXPECT_FALSE(full("\\s", "\xc2\x85"));      // U+0085 is not (unlike Python's \s)
+  const auto full = [](const char* p, const std::string& text) {
+    return compile_regex(p, RegexMode::kFullMatch).matches(text);
+  };
+  EXPECT_TRUE(full("\\s", "\xe2\x80\xa8"));  // U+2028 is whitespace in ECMAScript
+  EXPECT_TRUE(full("\\s", "\xef\xbb\xbf"));  // U+FEFF too
+  EXPECT_FALSE(full("\\s", "\xc2\x85"));     // U+0085 is not (unlike Python's \s)
   EXPECT_FALSE(full(".", "\n"));
-  EXPECT_FALSE(full(".", "\xe2\x80\xa9"));    // U+2029 is a line terminator
-  EXPECT_TRUE(full(".", "\xf0\x9f\x98\x80")); // one astral character is one `.`
+  EXPECT_FALSE(full(".", "\xe2\x80\xa9"));     // U+2029 is a line terminator
+  EXPECT_TRUE(full(".", "\xf0\x9f\x98\x80"));  // one astral character is one `.`
   EXPECT_TRUE(full("\\ud83d\\ude00", "\xf0\x9f\x98\x80"));
   EXPECT_TRUE(full("\\u{1F600}", "\xf0\x9f\x98\x80"));
   EXPECT_TRUE(full("[\\b]", "\b"));
   EXPECT_TRUE(full("\\cJ", "\n"));
   EXPECT_TRUE(full("\\/\\.\\-", "/.-"));
-  EXPECT_TRUE(full("a{,2}", "a{,2}"));        // not a quantifier: literal (Annex B)
+  EXPECT_TRUE(full("a{,2}", "a{,2}"));  // not a quantifier: literal (Annex B)
   EXPECT_TRUE(full("]}", "]}"));
   EXPECT_TRUE(full("\\d+?x", "12x"));
-  EXPECT_FALSE(full("\\d", "\xd9\xa3"));      // Arabic-Indic digit: \d is ASCII only
+  EXPECT_FALSE(full("\\d", "\xd9\xa3"));  // Arabic-Indic digit: \d is ASCII only
   EXPECT_TRUE(full("\\W", "\xc3\xa9"));
-  EXPECT_FALSE(full("a", "\xc3"));            // invalid UTF-8 is never accepted
+  EXPECT_FALSE(full("a", "\xc3"));  // invalid UTF-8 is never accepted
 }
 
 }  // namespace

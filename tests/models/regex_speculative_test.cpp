@@ -20,8 +20,9 @@ const std::filesystem::path kData(AERIE_TEST_DATA_DIR);
 const std::vector<int64_t> kPrompt = {1, 17, 99, 5, 200, 31, 7};
 
 std::vector<std::string> synthetic_bytes(int64_t n_vocab) {
-  const std::vector<std::string> pieces = {"a", "b", "c", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "-",
-                                           "ab", "ba", "c-", "-1", "42", "x", "\xc3\xa9", "\xc3", "\xa9", "z", " "};
+  const std::vector<std::string> pieces = {"a",  "b", "c",        "0",    "1",    "2",  "3",  "4",  "5",
+                                           "6",  "7", "8",        "9",    "-",    "ab", "ba", "c-", "-1",
+                                           "42", "x", "\xc3\xa9", "\xc3", "\xa9", "z",  " "};
   std::vector<std::string> bytes;
   for (int64_t id = 0; id < n_vocab; ++id) bytes.push_back(pieces[size_t(id) % pieces.size()]);
   return bytes;

@@ -319,8 +319,11 @@ TEST(ServeStructuredErrors, BadSchemasAndConflictsAre400) {
     EXPECT_EQ(r.status, 400) << r.body;
     return r.json()["error"];
   };
-  Json e = error_of(chat({{"response_format", {{"type", "json_schema"},
-                                               {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "^a(?=b)"}}}}}}}}, 50));
+  Json e = error_of(
+      chat({{"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "^a(?=b)"}}}}}}}},
+           50));
   EXPECT_EQ(e["param"], "response_format.json_schema.schema");
   EXPECT_NE(e["message"].get<std::string>().find("pattern"), std::string::npos) << e;
   EXPECT_NE(e["message"].get<std::string>().find("lookahead"), std::string::npos) << e;
