@@ -28,6 +28,11 @@
 //   a model cannot spin on whitespace. In both modes none before the top-level value (the output starts
 //   with it) nor after it (a finished document ends at its last byte: only an end-of-sequence token may
 //   follow). Whitespace inside strings is string content, not layout: both modes admit it.
+// - A string with a pattern (regex.h) admits exactly the strings whose decoded text (escapes such as \n,
+//   \" or \u00e9 read as the code point they stand for) the automaton accepts, refused at the first byte
+//   (or escape digit) after which no accepted text can follow; with minLength/maxLength as well, a prefix
+//   is admitted when some completion's length (the automaton's fewest and most characters to an accepting
+//   state) fits: exact unless the accepted lengths from that state have gaps that straddle the bounds.
 // - At most kJsonMaxDepth frames on a parse stack (one per open object/array/string, plus one), i.e. about
 //   60 levels of nesting; deeper openings are refused.
 // - anyOf alternatives that share a prefix are followed in parallel (one stack each) until the bytes tell
@@ -39,12 +44,16 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/regex.h"
+
 namespace aerie {
 
 inline constexpr int kJsonMaxWhitespace = 16;
 inline constexpr int kJsonMaxDepth = 64;
 inline constexpr int kJsonMaxParses = 1024;
 inline constexpr uint32_t kJsonNoNode = 0xffffffffu;
+// A string's pattern state lives in a 16-bit frame field (JsonFrame::pattern_state).
+inline constexpr uint32_t kJsonMaxPatternStates = 0xffff;
 // Numeric bounds are integers of magnitude below this (larger ones are refused by the schema compiler);
 // +-kJsonUnbounded means no bound.
 inline constexpr int64_t kJsonUnbounded = int64_t(1) << 61;
@@ -75,6 +84,8 @@ struct JsonNode {
   // index of its JsonObjectRules, or kJsonNoNode when it has none.
   uint32_t child = kJsonNoNode;
   uint32_t key = kJsonNoNode;   // kObject map: the string node keys follow
+  // kString: the automaton (JsonGrammar::patterns) the decoded string must match, or kJsonNoNode.
+  uint32_t pattern = kJsonNoNode;
   // kObject listed: properties[first, first + count) in output order, key_nodes[keys, keys + count + 1)
   // (one per position: the literal node of the keys that may come next, kJsonNoNode at the end), and the
   // index of the last required property plus one (the object may close at a position >= it).
@@ -136,6 +147,8 @@ struct JsonGrammar {
   std::vector<uint32_t> dispatch_offsets;
   std::vector<uint32_t> dispatch_nodes;
   std::vector<std::string> paths;  // per node: the schema path it came from, for messages
+  // Automata of strings with a pattern or format (regex.h), their states at most kJsonMaxPatternStates.
+  std::vector<RegexDfa> patterns;
 
   // Follows the literal edge for `byte` from `state`; kJsonNoNode when there is none.
   uint32_t literal_step(uint32_t state, uint8_t byte) const;
@@ -149,7 +162,9 @@ bool json_object_completable(const JsonGrammar& grammar, const JsonNode& object)
 // One level of a parse stack. `node` is a grammar node, or kJsonNoNode for the bottom (document) frame
 // whose `value` is then the root node. `value`: literal trie state | string code points | array items |
 // object position (the index of the next property that may come) | for a bounded number: sign, whether
-// the fraction has a non-zero digit, and the integer part's magnitude — all kind-specific.
+// the fraction has a non-zero digit, and the integer part's magnitude — all kind-specific. A string with
+// a pattern keeps its automaton state in pattern_state and, inside a \u escape, the escape's digits so far
+// and a high surrogate's bits in value's upper half (json_grammar.cpp, step_pattern).
 // `extra`, also kind-specific: a listed object with rules: the mask of properties written; a unique array:
 // the mask of values used; a literal: the mask of values it must not end in (keys the object does not
 // allow next, items already used); a number with multipleOf: the integer part's remainder.
@@ -157,6 +172,7 @@ struct JsonFrame {
   uint32_t node = kJsonNoNode;
   uint8_t phase = 0;
   uint8_t whitespace = 0;  // whitespace bytes in the current gap
+  uint16_t pattern_state = 0;
   uint64_t value = 0;
   uint64_t extra = 0;
   bool operator==(const JsonFrame&) const = default;

@@ -50,6 +50,13 @@ void append_start_bytes(const JsonGrammar& g, const JsonNode& n, std::vector<uin
 
 }  // namespace
 
+bool string_pattern_satisfiable(const JsonGrammar& g, const JsonNode& n) {
+  if (n.pattern == kJsonNoNode) return true;
+  const RegexDfa& dfa = g.patterns[n.pattern];
+  if (dfa.empty() || dfa.min_chars(dfa.start()) > n.max) return false;
+  return dfa.max_chars(dfa.start()) == kRegexUnboundedLength || dfa.max_chars(dfa.start()) >= n.min;
+}
+
 JsonGrammarBuilder::JsonGrammarBuilder(const SchemaLimits& limits)
     : limits_(limits), grammar_(std::make_shared<JsonGrammar>()) {}
 
@@ -93,6 +100,14 @@ uint32_t JsonGrammarBuilder::add_string(uint32_t min_length, uint32_t max_length
   n.min = min_length;
   n.max = max_length;
   return add_node(n, std::move(path), into);
+}
+
+uint32_t JsonGrammarBuilder::add_pattern(RegexDfa pattern, const std::string& path) {
+  AERIE_CHECK(pattern.n_states() <= kJsonMaxPatternStates, "json schema: the pattern at ", path, " needs ",
+              pattern.n_states(), " automaton states (at most ", kJsonMaxPatternStates, ")");
+  charge_table(pattern.table_entries());
+  grammar_->patterns.push_back(std::move(pattern));
+  return uint32_t(grammar_->patterns.size() - 1);
 }
 
 uint32_t JsonGrammarBuilder::add_number(bool integer, std::string path, uint32_t into) {
@@ -257,7 +272,7 @@ std::vector<uint8_t> JsonGrammarBuilder::find_productive() const {
       bool p = false;
       switch (n.kind) {
         case JsonNodeKind::kLiteral: p = n.child != kJsonNoNode; break;
-        case JsonNodeKind::kString: p = n.min <= n.max; break;
+        case JsonNodeKind::kString: p = n.min <= n.max && string_pattern_satisfiable(g, n); break;
         case JsonNodeKind::kNumber: p = json_number_satisfiable(n); break;
         case JsonNodeKind::kArray:
           p = n.min <= n.max;  // the first min items must be producible

@@ -20,6 +20,10 @@
 
 namespace aerie {
 
+// Whether some string matches kString node n's pattern within its length bounds (true without a
+// pattern; see json_grammar.h on lengths).
+bool string_pattern_satisfiable(const JsonGrammar& g, const JsonNode& n);
+
 class JsonGrammarBuilder {
  public:
   explicit JsonGrammarBuilder(const SchemaLimits& limits = {});
@@ -34,6 +38,11 @@ class JsonGrammarBuilder {
   uint32_t add_anyof(const std::vector<uint32_t>& alternatives, std::string path, uint32_t into = kJsonNoNode);
   void set_alternatives(uint32_t anyof, const std::vector<uint32_t>& alternatives);
   uint32_t add_string(uint32_t min_length, uint32_t max_length, std::string path, uint32_t into = kJsonNoNode);
+  // Gives string node `string_node` the automaton `pattern` (regex.h), already stored by add_pattern.
+  void set_pattern(uint32_t string_node, uint32_t pattern) { node(string_node).pattern = pattern; }
+  // Stores an automaton for strings (at most kJsonMaxPatternStates states; its table counts against
+  // max_table_entries) and returns its index in JsonGrammar::patterns.
+  uint32_t add_pattern(RegexDfa pattern, const std::string& path);
   uint32_t add_number(bool integer, std::string path, uint32_t into = kJsonNoNode);
   // `tuple`: the nodes of the first items (prefixItems); `items` follows them.
   uint32_t add_array(uint32_t items, uint32_t min_items, uint32_t max_items, std::string path,

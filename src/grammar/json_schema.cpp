@@ -18,6 +18,7 @@
 #include "grammar/json_grammar_builder.h"
 #include "grammar/json_schema_merge.h"
 #include "grammar/json_schema_shape.h"
+#include "grammar/json_schema_strings.h"
 
 namespace aerie {
 namespace {
@@ -25,11 +26,9 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Keywords that would change which documents are valid and that the grammar does not implement.
-const std::set<std::string> kRefusedKeywords = {"pattern",
-                                                "if",
+const std::set<std::string> kRefusedKeywords = {"if",
                                                 "then",
                                                 "else",
-                                                "patternProperties",
                                                 "propertyNames",
                                                 "unevaluatedProperties",
                                                 "unevaluatedItems",
@@ -68,14 +67,17 @@ const std::set<std::string> kValidationKeywords = {"type",
                                                    "dependentSchemas",
                                                    "prefixItems",
                                                    "additionalItems",
-                                                   "uniqueItems"};
+                                                   "uniqueItems",
+                                                   "pattern",
+                                                   "format",
+                                                   "patternProperties"};
 
 const std::set<std::string> kObjectKeywords = {"properties",        "required",        "additionalProperties",
                                                "minProperties",     "maxProperties",   "dependencies",
-                                               "dependentRequired", "dependentSchemas"};
+                                               "dependentRequired", "dependentSchemas", "patternProperties"};
 const std::set<std::string> kArrayKeywords = {"items",       "minItems",        "maxItems",
                                               "prefixItems", "additionalItems", "uniqueItems"};
-const std::set<std::string> kStringKeywords = {"minLength", "maxLength"};
+const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "pattern", "format"};
 const std::set<std::string> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                                                "multipleOf"};
 const std::vector<std::string> kAllTypes = {"object", "array", "string", "number", "boolean", "null"};
@@ -169,7 +171,7 @@ bool legacy_items_draft(const Json& root) {
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const SchemaLimits& limits)
-      : root_(root), legacy_items_(legacy_items_draft(root)), limits_(limits), builder_(limits) {}
+      : root_(root), legacy_items_(legacy_items_draft(root)), limits_(limits), builder_(limits), patterns_(builder_) {}
 
   std::shared_ptr<const JsonGrammar> compile(JsonWhitespace whitespace) {
     const uint32_t root = compile_at("#", root_);
@@ -236,6 +238,7 @@ class SchemaCompiler {
   int depth_ = 0;                   // compile_at calls in progress
   mutable size_t admits_steps_ = 0;  // admits() work so far
   JsonGrammarBuilder builder_;
+  SchemaPatterns patterns_;  // pattern, format, patternProperties (json_schema_strings.h)
   std::map<std::string, uint32_t> compiled_;
   std::vector<PendingEnum> enums_;
   std::vector<PendingOneOf> one_ofs_;
@@ -454,9 +457,12 @@ uint32_t SchemaCompiler::compile_type(const std::string& type, const std::string
                 type, " is not supported (only whole types, true/false/null, enum values and required names)");
   if (type == "object") return compile_object(path, schema, into);
   if (type == "array") return compile_array(path, schema, into);
-  if (type == "string")
-    return builder_.add_string(count_keyword(path, schema, "minLength", 0),
-                               count_keyword(path, schema, "maxLength", kUnbounded), path, into);
+  if (type == "string") {
+    const uint32_t id = builder_.add_string(count_keyword(path, schema, "minLength", 0),
+                                            count_keyword(path, schema, "maxLength", kUnbounded), path, into);
+    patterns_.apply(id, path, schema);
+    return id;
+  }
   const uint32_t id = builder_.add_number(type == "integer" || schema.contains("multipleOf"), path, into);
   set_bounds(builder_.node(id), path, schema);
   set_multiple_of(builder_.node(id), path, schema);
@@ -609,6 +615,10 @@ uint32_t SchemaCompiler::compile_object(const std::string& path, const Json& sch
   const bool dependent = schema.contains("dependencies") || schema.contains("dependentRequired") ||
                          schema.contains("dependentSchemas");
   const Exclusion excluded = schema.contains("not") ? parse_not(path, schema) : Exclusion{};
+  const PatternProperties pattern_properties = patterns_.pattern_properties(path, schema);
+  auto pattern_value = [&](const PatternProperties::Entry& e) {
+    return compile_at(path + "/patternProperties/" + pointer_token(e.pattern), schema["patternProperties"][e.pattern]);
+  };
   if (properties.empty() && required.empty() && !dependent) {
     // A map cannot tell its keys apart (a repeated key is one member to a validator), so it cannot
     // promise two members or more; any one key makes one.
@@ -616,8 +626,16 @@ uint32_t SchemaCompiler::compile_object(const std::string& path, const Json& sch
                 ": more than 1 on an object without listed properties");
     AERIE_CHECK(excluded.names.empty(), "json schema: unsupported keyword \"not\" at ", path,
                 ": not {\"required\": ...} on an object without listed properties");
-    const uint32_t id = closed ? builder_.add_listed_object({}, path, into)
-                               : builder_.add_map_object(additional_node(), path, into);
+    uint32_t id;
+    if (const uint32_t key = patterns_.map_key_node(pattern_properties, path); key != kJsonNoNode) {
+      // Keys matching the one pattern, values its schema (no key matches: only {}).
+      id = builder_.add_map_object(pattern_value(pattern_properties.entries[0]), path, into);
+      builder_.node(id).key = key;
+    } else if (!pattern_properties.entries.empty() || closed) {
+      id = builder_.add_listed_object({}, path, into);
+    } else {
+      id = builder_.add_map_object(additional_node(), path, into);
+    }
     builder_.node(id).min = min_properties;
     builder_.node(id).max = max_properties;
     return id;
@@ -625,11 +643,16 @@ uint32_t SchemaCompiler::compile_object(const std::string& path, const Json& sch
   std::vector<JsonProperty> listed;
   for (const auto& [name, subschema] : properties.items()) {
     const bool is_required = required_names.count(name) > 0;
+    patterns_.refuse_overlap(pattern_properties, name, path);
     listed.push_back(
         JsonProperty{name, compile_at(path + "/properties/" + pointer_token(name), subschema), is_required, {}});
   }
   for (const std::string& name : required) {
     if (property_names.count(name)) continue;
+    if (const PatternProperties::Entry* e = patterns_.matching(pattern_properties, name, path)) {
+      listed.push_back(JsonProperty{name, pattern_value(*e), true, {}});
+      continue;
+    }
     AERIE_CHECK(!closed, "json schema: required property \"", name, "\" at ", path,
                 " is not in \"properties\" and additionalProperties is false");
     listed.push_back(JsonProperty{name, additional_node(), true, {}});
@@ -926,8 +949,9 @@ bool SchemaCompiler::admits(uint32_t id, const Json& value, int depth) const {
     }
     case JsonNodeKind::kString: {
       if (!value.is_string()) return false;
-      const size_t length = utf8_length(value.get_ref<const std::string&>());
-      return length >= n.min && length <= n.max;
+      const std::string& text = value.get_ref<const std::string&>();
+      const size_t length = utf8_length(text);
+      return length >= n.min && length <= n.max && (n.pattern == kJsonNoNode || g.patterns[n.pattern].matches(text));
     }
     case JsonNodeKind::kNumber: {
       if (!value.is_number()) return false;

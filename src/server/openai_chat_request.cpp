@@ -238,21 +238,28 @@ std::vector<std::string> read_choice_list(const Json& list, const std::string& p
   return out;
 }
 
-// structured_outputs (vLLM's spelling): {"disable_any_whitespace": bool} and {"choice": [strings]} are read
-// here. disable_any_whitespace absent or true: the structured output is compact (no whitespace between JSON
-// tokens); false: whitespace where JSON allows it. choice: the output is exactly one of the strings (vLLM's
-// older top-level `guided_choice` too). vLLM's other keys (json, regex, grammar, whitespace_pattern, ...) are
-// refused by name rather than ignored, so a request never silently loses a constraint it asked for.
+// structured_outputs (vLLM's spelling): {"disable_any_whitespace": bool}, {"choice": [strings]} and
+// {"regex": string} are read here. disable_any_whitespace absent or true: the structured output is compact
+// (no whitespace between JSON tokens); false: whitespace where JSON allows it. choice: the output is
+// exactly one of the strings (vLLM's older top-level `guided_choice` too); regex: the whole output matches
+// it (read_output_regex). vLLM's other keys (json, grammar, whitespace_pattern, ...) are refused by name
+// rather than ignored, so a request never silently loses a constraint it asked for.
 void read_structured_outputs(const Json& body, ChatRequest& request) {
   if (const Json* guided = fields::find(body, "guided_choice"); guided && !guided->is_null())
     request.choice = read_choice_list(*guided, "guided_choice");
+  if (auto regex = read_output_regex(body)) {
+    request.regex = std::move(regex->pattern);
+    request.regex_param = std::move(regex->param);
+  }
   const Json* options = fields::get_object(body, "structured_outputs", "structured_outputs");
   if (!options) return;
   for (const auto& [key, value] : options->items()) {
-    if (key == "disable_any_whitespace" || key == "choice" || value.is_null()) continue;
+    if (key == "disable_any_whitespace" || key == "choice" || key == "regex" || value.is_null()) continue;
     fields::throw_invalid_value("structured_outputs." + key,
-                                "Invalid 'structured_outputs." + key + "': not supported here; the supported keys "
-                                "are 'disable_any_whitespace' and 'choice' (use response_format for JSON schemas).");
+                                "Invalid 'structured_outputs." + key +
+                                    "': not supported here; the supported keys "
+                                    "are 'disable_any_whitespace', 'choice' and 'regex' (use response_format for JSON "
+                                    "schemas).");
   }
   request.json_any_whitespace =
       !fields::get_bool(*options, "disable_any_whitespace", "structured_outputs.disable_any_whitespace").value_or(true);
@@ -265,6 +272,25 @@ void read_structured_outputs(const Json& body, ChatRequest& request) {
 }
 
 }  // namespace
+
+std::optional<OutputRegex> read_output_regex(const Json& body) {
+  std::optional<OutputRegex> out;
+  auto read = [&](const Json* value, const std::string& param) {
+    if (!value || value->is_null()) return;
+    if (!value->is_string())
+      fields::throw_invalid_value(param,
+                                  "Invalid '" + param + "': expected a string, got " + fields::type_name(*value) + ".");
+    if (out)
+      fields::throw_invalid_value(param, "Invalid '" + param +
+                                             "': give the regex once, in 'structured_outputs.regex' "
+                                             "or in 'guided_regex'.");
+    out = OutputRegex{value->get<std::string>(), param};
+  };
+  read(fields::find(body, "guided_regex"), "guided_regex");
+  if (const Json* options = fields::get_object(body, "structured_outputs", "structured_outputs"))
+    read(fields::find(*options, "regex"), "structured_outputs.regex");
+  return out;
+}
 
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
   return chat_request_from_json(fields::parse_body(body), limits);

@@ -117,6 +117,9 @@ struct ChatRequest : SamplingRequest {
   bool json_any_whitespace = false;
   // structured_outputs.choice (or guided_choice): the output is exactly one of these strings; empty: none.
   std::vector<std::string> choice;
+  // structured_outputs.regex (or guided_regex): the whole output matches this regex; nullopt: none.
+  std::optional<std::string> regex;
+  std::string regex_param;  // the field it came from, for errors
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
@@ -136,6 +139,15 @@ struct CompletionRequest : SamplingRequest {
 // Parse and validate; throw ApiError. The _from_json forms take a body already parsed (fields::parse_body,
 // which enforces JsonLimits).
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits = {});
+
+// A whole-output regex: structured_outputs.regex or vLLM's older top-level guided_regex (400 naming the
+// field unless a string; both at once is a 400 too). Compiled where the constraint is made. Shared by the
+// endpoints that take structured output.
+struct OutputRegex {
+  std::string pattern;
+  std::string param;  // the field it came from
+};
+std::optional<OutputRegex> read_output_regex(const nlohmann::ordered_json& body);
 ChatRequest chat_request_from_json(const nlohmann::ordered_json& body, const RequestLimits& limits = {});
 CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits = {});
 CompletionRequest completion_request_from_json(const nlohmann::ordered_json& body, const RequestLimits& limits = {});

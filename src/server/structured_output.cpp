@@ -6,6 +6,7 @@
 #include "grammar/choice_constraint.h"
 #include "grammar/json_constraint.h"
 #include "grammar/json_schema.h"
+#include "grammar/regex_constraint.h"
 #include "server/forced_tool_calls.h"
 #include "server/openai_fields.h"
 
@@ -28,6 +29,16 @@ OutputSchema output_schema_for(const ChatRequest& request) {
     out.param = "tools";
   }
   const ResponseFormat& format = request.response_format;
+  if (request.regex) {
+    const std::string& param = request.regex_param;
+    if (out.forced != ForcedTools::kNone || format.type != ResponseFormatType::kText || !request.choice.empty())
+      fields::throw_invalid_value(param, "Invalid '" + param +
+                                             "': a regex cannot be combined with a JSON "
+                                             "response_format, a choice list or a tool_choice that forces calls.");
+    out.regex = request.regex;
+    out.param = param;
+    return out;
+  }
   if (!request.choice.empty()) {
     if (out.forced != ForcedTools::kNone || format.type != ResponseFormatType::kText)
       fields::throw_invalid_value("structured_outputs.choice", "Invalid 'structured_outputs.choice': a choice list "
@@ -71,6 +82,14 @@ std::shared_ptr<const TokenTrie> build_vocabulary(const Backend& backend) {
 std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, const OutputSchema& output,
                                                               const SchemaLimits& limits) {
   std::call_once(backend.vocabulary_once, [&backend] { backend.vocabulary = build_vocabulary(backend); });
+  if (output.regex) {
+    try {
+      return make_regex_constraint(compile_output_regex(*output.regex), backend.vocabulary);
+    } catch (const Error& e) {
+      throw ApiError::invalid_request(std::string("Invalid '") + output.param + "': " + e.what(), output.param,
+                                      "invalid_value");
+    }
+  }
   if (!output.choice.empty()) {
     try {
       return make_choice_constraint(output.choice, backend.vocabulary);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,17 +24,18 @@ struct OutputSchema {
   std::string function;                     // kNamed
   bool any_whitespace = false;              // whitespace between JSON tokens (default: compact)
   std::vector<std::string> choice;          // instead of a schema: the output is exactly one of these
+  std::optional<std::string> regex;         // instead of a schema: the whole output matches this regex
 
-  bool constrained() const { return !schema.is_null() || !choice.empty(); }
+  bool constrained() const { return !schema.is_null() || !choice.empty() || regex.has_value(); }
 };
 
 // Throws ApiError (400) when response_format asks for JSON while tool_choice forces calls, or a choice list
-// comes with either.
+// or a regex comes with either (or with each other).
 OutputSchema output_schema_for(const ChatRequest& request);
 
-// The constraint for a schema (or a choice list), over the backend's vocabulary (built on first use). Throws
+// The constraint for a schema (or a choice list, or a regex), over the backend's vocabulary (built on first use). Throws
 // ApiError (400, naming `param`) for a schema that uses what the constraint compiler does not support, or
-// choices out of bounds.
+// choices out of bounds, or a regex that is refused (regex.h) or that no text matches.
 std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, const OutputSchema& output,
                                                               const SchemaLimits& limits = {});
 

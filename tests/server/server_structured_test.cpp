@@ -5,6 +5,8 @@
 // conflicting or malformed requests, get a 400 naming the field.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "server_fixture.h"
 
 namespace aerie::server::testing {
@@ -274,6 +276,38 @@ TEST_P(ServeStructured, ChoiceOutputIsOneOfTheStrings) {
   }
 }
 
+TEST_P(ServeStructured, RegexOutputMatchesTheWholePattern) {
+  auto client = server().client();
+  const std::string pattern = "(yes|no|maybe)-[0-9]{1,3}(!|\\.)";
+  const std::regex reference(pattern, std::regex::ECMAScript);  // an independent matcher
+  for (const char* field : {"structured_outputs", "guided_regex"}) {
+    Json body = chat({}, 30);
+    body["temperature"] = 1.0;
+    body["seed"] = 9;
+    body["n"] = 4;
+    if (std::string(field) == "guided_regex") body["guided_regex"] = pattern;
+    else body["structured_outputs"] = {{"regex", pattern}};
+    const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json reply = r.json();
+    for (const Json& choice : reply["choices"]) {
+      const std::string text = choice["message"]["content"].get<std::string>();
+      EXPECT_TRUE(std::regex_match(text, reference)) << field << ": '" << text << "'";
+      EXPECT_EQ(choice["finish_reason"], "stop") << text;
+    }
+    body["stream"] = true;
+    body["n"] = 1;
+    const SseResult s = post_stream(*client, "/v1/chat/completions", body);
+    ASSERT_TRUE(s.done);
+    std::string streamed;
+    for (const Json& event : s.events)
+      if (event.contains("choices") && !event["choices"].empty() && event["choices"][0]["delta"].contains("content") &&
+          event["choices"][0]["delta"]["content"].is_string())
+        streamed += event["choices"][0]["delta"]["content"].get<std::string>();
+    EXPECT_TRUE(std::regex_match(streamed, reference)) << "streamed: '" << streamed << "'";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(DraftOrNot, ServeStructured, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "WithDraftHead" : "Plain"; });
 
@@ -285,10 +319,14 @@ TEST(ServeStructuredErrors, BadSchemasAndConflictsAre400) {
     EXPECT_EQ(r.status, 400) << r.body;
     return r.json()["error"];
   };
-  Json e = error_of(chat({{"response_format", {{"type", "json_schema"},
-                                               {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "^a+$"}}}}}}}}, 50));
+  Json e = error_of(
+      chat({{"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "^a(?=b)"}}}}}}}},
+           50));
   EXPECT_EQ(e["param"], "response_format.json_schema.schema");
   EXPECT_NE(e["message"].get<std::string>().find("pattern"), std::string::npos) << e;
+  EXPECT_NE(e["message"].get<std::string>().find("lookahead"), std::string::npos) << e;
   e = error_of(chat({{"response_format", {{"type", "json_schema"}}}}, 50));
   EXPECT_EQ(e["param"], "response_format.json_schema");
   e = error_of(chat({{"response_format", {{"type", "yaml"}}}}, 50));
@@ -309,6 +347,24 @@ TEST(ServeStructuredErrors, BadSchemasAndConflictsAre400) {
   EXPECT_EQ(e["param"], "structured_outputs.choice");
   e = error_of(chat({{"structured_outputs", {{"choice", {"a"}}}}, {"response_format", {{"type", "json_object"}}}}, 50));
   EXPECT_EQ(e["param"], "structured_outputs.choice");
+  // Regexes: refused constructs, wrong types, both spellings at once, and conflicts name the field.
+  e = error_of(chat({{"structured_outputs", {{"regex", "(a)\\1"}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.regex");
+  EXPECT_NE(e["message"].get<std::string>().find("backreferences"), std::string::npos) << e;
+  e = error_of(chat({{"guided_regex", "a{2,1}"}}, 50));
+  EXPECT_EQ(e["param"], "guided_regex");
+  e = error_of(chat({{"guided_regex", 5}}, 50));
+  EXPECT_EQ(e["param"], "guided_regex");
+  e = error_of(chat({{"guided_regex", "a"}, {"structured_outputs", {{"regex", "b"}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.regex");
+  e = error_of(chat({{"guided_regex", "a"}, {"response_format", {{"type", "json_object"}}}}, 50));
+  EXPECT_EQ(e["param"], "guided_regex");
+  e = error_of(chat({{"structured_outputs", {{"regex", "a"}, {"choice", {"a"}}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.regex");
+  e = error_of(chat({{"tools", kTools}, {"tool_choice", "required"}, {"guided_regex", "a"}}, 50));
+  EXPECT_EQ(e["param"], "guided_regex");
+  e = error_of(chat({{"guided_regex", "[^\\s\\S]"}}, 50));  // matches nothing
+  EXPECT_EQ(e["param"], "guided_regex");
   // The server still serves.
   EXPECT_EQ(post(*client, "/v1/chat/completions", chat({}, 4).dump()).status, 200);
 }

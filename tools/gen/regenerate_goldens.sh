@@ -32,13 +32,15 @@
 #   tests/data/chat_template/ inputs           publishers' templates (*.jinja, templates/) and the
 #   (cases.json, snippets.json, ...)           hand-written cases; their *expected.json ARE checked
 #   READMEs, tests/server/openai_client/tokenizer/   written by hand
+#   tests/data/regex/formats.json              cut from a JSON-Schema-Test-Suite checkout by
+#                                              tools/gen/regex/extract_formats.py (not in this repository)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 PY=/usr/bin/python3
 REFERENCE_BLAS=/usr/lib/x86_64-linux-gnu/blas             # libblas3
 OPEN_BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp       # libopenblas0-openmp
-STEPS=(io_npy io_torch_zip json_cases chat_template llama llama_int8 llama_int4 eagle spec_tiny_vocab16
+STEPS=(io_npy io_torch_zip json_cases regex_cases chat_template llama llama_int8 llama_int4 eagle spec_tiny_vocab16
        deepseek deepseek_heads deepseek_int8 deepseek_tiny_vocab trained_corpus trained_llama trained_deepseek
        tokenizer_expected trained_tokenizer_expected)
 
@@ -96,6 +98,10 @@ run_io_torch_zip() { "$PY" tools/gen/io/make_torch_zip_data.py tests/data/io/sta
 outputs_json_cases() { echo tests/data/sample/json_cases.json; }
 needs_json_cases() { :; }
 run_json_cases() { "$PY" tools/gen/structured/make_json_cases.py --out tests/data/sample/json_cases.json --seed 1; }
+
+outputs_regex_cases() { echo tests/data/regex/random_cases.json; }
+needs_regex_cases() { :; }
+run_regex_cases() { "$PY" tools/gen/regex/make_cases.py > tests/data/regex/random_cases.json; }
 
 outputs_chat_template() {
   echo tests/data/chat_template/expected.json tests/data/chat_template/snippets_expected.json \
