@@ -37,9 +37,7 @@ class AfterReasoningConstraint final : public TokenConstraint {
 
   void allowed_tokens(std::vector<uint8_t>& allowed) const override {
     switch (phase_.kind) {
-      case ReasoningPhase::Kind::kContent:
-        inner_->allowed_tokens(allowed);
-        return;
+      case ReasoningPhase::Kind::kContent: inner_->allowed_tokens(allowed); return;
       case ReasoningPhase::Kind::kReasoning: {
         allowed = masks_->base;
         const auto& closing = vocabulary().closing(phase_.matched);
@@ -47,9 +45,7 @@ class AfterReasoningConstraint final : public TokenConstraint {
         for (size_t k = 0; k < closing.size(); ++k) allowed[size_t(closing[k].id)] = ok[k];
         return;
       }
-      case ReasoningPhase::Kind::kStart:
-        start_mask(allowed);
-        return;
+      case ReasoningPhase::Kind::kStart: start_mask(allowed); return;
     }
   }
 
@@ -90,14 +86,12 @@ class AfterReasoningConstraint final : public TokenConstraint {
         if (next.held.size() > kMaxHeldBytes) return false;
         // Held bytes the content could not start with: only a partial "<think>" that may still open.
         return (may_open_ && !only_space(next.held)) || inner_->clone()->accept_bytes(next.held);
-      case ReasoningPhase::Kind::kReasoning:
-        return true;
+      case ReasoningPhase::Kind::kReasoning: return true;
       case ReasoningPhase::Kind::kContent:
         next_inner = inner_->clone();
         // No block: the held bytes, then the token as the inner constraint sees tokens. A closed block:
         // the bytes after "</think>".
-        if (straight)
-          return next_inner->accept_bytes(phase_.held) && next_inner->accept(id);
+        if (straight) return next_inner->accept_bytes(phase_.held) && next_inner->accept(id);
         return next_inner->accept_bytes(content);
     }
     return false;
@@ -142,8 +136,8 @@ class AfterReasoningConstraint final : public TokenConstraint {
 ThinkVocabulary::ThinkVocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens)
     : bytes_(std::move(token_bytes)), is_end_(bytes_.size(), 0), end_tokens_(std::move(end_tokens)) {
   for (const int32_t id : end_tokens_) {
-    AERIE_CHECK(id >= 0 && size_t(id) < bytes_.size(), "think vocabulary: end id ", id, " is outside the vocabulary [0, ",
-                bytes_.size(), ")");
+    AERIE_CHECK(id >= 0 && size_t(id) < bytes_.size(), "think vocabulary: end id ", id,
+                " is outside the vocabulary [0, ", bytes_.size(), ")");
     is_end_[size_t(id)] = 1;
   }
   for (size_t matched = 0; matched < kThinkClose.size(); ++matched) {

@@ -159,7 +159,8 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
     // A reasoning model thinks freely; the structure applies from the end of its <think> block.
     if (plan.reasoning) {
       const bool skips_special = output.forced == ForcedTools::kNone && !plan.tool_parser;
-      plan.options.constraint = make_after_reasoning(*context.backend, *plan.options.constraint, rendered, skips_special);
+      plan.options.constraint = make_after_reasoning(*context.backend, *plan.options.constraint, rendered,
+                                                     skips_special);
     }
   }
   plan.forced_tools = output.forced;

@@ -61,9 +61,9 @@ class ApiError : public std::runtime_error {
 enum class ResponseFormatType { kText, kJsonObject, kJsonSchema };
 struct ResponseFormat {
   ResponseFormatType type = ResponseFormatType::kText;
-  std::string name;                          // json_schema.name
-  nlohmann::ordered_json schema = nullptr;   // json_schema.schema (null: any JSON object)
-  bool strict = false;                       // json_schema.strict (the output always follows the schema here)
+  std::string name;                         // json_schema.name
+  nlohmann::ordered_json schema = nullptr;  // json_schema.schema (null: any JSON object)
+  bool strict = false;                      // json_schema.strict (the output always follows the schema here)
 };
 
 // Fields both endpoints share. Ranges follow OpenAI and vLLM: temperature [0, 2], top_p (0, 1], top_k -1

@@ -35,8 +35,9 @@ ResponseFormat read_response_format(const Json& body) {
     return result;
   }
   if (*type != "json_schema") {
-    fields::throw_invalid_value("response_format.type", "Invalid value: '" + *type +
-                                                            "'. Supported values are: 'text', 'json_object', and 'json_schema'.");
+    fields::throw_invalid_value("response_format.type",
+                                "Invalid value: '" + *type +
+                                    "'. Supported values are: 'text', 'json_object', and 'json_schema'.");
   }
   result.type = ResponseFormatType::kJsonSchema;
   const Json* spec = fields::get_object(*format, "json_schema", "response_format.json_schema");
@@ -78,8 +79,10 @@ std::vector<std::string> read_choice_list(const Json& list, const std::string& p
 Json read_schema(const Json& value, const std::string& param) {
   if (value.is_object()) return value;
   if (!value.is_string())
-    fields::throw_invalid_value(param, "Invalid '" + param + "': expected a JSON schema (an object, or JSON text of "
-                                       "one), got " + fields::type_name(value) + ".");
+    fields::throw_invalid_value(param, "Invalid '" + param +
+                                           "': expected a JSON schema (an object, or JSON text of "
+                                           "one), got " +
+                                           fields::type_name(value) + ".");
   Json schema = Json::parse(value.get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded())
     fields::throw_invalid_value(param, "Invalid '" + param + "': the string is not valid JSON.");
@@ -98,7 +101,8 @@ const Json* one_of(const Json& outer, const char* outer_key, const Json* inner, 
   if (b && b->is_null()) b = nullptr;
   const std::string inner_param = std::string("structured_outputs.") + inner_key;
   if (a && b)
-    fields::throw_invalid_value(inner_param, "Invalid '" + inner_param + "': give it once, here or in '" + outer_key + "'.");
+    fields::throw_invalid_value(inner_param,
+                                "Invalid '" + inner_param + "': give it once, here or in '" + outer_key + "'.");
   param = a ? outer_key : inner_param;
   return a ? a : b;
 }
@@ -112,8 +116,10 @@ void check_one_constraint(const SamplingRequest& request) {
   if (request.json_object) given.push_back("structured_outputs.json_object");
   if (!request.choice.empty()) given.push_back(request.choice_param);
   if (given.size() < 2) return;
-  fields::throw_invalid_value(given[1], "Invalid '" + given[1] + "': only one structured-output constraint may be "
-                                        "given, and this request also sets '" + given[0] + "'.");
+  fields::throw_invalid_value(given[1], "Invalid '" + given[1] +
+                                            "': only one structured-output constraint may be "
+                                            "given, and this request also sets '" +
+                                            given[0] + "'.");
 }
 
 }  // namespace
@@ -123,14 +129,17 @@ void read_structured_output_fields(const Json& body, SamplingRequest& request) {
   const Json* options = fields::get_object(body, "structured_outputs", "structured_outputs");
   if (options) {
     for (const auto& [key, value] : options->items()) {
-      if (key == "disable_any_whitespace" || key == "choice" || key == "json" || key == "json_object" || value.is_null())
+      if (key == "disable_any_whitespace" || key == "choice" || key == "json" || key == "json_object" ||
+          value.is_null())
         continue;
       fields::throw_invalid_value("structured_outputs." + key,
-                                  "Invalid 'structured_outputs." + key + "': not supported here; the supported keys "
-                                  "are 'json', 'json_object', 'choice' and 'disable_any_whitespace'.");
+                                  "Invalid 'structured_outputs." + key +
+                                      "': not supported here; the supported keys "
+                                      "are 'json', 'json_object', 'choice' and 'disable_any_whitespace'.");
     }
-    request.json_any_whitespace =
-        !fields::get_bool(*options, "disable_any_whitespace", "structured_outputs.disable_any_whitespace").value_or(true);
+    request.json_any_whitespace = !fields::get_bool(*options, "disable_any_whitespace",
+                                                    "structured_outputs.disable_any_whitespace")
+                                       .value_or(true);
     request.json_object = fields::get_bool(*options, "json_object", "structured_outputs.json_object").value_or(false);
   }
   std::string param;

@@ -7,9 +7,9 @@
 #include "grammar/json_constraint.h"
 #include "grammar/json_schema.h"
 #include "grammar/reasoning_constraint.h"
-#include "server/reasoning.h"
 #include "server/forced_tool_calls.h"
 #include "server/openai_fields.h"
+#include "server/reasoning.h"
 
 namespace aerie::server {
 
@@ -30,7 +30,8 @@ OutputSchema output_schema_for(const SamplingRequest& request) {
   } else if (const ResponseFormat& format = request.response_format; format.type != ResponseFormatType::kText) {
     const bool schema = format.type == ResponseFormatType::kJsonSchema && !format.schema.is_null();
     out.schema = schema ? format.schema : Json{{"type", "object"}};
-    out.param = format.type == ResponseFormatType::kJsonSchema ? "response_format.json_schema.schema" : "response_format";
+    out.param = format.type == ResponseFormatType::kJsonSchema ? "response_format.json_schema.schema"
+                                                               : "response_format";
   }
   return out;
 }
@@ -44,8 +45,9 @@ OutputSchema output_schema_for(const ChatRequest& request) {
   if (out.constrained()) {
     // Named: the structured-output field the request added to its forced calls.
     const std::string param = out.param.rfind("response_format", 0) == 0 ? "response_format" : out.param;
-    fields::throw_invalid_value(param, "Invalid '" + param + "': structured output cannot be combined with a "
-                                       "tool_choice that forces tool calls.");
+    fields::throw_invalid_value(param, "Invalid '" + param +
+                                           "': structured output cannot be combined with a "
+                                           "tool_choice that forces tool calls.");
   }
   out.param = "tools";
   if (named) {
@@ -105,8 +107,8 @@ std::shared_ptr<const TokenConstraint> make_after_reasoning(Backend& backend, co
     backend.think_vocabulary[variant] = build_think_vocabulary(backend, skips_special);
   });
   const ReasoningStart start = prompt_opens_reasoning(rendered)    ? ReasoningStart::kInBlock
-                              : prompt_closes_reasoning(rendered) ? ReasoningStart::kClosed
-                                                                  : ReasoningStart::kMayOpen;
+                               : prompt_closes_reasoning(rendered) ? ReasoningStart::kClosed
+                                                                   : ReasoningStart::kMayOpen;
   return make_after_reasoning_constraint(inner, backend.think_vocabulary[variant], start);
 }
 

@@ -37,7 +37,8 @@ Split reference_split(const std::string& text, bool starts_in_reasoning) {
     if (first == std::string::npos) return {Phase::kStart, text};
     const std::string after = text.substr(first);
     const std::string open = "<think>";
-    if (after.size() < open.size()) return {open.compare(0, after.size(), after) == 0 ? Phase::kStart : Phase::kContent, text};
+    if (after.size() < open.size())
+      return {open.compare(0, after.size(), after) == 0 ? Phase::kStart : Phase::kContent, text};
     if (after.compare(0, open.size(), open) != 0) return {Phase::kContent, text};
     reasoning_from = first + open.size();
   }
@@ -64,9 +65,11 @@ struct Vocabulary {
 
 Vocabulary make_vocabulary() {
   Vocabulary v;
-  v.text = {"<", "/", "t", "h", "i", "n", "k", ">", "<think>", "</think>", "</", "think", "k>", ">a", "</think>a",
-            "a</think>b", " ", "\n", "\n\n", " a", "a", "b", "ab", "{", "x</thi", "nk>y", "<th", "ink>", "ink></think>a",
-            "<think></think>b", " <think>", "<tha", "<t", ">\n\n", "a<"};
+  v.text = {
+      "<",        "/",     "t",  "h",     "i",         "n",          "k",   ">",    "<think>",       "</think>",
+      "</",       "think", "k>", ">a",    "</think>a", "a</think>b", " ",   "\n",   "\n\n",          " a",
+      "a",        "b",     "ab", "{",     "x</thi",    "nk>y",       "<th", "ink>", "ink></think>a", "<think></think>b",
+      " <think>", "<tha",  "<t", ">\n\n", "a<"};
   v.never = int32_t(v.text.size());
   v.text.push_back("\x01");  // an added token: text, but never allowed in the content
   v.skipped = int32_t(v.text.size());
@@ -96,8 +99,7 @@ bool reference_allows(const Vocabulary& v, const std::vector<std::string>& choic
       if (next.text.size() > kMaxHeldBytes) return false;
       return (start == ReasoningStart::kMayOpen && next.text.find_first_not_of(kSpace) != std::string::npos) ||
              starts_some(choices, next.text);
-    case Phase::kReasoning:
-      return true;
+    case Phase::kReasoning: return true;
     case Phase::kContent:
       if (t == v.never || t == v.skipped) return false;  // the inner constraint never allows these
       return starts_some(choices, next.text);
@@ -176,7 +178,8 @@ struct JsonCase {
   int32_t end = int32_t(tokens.size()) - 1;
   std::shared_ptr<const TokenTrie> trie = std::make_shared<const TokenTrie>(tokens, std::vector<int32_t>{end},
                                                                             std::vector<int32_t>{});
-  std::shared_ptr<const ThinkVocabulary> think = std::make_shared<const ThinkVocabulary>(tokens, std::vector<int32_t>{end});
+  std::shared_ptr<const ThinkVocabulary> think = std::make_shared<const ThinkVocabulary>(tokens,
+                                                                                         std::vector<int32_t>{end});
   int32_t id(const std::string& bytes) const { return id_of(tokens, bytes); }
 };
 
@@ -197,9 +200,9 @@ TEST(AfterReasoningConstraint, ATokenThatClosesTheBlockCarriesOnlyWhatTheSchemaT
     ASSERT_TRUE(c->accept(v.id("</think")));
     c->allowed_tokens(mask);
     EXPECT_TRUE(mask[size_t(v.id(">"))]);
-    EXPECT_TRUE(mask[size_t(v.id(">{"))]);  // closes the block and opens the object
+    EXPECT_TRUE(mask[size_t(v.id(">{"))]);     // closes the block and opens the object
     EXPECT_FALSE(mask[size_t(v.id(">\n{"))]);  // JSON starts with its value, in either whitespace mode
-    EXPECT_TRUE(mask[size_t(v.id("x"))]);  // "</thinkx" is still reasoning
+    EXPECT_TRUE(mask[size_t(v.id("x"))]);      // "</thinkx" is still reasoning
     ASSERT_TRUE(c->accept(v.id(">{")));
     // The object is open: the schema rules now.
     c->allowed_tokens(mask);

@@ -238,7 +238,8 @@ TEST(ChatRequestParse, StructuredOutputsOnBothEndpoints) {
     EXPECT_EQ(r.json_schema_param, "guided_json");
     EXPECT_TRUE(parse(R"("structured_outputs": {"json_object": true})").json_object);
     EXPECT_FALSE(parse(R"("structured_outputs": {"json_object": false})").json_object);
-    r = parse(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": )" + schema.dump() + "}}");
+    r = parse(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": )" + schema.dump() +
+              "}}");
     EXPECT_EQ(r.response_format.type, ResponseFormatType::kJsonSchema);
     EXPECT_EQ(r.response_format.schema, schema);
     EXPECT_EQ(parse(R"("guided_choice": ["a", "b"])").choice_param, "guided_choice");
@@ -250,7 +251,8 @@ TEST(ChatRequestParse, StructuredOutputsOnBothEndpoints) {
              {R"("structured_outputs": {"json_object": "yes"})", "structured_outputs.json_object"},
              {R"("structured_outputs": {"whitespace_pattern": " "})", "structured_outputs.whitespace_pattern"},
              {R"("guided_json": {}, "structured_outputs": {"json": {}})", "structured_outputs.json"},
-             {R"("response_format": {"type": "json_object"}, "structured_outputs": {"json": {}})", "structured_outputs.json"},
+             {R"("response_format": {"type": "json_object"}, "structured_outputs": {"json": {}})",
+              "structured_outputs.json"},
              {R"("structured_outputs": {"json": {}, "json_object": true})", "structured_outputs.json_object"},
              {R"("structured_outputs": {"json_object": true, "choice": ["a"]})", "structured_outputs.choice"},
              {R"("guided_json": {}, "guided_choice": ["a"])", "guided_choice"},

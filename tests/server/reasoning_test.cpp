@@ -70,8 +70,8 @@ TEST(ReasoningSplitter, PromptState) {
 // advance_reasoning_phase) gives the same content as the splitter, on random texts of marker pieces fed in
 // random pieces.
 TEST(ReasoningSplitter, TheConstraintReadsTheSameSplit) {
-  const std::vector<std::string> pieces = {"<", "/", "think", ">", "<think>", "</think>", "</", "th", "ink>", " ",
-                                           "\n", "a", "{", "x</thi", "nk>y", "<th", "</think>{"};
+  const std::vector<std::string> pieces = {"<", "/",  "think", ">", "<think>", "</think>", "</",  "th",       "ink>",
+                                           " ", "\n", "a",     "{", "x</thi",  "nk>y",     "<th", "</think>{"};
   uint64_t state = 12345;
   auto next = [&state](size_t n) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;

@@ -78,7 +78,9 @@ inline Json tokenizer_json(bool think = false) {
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"single",
+         {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
         {"special_tokens",
          {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {1}}, {"tokens", {"<|begin_of_text|>"}}}}}}}},
       {"decoder", {{"type", "ByteLevel"}}},
@@ -116,7 +118,8 @@ inline void write_checkpoint(const fs::path& dir, bool think = false) {
   const fs::path source = kData / "llama" / "bf16_gqa_rope_scaled_tied";
   for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(source / f, dir / f);
   write_file(dir / "tokenizer.json", tokenizer_json(think).dump());
-  const Json config = {{"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"},
+  const Json config = {{"bos_token", "<|begin_of_text|>"},
+                       {"eos_token", "<|eot_id|>"},
                        {"chat_template", think ? kThinkTemplate : kTemplate}};
   write_file(dir / "tokenizer_config.json", config.dump());
 }

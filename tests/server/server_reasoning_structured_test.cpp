@@ -59,8 +59,8 @@ Streamed assemble(const SseResult& s) {
       for (const Json& call : delta.value("tool_calls", Json::array())) {
         const size_t index = call["index"];
         if (out.calls.size() <= index) out.calls.push_back({{"name", call["function"]["name"]}, {"arguments", ""}});
-        out.calls[index]["arguments"] =
-            out.calls[index]["arguments"].get<std::string>() + call["function"]["arguments"].get<std::string>();
+        out.calls[index]["arguments"] = out.calls[index]["arguments"].get<std::string>() +
+                                        call["function"]["arguments"].get<std::string>();
       }
     }
   return out;
@@ -92,7 +92,8 @@ TestServer* ServeReasoningStructured::servers_[2] = {nullptr, nullptr};
 // The same request's whole response and stream, checked alike: reasoning free, content by the schema.
 TEST_P(ServeReasoningStructured, ThinkingIsFreeAndTheContentFollowsTheSchema) {
   auto client = server().client();
-  const Json body = chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "r"}, {"schema", kSchema}}}}}});
+  const Json body = chat(
+      {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "r"}, {"schema", kSchema}}}}}});
   const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const Json reply = r.json();
@@ -129,7 +130,8 @@ TEST_P(ServeReasoningStructured, ThinkingIsFreeAndTheContentFollowsTheSchema) {
 
 TEST_P(ServeReasoningStructured, ForcedCallsAndChoicesComeAfterTheThinking) {
   auto client = server().client();
-  const Json named = chat({{"tools", kTools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}});
+  const Json named = chat(
+      {{"tools", kTools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}});
   const HttpResult r = post(*client, "/v1/chat/completions", named.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const Json reply = r.json();
@@ -172,8 +174,9 @@ TEST_P(ServeReasoningStructured, CutShortInsideTheBlock) {
 // from its first token, held to the schema, with no reasoning.
 TEST_P(ServeReasoningStructured, ThinkingOffMeansStructureFromTheFirstToken) {
   auto client = server().client();
-  Json body = chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "r"}, {"schema", kSchema}}}}},
-                    {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  Json body = chat(
+      {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "r"}, {"schema", kSchema}}}}},
+       {"chat_template_kwargs", {{"enable_thinking", false}}}});
   body.erase("logit_bias");
   const Json reply = post(*client, "/v1/chat/completions", body.dump()).json();
   const Json& message = reply["choices"][0]["message"];

@@ -314,7 +314,10 @@ TEST_P(ServeStructured, CompletionsTakeStructuredOutputs) {
     for (const Json& choice : reply["choices"])
       EXPECT_NE(std::find(options.begin(), options.end(), choice["text"].get<std::string>()), options.end()) << choice;
   }
-  Json object = {{"prompt", "JSON:"}, {"max_tokens", 60}, {"temperature", 0}, {"structured_outputs", {{"json_object", true}}}};
+  Json object = {{"prompt", "JSON:"},
+                 {"max_tokens", 60},
+                 {"temperature", 0},
+                 {"structured_outputs", {{"json_object", true}}}};
   const std::string text = post(*client, "/v1/completions", object.dump()).json()["choices"][0]["text"];
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text[0], '{') << text;
