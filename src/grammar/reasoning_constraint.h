@@ -17,7 +17,9 @@
 // before its constrained part is complete; a request cut short by max_tokens inside the block ends with
 // finish_reason "length" and no content — and (b) a token that completes "</think>" and carries bytes
 // after it that the inner constraint refuses (its accept_bytes): ">{" after "</think" is allowed for a
-// JSON object, ">\n\n" is not under compact JSON. The mask never allows content the inner refuses.
+// JSON object, ">\n\n" is not (JSON starts with its value). The mask never allows content the inner
+// refuses. The thinking rows are otherwise unmasked, so the engine's relaxed thinking acceptance (which
+// follows the block by the "</think>" token's id, spec/spec_options.h) works there as without a constraint.
 //
 // Before the output has committed to reasoning or content (when the prompt did not open a block), the
 // bytes the split holds back (whitespace, a partial "<think>") are allowed only where the inner constraint
@@ -28,6 +30,9 @@
 // Marker bytes are tracked per byte, not per token id, so "</think>" spelled by several tokens ("</",
 // "think", ">") ends the block as the added token does. Token ids that the output text skips (special
 // tokens the detokenizer drops) have no bytes here and never move the phase.
+//
+// Costs: the thinking masks (one per partial-marker state) are built once per request and shared by its
+// clones; a thinking mask is a copy of [n_vocab] bytes. clone() copies the phase and the inner state.
 #pragma once
 
 #include <array>
