@@ -40,9 +40,13 @@ class ChoiceConstraint final : public TokenConstraint {
     const auto id = int32_t(token);
     if (vocabulary_->is_end(id)) return complete();
     if (!vocabulary_->is_text(id)) return false;
+    return accept_bytes(vocabulary_->token_bytes(id));
+  }
+
+  bool accept_bytes(std::string_view bytes) override {
     Range r = range_;
     size_t length = length_;
-    for (const char c : vocabulary_->token_bytes(id)) {
+    for (const char c : bytes) {
       r = narrow(r, length++, uint8_t(c));
       if (r.empty()) return false;
     }

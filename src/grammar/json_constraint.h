@@ -34,6 +34,7 @@ class JsonConstraint final : public TokenConstraint {
 
   void allowed_tokens(std::vector<uint8_t>& allowed) const override;
   bool accept(int64_t token) override;
+  bool accept_bytes(std::string_view bytes) override { return matcher_.feed(bytes); }
   bool finished() const override;
   std::unique_ptr<TokenConstraint> clone() const override;
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 namespace aerie {
@@ -24,6 +25,11 @@ class TokenConstraint {
   virtual void allowed_tokens(std::vector<uint8_t>& allowed) const = 0;
   // Moves past `token`. Returns false (leaving the state as it was) when the token is not allowed.
   virtual bool accept(int64_t token) = 0;
+  // Moves past raw output bytes that are not one whole token: the part of a token after the end of a
+  // reasoning block (grammar/reasoning_constraint.h), or text the output held before the constrained part
+  // began. All or nothing: returns false, leaving the state as it was, when any byte is refused. A
+  // constraint that cannot take bytes refuses them (this default), so tokens that need it stay masked.
+  virtual bool accept_bytes(std::string_view bytes) { return bytes.empty(); }
   // The output is complete and nothing but an end-of-sequence token may follow: the engine stops here.
   virtual bool finished() const = 0;
   virtual std::unique_ptr<TokenConstraint> clone() const = 0;

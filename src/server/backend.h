@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
+#include "grammar/reasoning_constraint.h"
 #include "grammar/token_trie.h"
 #include "jinja/chat_template.h"
 #include "server/choice_events.h"
@@ -53,6 +54,10 @@ struct Backend {
   // The vocabulary as a byte trie for structured output, built by the first request that needs it.
   std::once_flag vocabulary_once;
   std::shared_ptr<const TokenTrie> vocabulary;
+  // The vocabulary as the reasoning split reads the output text, for structured output after </think>;
+  // [1]: special tokens dropped (the text of a request without a tool-call parser), [0]: kept.
+  std::once_flag think_vocabulary_once[2];
+  std::shared_ptr<const ThinkVocabulary> think_vocabulary[2];
 };
 
 using LogFunction = std::function<void(const std::string& line)>;

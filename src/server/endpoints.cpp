@@ -166,7 +166,15 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
   plan.options = request_options(backend, request, json);
   plan.options.max_tokens = resolve_max_tokens(backend, int64_t(prompt.ids.size()), request.max_tokens, "messages");
   plan.prompt_logprobs = plan.options.prompt_logprobs = request.prompt_logprobs.value_or(-1);
-  if (output.constrained()) plan.options.constraint = make_output_constraint(*context.backend, output, context.schema_limits);
+  if (output.constrained()) {
+    plan.options.constraint = make_output_constraint(*context.backend, output, context.schema_limits);
+    // A reasoning model thinks freely; the structure applies from the end of its <think> block.
+    if (plan.reasoning) {
+      const bool skips_special = output.forced == ForcedTools::kNone && !plan.tool_parser;
+      plan.options.constraint = make_after_reasoning(*context.backend, *plan.options.constraint, rendered,
+                                                     skips_special);
+    }
+  }
   plan.forced_tools = output.forced;
   plan.forced_function = output.function;
   plan.prompts.push_back(std::move(prompt));
@@ -222,6 +230,8 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
   plan.model = context.model_name;
   plan.n = request.n;
   plan.options.max_tokens = resolve_max_tokens(backend, longest, request.max_tokens, "prompt");
+  if (const OutputSchema output = output_schema_for(static_cast<const SamplingRequest&>(request)); output.constrained())
+    plan.options.constraint = make_output_constraint(*context.backend, output, context.schema_limits);
   plan.seeds = seeds_for(request, plan.n * int64_t(plan.prompts.size()));
   plan.stop = request.stop;
   plan.stream = request.stream;

@@ -4,6 +4,7 @@
 
 #include "server/openai_fields.h"
 #include "server/openai_schema.h"
+#include "server/openai_structured_request.h"
 
 namespace aerie::server {
 
@@ -185,112 +186,7 @@ ToolChoice read_tool_choice(const Json& body, const Json& tools) {
   return result;
 }
 
-// response_format: {"type": "text"} | {"type": "json_object"} |
-// {"type": "json_schema", "json_schema": {"name", "schema"?, "strict"?, "description"?}}.
-ResponseFormat read_response_format(const Json& body) {
-  ResponseFormat result;
-  const Json* format = fields::get_object(body, "response_format", "response_format");
-  if (!format) return result;
-  const auto type = fields::get_string(*format, "type", "response_format.type");
-  if (!type) fields::throw_missing("response_format.type");
-  if (*type == "text") return result;
-  if (*type == "json_object") {
-    result.type = ResponseFormatType::kJsonObject;
-    return result;
-  }
-  if (*type != "json_schema") {
-    fields::throw_invalid_value("response_format.type", "Invalid value: '" + *type +
-                                                            "'. Supported values are: 'text', 'json_object', and 'json_schema'.");
-  }
-  result.type = ResponseFormatType::kJsonSchema;
-  const Json* spec = fields::get_object(*format, "json_schema", "response_format.json_schema");
-  if (!spec) fields::throw_missing("response_format.json_schema");
-  const auto name = fields::get_string(*spec, "name", "response_format.json_schema.name");
-  if (!name) fields::throw_missing("response_format.json_schema.name");
-  if (!is_valid_function_name(*name) || name->find('.') != std::string::npos) {
-    fields::throw_invalid_value("response_format.json_schema.name",
-                                "Invalid 'response_format.json_schema.name': string does not match pattern. Expected a "
-                                "string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'.");
-  }
-  result.name = *name;
-  fields::get_string(*spec, "description", "response_format.json_schema.description");
-  result.strict = fields::get_bool(*spec, "strict", "response_format.json_schema.strict").value_or(false);
-  if (const Json* schema = fields::get_object(*spec, "schema", "response_format.json_schema.schema")) {
-    result.schema = *schema;
-  }
-  return result;
-}
-
-// A list of choice strings (structured_outputs.choice, guided_choice): 400 naming `param` unless an array
-// of strings; the count and lengths are checked where the constraint is made.
-std::vector<std::string> read_choice_list(const Json& list, const std::string& param) {
-  if (!list.is_array())
-    fields::throw_invalid_value(param, "Invalid '" + param + "': expected an array of strings, got " +
-                                           fields::type_name(list) + ".");
-  if (list.empty()) fields::throw_invalid_value(param, "Invalid '" + param + "': expected at least one string.");
-  std::vector<std::string> out;
-  for (size_t i = 0; i < list.size(); ++i) {
-    if (!list[i].is_string())
-      fields::throw_invalid_value(param, "Invalid '" + param + "[" + std::to_string(i) + "]': expected a string, got " +
-                                             fields::type_name(list[i]) + ".");
-    out.push_back(list[i].get<std::string>());
-  }
-  return out;
-}
-
-// structured_outputs (vLLM's spelling): {"disable_any_whitespace": bool}, {"choice": [strings]} and
-// {"regex": string} are read here. disable_any_whitespace absent or true: the structured output is compact
-// (no whitespace between JSON tokens); false: whitespace where JSON allows it. choice: the output is
-// exactly one of the strings (vLLM's older top-level `guided_choice` too); regex: the whole output matches
-// it (read_output_regex). vLLM's other keys (json, grammar, whitespace_pattern, ...) are refused by name
-// rather than ignored, so a request never silently loses a constraint it asked for.
-void read_structured_outputs(const Json& body, ChatRequest& request) {
-  if (const Json* guided = fields::find(body, "guided_choice"); guided && !guided->is_null())
-    request.choice = read_choice_list(*guided, "guided_choice");
-  if (auto regex = read_output_regex(body)) {
-    request.regex = std::move(regex->pattern);
-    request.regex_param = std::move(regex->param);
-  }
-  const Json* options = fields::get_object(body, "structured_outputs", "structured_outputs");
-  if (!options) return;
-  for (const auto& [key, value] : options->items()) {
-    if (key == "disable_any_whitespace" || key == "choice" || key == "regex" || value.is_null()) continue;
-    fields::throw_invalid_value("structured_outputs." + key,
-                                "Invalid 'structured_outputs." + key +
-                                    "': not supported here; the supported keys "
-                                    "are 'disable_any_whitespace', 'choice' and 'regex' (use response_format for JSON "
-                                    "schemas).");
-  }
-  request.json_any_whitespace =
-      !fields::get_bool(*options, "disable_any_whitespace", "structured_outputs.disable_any_whitespace").value_or(true);
-  if (const Json* choice = fields::find(*options, "choice"); choice && !choice->is_null()) {
-    if (!request.choice.empty())
-      fields::throw_invalid_value("structured_outputs.choice", "Invalid 'structured_outputs.choice': give the choices "
-                                                               "once, here or in 'guided_choice'.");
-    request.choice = read_choice_list(*choice, "structured_outputs.choice");
-  }
-}
-
 }  // namespace
-
-std::optional<OutputRegex> read_output_regex(const Json& body) {
-  std::optional<OutputRegex> out;
-  auto read = [&](const Json* value, const std::string& param) {
-    if (!value || value->is_null()) return;
-    if (!value->is_string())
-      fields::throw_invalid_value(param,
-                                  "Invalid '" + param + "': expected a string, got " + fields::type_name(*value) + ".");
-    if (out)
-      fields::throw_invalid_value(param, "Invalid '" + param +
-                                             "': give the regex once, in 'structured_outputs.regex' "
-                                             "or in 'guided_regex'.");
-    out = OutputRegex{value->get<std::string>(), param};
-  };
-  read(fields::find(body, "guided_regex"), "guided_regex");
-  if (const Json* options = fields::get_object(body, "structured_outputs", "structured_outputs"))
-    read(fields::find(*options, "regex"), "structured_outputs.regex");
-  return out;
-}
 
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
   return chat_request_from_json(fields::parse_body(body), limits);
@@ -317,8 +213,7 @@ ChatRequest chat_request_from_json(const Json& body, const RequestLimits& limits
   request.tools = read_tools(body, limits);
   request.tool_choice = read_tool_choice(body, request.tools);
   request.parallel_tool_calls = fields::get_bool(body, "parallel_tool_calls", "parallel_tool_calls").value_or(true);
-  request.response_format = read_response_format(body);
-  read_structured_outputs(body, request);
+  read_structured_output_fields(body, request);
   if (const Json* kwargs = fields::get_object(body, "chat_template_kwargs", "chat_template_kwargs")) {
     request.chat_template_kwargs = *kwargs;
   }

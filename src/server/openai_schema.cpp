@@ -6,6 +6,7 @@
 #include "core/json_parse.h"
 #include "core/json_scan.h"
 #include "server/openai_fields.h"
+#include "server/openai_structured_request.h"
 
 namespace aerie::server {
 
@@ -294,6 +295,7 @@ CompletionRequest completion_request_from_json(const Json& body, const RequestLi
     throw ApiError::invalid_request("The 'best_of' parameter is only supported equal to 'n'.", "best_of",
                                     "unsupported_parameter");
   }
+  read_structured_output_fields(body, request);
   return request;
 }
 

@@ -57,6 +57,15 @@ class ApiError : public std::runtime_error {
   std::string code_;
 };
 
+// response_format: free text, any JSON object, or JSON that follows a schema (structured output).
+enum class ResponseFormatType { kText, kJsonObject, kJsonSchema };
+struct ResponseFormat {
+  ResponseFormatType type = ResponseFormatType::kText;
+  std::string name;                         // json_schema.name
+  nlohmann::ordered_json schema = nullptr;  // json_schema.schema (null: any JSON object)
+  bool strict = false;                      // json_schema.strict (the output always follows the schema here)
+};
+
 // Fields both endpoints share. Ranges follow OpenAI and vLLM: temperature [0, 2], top_p (0, 1], top_k -1
 // (or 0: off) or >= 1, min_p [0, 1], presence/frequency penalty [-2, 2], repetition_penalty (0, 10], n [1, 128], top_logprobs and prompt_logprobs [0, 20],
 // logit_bias values [-100, 100]; decimals are checked as the floats the sampler uses (fields::get_float).
@@ -86,6 +95,22 @@ struct SamplingRequest {
   // {"token id": bias}, sorted by token, one entry per token. Ids are checked against the model's
   // vocabulary when the request meets the model (fields::checked_logit_bias).
   std::vector<LogitBias> logit_bias;
+
+  // Structured output (server/openai_structured_request.h reads these; at most one constraint is given):
+  ResponseFormat response_format;
+  // structured_outputs.json (or vLLM's older guided_json): a JSON schema; null: none.
+  nlohmann::ordered_json json_schema = nullptr;
+  std::string json_schema_param;  // the field it came from
+  bool json_object = false;       // structured_outputs.json_object: any JSON object
+  // Whitespace between JSON tokens: structured_outputs.disable_any_whitespace = false. Default: compact
+  // (grammar/json_grammar.h).
+  bool json_any_whitespace = false;
+  // structured_outputs.choice (or guided_choice): the output is exactly one of these strings; empty: none.
+  std::vector<std::string> choice;
+  std::string choice_param;  // the field it came from
+  // structured_outputs.regex (or guided_regex): the whole output matches this regex; nullopt: none.
+  std::optional<std::string> regex;
+  std::string regex_param;  // the field it came from
 };
 
 enum class ToolChoiceMode { kNone, kAuto, kRequired, kFunction };
@@ -95,15 +120,6 @@ struct ToolChoice {
   std::string function_name;  // kFunction
 };
 
-// response_format: free text, any JSON object, or JSON that follows a schema (structured output).
-enum class ResponseFormatType { kText, kJsonObject, kJsonSchema };
-struct ResponseFormat {
-  ResponseFormatType type = ResponseFormatType::kText;
-  std::string name;                          // json_schema.name
-  nlohmann::ordered_json schema = nullptr;   // json_schema.schema (null: any JSON object)
-  bool strict = false;                       // json_schema.strict (the output always follows the schema here)
-};
-
 struct ChatRequest : SamplingRequest {
   // The messages as the chat template wants them: each message as given, with content a string (text parts
   // joined by '\n', as vLLM) or null (an assistant message with only tool_calls).
@@ -111,15 +127,6 @@ struct ChatRequest : SamplingRequest {
   nlohmann::ordered_json tools = nullptr;  // array of {"type": "function", "function": {...}}, or null
   ToolChoice tool_choice;                  // default: auto with tools, none without
   bool parallel_tool_calls = true;
-  ResponseFormat response_format;
-  // Structured output (response_format JSON, forced tool calls) with whitespace between JSON tokens:
-  // structured_outputs.disable_any_whitespace = false. Default: compact (grammar/json_grammar.h).
-  bool json_any_whitespace = false;
-  // structured_outputs.choice (or guided_choice): the output is exactly one of these strings; empty: none.
-  std::vector<std::string> choice;
-  // structured_outputs.regex (or guided_regex): the whole output matches this regex; nullopt: none.
-  std::optional<std::string> regex;
-  std::string regex_param;  // the field it came from, for errors
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
@@ -139,15 +146,6 @@ struct CompletionRequest : SamplingRequest {
 // Parse and validate; throw ApiError. The _from_json forms take a body already parsed (fields::parse_body,
 // which enforces JsonLimits).
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits = {});
-
-// A whole-output regex: structured_outputs.regex or vLLM's older top-level guided_regex (400 naming the
-// field unless a string; both at once is a 400 too). Compiled where the constraint is made. Shared by the
-// endpoints that take structured output.
-struct OutputRegex {
-  std::string pattern;
-  std::string param;  // the field it came from
-};
-std::optional<OutputRegex> read_output_regex(const nlohmann::ordered_json& body);
 ChatRequest chat_request_from_json(const nlohmann::ordered_json& body, const RequestLimits& limits = {});
 CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits = {});
 CompletionRequest completion_request_from_json(const nlohmann::ordered_json& body, const RequestLimits& limits = {});

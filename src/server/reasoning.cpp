@@ -37,6 +37,12 @@ bool prompt_opens_reasoning(std::string_view prompt) {
   return close == std::string_view::npos || close < open;
 }
 
+bool prompt_closes_reasoning(std::string_view prompt) {
+  size_t end = prompt.size();
+  while (end > 0 && is_space(prompt[end - 1])) --end;
+  return prompt.substr(0, end).ends_with(kClose);
+}
+
 ReasoningSplitter::ReasoningSplitter(bool starts_in_reasoning)
     : state_(starts_in_reasoning ? State::kReasoning : State::kStart) {}
 

@@ -26,6 +26,9 @@ std::optional<ReasoningParserKind> parse_reasoning_parser(const std::string& nam
 std::optional<ReasoningParserKind> detect_reasoning_parser(std::string_view chat_template);
 // Whether a rendered prompt ends inside an open <think> block.
 bool prompt_opens_reasoning(std::string_view prompt);
+// Whether a rendered prompt ends with a closed block (then whitespace): thinking is off for this turn
+// (Qwen3's enable_thinking false, DeepSeek-V3.1 without thinking).
+bool prompt_closes_reasoning(std::string_view prompt);
 
 class ReasoningSplitter {
  public:

@@ -1,6 +1,6 @@
 // Request bodies of /v1/chat/completions and /v1/completions, the way the endpoints take them: the JSON
-// body, the typed request with OpenAI's validation, the structured-output schema (response_format or a
-// forced tool call) compiled to a grammar, the messages rendered by a real chat template (Llama 3.1 or
+// body, the typed request with OpenAI's validation, the structured-output schema (response_format,
+// structured_outputs.json / guided_json, or a forced tool call) compiled to a grammar on both endpoints, the messages rendered by a real chat template (Llama 3.1 or
 // DeepSeek-V3.1, by input length), and the error object serialized as the server sends it. A malformed
 // body must end in ApiError or aerie::Error (a 400); any other exception would be a 500.
 #include <cstddef>
@@ -72,6 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Json json;
   if (!respond([&] { json = aerie::server::fields::parse_body(body); })) return -1;
   const bool chat_ok = respond([&] { chat(json, size); });
-  const bool completion_ok = respond([&] { aerie::server::completion_request_from_json(json); });
+  const bool completion_ok = respond([&] {
+    const aerie::server::CompletionRequest request = aerie::server::completion_request_from_json(json);
+    const aerie::server::OutputSchema output = aerie::server::output_schema_for(request);
+    if (!output.schema.is_null()) aerie::compile_json_schema(output.schema);
+  });
   return chat_ok || completion_ok ? 0 : -1;
 }

@@ -219,6 +219,58 @@ TEST(ChatRequestParse, StructuredOutputsChoice) {
   }
 }
 
+// structured_outputs.json (an object or JSON text), vLLM's older guided_json, structured_outputs.json_object
+// and response_format: read alike by both endpoints; one constraint per request, the second refused by name.
+TEST(ChatRequestParse, StructuredOutputsOnBothEndpoints) {
+  const Json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
+  const std::string chat = R"({"messages": [{"role": "user", "content": "Hi"}])";
+  const std::string completion = R"({"prompt": "Hi")";
+  for (const std::string& head : {chat, completion}) {
+    auto parse = [&](const std::string& extra) -> SamplingRequest {
+      const std::string body = head + ", " + extra + "}";
+      if (head == chat) return parse_chat_request(body);
+      return parse_completion_request(body);
+    };
+    SamplingRequest r = parse(R"("structured_outputs": {"json": )" + schema.dump() + "}");
+    EXPECT_EQ(r.json_schema, schema);
+    EXPECT_EQ(r.json_schema_param, "structured_outputs.json");
+    r = parse(R"("structured_outputs": {"json": )" + Json(schema.dump()).dump() + "}");  // as JSON text
+    EXPECT_EQ(r.json_schema, schema);
+    r = parse(R"("guided_json": )" + schema.dump());
+    EXPECT_EQ(r.json_schema, schema);
+    EXPECT_EQ(r.json_schema_param, "guided_json");
+    EXPECT_TRUE(parse(R"("structured_outputs": {"json_object": true})").json_object);
+    EXPECT_FALSE(parse(R"("structured_outputs": {"json_object": false})").json_object);
+    r = parse(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": )" + schema.dump() +
+              "}}");
+    EXPECT_EQ(r.response_format.type, ResponseFormatType::kJsonSchema);
+    EXPECT_EQ(r.response_format.schema, schema);
+    EXPECT_EQ(parse(R"("guided_choice": ["a", "b"])").choice_param, "guided_choice");
+    for (const auto& [extra, param] : std::vector<std::pair<std::string, std::string>>{
+             {R"("structured_outputs": {"json": 5})", "structured_outputs.json"},
+             {R"("structured_outputs": {"json": "{not json"})", "structured_outputs.json"},
+             {R"("structured_outputs": {"json": "[1]"})", "structured_outputs.json"},
+             {R"("guided_json": true)", "guided_json"},
+             {R"("structured_outputs": {"json_object": "yes"})", "structured_outputs.json_object"},
+             {R"("structured_outputs": {"whitespace_pattern": " "})", "structured_outputs.whitespace_pattern"},
+             {R"("guided_json": {}, "structured_outputs": {"json": {}})", "structured_outputs.json"},
+             {R"("response_format": {"type": "json_object"}, "structured_outputs": {"json": {}})",
+              "structured_outputs.json"},
+             {R"("structured_outputs": {"json": {}, "json_object": true})", "structured_outputs.json_object"},
+             {R"("structured_outputs": {"json_object": true, "choice": ["a"]})", "structured_outputs.choice"},
+             {R"("guided_json": {}, "guided_choice": ["a"])", "guided_choice"},
+             {R"("response_format": {"type": "yaml"})", "response_format.type"}}) {
+      try {
+        parse(extra);
+        ADD_FAILURE() << extra << " was accepted";
+      } catch (const ApiError& error) {
+        EXPECT_EQ(error.param(), param) << extra;
+        EXPECT_EQ(error.status(), 400);
+      }
+    }
+  }
+}
+
 TEST(ChatRequestParse, LogitBias) {
   const ChatRequest request = parse_chat_request("{" + kMessages + R"(, "logit_bias": {"50": -100, "7": 2.5, "0": 100}})");
   EXPECT_EQ(request.logit_bias, (std::vector<LogitBias>{{0, 100.0f}, {7, 2.5f}, {50, -100.0f}}));  // sorted by id

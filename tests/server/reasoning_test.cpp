@@ -5,8 +5,10 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
+#include "grammar/reasoning_constraint.h"
 #include "server/reasoning.h"
 
 namespace aerie::server {
@@ -57,6 +59,43 @@ TEST(ReasoningSplitter, PromptState) {
   EXPECT_FALSE(prompt_opens_reasoning("<think>a</think> then <|Assistant|>"));  // an earlier turn's block
   EXPECT_TRUE(prompt_opens_reasoning("<think>a</think> then <|Assistant|><think>"));
   EXPECT_FALSE(prompt_opens_reasoning("plain"));
+  EXPECT_TRUE(prompt_closes_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));  // Qwen3, thinking off
+  EXPECT_TRUE(prompt_closes_reasoning("<|Assistant|></think>"));
+  EXPECT_FALSE(prompt_closes_reasoning("<think>a</think> then <|Assistant|>"));  // an earlier turn's block
+  EXPECT_FALSE(prompt_closes_reasoning("<|Assistant|><think>"));
+  EXPECT_FALSE(prompt_closes_reasoning(""));
+}
+
+// The structured-output constraint's own reading of the split (grammar/reasoning_constraint.h's
+// advance_reasoning_phase) gives the same content as the splitter, on random texts of marker pieces fed in
+// random pieces.
+TEST(ReasoningSplitter, TheConstraintReadsTheSameSplit) {
+  const std::vector<std::string> pieces = {"<", "/",  "think", ">", "<think>", "</think>", "</",  "th",       "ink>",
+                                           " ", "\n", "a",     "{", "x</thi",  "nk>y",     "<th", "</think>{"};
+  uint64_t state = 12345;
+  auto next = [&state](size_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return size_t((state >> 33) % n);
+  };
+  for (int trial = 0; trial < 3000; ++trial) {
+    const bool in_block = trial % 2 == 0;
+    ReasoningSplitter splitter(in_block);
+    ReasoningPhase phase;
+    if (in_block) phase.kind = ReasoningPhase::Kind::kReasoning;
+    std::string reasoning, content, constraint_content, text;
+    const size_t n = 1 + next(8);
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& piece = pieces[next(pieces.size())];
+      text += piece;
+      splitter.push(piece, reasoning, content);
+      advance_reasoning_phase(phase, piece, constraint_content);
+      // Content the splitter released is content for the constraint too.
+      ASSERT_EQ(constraint_content.compare(0, content.size(), content), 0) << text;
+    }
+    splitter.finish(reasoning, content);
+    if (phase.kind == ReasoningPhase::Kind::kStart) constraint_content += phase.held;
+    EXPECT_EQ(constraint_content, content) << "'" << text << "' in block " << in_block;
+  }
 }
 
 TEST(ReasoningSplitter, ParserChoice) {

@@ -38,8 +38,10 @@ inline std::string byte_char(unsigned char b) {
 }
 
 // Ids 1-4 and 7: special tokens; 5-6, 8-...: printable ASCII, newline, a few merges, then two-letter
-// tokens up to id 255 so that every id the random model can produce decodes to text.
-inline Json tokenizer_json() {
+// tokens up to id 255 so that every id the random model can produce decodes to text. `think`: ids 254 and
+// 255 are instead "<think>" and "</think>", added tokens that are not special (as in DeepSeek-R1 and Qwen3).
+inline constexpr int kThinkOpenId = 254, kThinkCloseId = 255;
+inline Json tokenizer_json(bool think = false) {
   Json vocab = Json::object();
   int id = 8;
   vocab["!"] = 5;
@@ -50,8 +52,9 @@ inline Json tokenizer_json() {
   const std::vector<std::string> merged = {"he", "ll", "hell", "hello", "\xC4\xA0t", "\xC4\xA0th"};
   for (const std::string& m : merged) vocab[m] = id++;
   const Json merges = {"h e", "l l", "he ll", "hell o", "\xC4\xA0 t", "\xC4\xA0t h"};
-  for (char a = 'a'; id < 256; ++a)
-    for (char b = 'a'; b <= 'z' && id < 256; ++b) {
+  const int n_text = think ? kThinkOpenId : 256;
+  for (char a = 'a'; id < n_text; ++a)
+    for (char b = 'a'; b <= 'z' && id < n_text; ++b) {
       const std::string pair = std::string(1, a) + std::string(1, b) + "\xC4\xA0";  // "ab " style words
       if (!vocab.contains(pair)) vocab[pair] = id++;
     }
@@ -59,15 +62,25 @@ inline Json tokenizer_json() {
     return Json{{"id", i}, {"content", s}, {"special", true}, {"normalized", false}, {"lstrip", false},
                 {"rstrip", false}, {"single_word", false}};
   };
+  Json added = {special(1, "<|begin_of_text|>"), special(2, "<|eot_id|>"), special(3, "<|start_header_id|>"),
+                special(4, "<|end_header_id|>"), special(7, "<|python_tag|>")};
+  if (think) {
+    for (const auto& [i, s] : {std::pair{kThinkOpenId, "<think>"}, std::pair{kThinkCloseId, "</think>"}}) {
+      Json token = special(i, s);
+      token["special"] = false;
+      added.push_back(token);
+    }
+  }
   return {
       {"version", "1.0"},
-      {"added_tokens", {special(1, "<|begin_of_text|>"), special(2, "<|eot_id|>"), special(3, "<|start_header_id|>"),
-                        special(4, "<|end_header_id|>"), special(7, "<|python_tag|>")}},
+      {"added_tokens", added},
       {"normalizer", nullptr},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"single",
+         {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
         {"special_tokens",
          {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {1}}, {"tokens", {"<|begin_of_text|>"}}}}}}}},
       {"decoder", {{"type", "ByteLevel"}}},
@@ -82,19 +95,32 @@ inline constexpr const char* kTemplate =
     "{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
     "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}";
 
+// A reasoning model's template: the generation prompt opens the <think> block (DeepSeek-R1's newer
+// templates do), so the output is the reasoning, "</think>", then the answer; chat_template_kwargs
+// {"enable_thinking": false} closes an empty block instead (Qwen3's way), so the output is the answer.
+inline constexpr const char* kThinkTemplate =
+    "{{ bos_token }}{% if tools %}<|start_header_id|>system<|end_header_id|>\n\nTools: {{ tools | tojson }}<|eot_id|>"
+    "{% endif %}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+    "{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n<think>\n"
+    "{% if enable_thinking is defined and not enable_thinking %}</think>\n\n{% endif %}{% endif %}";
+
 inline void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
 }
 
-// Writes the checkpoint folder (weights, config, tokenizer, template) into `dir`.
-inline void write_checkpoint(const fs::path& dir) {
+// Writes the checkpoint folder (weights, config, tokenizer, template) into `dir`; `think`: a reasoning
+// model's tokenizer and template.
+inline void write_checkpoint(const fs::path& dir, bool think = false) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path source = kData / "llama" / "bf16_gqa_rope_scaled_tied";
   for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(source / f, dir / f);
-  write_file(dir / "tokenizer.json", tokenizer_json().dump());
-  const Json config = {{"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}, {"chat_template", kTemplate}};
+  write_file(dir / "tokenizer.json", tokenizer_json(think).dump());
+  const Json config = {{"bos_token", "<|begin_of_text|>"},
+                       {"eos_token", "<|eot_id|>"},
+                       {"chat_template", think ? kThinkTemplate : kTemplate}};
   write_file(dir / "tokenizer_config.json", config.dump());
 }
 
@@ -103,6 +129,7 @@ struct TestServerConfig {
   EngineConfig engine;
   bool draft = false;
   bool attach = true;
+  bool reasoning = false;     // a <think> model (kThinkTemplate, think tokens) served with a reasoning parser
   int64_t poison_token = -1;  // >= 0: every target forward whose batch holds this id fails (fault injection)
   bool priority_scheduling = false;  // serve --scheduling-policy priority
 
@@ -123,7 +150,7 @@ class TestServer {
  public:
   explicit TestServer(const TestServerConfig& config = TestServerConfig()) : config_(config) {
     dir_ = fs::path(::testing::TempDir()) / ("aerie_serve_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-    write_checkpoint(dir_);
+    write_checkpoint(dir_, config.reasoning);
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir_));
     model_ = load_model(dir_, pool_);
     if (config.draft) head_ = load_drafter(kData / "eagle/eagle3_midlayer_d2t", *model_, pool_);
@@ -146,7 +173,8 @@ class TestServer {
     served.tokenizer = tokenizer_.get();
     served.eos_ids = model_->eos_token_ids();
     served.tool_parser = ToolParserKind::kLlama3Json;
-    served.chat_template = kTemplate;
+    served.chat_template = config_.reasoning ? kThinkTemplate : kTemplate;
+    if (config_.reasoning) served.reasoning_parser = ReasoningParserKind::kThink;
     served.n_vocab = model_->n_vocab();
     served.synthetic_acceptance = config_.engine.spec.synthetic_acceptance;
     served.priority_scheduling = config_.priority_scheduling;

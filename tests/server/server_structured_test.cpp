@@ -2,7 +2,7 @@
 // hold the (random-weight) model to JSON by token masks. Whatever the model would have said, the output
 // parses and follows the schema, streamed and whole alike, with and without a draft head; it is compact
 // unless structured_outputs.disable_any_whitespace is false; schemas the compiler does not support, and
-// conflicting or malformed requests, get a 400 naming the field.
+// conflicting or malformed requests, get a 400 naming the field. /v1/completions takes the same fields.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -306,6 +306,70 @@ TEST_P(ServeStructured, RegexOutputMatchesTheWholePattern) {
         streamed += event["choices"][0]["delta"]["content"].get<std::string>();
     EXPECT_TRUE(std::regex_match(streamed, reference)) << "streamed: '" << streamed << "'";
   }
+  // /v1/completions reads the same fields.
+  const Json completion = {{"prompt", "Answer:"}, {"max_tokens", 30}, {"temperature", 1.0}, {"seed", 3},
+                           {"n", 3}, {"structured_outputs", {{"regex", pattern}}}};
+  const HttpResult r = post(*client, "/v1/completions", completion.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json reply = r.json();
+  for (const Json& choice : reply["choices"]) {
+    const std::string text = choice["text"].get<std::string>();
+    EXPECT_TRUE(std::regex_match(text, reference)) << "completions: '" << text << "'";
+  }
+}
+
+// vLLM's structured_outputs.json (a schema) and guided_json on chat: the same as response_format json_schema.
+TEST_P(ServeStructured, StructuredOutputsJsonIsASchema) {
+  auto client = server().client();
+  for (const Json& extra : {Json{{"structured_outputs", {{"json", kSchema}}}}, Json{{"guided_json", kSchema.dump()}}}) {
+    const HttpResult r = post(*client, "/v1/chat/completions", chat(extra).dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json reply = r.json();
+    EXPECT_EQ(reply["choices"][0]["finish_reason"], "stop");
+    expect_follows_schema(Json::parse(reply["choices"][0]["message"]["content"].get<std::string>()));
+  }
+}
+
+// /v1/completions takes the same fields: whole and streamed, the text follows the schema or the choices.
+TEST_P(ServeStructured, CompletionsTakeStructuredOutputs) {
+  auto client = server().client();
+  const Json format = {{"type", "json_schema"}, {"json_schema", {{"name", "report"}, {"schema", kSchema}}}};
+  for (const Json& extra : {Json{{"structured_outputs", {{"json", kSchema}}}}, Json{{"guided_json", kSchema}},
+                            Json{{"response_format", format}}}) {
+    Json body = {{"prompt", "The weather report as JSON:"}, {"max_tokens", 300}, {"temperature", 0}};
+    for (auto& [key, value] : extra.items()) body[key] = value;
+    const HttpResult r = post(*client, "/v1/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json reply = r.json();
+    const std::string text = reply["choices"][0]["text"];
+    EXPECT_EQ(reply["choices"][0]["finish_reason"], "stop") << text;
+    expect_follows_schema(Json::parse(text));
+    body["stream"] = true;
+    const SseResult s = post_stream(*client, "/v1/completions", body);
+    ASSERT_TRUE(s.done);
+    EXPECT_EQ(stream_text(s), text) << extra;
+  }
+  const std::vector<std::string> options = {"sunny", "rain", "snow"};
+  for (const char* field : {"structured_outputs", "guided_choice"}) {
+    Json body = {{"prompt", "Tomorrow:"}, {"max_tokens", 10}, {"temperature", 1.0}, {"seed", 2}, {"n", 3}};
+    if (std::string(field) == "guided_choice") body["guided_choice"] = options;
+    else body["structured_outputs"] = {{"choice", options}};
+    const Json reply = post(*client, "/v1/completions", body.dump()).json();
+    for (const Json& choice : reply["choices"])
+      EXPECT_NE(std::find(options.begin(), options.end(), choice["text"].get<std::string>()), options.end()) << choice;
+  }
+  Json object = {{"prompt", "JSON:"},
+                 {"max_tokens", 60},
+                 {"temperature", 0},
+                 {"structured_outputs", {{"json_object", true}}}};
+  const std::string text = post(*client, "/v1/completions", object.dump()).json()["choices"][0]["text"];
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text[0], '{') << text;
+  // Errors name the field on this endpoint too.
+  object["structured_outputs"] = {{"json_object", true}, {"choice", options}};
+  const HttpResult bad = post(*client, "/v1/completions", object.dump());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.json()["error"]["param"], "structured_outputs.choice") << bad.body;
 }
 
 INSTANTIATE_TEST_SUITE_P(DraftOrNot, ServeStructured, ::testing::Bool(),
@@ -339,8 +403,12 @@ TEST(ServeStructuredErrors, BadSchemasAndConflictsAre400) {
   EXPECT_EQ(e["param"], "structured_outputs");
   e = error_of(chat({{"structured_outputs", {{"disable_any_whitespace", "yes"}}}}, 50));
   EXPECT_EQ(e["param"], "structured_outputs.disable_any_whitespace");
-  e = error_of(chat({{"structured_outputs", {{"json", {{"type", "object"}}}}}}, 50));
-  EXPECT_EQ(e["param"], "structured_outputs.json");  // refused, not silently unconstrained
+  e = error_of(chat({{"structured_outputs", {{"whitespace_pattern", " "}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.whitespace_pattern");  // refused, not silently ignored
+  e = error_of(chat({{"structured_outputs", {{"json", {{"type", "string"}, {"pattern", "(?<=a)b"}}}}}}, 50));
+  EXPECT_EQ(e["param"], "structured_outputs.json");
+  e = error_of(chat({{"tools", kTools}, {"tool_choice", "required"}, {"guided_json", {{"type", "object"}}}}, 50));
+  EXPECT_EQ(e["param"], "guided_json");
   e = error_of(chat({{"structured_outputs", {{"choice", Json::array()}}}}, 50));
   EXPECT_EQ(e["param"], "structured_outputs.choice");
   e = error_of(chat({{"structured_outputs", {{"choice", {"a", ""}}}}}, 50));
