@@ -238,21 +238,23 @@ std::vector<std::string> read_choice_list(const Json& list, const std::string& p
   return out;
 }
 
-// structured_outputs (vLLM's spelling): {"disable_any_whitespace": bool} and {"choice": [strings]} are read
-// here. disable_any_whitespace absent or true: the structured output is compact (no whitespace between JSON
-// tokens); false: whitespace where JSON allows it. choice: the output is exactly one of the strings (vLLM's
-// older top-level `guided_choice` too). vLLM's other keys (json, regex, grammar, whitespace_pattern, ...) are
-// refused by name rather than ignored, so a request never silently loses a constraint it asked for.
+// structured_outputs (vLLM's spelling): {"disable_any_whitespace": bool}, {"choice": [strings]} and
+// {"grammar": text} are read here. disable_any_whitespace absent or true: the structured output is compact
+// (no whitespace between JSON tokens); false: whitespace where JSON allows it. choice: the output is exactly
+// one of the strings (vLLM's older top-level `guided_choice` too). grammar: read_grammar_fields. vLLM's
+// other keys (json, regex, whitespace_pattern, ...) are refused by name rather than ignored, so a request
+// never silently loses a constraint it asked for.
 void read_structured_outputs(const Json& body, ChatRequest& request) {
   if (const Json* guided = fields::find(body, "guided_choice"); guided && !guided->is_null())
     request.choice = read_choice_list(*guided, "guided_choice");
   const Json* options = fields::get_object(body, "structured_outputs", "structured_outputs");
   if (!options) return;
   for (const auto& [key, value] : options->items()) {
-    if (key == "disable_any_whitespace" || key == "choice" || value.is_null()) continue;
+    if (key == "disable_any_whitespace" || key == "choice" || key == "grammar" || value.is_null()) continue;
     fields::throw_invalid_value("structured_outputs." + key,
                                 "Invalid 'structured_outputs." + key + "': not supported here; the supported keys "
-                                "are 'disable_any_whitespace' and 'choice' (use response_format for JSON schemas).");
+                                "are 'disable_any_whitespace', 'choice' and 'grammar' (use response_format for JSON "
+                                "schemas).");
   }
   request.json_any_whitespace =
       !fields::get_bool(*options, "disable_any_whitespace", "structured_outputs.disable_any_whitespace").value_or(true);
@@ -265,6 +267,27 @@ void read_structured_outputs(const Json& body, ChatRequest& request) {
 }
 
 }  // namespace
+
+GrammarSpec read_grammar_fields(const Json& body) {
+  GrammarSpec out;
+  auto read = [&](const Json* value, const std::string& param, bool gbnf_only) {
+    if (!value || value->is_null()) return;
+    if (!value->is_string())
+      fields::throw_invalid_value(param, "Invalid '" + param + "': expected a grammar as a string, got " +
+                                             fields::type_name(*value) + ".");
+    if (out.given())
+      fields::throw_invalid_value(param, "Invalid '" + param + "': a grammar is already given in '" + out.param +
+                                             "'; give one grammar.");
+    out.text = value->get<std::string>();
+    out.param = param;
+    out.gbnf_only = gbnf_only;
+  };
+  read(fields::find(body, "grammar"), "grammar", true);
+  read(fields::find(body, "guided_grammar"), "guided_grammar", false);
+  if (const Json* options = fields::find(body, "structured_outputs"); options && options->is_object())
+    read(fields::find(*options, "grammar"), "structured_outputs.grammar", false);
+  return out;
+}
 
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
   return chat_request_from_json(fields::parse_body(body), limits);
@@ -293,6 +316,7 @@ ChatRequest chat_request_from_json(const Json& body, const RequestLimits& limits
   request.parallel_tool_calls = fields::get_bool(body, "parallel_tool_calls", "parallel_tool_calls").value_or(true);
   request.response_format = read_response_format(body);
   read_structured_outputs(body, request);
+  request.grammar = read_grammar_fields(body);
   if (const Json* kwargs = fields::get_object(body, "chat_template_kwargs", "chat_template_kwargs")) {
     request.chat_template_kwargs = *kwargs;
   }

@@ -104,6 +104,20 @@ struct ResponseFormat {
   bool strict = false;                       // json_schema.strict (the output always follows the schema here)
 };
 
+// A context-free grammar the output must match: llama.cpp's `grammar` (GBNF only), vLLM's
+// structured_outputs.grammar or its older guided_grammar (GBNF, or the Lark subset when the text has no
+// "::="; grammar/cfg_parse.h). The text is compiled where the constraint is made.
+struct GrammarSpec {
+  std::string text;
+  std::string param;        // the field it came from; "" when no grammar was given
+  bool gbnf_only = false;   // llama.cpp's field
+  bool given() const { return !param.empty(); }
+};
+
+// The grammar fields of a request body (one of them at most: 400 naming the second otherwise; 400 unless a
+// string). Shared by both endpoints.
+GrammarSpec read_grammar_fields(const nlohmann::ordered_json& body);
+
 struct ChatRequest : SamplingRequest {
   // The messages as the chat template wants them: each message as given, with content a string (text parts
   // joined by '\n', as vLLM) or null (an assistant message with only tool_calls).
@@ -117,6 +131,7 @@ struct ChatRequest : SamplingRequest {
   bool json_any_whitespace = false;
   // structured_outputs.choice (or guided_choice): the output is exactly one of these strings; empty: none.
   std::vector<std::string> choice;
+  GrammarSpec grammar;  // not given() when the request has none
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 

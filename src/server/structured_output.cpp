@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "grammar/cfg_constraint.h"
+#include "grammar/cfg_parse.h"
 #include "grammar/choice_constraint.h"
 #include "grammar/json_constraint.h"
 #include "grammar/json_schema.h"
@@ -28,6 +30,17 @@ OutputSchema output_schema_for(const ChatRequest& request) {
     out.param = "tools";
   }
   const ResponseFormat& format = request.response_format;
+  if (request.grammar.given()) {
+    const std::string& param = request.grammar.param;
+    if (!request.choice.empty())
+      fields::throw_invalid_value(param, "Invalid '" + param + "': a grammar cannot be combined with a choice list.");
+    if (out.forced != ForcedTools::kNone || format.type != ResponseFormatType::kText)
+      fields::throw_invalid_value(param, "Invalid '" + param + "': a grammar cannot be combined with a JSON "
+                                         "response_format or a tool_choice that forces calls.");
+    out.grammar = request.grammar;
+    out.param = param;
+    return out;
+  }
   if (!request.choice.empty()) {
     if (out.forced != ForcedTools::kNone || format.type != ResponseFormatType::kText)
       fields::throw_invalid_value("structured_outputs.choice", "Invalid 'structured_outputs.choice': a choice list "
@@ -74,6 +87,16 @@ std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, 
   if (!output.choice.empty()) {
     try {
       return make_choice_constraint(output.choice, backend.vocabulary);
+    } catch (const Error& e) {
+      throw ApiError::invalid_request(std::string("Invalid '") + output.param + "': " + e.what(), output.param,
+                                      "invalid_value");
+    }
+  }
+  if (output.grammar.given()) {
+    try {
+      const GrammarSpec& spec = output.grammar;
+      return make_cfg_constraint(spec.gbnf_only ? parse_gbnf(spec.text) : compile_grammar(spec.text),
+                                 backend.vocabulary);
     } catch (const Error& e) {
       throw ApiError::invalid_request(std::string("Invalid '") + output.param + "': " + e.what(), output.param,
                                       "invalid_value");
