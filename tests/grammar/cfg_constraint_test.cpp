@@ -46,7 +46,7 @@ product: NUMBER | "(" sum ")"
 NUMBER: "1".."3"+)g",
 };
 
-// Every character the grammars use, plus a few they refuse, and the two halves of "é".
+// Every character the grammars use, plus a few they refuse, and pieces of multi-byte characters.
 std::vector<std::string> vocabulary_bytes() {
   const std::vector<std::string> chars = {"0", "1", "2", "+", "-", "*", "(", ")", "{", "}", "[", "]", "\"", ":", ",",
                                           "t", "r", "u", "e", "a", "b", "x", "K", "N", "Q", "=", "#", "O", " ",
@@ -56,6 +56,9 @@ std::vector<std::string> vocabulary_bytes() {
     for (size_t j = 0; j < chars.size(); j += 3) bytes.push_back(chars[i] + chars[j]);
   bytes.push_back("\xc3");
   bytes.push_back("\xa9");
+  // Malformed UTF-8 (an overlong form, a surrogate, above U+10FFFF) and the halves of a three-byte "€".
+  for (const char* b : {"\xc1\xa9", "\xe0\x80\xa9", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82", "\xac"})
+    bytes.push_back(b);
   bytes.push_back("- ");
   bytes.push_back("true");
   bytes.push_back("O-O");

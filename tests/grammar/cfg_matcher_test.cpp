@@ -101,12 +101,13 @@ TEST(CfgMatcher, FeedIsAllOrNothing) {
   EXPECT_FALSE(m.finished());
 }
 
-TEST(CfgMatcher, AmbiguityKeepsOneStack) {
-  // ("a" | "a")* would double its parses at every byte without merging.
+TEST(CfgMatcher, AmbiguityStaysBounded) {
+  // ("a" | "a")* would double its parses at every byte without merging: it keeps one stack per
+  // alternative, and (a | aa)* three, whatever the length.
   const auto g = parse_gbnf("root ::= (\"a\" | \"a\")* | (\"a\" | \"aa\")*");
   CfgMatcher m(*g);
   for (int i = 0; i < 2000; ++i) ASSERT_TRUE(m.feed(uint8_t('a'))) << i;
-  EXPECT_LE(m.n_stacks(), 4u);
+  EXPECT_LE(m.n_stacks(), 5u);
   EXPECT_TRUE(m.accepting());
 }
 
