@@ -3,8 +3,9 @@
 //
 //   auto constraint = make_cfg_constraint(compile_grammar(text), vocabulary);
 //
-// allowed_tokens() walks the trie with one matcher state per trie depth (reused from mask to mask, so
-// the steady state does not allocate): a token is allowed when every one of its bytes is taken. An end
+// allowed_tokens() walks the trie with a matcher state per trie depth (memoised, see CfgMaskScratch; the
+// buffers are reused from mask to mask, so the steady state does not allocate): a token is allowed when
+// every one of its bytes is taken. An end
 // token is allowed exactly when the start rule is complete (accepting()); finished() when it is complete
 // and no byte may follow. One constraint object is used by one thread at a time.
 #pragma once
@@ -18,6 +19,22 @@
 #include "sample/token_constraint.h"
 
 namespace aerie {
+
+// The mask walk's buffers (reused from mask to mask). The walk memoises transitions: each distinct state
+// it meets goes into `pool` (up to kCfgMaskPoolStates per mask) with a row of 256 successors, so a state
+// that recurs — a string's loop returns to the same state after every character — costs one lookup per
+// trie node instead of a copy and an expansion. Past the pool's size the walk computes states directly.
+inline constexpr size_t kCfgMaskPoolStates = 1024;
+struct CfgMaskScratch {
+  std::vector<CfgMatcher> pool;
+  std::vector<uint64_t> pool_hash;
+  size_t n_pool = 0;
+  std::vector<int32_t> successor;  // [n_pool * 256]: kUnknown, kRefused or a pool index
+  std::vector<int32_t> table;      // open addressing over pool_hash: pool index + 1, 0 when empty
+  std::vector<int32_t> at;         // per trie depth: the state's pool index, or kDirect (in direct[depth])
+  std::vector<CfgMatcher> direct;  // per trie depth, for states outside the pool
+  CfgMatcher candidate;
+};
 
 class CfgConstraint final : public TokenConstraint {
  public:
@@ -34,7 +51,7 @@ class CfgConstraint final : public TokenConstraint {
   std::shared_ptr<const CfgGrammar> grammar_;
   std::shared_ptr<const TokenTrie> vocabulary_;
   CfgMatcher matcher_;
-  mutable std::vector<CfgMatcher> states_;  // allowed_tokens' walk, one per trie depth; not cloned
+  mutable CfgMaskScratch scratch_;  // allowed_tokens' buffers; not cloned
 };
 
 // Throws aerie::Error when the grammar's start exceeds the matcher's bounds.

@@ -163,6 +163,12 @@ bool CfgMatcher::advance(uint8_t byte, CfgMatcher& next) const {
   return !next.ends_.empty() || next.accepting_;
 }
 
+uint64_t CfgMatcher::hash() const {
+  uint64_t h = accepting_ ? 0x9E3779B97F4A7C15ull : 0;
+  for (const uint64_t s : hashes_) h = (h ^ s) * 1099511628211ull + 0x632BE59BD9B4E019ull;
+  return h;
+}
+
 bool CfgMatcher::feed(uint8_t byte) {
   CfgMatcher next;
   if (!advance(byte, next)) return false;

@@ -57,6 +57,14 @@ class CfgMatcher {
   bool finished() const { return accepting_ && ends_.empty(); }
   size_t n_stacks() const { return ends_.size(); }
 
+  // For memoising transitions (cfg_constraint.cpp): equal states (same stacks in the same order) have equal
+  // hashes, and advance() is a pure function of the state and the byte.
+  uint64_t hash() const;
+  bool same_state(const CfgMatcher& other) const {
+    return grammar_ == other.grammar_ && accepting_ == other.accepting_ && ends_ == other.ends_ &&
+           partial_ == other.partial_ && frames_ == other.frames_;
+  }
+
  private:
   bool expand();
   bool add_stack(const uint32_t* frames, size_t n, uint32_t partial);

@@ -75,7 +75,7 @@ TEST(CfgConstraint, MasksMatchABruteForceReferenceAlongRandomWalks) {
   for (const char* text : kGrammars) {
     const auto grammar = compile_grammar(text);
     int n_ended = 0;
-    for (int walk = 0; walk < 25; ++walk) {
+    for (int walk = 0; walk < 10; ++walk) {
       std::unique_ptr<TokenConstraint> constraint = make_cfg_constraint(grammar, trie);
       std::string so_far;
       std::vector<uint8_t> allowed;
@@ -132,6 +132,26 @@ TEST(CfgConstraint, FinishedWhenNothingMayFollow) {
   EXPECT_TRUE(c->finished());
   c->allowed_tokens(allowed);
   EXPECT_EQ(allowed, (std::vector<uint8_t>{0, 0, 0, 0, 1}));
+}
+
+// A walk through more distinct states than the mask's memo holds (a 1200-byte-deep trie of "a"s under a
+// counting grammar: every depth is a new state) goes on past the memo, computing states directly.
+TEST(CfgConstraint, WalksPastTheMemoOfStates) {
+  std::vector<std::string> bytes;
+  for (int k = 1; k <= 1200; ++k) bytes.push_back(std::string(size_t(k), 'a'));
+  bytes.push_back("");
+  const int32_t end = int32_t(bytes.size() - 1);
+  auto trie = std::make_shared<const TokenTrie>(bytes, std::vector<int32_t>{end}, std::vector<int32_t>{});
+  auto c = make_cfg_constraint(parse_gbnf("root ::= \"a\"{0,1100}"), trie);
+  ASSERT_GT(1100u, kCfgMaskPoolStates);
+  for (int round = 0; round < 2; ++round) {  // the second mask reuses the buffers
+    std::vector<uint8_t> allowed;
+    c->allowed_tokens(allowed);
+    for (int k = 1; k <= 1200; ++k) ASSERT_EQ(allowed[size_t(k - 1)], k <= 1100 ? 1 : 0) << k;
+    EXPECT_EQ(allowed[size_t(end)], 1);
+  }
+  ASSERT_TRUE(c->accept(1099));  // 1100 a's
+  EXPECT_TRUE(c->finished());
 }
 
 }  // namespace
