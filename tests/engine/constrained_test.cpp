@@ -171,7 +171,7 @@ TEST_F(Constrained, EachChoiceWorksOnItsOwnCopy) {
 // matcher's stack (the parentheses' depth). No end tokens: the output runs to max_tokens.
 std::shared_ptr<const TokenConstraint> arithmetic_constraint(int64_t n_vocab) {
   const std::string alphabet = "0123456789+*()";
-  std::vector<std::string> bytes(size_t(n_vocab));
+  std::vector<std::string> bytes(static_cast<size_t>(n_vocab));
   for (int64_t t = 0; t < n_vocab; ++t) {
     bytes[size_t(t)] = alphabet.substr(size_t(t) % alphabet.size(), 1);
     if ((t / int64_t(alphabet.size())) % 2 == 1) bytes[size_t(t)] += alphabet[size_t(t / 3) % alphabet.size()];

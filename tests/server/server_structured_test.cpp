@@ -363,7 +363,7 @@ TEST(ServeStructuredErrors, BadGrammarsAndConflictsAre400NamingTheField) {
   auto message = [](const Json& e) { return e["message"].get<std::string>(); };
   Json e = error_of(chat({{"grammar", "root ::= ( \"a\""}}, 20));
   EXPECT_EQ(e["param"], "grammar");
-  EXPECT_NE(message(e).find("line 1, column 16: expected ')'"), std::string::npos) << e;
+  EXPECT_NE(message(e).find("line 1, column 15: expected ')'"), std::string::npos) << e;
   e = error_of(chat({{"grammar", "start: \"a\""}}, 20));  // llama.cpp's field is GBNF only
   EXPECT_EQ(e["param"], "grammar");
   EXPECT_NE(message(e).find("expected '::='"), std::string::npos) << e;
