@@ -193,24 +193,42 @@ class Lowering {
 
   bool nullable(const CfgElement& e) const { return e.kind == CfgElementKind::kRule && nullable_[e.index]; }
 
-  // Fixpoints for nullable and productive rules, then the dead alternatives, left recursion and nullable
-  // repetitions (see the header).
-  void analyse() {
+  // Nullable and productive rules by worklists, linear in the grammar's size (a fixpoint that sweeps all
+  // rules until nothing changes is quadratic on a long chain of rules defined in the wrong order).
+  // waiting[a]: the elements of alternative a that do not yet have the property (a terminal never does).
+  std::vector<uint8_t> solve(bool nullable_property) const {
     const size_t n = bodies_.size();
-    nullable_.assign(n, 0);
-    std::vector<uint8_t> productive(n, 0);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; ++r)
-        for (const Alternative& alt : bodies_[r]) {
-          const bool all_nullable = std::all_of(alt.begin(), alt.end(), [&](const CfgElement& e) { return nullable(e); });
-          const bool all_productive = std::all_of(alt.begin(), alt.end(), [&](const CfgElement& e) {
-            return e.kind != CfgElementKind::kRule || productive[e.index];
-          });
-          if (all_nullable && !nullable_[r]) nullable_[r] = 1, changed = true;
-          if (all_productive && !productive[r]) productive[r] = 1, changed = true;
+    std::vector<uint8_t> has(n, 0);
+    std::vector<uint32_t> rule_of, waiting;
+    std::vector<std::vector<uint32_t>> uses(n);  // per rule: the alternatives referring to it, per reference
+    std::vector<uint32_t> ready;
+    for (size_t r = 0; r < n; ++r)
+      for (const Alternative& alt : bodies_[r]) {
+        const auto a = uint32_t(waiting.size());
+        rule_of.push_back(uint32_t(r));
+        uint32_t count = 0;
+        for (const CfgElement& e : alt) {
+          if (e.kind == CfgElementKind::kRule) uses[e.index].push_back(a), ++count;
+          else if (nullable_property) count = UINT32_MAX / 2;  // never nullable
         }
+        waiting.push_back(count);
+        if (count == 0) ready.push_back(uint32_t(r));
+      }
+    while (!ready.empty()) {
+      const uint32_t r = ready.back();
+      ready.pop_back();
+      if (has[r]) continue;
+      has[r] = 1;
+      for (const uint32_t a : uses[r])
+        if (--waiting[a] == 0) ready.push_back(rule_of[a]);
     }
+    return has;
+  }
+
+  // The dead alternatives, left recursion and nullable repetitions (see the header).
+  void analyse() {
+    nullable_ = solve(true);
+    const std::vector<uint8_t> productive = solve(false);
     AERIE_CHECK(productive[grammar_.root], what_, ": the start rule '", names_[grammar_.root],
                 "' matches no finite string (every alternative recurses without end)");
     for (auto& alts : bodies_)

@@ -289,9 +289,11 @@ class GbnfParser {
   }
 
   CfgExpr postfix(CfgExpr item) {
-    for (;;) {
+    for (int n = 0;; ++n) {
       const char c = text_.peek();
       if (c != '*' && c != '+' && c != '?' && c != '{') return item;
+      // Each operator nests the item once more (and lowering recurses through the nesting).
+      if (n == kCfgMaxNesting) text_.fail(str_cat("more than ", kCfgMaxNesting, " repetition operators on one item"));
       CfgExpr rep = text_.node(CfgExpr::Kind::kRepeat);
       text_.advance();
       if (c == '*') rep.min = 0, rep.max = kCfgUnbounded;

@@ -135,11 +135,22 @@ TEST(CfgMatcher, HugeRepetitionsStayLinear) {
   EXPECT_LE(g->elements.size(), 70000u);
 }
 
+TEST(CfgMatcher, LongChainsOfRulesCompile) {
+  // 10000 rules, each defined before the one it needs: the grammar checks run in one pass, not one per rule.
+  std::string text = "root ::= r0 \"!\"\n";
+  for (int i = 0; i < 10000; ++i) text += str_cat("r", i, " ::= r", i + 1, "\n");
+  text += "r10000 ::= \"x\" | \"\"\n";
+  const auto g = parse_gbnf(text);
+  CfgMatcher m(*g);
+  EXPECT_TRUE(m.feed(std::string_view("x!")));
+  EXPECT_TRUE(m.finished());
+}
+
 TEST(CfgMatcher, ExponentialExpansionIsBounded) {
   // Each level doubles the ways to expand to nothing: 2^30 paths without the bound.
   std::string text = "root ::= r0 \"x\"\n";
   for (int i = 0; i < 30; ++i)
-    text += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " r" + std::to_string(i + 1) + " | \"y\"\n";
+    text += str_cat("r", i, " ::= r", i + 1, " r", i + 1, " | \"y\"\n");
   text += "r30 ::= \"z\" | \"\"\n";
   const auto g = parse_gbnf(text);
   EXPECT_THROW({ CfgMatcher m(*g); }, Error);
@@ -148,7 +159,7 @@ TEST(CfgMatcher, ExponentialExpansionIsBounded) {
   // grammar is).
   auto alternatives = [](int n, const std::string& lead) {
     std::string s;
-    for (int i = 0; i < n; ++i) s += (i ? " | \"" : "\"") + lead + std::to_string(i) + "\"";
+    for (int i = 0; i < n; ++i) s += str_cat(i ? " | \"" : "\"", lead, i, "\"");
     return s;
   };
   const auto wide = parse_gbnf("root ::= \"a\" x\nx ::= " + alternatives(1000, ""));

@@ -132,6 +132,7 @@ TEST(CfgParse, BadGrammarsAreClearErrors) {
          return s;
        }(), "elements after expanding repetitions"},
       {"root ::= \"\xff\"", "not valid UTF-8"},
+      {std::string("root ::= \"a\"").append(101, '?'), "more than 100 repetition operators"},
       {"", "the grammar is empty"},  // the Lark subset from here on (an empty grammar is read as Lark)
       {"// only a comment", "the grammar is empty"},
       {"start: /[0-9]+/", "regular-expression terminals (/.../) are not supported"},
