@@ -81,9 +81,7 @@ bool CfgConstraint::accept(int64_t token) {
 }
 
 std::unique_ptr<TokenConstraint> CfgConstraint::clone() const {
-  auto copy = std::make_unique<CfgConstraint>(*this);
-  copy->scratch_ = CfgMaskScratch();
-  return copy;
+  return std::make_unique<CfgConstraint>(*this);
 }
 
 std::unique_ptr<TokenConstraint> make_cfg_constraint(std::shared_ptr<const CfgGrammar> grammar,

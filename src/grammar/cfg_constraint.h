@@ -39,6 +39,10 @@ struct CfgMaskScratch {
 class CfgConstraint final : public TokenConstraint {
  public:
   CfgConstraint(std::shared_ptr<const CfgGrammar> grammar, std::shared_ptr<const TokenTrie> vocabulary);
+  // The state, not the mask buffers (clone() runs per verification step: it must stay cheap).
+  CfgConstraint(const CfgConstraint& other)
+      : TokenConstraint(), grammar_(other.grammar_), vocabulary_(other.vocabulary_), matcher_(other.matcher_) {}
+  CfgConstraint& operator=(const CfgConstraint&) = delete;
 
   void allowed_tokens(std::vector<uint8_t>& allowed) const override;
   bool accept(int64_t token) override;
