@@ -63,6 +63,14 @@ promotion ::= "=" [QRBN]
 check ::= "+" | "#")g",
      {"e4", "Nf3 O-O-O exd5", "Qh4#", "e8=Q+", "Raxd1"},
      {"e9", "O-O-O-O", "Kx", "e4  e5", "Pe4"}},
+    // The style of llama.cpp's schema-generated grammars: an empty first alternative, bounded counts,
+    // escaped backslashes in classes.
+    {R"g(root ::= "[" space item ("," space item){1,2} "]" space
+item ::= "\"" char{1,5} "\"" space
+char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\bfnrt] | "u" [0-9a-fA-F]{4})
+space ::= | " " | "\n" [ \t]{0,3})g",
+     {R"j(["ab", "c"])j", R"j(["a\u00e9","b\n"] )j", "[\"a\",\n  \"b\"]\n\t"},
+     {R"j(["a"])j", R"j(["", "b"])j", R"j(["abcdef","b"])j", R"j(["a","b"]  )j", "[\"a\x7f\",\"b\"]"}},
     // Escapes, any-character and negated classes.
     {R"g(root ::= "\x41\u00e9\U0001F600" . [^a-c\]] "\t\"\[")g",
      {"A\xc3\xa9\xf0\x9f\x98\x80zd\t\"[", "A\xc3\xa9\xf0\x9f\x98\x80\n\xe2\x82\xac\t\"["},
