@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes every parser of untrusted bytes (tests/fuzz: OpenAI requests, tool-call text, JSON schemas, chat
+# Fuzzes every parser of untrusted bytes (tests/fuzz: OpenAI requests, tool-call text, JSON schemas, grammars, chat
 # templates, tokenizer.json, safetensors, torch zip, pickle) under ASan + UBSan, in the sanitizer stage's
 # build folder ${AERIE_ASAN_BUILD_DIR:-build-asan}. Each target first replays its committed corpus
 # (tests/fuzz/corpus/<target>: real inputs and the inputs of past crashes), then mutates it for
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-20}"
 jobs="${AERIE_JOBS:-$(nproc)}"
-all_targets="openai_request tool_parser json_schema jinja tokenizer safetensors torch_zip pickle gguf"
+all_targets="openai_request tool_parser json_schema grammar jinja tokenizer safetensors torch_zip pickle gguf"
 read -r -a targets <<< "${FUZZ_TARGETS:-$all_targets}"
 
 if [[ "${AERIE_FUZZ_ENGINE:-driver}" == libfuzzer ]]; then

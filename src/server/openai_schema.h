@@ -66,6 +66,16 @@ struct ResponseFormat {
   bool strict = false;                      // json_schema.strict (the output always follows the schema here)
 };
 
+// A context-free grammar the output must match: llama.cpp's `grammar` (GBNF only), vLLM's
+// structured_outputs.grammar or its older guided_grammar (GBNF, or the Lark subset when the text has no
+// "::="; grammar/cfg_parse.h). The text is compiled where the constraint is made.
+struct GrammarSpec {
+  std::string text;
+  std::string param;        // the field it came from; "" when no grammar was given
+  bool gbnf_only = false;   // llama.cpp's field
+  bool given() const { return !param.empty(); }
+};
+
 // Fields both endpoints share. Ranges follow OpenAI and vLLM: temperature [0, 2], top_p (0, 1], top_k -1
 // (or 0: off) or >= 1, min_p [0, 1], presence/frequency penalty [-2, 2], repetition_penalty (0, 10], n [1, 128], top_logprobs and prompt_logprobs [0, 20],
 // logit_bias values [-100, 100]; decimals are checked as the floats the sampler uses (fields::get_float).
@@ -111,6 +121,7 @@ struct SamplingRequest {
   // structured_outputs.regex (or guided_regex): the whole output matches this regex; nullopt: none.
   std::optional<std::string> regex;
   std::string regex_param;  // the field it came from
+  GrammarSpec grammar;      // grammar, structured_outputs.grammar or guided_grammar
 };
 
 enum class ToolChoiceMode { kNone, kAuto, kRequired, kFunction };

@@ -116,6 +116,7 @@ void check_one_constraint(const SamplingRequest& request) {
   if (request.json_object) given.push_back("structured_outputs.json_object");
   if (!request.choice.empty()) given.push_back(request.choice_param);
   if (request.regex) given.push_back(request.regex_param);
+  if (request.grammar.given()) given.push_back(request.grammar.param);
   if (given.size() < 2) return;
   fields::throw_invalid_value(given[1], "Invalid '" + given[1] +
                                             "': only one structured-output constraint may be "
@@ -131,12 +132,12 @@ void read_structured_output_fields(const Json& body, SamplingRequest& request) {
   if (options) {
     for (const auto& [key, value] : options->items()) {
       if (key == "disable_any_whitespace" || key == "choice" || key == "json" || key == "json_object" ||
-          key == "regex" || value.is_null())
+          key == "regex" || key == "grammar" || value.is_null())
         continue;
       fields::throw_invalid_value("structured_outputs." + key,
                                   "Invalid 'structured_outputs." + key +
                                       "': not supported here; the supported keys "
-                                      "are 'json', 'json_object', 'choice', 'regex' and 'disable_any_whitespace'.");
+                                      "are 'json', 'json_object', 'choice', 'regex', 'grammar' and 'disable_any_whitespace'.");
     }
     request.json_any_whitespace = !fields::get_bool(*options, "disable_any_whitespace",
                                                     "structured_outputs.disable_any_whitespace")
@@ -159,6 +160,21 @@ void read_structured_output_fields(const Json& body, SamplingRequest& request) {
     request.regex = regex->get<std::string>();
     request.regex_param = param;
   }
+  // Grammars: llama.cpp's `grammar` (GBNF), vLLM's guided_grammar and structured_outputs.grammar (GBNF or
+  // Lark); one of the three at most.
+  auto read_grammar = [&](const Json* value, const std::string& name, bool gbnf_only) {
+    if (!value || value->is_null()) return;
+    if (!value->is_string())
+      fields::throw_invalid_value(name, "Invalid '" + name + "': expected a grammar as a string, got " +
+                                            fields::type_name(*value) + ".");
+    if (request.grammar.given())
+      fields::throw_invalid_value(name, "Invalid '" + name + "': a grammar is already given in '" +
+                                            request.grammar.param + "'; give one grammar.");
+    request.grammar = GrammarSpec{value->get<std::string>(), name, gbnf_only};
+  };
+  read_grammar(fields::find(body, "grammar"), "grammar", true);
+  read_grammar(fields::find(body, "guided_grammar"), "guided_grammar", false);
+  if (options) read_grammar(fields::find(*options, "grammar"), "structured_outputs.grammar", false);
   check_one_constraint(request);
 }
 

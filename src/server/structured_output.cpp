@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "grammar/cfg_constraint.h"
+#include "grammar/cfg_parse.h"
 #include "grammar/choice_constraint.h"
 #include "grammar/json_constraint.h"
 #include "grammar/json_schema.h"
@@ -25,6 +27,9 @@ OutputSchema output_schema_for(const SamplingRequest& request) {
   } else if (request.regex) {
     out.regex = request.regex;
     out.param = request.regex_param;
+  } else if (request.grammar.given()) {
+    out.grammar = request.grammar;
+    out.param = request.grammar.param;
   } else if (!request.json_schema.is_null()) {
     out.schema = request.json_schema;
     out.param = request.json_schema_param;
@@ -122,6 +127,16 @@ std::shared_ptr<const TokenConstraint> make_output_constraint(Backend& backend, 
   if (output.regex) {
     try {
       return make_regex_constraint(compile_output_regex(*output.regex), backend.vocabulary);
+    } catch (const Error& e) {
+      throw ApiError::invalid_request(std::string("Invalid '") + output.param + "': " + e.what(), output.param,
+                                      "invalid_value");
+    }
+  }
+  if (output.grammar.given()) {
+    try {
+      const GrammarSpec& spec = output.grammar;
+      return make_cfg_constraint(spec.gbnf_only ? parse_gbnf(spec.text) : compile_grammar(spec.text),
+                                 backend.vocabulary);
     } catch (const Error& e) {
       throw ApiError::invalid_request(std::string("Invalid '") + output.param + "': " + e.what(), output.param,
                                       "invalid_value");

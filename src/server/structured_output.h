@@ -26,8 +26,9 @@ struct OutputSchema {
   bool any_whitespace = false;              // whitespace between JSON tokens (default: compact)
   std::vector<std::string> choice;          // instead of a schema: the output is exactly one of these
   std::optional<std::string> regex;         // instead of a schema: the whole output matches this regex
+  GrammarSpec grammar;                      // instead of a schema: the output matches this grammar
 
-  bool constrained() const { return !schema.is_null() || !choice.empty() || regex.has_value(); }
+  bool constrained() const { return !schema.is_null() || !choice.empty() || regex.has_value() || grammar.given(); }
 };
 
 // What the request's structured-output fields ask for (either endpoint; at most one is set, as

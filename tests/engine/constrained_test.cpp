@@ -1,12 +1,15 @@
 // Structured output inside the engine: the constraint's mask decides which tokens may be drawn, greedy
 // picks the model's best allowed token, the output ends when the constraint is complete, and speculative
 // decoding under a constraint (verification rows masked along the drafts) gives exactly what plain
-// decoding under the same constraint gives.
+// decoding under the same constraint gives — for a synthetic constraint and for a grammar (GBNF) over a
+// made-up vocabulary, where a token's bytes move a pushdown matcher.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
 #include "engine/engine.h"
+#include "grammar/cfg_constraint.h"
+#include "grammar/cfg_parse.h"
 #include "models/registry.h"
 #include "oracle_head.h"
 
@@ -161,6 +164,49 @@ TEST_F(Constrained, EachChoiceWorksOnItsOwnCopy) {
   }
   // The prototype is untouched.
   EXPECT_FALSE(options.constraint->finished());
+}
+
+// A grammar constraint over a made-up vocabulary for the test model's ids: id t spells one or two
+// characters of "0123456789+*()", so most ids are refused at any point and which ones changes with the
+// matcher's stack (the parentheses' depth). No end tokens: the output runs to max_tokens.
+std::shared_ptr<const TokenConstraint> arithmetic_constraint(int64_t n_vocab) {
+  const std::string alphabet = "0123456789+*()";
+  std::vector<std::string> bytes(static_cast<size_t>(n_vocab));
+  for (int64_t t = 0; t < n_vocab; ++t) {
+    bytes[size_t(t)] = alphabet.substr(size_t(t) % alphabet.size(), 1);
+    if ((t / int64_t(alphabet.size())) % 2 == 1) bytes[size_t(t)] += alphabet[size_t(t / 3) % alphabet.size()];
+  }
+  auto vocabulary = std::make_shared<const TokenTrie>(bytes, std::vector<int32_t>{}, std::vector<int32_t>{});
+  const auto grammar = parse_gbnf(R"g(root ::= expr
+expr ::= term (("+" | "*") term)*
+term ::= [0-9]{1,3} | "(" expr ")")g");
+  return make_cfg_constraint(grammar, vocabulary);
+}
+
+TEST_F(Constrained, SpeculativeEqualsPlainUnderAGrammar) {
+  const int64_t vocab = target->n_vocab();
+  const auto constraint = arithmetic_constraint(vocab);
+  for (float temperature : {0.0f, 0.8f}) {
+    RequestOptions options;
+    options.max_tokens = 40;
+    options.ignore_eos = true;
+    options.sampling.temperature = temperature;
+    options.sampling.seed = 5;
+    options.constraint = constraint;
+    Engine plain_engine(*target, nullptr, config(0), pool);
+    const Outcome plain = run_one(plain_engine, kPrompt, options);
+    ASSERT_EQ(plain.tokens.size(), 40u);
+    // Every prefix of the output is taken by a fresh copy of the constraint.
+    std::unique_ptr<TokenConstraint> check = constraint->clone();
+    for (const int64_t t : plain.tokens) ASSERT_TRUE(check->accept(t)) << "T=" << temperature;
+    for (int64_t k : {1, 3}) {
+      testing::OracleHead head(*copy, kPrompt[0], 0.15);
+      Engine engine(*target, &head, config(k), pool);
+      const Outcome spec = run_one(engine, kPrompt, options);
+      EXPECT_EQ(spec.tokens, plain.tokens) << "K=" << k << " T=" << temperature;
+      EXPECT_GT(engine.metrics().spec.accepted_tokens, 0) << "K=" << k;
+    }
+  }
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ TEST(ChatRequestParse, EveryMalformedFieldIsA400WithParamAndCode) {
        "structured_outputs.disable_any_whitespace", "invalid_type"},
       {"{" + kMessages + R"(, "structured_outputs": {"regex": 5}})", "structured_outputs.regex", "invalid_value"},
       {"{" + kMessages + R"(, "guided_regex": ["a"]})", "guided_regex", "invalid_value"},
-      {"{" + kMessages + R"(, "structured_outputs": {"grammar": "root ::= x"}})", "structured_outputs.grammar",
+      {"{" + kMessages + R"(, "structured_outputs": {"grammar": 5}})", "structured_outputs.grammar",
        "invalid_value"},
       {"{" + kMessages + R"(, "temperature": "hot"})", "temperature", "invalid_type"},
       {"{" + kMessages + R"(, "temperature": 2.5})", "temperature", "decimal_above_max_value"},
@@ -267,6 +267,33 @@ TEST(ChatRequestParse, StructuredOutputsOnBothEndpoints) {
         EXPECT_EQ(error.param(), param) << extra;
         EXPECT_EQ(error.status(), 400);
       }
+    }
+  }
+}
+
+// llama.cpp's grammar (GBNF only), vLLM's structured_outputs.grammar and guided_grammar: a string, one of
+// them at most; the text is compiled later (structured_output.cpp).
+TEST(ChatRequestParse, GrammarFields) {
+  const std::string messages = R"({"messages": [{"role": "user", "content": "Hi"}])";
+  EXPECT_FALSE(parse_chat_request(messages + "}").grammar.given());
+  const ChatRequest llama = parse_chat_request(messages + R"(, "grammar": "root ::= \"a\""})");
+  EXPECT_EQ(llama.grammar.text, "root ::= \"a\"");
+  EXPECT_EQ(llama.grammar.param, "grammar");
+  EXPECT_TRUE(llama.grammar.gbnf_only);
+  const ChatRequest vllm = parse_chat_request(messages + R"(, "structured_outputs": {"grammar": "start: \"a\""}})");
+  EXPECT_EQ(vllm.grammar.param, "structured_outputs.grammar");
+  EXPECT_FALSE(vllm.grammar.gbnf_only);
+  EXPECT_EQ(parse_chat_request(messages + R"(, "guided_grammar": "x", "grammar": null})").grammar.param, "guided_grammar");
+  for (const auto& [extra, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("grammar": ["root ::= \"a\""])", "grammar"},
+           {R"("structured_outputs": {"grammar": 1})", "structured_outputs.grammar"},
+           {R"("grammar": "a", "guided_grammar": "b")", "guided_grammar"},
+           {R"("guided_grammar": "a", "structured_outputs": {"grammar": "b"})", "structured_outputs.grammar"}}) {
+    try {
+      parse_chat_request(messages + ", " + extra + "}");
+      ADD_FAILURE() << extra << " was accepted";
+    } catch (const ApiError& error) {
+      EXPECT_EQ(error.param(), param) << extra;
     }
   }
 }

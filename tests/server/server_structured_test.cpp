@@ -5,6 +5,7 @@
 // conflicting or malformed requests, get a 400 naming the field. /v1/completions takes the same fields.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <regex>
 
 #include "server_fixture.h"
@@ -372,6 +373,56 @@ TEST_P(ServeStructured, CompletionsTakeStructuredOutputs) {
   EXPECT_EQ(bad.json()["error"]["param"], "structured_outputs.choice") << bad.body;
 }
 
+// Whether s is in (yes|no)(, [0-9]{1,2}){0,3}\. — read by hand, independently of the grammar matcher.
+bool yes_no_list(const std::string& s) {
+  size_t i = s.rfind("yes", 0) == 0 ? 3 : s.rfind("no", 0) == 0 ? 2 : 0;
+  if (i == 0) return false;
+  for (int items = 0; items < 3 && s.compare(i, 2, ", ") == 0; ++items) {
+    i += 2;
+    size_t digits = 0;
+    while (i < s.size() && digits < 3 && std::isdigit(uint8_t(s[i]))) ++i, ++digits;
+    if (digits == 0 || digits > 2) return false;
+  }
+  return i + 1 == s.size() && s[i] == '.';
+}
+
+// A grammar (llama.cpp's `grammar` in GBNF; vLLM's structured_outputs.grammar in the Lark subset and
+// guided_grammar): every sampled output matches it (checked by yes_no_list), whole and streamed, with and
+// without a draft head.
+TEST_P(ServeStructured, GrammarOutputMatchesTheGrammar) {
+  auto client = server().client();
+  const std::string gbnf = "root ::= (\"yes\" | \"no\") (\", \" [0-9]{1,2}){0,3} \".\"";
+  const std::string lark = "start: (\"yes\" | \"no\") (\", \" DIGIT ~ 1..2) ~ 0..3 \".\"\nDIGIT: \"0\"..\"9\"";
+  for (const char* field : {"grammar", "structured_outputs", "guided_grammar"}) {
+    Json body = chat({}, 40);
+    body["temperature"] = 1.0;
+    body["seed"] = 9;
+    body["n"] = 3;
+    if (std::string(field) == "grammar") body["grammar"] = gbnf;
+    else if (std::string(field) == "guided_grammar") body["guided_grammar"] = gbnf;
+    else body["structured_outputs"] = {{"grammar", lark}};
+    const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json reply = r.json();
+    for (const Json& choice : reply["choices"]) {
+      const std::string text = choice["message"]["content"].get<std::string>();
+      EXPECT_TRUE(yes_no_list(text)) << field << ": '" << text << "'";
+      EXPECT_EQ(choice["finish_reason"], "stop") << text;
+    }
+    body["stream"] = true;
+    body["n"] = 1;
+    const SseResult s = post_stream(*client, "/v1/chat/completions", body);
+    ASSERT_TRUE(s.done);
+    std::string streamed;
+    for (const Json& event : s.events)
+      if (event.contains("choices") && !event["choices"].empty() && event["choices"][0]["delta"].contains("content") &&
+          event["choices"][0]["delta"]["content"].is_string())
+        streamed += event["choices"][0]["delta"]["content"].get<std::string>();
+    EXPECT_TRUE(yes_no_list(streamed)) << field << " streamed: '" << streamed << "'";
+  }
+}
+
+
 INSTANTIATE_TEST_SUITE_P(DraftOrNot, ServeStructured, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "WithDraftHead" : "Plain"; });
 
@@ -435,6 +486,44 @@ TEST(ServeStructuredErrors, BadSchemasAndConflictsAre400) {
   EXPECT_EQ(e["param"], "guided_regex");
   // The server still serves.
   EXPECT_EQ(post(*client, "/v1/chat/completions", chat({}, 4).dump()).status, 200);
+}
+
+TEST(ServeStructuredErrors, BadGrammarsAndConflictsAre400NamingTheField) {
+  TestServer server;
+  auto client = server.client();
+  auto error_of = [&](const Json& body) {
+    const HttpResult r = post(*client, "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, 400) << r.body;
+    return r.json()["error"];
+  };
+  auto message = [](const Json& e) { return e["message"].get<std::string>(); };
+  Json e = error_of(chat({{"grammar", "root ::= ( \"a\""}}, 20));
+  EXPECT_EQ(e["param"], "grammar");
+  EXPECT_NE(message(e).find("line 1, column 15: expected ')'"), std::string::npos) << e;
+  e = error_of(chat({{"grammar", "start: \"a\""}}, 20));  // llama.cpp's field is GBNF only
+  EXPECT_EQ(e["param"], "grammar");
+  EXPECT_NE(message(e).find("expected '::='"), std::string::npos) << e;
+  e = error_of(chat({{"grammar", 3}}, 20));
+  EXPECT_EQ(e["param"], "grammar");
+  e = error_of(chat({{"guided_grammar", "root ::= x"}}, 20));
+  EXPECT_EQ(e["param"], "guided_grammar");
+  EXPECT_NE(message(e).find("undefined rule 'x'"), std::string::npos) << e;
+  e = error_of(chat({{"structured_outputs", {{"grammar", "start: /[0-9]+/"}}}}, 20));
+  EXPECT_EQ(e["param"], "structured_outputs.grammar");
+  EXPECT_NE(message(e).find("regular-expression terminals"), std::string::npos) << e;
+  e = error_of(chat({{"structured_outputs", {{"grammar", "start: x\nx: x \"a\" | \"b\""}}}}, 20));
+  EXPECT_NE(message(e).find("left-recursive"), std::string::npos) << e;
+  e = error_of(chat({{"structured_outputs", {{"grammar", ""}}}}, 20));
+  EXPECT_NE(message(e).find("empty"), std::string::npos) << e;
+  e = error_of(chat({{"grammar", "root ::= \"a\""}, {"guided_grammar", "root ::= \"b\""}}, 20));
+  EXPECT_EQ(e["param"], "guided_grammar");
+  e = error_of(chat({{"grammar", "root ::= \"a\""}, {"structured_outputs", {{"choice", {"a"}}}}}, 20));
+  EXPECT_EQ(e["param"], "grammar");
+  e = error_of(chat({{"grammar", "root ::= \"a\""}, {"response_format", {{"type", "json_object"}}}}, 20));
+  EXPECT_EQ(e["param"], "grammar");
+  e = error_of(chat({{"guided_grammar", "root ::= \"a\""}, {"tools", kTools}, {"tool_choice", "required"}}, 20));
+  EXPECT_EQ(e["param"], "guided_grammar");
+  EXPECT_EQ(post(*client, "/v1/chat/completions", chat({{"grammar", "root ::= \"ok\""}}, 8).dump()).status, 200);
 }
 
 }  // namespace
