@@ -4,10 +4,12 @@
 //   counted in the summary; a schema refused as admitting no value must have no valid instance), or
 // - every "valid" instance is producible: some text of it (json_serialisations.h: compact, members in the
 //   order the grammar emits them, numbers also in plain decimal) takes the matcher to an accepting state,
-//   and with the real Llama 3.1 tokenizer every token of that text's tokenisation is allowed by the
-//   JsonConstraint's mask at its step, and then an end token; and
+//   and with the real Llama 3.1 and DeepSeek-V3 tokenizers every token of that text's tokenisation is
+//   allowed by the JsonConstraint's mask at its step, and then an end token; and
 // - every "invalid" instance is unproducible: no text of it in any member order is accepted. An invalid
 //   instance accepted is always a failure.
+// Both hold for the grammar compiled with whitespace allowed (JsonWhitespace::kAny) as well: it changes
+// layout, never which values are producible.
 // Valid instances the grammar's documented narrowings leave out (json_schema.h) are listed, one line and
 // a reason each, in json_schema_suite_expectations.txt; a listed case that is now producible, or whose
 // schema is now refused, fails the test so that the list only shrinks.
@@ -109,9 +111,11 @@ struct Summary {
 class JsonSchemaSuite : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    vocabulary_ = test::real_vocabulary("llama3_1");
-    ASSERT_NE(vocabulary_, nullptr) << "missing " << test::real_tokenizer_dir("llama3_1")
-                                    << ": run tools/gen/tokenizer/fetch_tokenizers.sh";
+    for (const char* model : {"llama3_1", "deepseek_v3"}) {
+      vocabularies_.push_back(test::real_vocabulary(model));
+      ASSERT_NE(vocabularies_.back(), nullptr) << "missing " << test::real_tokenizer_dir(model)
+                                               << ": run tools/gen/tokenizer/fetch_tokenizers.sh";
+    }
   }
 
   // The case files of this parameter's directory (not its subdirectories), by name.
@@ -125,13 +129,17 @@ class JsonSchemaSuite : public ::testing::TestWithParam<std::string> {
 
   // The tokenisation of `text` is allowed token by token, then an end token; else a failure naming the step.
   void check_tokens(const std::shared_ptr<const JsonGrammar>& grammar, const std::string& text, const std::string& key) {
-    JsonConstraint constraint(grammar, vocabulary_->trie);
-    const std::vector<int32_t> ids = vocabulary_->tokenizer->encode(text, /*add_special_tokens=*/false);
+    for (const test::RealVocabulary* vocabulary : vocabularies_) check_tokens(*vocabulary, grammar, text, key);
+  }
+  void check_tokens(const test::RealVocabulary& vocabulary, const std::shared_ptr<const JsonGrammar>& grammar,
+                    const std::string& text, const std::string& key) {
+    JsonConstraint constraint(grammar, vocabulary.trie);
+    const std::vector<int32_t> ids = vocabulary.tokenizer->encode(text, /*add_special_tokens=*/false);
     std::string prefix;
     for (const int32_t id : ids) {
       constraint.allowed_tokens(mask_);
       ++summary_.tokens_checked;
-      const std::string_view bytes = vocabulary_->trie->token_bytes(id);
+      const std::string_view bytes = vocabulary.trie->token_bytes(id);
       if (!mask_[size_t(id)] || !constraint.accept(id)) {
         ADD_FAILURE() << key << ": token " << id << " '" << bytes << "' masked out after '" << prefix
                       << "' in the valid text " << text;
@@ -140,10 +148,10 @@ class JsonSchemaSuite : public ::testing::TestWithParam<std::string> {
       prefix += bytes;
     }
     constraint.allowed_tokens(mask_);
-    EXPECT_TRUE(mask_[size_t(vocabulary_->end_tokens[0])]) << key << ": no end token after the valid text " << text;
+    EXPECT_TRUE(mask_[size_t(vocabulary.end_tokens[0])]) << key << ": no end token after the valid text " << text;
   }
 
-  const test::RealVocabulary* vocabulary_ = nullptr;
+  std::vector<const test::RealVocabulary*> vocabularies_;  // Llama 3.1, DeepSeek-V3
   std::vector<uint8_t> mask_;
   Summary summary_;
 };
@@ -163,11 +171,12 @@ TEST_P(JsonSchemaSuite, ValidProducibleInvalidNot) {
     for (const Json& group : groups) {
       const std::string group_name = group.at("description");
       ++summary_.schemas;
-      std::shared_ptr<const JsonGrammar> grammar;
+      std::shared_ptr<const JsonGrammar> grammar, spaced;  // compact; RFC 8259 whitespace allowed
       std::string refusal;
       try {
         grammar = compile_json_schema(group.at("schema"));
         ++summary_.compiled;
+        spaced = compile_json_schema(group.at("schema"), {}, JsonWhitespace::kAny);
       } catch (const Error& e) {
         refusal = e.what();
         ++summary_.refused[refused_keyword(refusal)];
@@ -194,6 +203,10 @@ TEST_P(JsonSchemaSuite, ValidProducibleInvalidNot) {
         }
         const std::optional<std::string> text = search.find(*grammar, data);
         EXPECT_FALSE(search.exhausted()) << key << ": the search over member orders ran out of budget";
+        // The whitespace mode changes layout only: the same values are producible without it.
+        ASSERT_NE(spaced, nullptr) << key << ": compiles compact but not with whitespace";
+        EXPECT_EQ(search.find(*spaced, data).has_value(), text.has_value())
+            << key << ": producible " << text.has_value() << " compact but not with whitespace allowed";
         if (!valid) {
           EXPECT_FALSE(listed) << key << ": an invalid instance cannot be listed";
           ++summary_.invalid_checked;
