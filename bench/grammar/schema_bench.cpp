@@ -64,8 +64,7 @@ Vocabulary load_vocabulary(const std::string& dir) {
     const std::string_view name = tokenizer.id_to_token(id);
     if (name == "<|eot_id|>" || name == "<|end_of_text|>" || name == "<|eom_id|>" || name == "<｜end▁of▁sentence｜>")
       end.push_back(id);
-    else if (tokenizer.is_special(id) || tokenizer.is_added(id))
-      never.push_back(id);
+    else if (tokenizer.is_special(id) || tokenizer.is_added(id)) never.push_back(id);
   }
   AERIE_CHECK(!end.empty(), "schema_bench: no end token in ", dir);
   Vocabulary v{std::make_shared<const aerie::TokenTrie>(bytes, end, never), end[0], {}};
@@ -82,8 +81,8 @@ struct Slowest {
 };
 
 // One seeded walk (see the top comment); appends the microseconds of every mask to `times`.
-void timed_walk(const std::string& name, const std::shared_ptr<const aerie::JsonGrammar>& grammar,
-                const Vocabulary& v, uint64_t seed, std::vector<double>& times, Slowest& slowest) {
+void timed_walk(const std::string& name, const std::shared_ptr<const aerie::JsonGrammar>& grammar, const Vocabulary& v,
+                uint64_t seed, std::vector<double>& times, Slowest& slowest) {
   aerie::JsonConstraint constraint(grammar, v.trie);
   aerie::Rng rng(seed);
   std::vector<uint8_t> allowed;
@@ -185,8 +184,8 @@ int main(int argc, char** argv) {
       const Percentiles m = percentiles(all);
       const Slowest& worst = *std::max_element(slowest.begin(), slowest.end(),
                                                [](const Slowest& a, const Slowest& b) { return a.us < b.us; });
-      std::printf("%-12s %8d %8zu %10.1f %10.1f %10.1f   slowest: %s after '%s'\n", model, n_threads, all.size(),
-                  m.p50, m.p95, m.max, worst.schema.c_str(), worst.output.c_str());
+      std::printf("%-12s %8d %8zu %10.1f %10.1f %10.1f   slowest: %s after '%s'\n", model, n_threads, all.size(), m.p50,
+                  m.p95, m.max, worst.schema.c_str(), worst.output.c_str());
     }
   }
   return 0;

@@ -49,8 +49,8 @@ class SchemaGenerator {
           "required": ["v"], "additionalProperties": false})");
       Json wrapped = Json::object();
       wrapped["$defs"] = Json::object({{"node", node}, {"other", value(2)}});
-      wrapped["anyOf"] = Json::array({schema, Json::object({{"$ref", "#/$defs/node"}}),
-                                      Json::object({{"$ref", "#/$defs/other"}})});
+      wrapped["anyOf"] = Json::array(
+          {schema, Json::object({{"$ref", "#/$defs/node"}}), Json::object({{"$ref", "#/$defs/other"}})});
       return wrapped;
     }
     return schema;
@@ -105,18 +105,14 @@ class SchemaGenerator {
         number_bounds(s, kind == 1);
         if (typeless_bounds_ && chance(0.5f)) s.erase("type");
         break;
-      case 3:
-        s["type"] = chance(0.5f) ? "boolean" : "null";
-        break;
+      case 3: s["type"] = chance(0.5f) ? "boolean" : "null"; break;
       case 4: {
         Json values = Json::array();
         for (uint64_t i = 0, n = pick(5) + 1; i < n; ++i) values.push_back(literal(depth));
         s["enum"] = values;
         break;
       }
-      case 5:
-        s["const"] = literal(depth);
-        break;
+      case 5: s["const"] = literal(depth); break;
       case 6:
         s["type"] = Json::array({"string", "integer", "null"});
         if (chance(0.5f)) s["maxLength"] = pick(4);
@@ -159,8 +155,10 @@ class SchemaGenerator {
         }
         s["oneOf"] = Json::array({Json::object({{"type", "string"}, {"maxLength", 3}}),
                                   Json::object({{"type", "integer"}, {"minimum", 0}}),
-                                  Json::object({{"type", "object"}, {"properties", {{"k", value(depth + 1)}}},
-                                                {"required", {"k"}}, {"additionalProperties", false}})});
+                                  Json::object({{"type", "object"},
+                                                {"properties", {{"k", value(depth + 1)}}},
+                                                {"required", {"k"}},
+                                                {"additionalProperties", false}})});
         break;
       }
     }
@@ -237,8 +235,8 @@ int validate(const std::vector<Json>& cases, const std::string& name) {
     std::ofstream out(path);
     for (const Json& c : cases) out << c.dump() << "\n";
   }
-  const std::string command =
-      "/usr/bin/python3 " + std::string(AERIE_SOURCE_DIR) + "/tools/gen/structured/validate.py " + path;
+  const std::string command = "/usr/bin/python3 " + std::string(AERIE_SOURCE_DIR) +
+                              "/tools/gen/structured/validate.py " + path;
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

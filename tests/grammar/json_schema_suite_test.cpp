@@ -113,8 +113,8 @@ class JsonSchemaSuite : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     for (const char* model : {"llama3_1", "deepseek_v3"}) {
       vocabularies_.push_back(test::real_vocabulary(model));
-      ASSERT_NE(vocabularies_.back(), nullptr) << "missing " << test::real_tokenizer_dir(model)
-                                               << ": run tools/gen/tokenizer/fetch_tokenizers.sh";
+      ASSERT_NE(vocabularies_.back(), nullptr)
+          << "missing " << test::real_tokenizer_dir(model) << ": run tools/gen/tokenizer/fetch_tokenizers.sh";
     }
   }
 
@@ -128,7 +128,8 @@ class JsonSchemaSuite : public ::testing::TestWithParam<std::string> {
   }
 
   // The tokenisation of `text` is allowed token by token, then an end token; else a failure naming the step.
-  void check_tokens(const std::shared_ptr<const JsonGrammar>& grammar, const std::string& text, const std::string& key) {
+  void check_tokens(const std::shared_ptr<const JsonGrammar>& grammar, const std::string& text,
+                    const std::string& key) {
     for (const test::RealVocabulary* vocabulary : vocabularies_) check_tokens(*vocabulary, grammar, text, key);
   }
   void check_tokens(const test::RealVocabulary& vocabulary, const std::shared_ptr<const JsonGrammar>& grammar,
@@ -180,8 +181,8 @@ TEST_P(JsonSchemaSuite, ValidProducibleInvalidNot) {
       } catch (const Error& e) {
         refusal = e.what();
         ++summary_.refused[refused_keyword(refusal)];
-        EXPECT_NE(refusal.find('#'), std::string::npos) << file << " :: " << group_name
-                                                        << ": the refusal names no JSON pointer: " << refusal;
+        EXPECT_NE(refusal.find('#'), std::string::npos)
+            << file << " :: " << group_name << ": the refusal names no JSON pointer: " << refusal;
         // "Admits no value" is a claim about the schema, which a valid instance disproves.
         if (refusal.find("admits no value") != std::string::npos) {
           for (const Json& test : group.at("tests")) {

@@ -91,7 +91,8 @@ class SerialisationSearch {
     text_.clear();
     steps_ = 0;
     exhausted_ = false;
-    const bool found = feed_value<Json>(JsonMatcher(grammar), value, [](const JsonMatcher& m) { return m.accepting(); });
+    const bool found = feed_value<Json>(JsonMatcher(grammar), value,
+                                        [](const JsonMatcher& m) { return m.accepting(); });
     if (!found || exhausted_) return std::nullopt;
     return text_;
   }
@@ -160,7 +161,8 @@ class SerialisationSearch {
   bool feed_items(const JsonMatcher& state, const Json& array, size_t i, const Next& next) {
     if (i == array.size()) return feed(state, "]", next);
     return feed(state, i ? "," : "", [&](const JsonMatcher& m) {
-      return feed_value<Json>(m, array[i], [&](const JsonMatcher& after) { return feed_items<Json>(after, array, i + 1, next); });
+      return feed_value<Json>(m, array[i],
+                              [&](const JsonMatcher& after) { return feed_items<Json>(after, array, i + 1, next); });
     });
   }
 
