@@ -18,6 +18,10 @@ std::string json_quote(const std::string& text) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
+    } else if (c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') {
+      // The short escapes, as json.dumps and enum literals (nlohmann's dump) spell them.
+      out += '\\';
+      out += c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : c == '\b' ? 'b' : 'f';
     } else if (b < 0x20) {
       char buffer[8];
       std::snprintf(buffer, sizeof buffer, "\\u%04x", unsigned(b));

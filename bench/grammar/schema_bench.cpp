@@ -1,0 +1,192 @@
+// Structured output's two costs over a corpus of real-world-shaped schemas (bench/grammar/schema_corpus.json:
+// API objects, tool calls, Kubernetes objects, package.json, nested and recursive $defs), issue 41 item 6:
+// - compile time: each schema compiled `repeats` times; per schema the median, then p50 / p95 / max across
+//   the corpus;
+// - per-token mask time with the Llama 3.1 (128k) and DeepSeek-V3 (129k) vocabularies, at 1 and 2 threads
+//   (each thread masks its own walks, as concurrent requests do): seeded random walks through the mask,
+//   uniform among the allowed tokens (after 30 tokens among those that close a string, an object or an
+//   array, or end a literal, so walks end; at most 200 tokens),
+//   every allowed_tokens call timed; p50 / p95 / max over all of them.
+//   schema_bench [--repeats N] [--walks N] [--corpus FILE] [--tokenizers DIR]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "grammar/json_constraint.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_trie.h"
+#include "sample/sampling.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
+
+double microseconds_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+struct Percentiles {
+  double p50 = 0, p95 = 0, max = 0;
+};
+
+Percentiles percentiles(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))]; };
+  return {at(0.5), at(0.95), v.back()};
+}
+
+struct Vocabulary {
+  std::shared_ptr<const aerie::TokenTrie> trie;
+  int32_t end_token = -1;
+  std::vector<uint8_t> closing;  // [n_vocab] starts with a closing quote or bracket, or ends a literal
+};
+
+// As the server builds it: end-of-turn / end-of-text ids end the output, other special and added tokens never.
+Vocabulary load_vocabulary(const std::string& dir) {
+  const aerie::Tokenizer tokenizer = aerie::Tokenizer::load(dir);
+  std::vector<std::string> bytes;
+  std::vector<int32_t> end, never;
+  for (int32_t id = 0; id < tokenizer.n_vocab(); ++id) {
+    bytes.emplace_back(tokenizer.token_bytes(id));
+    const std::string_view name = tokenizer.id_to_token(id);
+    if (name == "<|eot_id|>" || name == "<|end_of_text|>" || name == "<|eom_id|>" || name == "<｜end▁of▁sentence｜>")
+      end.push_back(id);
+    else if (tokenizer.is_special(id) || tokenizer.is_added(id)) never.push_back(id);
+  }
+  AERIE_CHECK(!end.empty(), "schema_bench: no end token in ", dir);
+  Vocabulary v{std::make_shared<const aerie::TokenTrie>(bytes, end, never), end[0], {}};
+  for (const std::string& b : bytes)
+    v.closing.push_back(!b.empty() && (b[0] == '"' || b[0] == ']' || b[0] == '}' || b == "e" || b == "ue" ||
+                                       b == "rue" || b == "se" || b == "lse" || b == "l" || b == "ll" || b == "ull"));
+  return v;
+}
+
+// The slowest mask seen: where it was, so that a slow state can be reproduced.
+struct Slowest {
+  double us = 0;
+  std::string schema, output;  // the output so far (its last 60 bytes)
+};
+
+// One seeded walk (see the top comment); appends the microseconds of every mask to `times`.
+void timed_walk(const std::string& name, const std::shared_ptr<const aerie::JsonGrammar>& grammar, const Vocabulary& v,
+                uint64_t seed, std::vector<double>& times, Slowest& slowest) {
+  aerie::JsonConstraint constraint(grammar, v.trie);
+  aerie::Rng rng(seed);
+  std::vector<uint8_t> allowed;
+  std::vector<int32_t> text, closing;
+  std::string output;
+  for (int n = 0; n < 200 && !constraint.finished(); ++n) {
+    const auto start = Clock::now();
+    constraint.allowed_tokens(allowed);
+    times.push_back(microseconds_since(start));
+    if (times.back() > slowest.us)
+      slowest = {times.back(), name, output.substr(output.size() > 60 ? output.size() - 60 : 0)};
+    text.clear();
+    closing.clear();
+    for (size_t t = 0; t < allowed.size(); ++t) {
+      if (!allowed[t] || v.trie->is_end(int32_t(t))) continue;
+      text.push_back(int32_t(t));
+      if (v.closing[t]) closing.push_back(int32_t(t));
+    }
+    if (allowed[size_t(v.end_token)] && (text.empty() || rng.next_unit_float() < 0.3f)) return;
+    if (text.empty()) return;
+    const auto& pool = n >= 30 && !closing.empty() ? closing : text;
+    const int32_t token = pool[rng.next_u64() % pool.size()];
+    if (!constraint.accept(token)) return;
+    output += v.trie->token_bytes(token);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 21, walks = 4;
+  const char* env = std::getenv("AERIE_TOKENIZER_DIR");
+  std::string corpus_path = AERIE_SOURCE_DIR "/bench/grammar/schema_corpus.json";
+  std::string tokenizers = env ? env : AERIE_SOURCE_DIR "/.cache/tokenizers";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--repeats")) repeats = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--walks")) walks = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--corpus")) corpus_path = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--tokenizers")) tokenizers = argv[i + 1];
+  }
+  std::ifstream in(corpus_path);
+  if (!in) {
+    std::fprintf(stderr, "schema_bench: cannot open %s\n", corpus_path.c_str());
+    return 1;
+  }
+  const Json corpus = Json::parse(in);
+
+  // Compile time.
+  std::vector<std::pair<std::string, std::shared_ptr<const aerie::JsonGrammar>>> compiled;
+  std::vector<double> medians;
+  std::printf("%-22s %12s %8s\n", "schema", "compile us", "nodes");
+  for (const Json& entry : corpus) {
+    const std::string name = entry.at("name");
+    std::vector<double> times;
+    std::shared_ptr<const aerie::JsonGrammar> grammar;
+    try {
+      for (int r = 0; r < repeats; ++r) {
+        const auto start = Clock::now();
+        grammar = aerie::compile_json_schema(entry.at("schema"));
+        times.push_back(microseconds_since(start));
+      }
+    } catch (const aerie::Error& e) {
+      std::printf("%-22s refused: %s\n", name.c_str(), e.what());
+      continue;
+    }
+    const double median = percentiles(times).p50;
+    medians.push_back(median);
+    compiled.emplace_back(name, grammar);
+    std::printf("%-22s %12.1f %8zu\n", name.c_str(), median, grammar->nodes.size());
+  }
+  const Percentiles c = percentiles(medians);
+  std::printf("\ncompile over %zu schemas (median of %d each): p50 %.1f us, p95 %.1f us, max %.1f us\n\n",
+              medians.size(), repeats, c.p50, c.p95, c.max);
+
+  // Mask time.
+  std::printf("%-12s %8s %8s %10s %10s %10s\n", "vocabulary", "threads", "masks", "p50 us", "p95 us", "max us");
+  for (const char* model : {"llama3_1", "deepseek_v3"}) {
+    Vocabulary v;
+    try {
+      v = load_vocabulary(tokenizers + "/" + model);
+    } catch (const aerie::Error& e) {
+      std::printf("%-12s not loaded: %s\n", model, e.what());
+      continue;
+    }
+    for (const int n_threads : {1, 2}) {
+      std::vector<std::vector<double>> per_thread(static_cast<size_t>(n_threads));
+      std::vector<Slowest> slowest(static_cast<size_t>(n_threads));
+      std::vector<std::thread> threads;
+      for (int t = 0; t < n_threads; ++t)
+        threads.emplace_back([&, t] {
+          for (size_t s = 0; s < compiled.size(); ++s)
+            for (int w = 0; w < walks; ++w)
+              timed_walk(compiled[s].first, compiled[s].second, v, 1000 * s + uint64_t(w) + 7919 * uint64_t(t),
+                         per_thread[size_t(t)], slowest[size_t(t)]);
+        });
+      for (std::thread& thread : threads) thread.join();
+      std::vector<double> all;
+      for (const auto& times : per_thread) all.insert(all.end(), times.begin(), times.end());
+      const Percentiles m = percentiles(all);
+      const Slowest& worst = *std::max_element(slowest.begin(), slowest.end(),
+                                               [](const Slowest& a, const Slowest& b) { return a.us < b.us; });
+      std::printf("%-12s %8d %8zu %10.1f %10.1f %10.1f   slowest: %s after '%s'\n", model, n_threads, all.size(), m.p50,
+                  m.p95, m.max, worst.schema.c_str(), worst.output.c_str());
+    }
+  }
+  return 0;
+}
