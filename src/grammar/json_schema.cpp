@@ -685,10 +685,11 @@ void SchemaCompiler::apply_dependencies(const std::string& path, const Json& sch
     AERIE_CHECK(d.is_object(), "json schema: \"", keyword, "\" at ", path, " must be an object");
     for (const auto& [name, value] : d.items()) {
       if (value.is_array() && std::string(keyword) != "dependentSchemas") {
+        std::vector<std::string>& names = requires_names[name];  // an empty list still lists its trigger
         for (const Json& n : value) {
           AERIE_CHECK(n.is_string(), "json schema: \"", keyword, "\" at ", path, "/", pointer_token(name),
                       " must list property names");
-          requires_names[name].push_back(n.get<std::string>());
+          names.push_back(n.get<std::string>());
         }
       } else {
         AERIE_CHECK(std::string(keyword) != "dependentRequired", "json schema: \"dependentRequired\" at ", path, "/",

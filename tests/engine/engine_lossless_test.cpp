@@ -2,7 +2,8 @@
 // distribution of the first 3 tokens of each request equals the target-only one, computed exactly by
 // enumerating every continuation (16-token vocabulary: tests/data/spec/tiny_vocab16), by a chi-square
 // test per sampling case. Several requests with different sampling parameters and seeds share the engine
-// in every run, with and without a token constraint (lossless_engine.h describes the run).
+// in every run, with and without a token constraint (lossless_engine.h describes the run); the
+// constraints include a whole-output regex and a GBNF grammar (structured_outputs.regex / .grammar).
 //
 // Drafters: the oracle head (oracle_head.h: the target's logits plus noise 4, no real features), and
 // random EAGLE-1 (full vocabulary) and EAGLE-3 (12-token draft vocabulary, d2t) heads made for this
@@ -32,6 +33,10 @@
 #include <ostream>
 #include <string>
 
+#include "grammar/cfg_constraint.h"
+#include "grammar/cfg_parse.h"
+#include "grammar/regex_constraint.h"
+#include "grammar/token_trie.h"
 #include "lossless_engine.h"
 #include "models/registry.h"
 #include "oracle_head.h"
@@ -115,6 +120,32 @@ TEST_P(EngineLossless, FirstThreeTokensOfEveryRequestMatchTheTarget) {
 
 INSTANTIATE_TEST_SUITE_P(Drafters, EngineLossless, ::testing::ValuesIn(kParams),
                          [](const ::testing::TestParamInfo<Param>& info) { return param_name(info.param); });
+
+// A whole-output regex and a GBNF grammar (the structured_outputs.regex / grammar constraints) on every
+// other request: their masks on drafts and verification rows keep speculative sampling lossless. The 16 ids
+// are the letters a..p; both languages allow a different set of letters at each of the recorded positions
+// and never end before the run does.
+TEST(EngineLosslessConstraints, RegexAndGrammarMasksKeepSamplingLossless) {
+  ThreadPool pool(1);
+  std::unique_ptr<Model> target = load_model(kData / "tiny_vocab16", pool);
+  std::unique_ptr<Model> copy = load_model(kData / "tiny_vocab16", pool);
+  std::vector<std::string> letters;
+  for (int t = 0; t < 16; ++t) letters.emplace_back(1, char('a' + t));
+  const auto vocabulary = std::make_shared<const TokenTrie>(letters, std::vector<int32_t>{}, std::vector<int32_t>{});
+  const std::pair<const char*, std::shared_ptr<const TokenConstraint>> constraints[] = {
+      {"regex", make_regex_constraint(compile_output_regex("([a-h][i-p]|[a-c]{2}[d-p])*"), vocabulary)},
+      {"grammar", make_cfg_constraint(parse_gbnf("root ::= item*\nitem ::= [a-f] [g-p] | [b-e] \"j\" [a-p]"),
+                                      vocabulary)}};
+  for (const auto& [name, constraint] : constraints) {
+    testing::OracleHead oracle(*copy, kFirstToken, 0.0, /*noise=*/4.0f);
+    testing::LosslessSetup setup = testing::lossless_setup(std::string("oracle_") + name, kFirstToken,
+                                                           DraftProposal::kSampled, Constrained::kEvenRequests,
+                                                           kRuns, /*steered=*/true);
+    setup.constraint = constraint;
+    setup.before_run = [&](int run) { oracle.set_salt(uint64_t(run)); };
+    testing::expect_engine_lossless(*target, oracle, pool, setup);
+  }
+}
 
 }  // namespace
 }  // namespace aerie

@@ -187,6 +187,8 @@ struct LosslessSetup {
   bool paths_per_block = false;
   const std::vector<SamplingCase>* cases = nullptr;  // null: sampling_cases()
   DraftTreeShape tree;  // EAGLE-2 draft trees instead of chains when enabled()
+  // The constraint of the constrained requests (null: ShiftingResidueConstraint over the target's vocabulary).
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 // A setup for one case; a steered drafter (an oracle) must also be accepted often.
@@ -214,7 +216,8 @@ inline void expect_engine_lossless(Model& target, Drafter& head, ThreadPool& poo
   config.spec.tree = setup.tree;
   Engine engine(target, &head, config, pool);
 
-  const auto constraint = std::make_shared<ShiftingResidueConstraint>(target.n_vocab(), 3);
+  const std::shared_ptr<const TokenConstraint> constraint =
+      setup.constraint ? setup.constraint : std::make_shared<ShiftingResidueConstraint>(target.n_vocab(), 3);
   std::vector<LosslessRequest> block;
   std::vector<std::map<std::vector<int64_t>, double>> exact;
   const std::vector<SamplingCase>& cases = setup.cases ? *setup.cases : sampling_cases();
