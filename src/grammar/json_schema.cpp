@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/json_scan.h"
+#include "grammar/json_formats.h"
 #include "grammar/json_grammar_builder.h"
 #include "grammar/json_schema_merge.h"
 #include "grammar/json_schema_shape.h"
@@ -410,7 +411,12 @@ void SchemaCompiler::compile_typed(uint32_t id, const std::string& path, const J
     };
     if (has_any(kObjectKeywords)) types.push_back("object");
     if (has_any(kArrayKeywords)) types.push_back("array");
-    if (has_any(kStringKeywords)) types.push_back("string");
+    // An unknown format is an annotation: it says nothing of the type.
+    const bool string_keywords = std::any_of(kStringKeywords.begin(), kStringKeywords.end(), [&](const std::string& k) {
+      if (!schema.contains(k)) return false;
+      return k != "format" || (schema[k].is_string() && !json_format_pattern(schema[k].get<std::string>()).empty());
+    });
+    if (string_keywords) types.push_back("string");
     if (has_any(kNumberKeywords)) types.push_back("number");
     if (types.empty() && !schema.contains("not")) {
       builder_.add_anyof({builder_.any_value()}, path, id);
