@@ -105,6 +105,8 @@ server::ServerOptions server_options(const Args& args) {
   options.served_model_name = args.has("--served-model-name") ? args.str("--served-model-name") : args.str("--model");
   options.http_threads = int(args.integer("--http-threads"));
   options.max_in_flight = args.integer("--max-queue");
+  options.responses_store.max_responses = args.integer("--responses-store-max");
+  options.responses_store.max_bytes = args.integer("--responses-store-bytes");
   RequestSideLimits limits;
   if (args.has("--limit")) {
     const std::string list = args.str("--limit");

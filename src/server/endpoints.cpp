@@ -134,8 +134,12 @@ std::string new_response_id(std::string_view prefix) { return make_response_id(p
 uint64_t fresh_seed() { return thread_rng()() | 1u; }
 
 std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context, std::string_view body, bool& stream) {
+  return make_chat_generation_from_json(context, fields::parse_body(body, context.json_limits), stream);
+}
+
+std::shared_ptr<Generation> make_chat_generation_from_json(const EndpointContext& context, const OrderedJson& json,
+                                                           bool& stream) {
   const Backend& backend = backend_of(context);
-  const Json json = fields::parse_body(body, context.json_limits);
   const ChatRequest request = chat_request_from_json(json, context.request_limits);
   check_model(context, request.model);
 

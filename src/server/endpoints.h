@@ -28,6 +28,9 @@ struct EndpointContext {
 
 // Throws ApiError (400/404) for bad requests; the Generation is not started yet.
 std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context, std::string_view body, bool& stream);
+// The same from a body already parsed (/v1/responses translates its own body into a chat body).
+std::shared_ptr<Generation> make_chat_generation_from_json(const EndpointContext& context, const OrderedJson& body,
+                                                           bool& stream);
 std::shared_ptr<Generation> make_completion_generation(const EndpointContext& context, std::string_view body,
                                                        bool& stream);
 

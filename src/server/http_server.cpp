@@ -25,6 +25,7 @@
 #include "server/peer_socket.h"
 #include "server/request_gate.h"
 #include "server/request_id.h"
+#include "server/responses_endpoint.h"
 
 namespace aerie::server {
 namespace {
@@ -62,7 +63,8 @@ Exchange& exchange() {
 }
 
 // Every path the server answers, its method (HEAD too, for GET) and whether it needs the API key. The
-// head is checked against this before any of the body is read.
+// head is checked against this before any of the body is read. A path ending in "/*" stands for one more
+// non-empty segment (an id); a path served with several methods has a row for each.
 struct RouteSpec {
   std::string_view path;
   std::string_view method;
@@ -72,12 +74,38 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/chat/completions", "POST", true}, {"/v1/completions", "POST", true}, {"/v1/models", "GET", true},
     {"/tokenize", "POST", true},           {"/detokenize", "POST", true},     {"/health", "GET", false},
     {"/metrics", "GET", false},             {"/", "GET", false},  // the chat page
+    {"/v1/responses", "POST", true},        {"/v1/responses/*", "GET", true}, {"/v1/responses/*", "DELETE", true},
 };
 
-const RouteSpec* find_route(std::string_view path) {
+bool path_matches(std::string_view pattern, std::string_view path) {
+  if (pattern.size() < 2 || pattern.substr(pattern.size() - 2) != "/*") return pattern == path;
+  const std::string_view prefix = pattern.substr(0, pattern.size() - 1);
+  return path.size() > prefix.size() && path.substr(0, prefix.size()) == prefix &&
+         path.find('/', prefix.size()) == std::string_view::npos;
+}
+
+bool serves(const RouteSpec& route, std::string_view method) {
+  return method == route.method || (method == "HEAD" && route.method == "GET");
+}
+
+// The row for the path and method; when the path is served but not with that method, its first row (the
+// caller answers 405); null for an unknown path.
+const RouteSpec* find_route(std::string_view path, std::string_view method) {
+  const RouteSpec* first = nullptr;
+  for (const RouteSpec& route : kRoutes) {
+    if (!path_matches(route.path, path)) continue;
+    if (serves(route, method)) return &route;
+    if (first == nullptr) first = &route;
+  }
+  return first;
+}
+
+// The methods a path is served with, for Allow and 405 messages: "GET, DELETE".
+std::string allowed_methods(std::string_view path) {
+  std::string methods;
   for (const RouteSpec& route : kRoutes)
-    if (route.path == path) return &route;
-  return nullptr;
+    if (path_matches(route.path, path)) methods += (methods.empty() ? "" : ", ") + std::string(route.method);
+  return methods;
 }
 
 // cpp-httplib's server with its connection handling replaced: the listener hands each accepted socket to
@@ -134,7 +162,10 @@ struct HttpServer::Impl {
   bool workers_stopping = false;
   std::vector<std::thread> workers;
 
-  explicit Impl(ServerOptions o) : options(std::move(o)) {}
+  std::shared_ptr<ResponseStore> responses;  // POST /v1/responses with store: true
+
+  explicit Impl(ServerOptions o)
+      : options(std::move(o)), responses(std::make_shared<ResponseStore>(options.responses_store)) {}
 
   std::shared_ptr<Backend> current() const {
     std::lock_guard<std::mutex> lock(mutex);
@@ -204,10 +235,12 @@ struct HttpServer::Impl {
     } catch (const ApiError& e) {
       return refuse(res, e, has_body);
     }
-    const RouteSpec* route = find_route(req.path);
+    const bool preflight = req.method == "OPTIONS" && !ex.origin.empty() && req.has_header("Access-Control-Request-Method");
+    const RouteSpec* route =
+        find_route(req.path, preflight ? req.get_header_value("Access-Control-Request-Method") : req.method);
     if (route == nullptr) return refuse(res, ApiError::not_found(req.path), has_body);
     // A CORS preflight is answered here, before authentication: browsers send it without credentials.
-    if (req.method == "OPTIONS" && !ex.origin.empty() && req.has_header("Access-Control-Request-Method")) {
+    if (preflight) {
       ex.preflight = true;
       const PreflightAnswer answer =
           answer_preflight(options.cors, ex.origin, route->method, req.get_header_value("Access-Control-Request-Method"),
@@ -222,9 +255,10 @@ struct HttpServer::Impl {
     }
     if (route->authenticated && !options.api_key.empty() && !has_bearer_key(req, options.api_key))
       return refuse(res, ApiError::invalid_api_key(), has_body);
-    if (req.method != route->method && !(req.method == "HEAD" && route->method == "GET")) {
-      res.set_header("Allow", std::string(route->method));
-      return refuse(res, method_not_allowed(req.method, req.path, route->method), has_body);
+    if (!serves(*route, req.method)) {
+      const std::string allowed = allowed_methods(req.path);
+      res.set_header("Allow", allowed);
+      return refuse(res, method_not_allowed(req.method, req.path, allowed), has_body);
     }
     if (ex.framing.kind == BodyFraming::Kind::kLength && ex.framing.length > options.limits.max_body_bytes)
       return refuse(res, body_too_large(options.limits.max_body_bytes, ex.framing.length), true);
@@ -297,16 +331,19 @@ struct HttpServer::Impl {
     };
   }
 
-  void stream(httplib::Response& res, std::shared_ptr<Generation> generation) {
+  using Writer = std::function<bool(std::string_view)>;
+  using PumpFunction = std::function<Generation::Pump(const Writer&)>;
+
+  // `pump` owns the Generation: when the library drops the response (done, client gone, server stopping)
+  // the Generation is destroyed and cancels whatever has not finished.
+  void stream(httplib::Response& res, PumpFunction pump) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    // The provider owns the Generation: when the library drops the response (done, client gone, server
-    // stopping) the Generation is destroyed and cancels whatever has not finished.
     res.set_chunked_content_provider(
-        "text/event-stream", [this, generation](size_t, httplib::DataSink& sink) {
+        "text/event-stream", [this, pump = std::move(pump)](size_t, httplib::DataSink& sink) {
           Generation::Pump step;
           try {
-            step = generation->pump([&sink](std::string_view data) { return sink.write(data.data(), data.size()); });
+            step = pump([&sink](std::string_view data) { return sink.write(data.data(), data.size()); });
           } catch (const std::exception& e) {  // nothing may escape into the library's worker thread
             std::fprintf(stderr, "aerie serve: stream failed: %s\n", e.what());
             return false;
@@ -321,22 +358,39 @@ struct HttpServer::Impl {
   }
 
   void generate(const httplib::Request& req, const std::string& body, httplib::Response& res, bool chat) {
-    const bool http_1_1 = req.version == "HTTP/1.1";
     EndpointContext ctx = context(require_backend());
     bool streamed = false;
     std::shared_ptr<Generation> generation = chat ? make_chat_generation(ctx, body, streamed)
                                                   : make_completion_generation(ctx, body, streamed);
     generation->start();
     if (streamed) {
-      stream(res, std::move(generation));
+      stream(res, [generation](const Writer& write) { return generation->pump(write); });
       return;
     }
-    // A whole response is written only at the end, so a client that hangs up is noticed by probing its
-    // socket; its choices are cancelled and their KV blocks freed (as for a stream).
+    if (std::optional<OrderedJson> result = run_whole(req, res, *generation)) send_json(res, 200, *result);
+  }
+
+  // POST /v1/responses: the chat path under the Responses API's shapes (server/responses_endpoint.h).
+  void respond(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+    auto call = std::make_shared<ResponsesCall>(context(require_backend()), body, responses);
+    call->generation().start();
+    if (call->stream()) {
+      stream(res, [call](const Writer& write) { return call->pump(write); });
+      return;
+    }
+    if (std::optional<OrderedJson> result = run_whole(req, res, call->generation()))
+      send_json(res, 200, call->finish(*result));
+  }
+
+  // A whole response is written only at the end, so a client that hangs up is noticed by probing its
+  // socket; its choices are cancelled and their KV blocks freed (as for a stream). nullopt: the client is
+  // gone and nothing is to be sent.
+  std::optional<OrderedJson> run_whole(const httplib::Request& req, httplib::Response& res, Generation& generation) {
+    const bool http_1_1 = req.version == "HTTP/1.1";
     ConnectionStream& stream = *exchange().stream;
     const PeerSocket peer(stream.socket());
     bool probed = false;
-    std::optional<OrderedJson> result = generation->run_to_completion([&] {
+    std::optional<OrderedJson> result = generation.run_to_completion([&] {
       const PeerState state = peer.state();
       if (state == PeerState::kHalfClosed && !probed && http_1_1) {
         // A FIN does not tell a half-close (the client still reads) from a close. An interim 100
@@ -356,9 +410,8 @@ struct HttpServer::Impl {
       stream.abandon();
       exchange().close = true;
       res.status = 499;
-      return;
     }
-    send_json(res, 200, *result);
+    return result;
   }
 
   void routes();
@@ -374,6 +427,16 @@ void HttpServer::Impl::routes() {
   }));
   http.Post("/v1/completions", with_body([this](const auto& req, const std::string& body, auto& res) {
     generate(req, body, res, false);
+  }));
+  http.Post("/v1/responses", with_body([this](const auto& req, const std::string& body, auto& res) {
+    respond(req, body, res);
+  }));
+  // Stored responses need no model: they answer while it loads and while the server drains.
+  http.Get(R"(/v1/responses/([^/]+))", guarded([this](const auto& req, auto& res) {
+    send_json(res, 200, stored_response_body(*responses, req.matches[1].str()));
+  }));
+  http.Delete(R"(/v1/responses/([^/]+))", guarded([this](const auto& req, auto& res) {
+    send_json(res, 200, delete_response_body(*responses, req.matches[1].str()));
   }));
   // The chat page (src/server/chat_page.html); open like /health: it holds no data, and its requests carry
   // the API key the user types in.

@@ -3,6 +3,7 @@
 //   POST /v1/chat/completions   POST /v1/completions   GET /v1/models
 //   GET /health (503 until a model is attached and while draining)   GET /metrics (Prometheus text)
 //   POST /tokenize   POST /detokenize
+//   POST /v1/responses   GET /v1/responses/{id}   DELETE /v1/responses/{id}   (OpenAI's Responses API)
 //
 // cpp-httplib parses requests and routes them; the connections are this server's own: a request gate
 // holds every connection until its request head has arrived (header deadline and size limit), and only
@@ -26,6 +27,7 @@
 #include "engine/metrics.h"
 #include "server/backend.h"
 #include "server/cors.h"
+#include "server/responses_store.h"
 
 namespace aerie::server {
 
@@ -45,6 +47,7 @@ struct ServerOptions {
   LogFunction log;                   // one line per request; null: stderr
   bool quiet = false;                // no request log lines
   CorsOptions cors;                  // cross-origin requests from browsers (off: no origin listed)
+  ResponseStoreLimits responses_store;  // stored /v1/responses (count and bytes, least recently used out)
 };
 
 class HttpServer {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts `aerie serve` on the small test checkpoint (tests/data/llama/bf16_gqa_rope_scaled_tied with the
 # byte-level tokenizer in ./tokenizer) on a free loopback port, runs the official openai npm client
-# against it (openai_client_test.mjs), then stops the server with SIGTERM and expects it to exit 0.
+# against it (openai_client_test.mjs, then responses_client_test.mjs for the Responses API), then stops
+# the server with SIGTERM and expects it to exit 0.
 #
 #   run_test.sh AERIE_BINARY TEST_DATA_DIR
 # Exit 77 (ctest: skipped) when the openai package is not installed and cannot be installed offline.
@@ -27,6 +28,8 @@ start_serve "$aerie" --model "$data/llama/bf16_gqa_rope_scaled_tied" --tokenizer
 status=0
 AERIE_BASE_URL="http://127.0.0.1:$port/v1" AERIE_API_KEY=sk-aerie-test AERIE_MODEL=aerie-test \
   node "$here/openai_client_test.mjs" || status=$?
+AERIE_BASE_URL="http://127.0.0.1:$port/v1" AERIE_API_KEY=sk-aerie-test AERIE_MODEL=aerie-test \
+  node "$here/responses_client_test.mjs" || status=$?
 
 if [[ $status -ne 0 ]]; then echo "--- server log ---"; cat "$log"; echo "FAIL: the openai client checks failed"; exit 1; fi
 stop_serve
