@@ -193,10 +193,11 @@ TEST_F(ServeResponses, StreamedEventsAreInOrderAndEndAsTheWholeResponse) {
 }
 
 TEST_F(ServeResponses, FunctionCallItemsAndTheirOutputsRoundTrip) {
+  // One call (parallel_tool_calls false: the forced list holds one item).
   const Json request = {{"input", "What time is it?"}, {"tools", kTools}, {"tool_choice", "required"},
-                        {"max_output_tokens", 200}, {"temperature", 0}};
+                        {"parallel_tool_calls", false}, {"max_output_tokens", 200}, {"temperature", 0}};
   const Json first = create_ok(request);
-  ASSERT_FALSE(first["output"].empty());
+  ASSERT_EQ(first["output"].size(), 1u) << first.dump();
   const Json call = first["output"].back();
   ASSERT_EQ(call["type"], "function_call") << first.dump();
   EXPECT_EQ(call["name"], "get_time");
@@ -377,7 +378,7 @@ TEST(ServeResponsesReasoning, ThinkBlocksBecomeReasoningItems) {
   TestServer server(config);
   auto client = server.client();
   const Json body = {{"input", "weather report please"}, {"max_output_tokens", 60}, {"temperature", 0},
-                     {"ignore_eos", true}, {"logit_bias", {{std::to_string(kThinkCloseId), 4.5}}}};
+                     {"ignore_eos", true}, {"logit_bias", {{std::to_string(kThinkCloseId), 6.0}}}};
   const HttpResult whole = post(*client, "/v1/responses", body.dump());
   ASSERT_EQ(whole.status, 200) << whole.body;
   const Json r = whole.json();
