@@ -138,7 +138,7 @@ std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context,
 }
 
 std::shared_ptr<Generation> make_chat_generation_from_json(const EndpointContext& context, const OrderedJson& json,
-                                                           bool& stream) {
+                                                           bool& stream, const std::string& id) {
   const Backend& backend = backend_of(context);
   const ChatRequest request = chat_request_from_json(json, context.request_limits);
   check_model(context, request.model);
@@ -162,7 +162,7 @@ std::shared_ptr<Generation> make_chat_generation_from_json(const EndpointContext
   if (prompt.ids.empty()) throw ApiError::invalid_request("The messages render to an empty prompt.", "messages");
 
   plan.chat = true;
-  plan.id = new_response_id("chatcmpl-");
+  plan.id = id.empty() ? new_response_id("chatcmpl-") : id;
   plan.request_id = context.request_id;
   plan.created = int64_t(std::time(nullptr));
   plan.model = context.model_name;

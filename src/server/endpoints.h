@@ -28,9 +28,10 @@ struct EndpointContext {
 
 // Throws ApiError (400/404) for bad requests; the Generation is not started yet.
 std::shared_ptr<Generation> make_chat_generation(const EndpointContext& context, std::string_view body, bool& stream);
-// The same from a body already parsed (/v1/responses translates its own body into a chat body).
+// The same from a body already parsed (/v1/responses translates its own body into a chat body); `id`, when
+// given, names the generation in the request log instead of a fresh "chatcmpl-..." id.
 std::shared_ptr<Generation> make_chat_generation_from_json(const EndpointContext& context, const OrderedJson& body,
-                                                           bool& stream);
+                                                           bool& stream, const std::string& id = "");
 std::shared_ptr<Generation> make_completion_generation(const EndpointContext& context, std::string_view body,
                                                        bool& stream);
 

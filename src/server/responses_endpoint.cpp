@@ -55,8 +55,9 @@ ResponsesCall::ResponsesCall(const EndpointContext& context, std::string_view bo
   }
   ResponsesRequest request =
       responses_request_from_json(json, previous ? &previous->conversation : nullptr, context.request_limits);
+  const std::string id = new_response_id("resp_");
   try {
-    generation_ = make_chat_generation_from_json(context, request.chat_body, stream_);
+    generation_ = make_chat_generation_from_json(context, request.chat_body, stream_, id);
   } catch (const ApiError& error) {
     throw in_responses_terms(error);
   }
@@ -64,7 +65,7 @@ ResponsesCall::ResponsesCall(const EndpointContext& context, std::string_view bo
   auto count_tokens = [backend](const std::string& text) {
     return int64_t(backend->model.tokenizer->encode(text, false).size());
   };
-  builder_ = std::make_unique<ResponseBuilder>(std::move(request), new_response_id("resp_"),
+  builder_ = std::make_unique<ResponseBuilder>(std::move(request), id,
                                                int64_t(std::time(nullptr)), context.model_name, count_tokens);
 }
 

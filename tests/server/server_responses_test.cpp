@@ -5,7 +5,9 @@
 // same messages, and a previous_response_id chain continues exactly as the same conversation sent whole.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "server_fixture.h"
@@ -344,6 +346,13 @@ TEST_F(ServeResponses, ClientHangingUpMidStreamIsCancelled) {
 TEST(ServeResponsesStore, AFullStoreEvictsTheLeastRecentlyUsed) {
   TestServerConfig config;
   config.options.responses_store = {/*max_responses=*/2, /*max_bytes=*/1 << 20};
+  auto mutex = std::make_shared<std::mutex>();
+  auto log = std::make_shared<std::vector<std::string>>();
+  config.options.quiet = false;
+  config.options.log = [mutex, log](const std::string& line) {
+    std::lock_guard<std::mutex> lock(*mutex);
+    log->push_back(line);
+  };
   TestServer server(config);
   auto client = server.client();
   std::vector<std::string> ids;
@@ -358,6 +367,13 @@ TEST(ServeResponsesStore, AFullStoreEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(get(*client, "/v1/responses/" + ids[0]).status, 200);
   EXPECT_EQ(get(*client, "/v1/responses/" + ids[1]).status, 404);
   EXPECT_EQ(get(*client, "/v1/responses/" + ids[2]).status, 200);
+  // The request log names a response by its own id.
+  {
+    std::lock_guard<std::mutex> lock(*mutex);
+    EXPECT_TRUE(std::any_of(log->begin(), log->end(), [&](const std::string& line) {
+      return line.rfind(ids[2] + " ", 0) == 0;
+    })) << (log->empty() ? "" : log->back());
+  }
   // A response too large for the whole store is answered but not kept.
   TestServerConfig tiny;
   tiny.options.responses_store = {/*max_responses=*/8, /*max_bytes=*/256};
