@@ -235,9 +235,10 @@ struct HttpServer::Impl {
     } catch (const ApiError& e) {
       return refuse(res, e, has_body);
     }
-    const bool preflight = req.method == "OPTIONS" && !ex.origin.empty() && req.has_header("Access-Control-Request-Method");
-    const RouteSpec* route =
-        find_route(req.path, preflight ? req.get_header_value("Access-Control-Request-Method") : req.method);
+    const bool preflight =
+        req.method == "OPTIONS" && !ex.origin.empty() && req.has_header("Access-Control-Request-Method");
+    const std::string method = preflight ? req.get_header_value("Access-Control-Request-Method") : req.method;
+    const RouteSpec* route = find_route(req.path, method);
     if (route == nullptr) return refuse(res, ApiError::not_found(req.path), has_body);
     // A CORS preflight is answered here, before authentication: browsers send it without credentials.
     if (preflight) {

@@ -39,7 +39,8 @@ ApiError in_responses_terms(const ApiError& error) {
 
 }  // namespace
 
-ResponsesCall::ResponsesCall(const EndpointContext& context, std::string_view body, std::shared_ptr<ResponseStore> store)
+ResponsesCall::ResponsesCall(const EndpointContext& context, std::string_view body,
+                             std::shared_ptr<ResponseStore> store)
     : store_(std::move(store)) {
   const Json json = fields::parse_body(body, context.json_limits);
   // A stored response is immutable and shared: holding it keeps its conversation alive through eviction.
@@ -47,14 +48,15 @@ ResponsesCall::ResponsesCall(const EndpointContext& context, std::string_view bo
   if (const std::string previous_id = previous_response_id_of(json); !previous_id.empty()) {
     previous = store_->get(previous_id);
     if (!previous) {
-      throw ApiError::invalid_request("Previous response with id '" + previous_id + "' not found: it was never "
-                                      "stored (store: false), was deleted, or was evicted by the server's "
-                                      "response store limits (--responses-store-max, --responses-store-bytes).",
+      throw ApiError::invalid_request("Previous response with id '" + previous_id +
+                                          "' not found: it was never "
+                                          "stored (store: false), was deleted, or was evicted by the server's "
+                                          "response store limits (--responses-store-max, --responses-store-bytes).",
                                       "previous_response_id", "previous_response_not_found");
     }
   }
-  ResponsesRequest request =
-      responses_request_from_json(json, previous ? &previous->conversation : nullptr, context.request_limits);
+  ResponsesRequest request = responses_request_from_json(json, previous ? &previous->conversation : nullptr,
+                                                         context.request_limits);
   const std::string id = new_response_id("resp_");
   try {
     generation_ = make_chat_generation_from_json(context, request.chat_body, stream_, id);
@@ -65,8 +67,8 @@ ResponsesCall::ResponsesCall(const EndpointContext& context, std::string_view bo
   auto count_tokens = [backend](const std::string& text) {
     return int64_t(backend->model.tokenizer->encode(text, false).size());
   };
-  builder_ = std::make_unique<ResponseBuilder>(std::move(request), id,
-                                               int64_t(std::time(nullptr)), context.model_name, count_tokens);
+  builder_ = std::make_unique<ResponseBuilder>(std::move(request), id, int64_t(std::time(nullptr)), context.model_name,
+                                               count_tokens);
 }
 
 void ResponsesCall::store_result() {
@@ -106,8 +108,11 @@ Generation::Pump ResponsesCall::pump(const std::function<bool(std::string_view)>
 OrderedJson stored_response_body(ResponseStore& store, const std::string& id) {
   const std::shared_ptr<const StoredResponse> entry = store.get(id);
   if (!entry) {
-    throw ApiError(404, "Response with id '" + id + "' not found: it was never stored, was deleted, or was evicted "
-                   "by the server's response store limits.", "invalid_request_error", "response_id", "not_found");
+    throw ApiError(404,
+                   "Response with id '" + id +
+                       "' not found: it was never stored, was deleted, or was evicted "
+                       "by the server's response store limits.",
+                   "invalid_request_error", "response_id", "not_found");
   }
   return entry->response;
 }

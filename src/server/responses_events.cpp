@@ -27,7 +27,10 @@ std::string string_or_empty(const Json& object, const char* key) {
 
 ResponseBuilder::ResponseBuilder(ResponsesRequest request, std::string id, int64_t created_at, std::string model,
                                  TokenCounter count_tokens)
-    : request_(std::move(request)), id_(std::move(id)), created_at_(created_at), model_(std::move(model)),
+    : request_(std::move(request)),
+      id_(std::move(id)),
+      created_at_(created_at),
+      model_(std::move(model)),
       count_tokens_(std::move(count_tokens)) {}
 
 void ResponseBuilder::event(std::string* sse, const char* type, Json fields) {
@@ -47,14 +50,21 @@ Json ResponseBuilder::item_json(const Item& item, bool in_progress) const {
   const char* status = in_progress ? "in_progress" : cut ? "incomplete" : "completed";
   switch (item.kind) {
     case Kind::kMessage:
-      return {{"id", item.id}, {"type", "message"}, {"status", status}, {"role", "assistant"},
+      return {{"id", item.id},
+              {"type", "message"},
+              {"status", status},
+              {"role", "assistant"},
               {"content", in_progress ? Json::array() : Json::array({output_text_part(item.text)})}};
     case Kind::kReasoning:
-      return {{"id", item.id}, {"type", "reasoning"}, {"status", status}, {"summary", Json::array()},
+      return {{"id", item.id},
+              {"type", "reasoning"},
+              {"status", status},
+              {"summary", Json::array()},
               {"content", in_progress ? Json::array() : Json::array({reasoning_part(item.text)})}};
     case Kind::kCall:
-      return {{"id", item.id}, {"type", "function_call"}, {"status", status},
-              {"arguments", in_progress ? std::string() : item.text}, {"call_id", item.call_id}, {"name", item.name}};
+      return {{"id", item.id},           {"type", "function_call"},
+              {"status", status},        {"arguments", in_progress ? std::string() : item.text},
+              {"call_id", item.call_id}, {"name", item.name}};
   }
   return nullptr;
 }
@@ -67,7 +77,9 @@ void ResponseBuilder::open(Item item, std::string* sse) {
   event(sse, "response.output_item.added", {{"output_index", open_}, {"item", item_json(opened, true)}});
   if (opened.kind == Kind::kCall) return;
   event(sse, "response.content_part.added",
-        {{"item_id", opened.id}, {"output_index", open_}, {"content_index", 0},
+        {{"item_id", opened.id},
+         {"output_index", open_},
+         {"content_index", 0},
          {"part", opened.kind == Kind::kMessage ? output_text_part("") : reasoning_part("")}});
 }
 
@@ -84,7 +96,8 @@ void ResponseBuilder::close_open(std::string* sse) {
     return fields;
   };
   if (item.kind == Kind::kMessage) {
-    event(sse, "response.output_text.done", with({{"content_index", 0}, {"text", item.text}, {"logprobs", Json::array()}}));
+    event(sse, "response.output_text.done",
+          with({{"content_index", 0}, {"text", item.text}, {"logprobs", Json::array()}}));
     event(sse, "response.content_part.done", with({{"content_index", 0}, {"part", output_text_part(item.text)}}));
   } else if (item.kind == Kind::kReasoning) {
     event(sse, "response.reasoning_text.done", with({{"content_index", 0}, {"text", item.text}}));
@@ -157,7 +170,8 @@ void ResponseBuilder::on_chunk(const Json& chunk, std::string& sse) {
       for (const Json& call : *calls) {
         const int index = call.value("index", 0);
         const Json function = call.value("function", Json::object());
-        if (call.contains("id")) call_start(index, string_or_empty(call, "id"), string_or_empty(function, "name"), &sse);
+        if (call.contains("id"))
+          call_start(index, string_or_empty(call, "id"), string_or_empty(function, "name"), &sse);
         call_arguments(index, string_or_empty(function, "arguments"), &sse);
       }
     }

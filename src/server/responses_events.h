@@ -84,10 +84,10 @@ class ResponseBuilder {
   std::string model_;
   TokenCounter count_tokens_;
   std::vector<Item> items_;
-  int open_ = -1;                 // the item receiving output, or -1
-  std::map<int, size_t> calls_;   // chat tool-call index -> item
+  int open_ = -1;                // the item receiving output, or -1
+  std::map<int, size_t> calls_;  // chat tool-call index -> item
   int64_t sequence_ = 0;
-  std::string finish_reason_;     // the chat finish_reason
+  std::string finish_reason_;  // the chat finish_reason
   nlohmann::ordered_json usage_ = nullptr;
   nlohmann::ordered_json error_ = nullptr;
   bool finished_ = false;

@@ -51,9 +51,9 @@ std::string message_text(const Json& item, const std::string& role, const std::s
     } else if (type == "refusal") {
       key = "refusal";
     } else if (type != "input_text" && type != "output_text") {
-      fields::throw_invalid_value(part_param + ".type",
-                                  "Invalid value: '" + type + "'. Supported values are: 'input_text'" +
-                                      (assistant ? ", 'output_text' and 'refusal'." : "."));
+      fields::throw_invalid_value(part_param + ".type", "Invalid value: '" + type +
+                                                            "'. Supported values are: 'input_text'" +
+                                                            (assistant ? ", 'output_text' and 'refusal'." : "."));
     }
     if (i > 0) text += '\n';
     text += required_string(part, key, part_param + "." + key);
@@ -72,9 +72,11 @@ std::string tool_output_text(const Json& item, const std::string& param) {
 
 std::string reasoning_text(const Json& item, const std::string& param) {
   if (fields::find(item, "encrypted_content")) {
-    throw_unsupported(param + ".encrypted_content", "Invalid '" + param + ".encrypted_content': this server never "
-                      "encrypts reasoning, so it cannot read encrypted reasoning back; send the reasoning text "
-                      "in 'content', or leave the item out.");
+    throw_unsupported(param + ".encrypted_content",
+                      "Invalid '" + param +
+                          ".encrypted_content': this server never "
+                          "encrypts reasoning, so it cannot read encrypted reasoning back; send the reasoning text "
+                          "in 'content', or leave the item out.");
   }
   // The reasoning text itself, else its summary (a client may keep only that).
   for (const char* key : {"content", "summary"}) {
@@ -152,8 +154,9 @@ Json chat_messages_from_items(const Json& items, size_t first_new, const Json& i
     if (type == "message") {
       const std::string role = required_string(item, "role", param + ".role");
       if (std::find(std::begin(kRoles), std::end(kRoles), role) == std::end(kRoles)) {
-        fields::throw_invalid_value(param + ".role", "Invalid value: '" + role + "'. Supported values are: 'user', "
-                                                     "'system', 'developer', and 'assistant'.");
+        fields::throw_invalid_value(param + ".role", "Invalid value: '" + role +
+                                                         "'. Supported values are: 'user', "
+                                                         "'system', 'developer', and 'assistant'.");
       }
       std::string text = message_text(item, role, param + ".content");
       if (role == "assistant") out.assistant_text(std::move(text));
@@ -167,18 +170,21 @@ Json chat_messages_from_items(const Json& items, size_t first_new, const Json& i
       const std::string call_id = required_string(item, "call_id", param + ".call_id");
       if (!call_ids.count(call_id)) {
         fields::throw_invalid_value(param + ".call_id", "No tool call found for function call output with call_id '" +
-                                                            call_id + "': a function_call_output answers a "
+                                                            call_id +
+                                                            "': a function_call_output answers a "
                                                             "function_call earlier in the conversation.");
       }
       out.add({{"role", "tool"}, {"tool_call_id", call_id}, {"content", tool_output_text(item, param + ".output")}});
     } else if (type == "reasoning") {
       out.reasoning(reasoning_text(item, param));
     } else if (type == "item_reference") {
-      throw_unsupported(param + ".type", "Invalid '" + param + ".type': item_reference is not supported; send the "
-                        "item itself, or continue a stored response with previous_response_id.");
+      throw_unsupported(param + ".type", "Invalid '" + param +
+                                             ".type': item_reference is not supported; send the "
+                                             "item itself, or continue a stored response with previous_response_id.");
     } else {
-      fields::throw_invalid_value(param + ".type", "Invalid value: '" + type + "'. Supported values are: 'message', "
-                                  "'function_call', 'function_call_output', and 'reasoning'.");
+      fields::throw_invalid_value(param + ".type", "Invalid value: '" + type +
+                                                       "'. Supported values are: 'message', "
+                                                       "'function_call', 'function_call_output', and 'reasoning'.");
     }
   }
   out.close();
@@ -192,13 +198,15 @@ Json read_input(const Json& body) {
   const Json* input = fields::find(body, "input");
   if (!input) fields::throw_missing("input");
   if (input->is_string()) {
-    return Json::array({{{"type", "message"}, {"role", "user"},
+    return Json::array({{{"type", "message"},
+                         {"role", "user"},
                          {"content", Json::array({{{"type", "input_text"}, {"text", *input}}})}}});
   }
   if (!input->is_array()) fields::throw_invalid_type("input", "a string or an array of input items", *input);
   if (input->empty()) {
     throw ApiError::invalid_request("Invalid 'input': empty array. Expected an array with minimum length 1, but got "
-                                    "an empty array instead.", "input", "empty_array");
+                                    "an empty array instead.",
+                                    "input", "empty_array");
   }
   Json items = *input;
   for (Json& item : items)
@@ -225,20 +233,23 @@ Json read_tools(const Json& body, const RequestLimits& limits, Json& chat_tools)
     if (!tool.is_object()) fields::throw_invalid_type(param, "an object", tool);
     const std::string type = required_string(tool, "type", param + ".type");
     if (type != "function") {
-      throw_unsupported(param + ".type", "Invalid value: '" + type + "'. This server runs function tools only "
-                                         "(hosted tools such as web or file search are OpenAI's); supported "
-                                         "values are: 'function'.");
+      throw_unsupported(param + ".type", "Invalid value: '" + type +
+                                             "'. This server runs function tools only "
+                                             "(hosted tools such as web or file search are OpenAI's); supported "
+                                             "values are: 'function'.");
     }
     const std::string name = required_string(tool, "name", param + ".name");
     if (!is_valid_function_name(name)) {
-      fields::throw_invalid_value(param + ".name", "Invalid '" + param + ".name': string does not match pattern. "
-                                  "Expected a string that matches the pattern '^[a-zA-Z0-9_.-]{1,64}$'.");
+      fields::throw_invalid_value(param + ".name",
+                                  "Invalid '" + param +
+                                      ".name': string does not match pattern. "
+                                      "Expected a string that matches the pattern '^[a-zA-Z0-9_.-]{1,64}$'.");
     }
     Json function = {{"name", name}};
     if (auto description = fields::get_string(tool, "description", param + ".description"))
       function["description"] = *description;
     if (const Json* parameters = fields::get_object(tool, "parameters", param + ".parameters")) {
-        function["parameters"] = *parameters;
+      function["parameters"] = *parameters;
     }
     if (auto strict = fields::get_bool(tool, "strict", param + ".strict")) function["strict"] = *strict;
     chat_tools.push_back({{"type", "function"}, {"function", std::move(function)}});
@@ -301,8 +312,9 @@ Json read_text(const Json& body, Json& chat) {
       schema_format["description"] = *description;
     chat["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(schema_format)}};
   } else if (type != "text") {
-    fields::throw_invalid_value("text.format.type", "Invalid value: '" + type +
-                                                        "'. Supported values are: 'text', 'json_object', and 'json_schema'.");
+    fields::throw_invalid_value("text.format.type",
+                                "Invalid value: '" + type +
+                                    "'. Supported values are: 'text', 'json_object', and 'json_schema'.");
   }
   return echoed;
 }
@@ -317,8 +329,9 @@ Json read_reasoning(const Json& body, Json& chat) {
   if (auto effort = fields::get_string(*reasoning, "effort", "reasoning.effort")) {
     constexpr std::string_view kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
     if (std::find(std::begin(kEfforts), std::end(kEfforts), *effort) == std::end(kEfforts)) {
-      fields::throw_invalid_value("reasoning.effort", "Invalid value: '" + *effort + "'. Supported values are: "
-                                  "'none', 'minimal', 'low', 'medium', 'high', and 'xhigh'.");
+      fields::throw_invalid_value("reasoning.effort", "Invalid value: '" + *effort +
+                                                          "'. Supported values are: "
+                                                          "'none', 'minimal', 'low', 'medium', 'high', and 'xhigh'.");
     }
     echoed["effort"] = *effort;
     Json& kwargs = chat["chat_template_kwargs"];
@@ -349,10 +362,10 @@ Json read_metadata(const Json& body) {
 // OpenAI fields this server cannot honour, each of which would change the output if it were dropped.
 void refuse_unsupported(const Json& body) {
   if (fields::get_bool(body, "background", "background").value_or(false))
-    throw_unsupported("background", "'background' responses are not supported: send the request and wait, or stream it.");
+    throw_unsupported("background",
+                      "'background' responses are not supported: send the request and wait, or stream it.");
   for (const char* key : {"conversation", "prompt", "context_management", "moderation", "max_tool_calls"}) {
-    if (fields::find(body, key))
-      throw_unsupported(key, std::string("'") + key + "' is not supported by this server.");
+    if (fields::find(body, key)) throw_unsupported(key, std::string("'") + key + "' is not supported by this server.");
   }
   if (auto truncation = fields::get_string(body, "truncation", "truncation"); truncation && *truncation != "disabled")
     throw_unsupported("truncation", "Only 'disabled' truncation is supported: an input beyond the context is refused.");
@@ -370,9 +383,18 @@ void refuse_unsupported(const Json& body) {
 }
 
 // The chat and vLLM fields a Responses body may carry too (their meaning is the chat endpoint's).
-constexpr const char* kPassedThrough[] = {"seed", "top_k", "min_p", "stop", "ignore_eos", "repetition_penalty",
-                                          "presence_penalty", "frequency_penalty", "logit_bias", "priority",
-                                          "deterministic", "chat_template_kwargs"};
+constexpr const char* kPassedThrough[] = {"seed",
+                                          "top_k",
+                                          "min_p",
+                                          "stop",
+                                          "ignore_eos",
+                                          "repetition_penalty",
+                                          "presence_penalty",
+                                          "frequency_penalty",
+                                          "logit_bias",
+                                          "priority",
+                                          "deterministic",
+                                          "chat_template_kwargs"};
 
 }  // namespace
 

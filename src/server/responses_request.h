@@ -59,8 +59,8 @@ struct ResponsesRequest {
 std::string previous_response_id_of(const nlohmann::ordered_json& body);
 
 // `previous`: the stored conversation previous_response_id names (null without one).
-ResponsesRequest responses_request_from_json(const nlohmann::ordered_json& body,
-                                             const nlohmann::ordered_json* previous, const RequestLimits& limits = {});
+ResponsesRequest responses_request_from_json(const nlohmann::ordered_json& body, const nlohmann::ordered_json* previous,
+                                             const RequestLimits& limits = {});
 
 // Conversation items -> chat messages (after a system message with `instructions` when it is a string).
 // Items before `first_new` came from the store and are trusted; errors name the others as input[i - first_new].

@@ -18,7 +18,7 @@
 namespace aerie::server {
 
 struct ResponseStoreLimits {
-  int64_t max_responses = 1024;             // 0: nothing is stored (previous_response_id never resolves)
+  int64_t max_responses = 1024;  // 0: nothing is stored (previous_response_id never resolves)
   int64_t max_bytes = int64_t{256} << 20;
 };
 

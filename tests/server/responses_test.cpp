@@ -29,7 +29,7 @@ TEST(ResponsesRequestTest, StringInputIsOneUserMessageAfterTheInstructions) {
   EXPECT_EQ(r.chat_body["max_tokens"], 9);
   EXPECT_EQ(r.chat_body["temperature"], 0.25);
   EXPECT_EQ(r.chat_body["top_p"], 0.5);
-  EXPECT_EQ(r.chat_body["seed"], 3);  // vLLM's sampling extras pass through
+  EXPECT_EQ(r.chat_body["seed"], 3);                        // vLLM's sampling extras pass through
   EXPECT_FALSE(r.chat_body.contains("some_vendor_field"));  // unknown fields are ignored, as on chat
   EXPECT_EQ(r.temperature, 0.25);
   EXPECT_TRUE(r.store);
@@ -75,7 +75,8 @@ TEST(ResponsesRequestTest, ToolsToolChoiceAndTextFormatTakeTheChatSpelling) {
   EXPECT_EQ(r.chat_body["parallel_tool_calls"], false);
   EXPECT_EQ(r.chat_body["response_format"], Json::parse(R"({"type": "json_schema", "json_schema":
       {"name": "out", "schema": {"type": "object"}, "strict": true}})"));
-  EXPECT_EQ(r.chat_body["chat_template_kwargs"], Json::parse(R"({"reasoning_effort": "none", "enable_thinking": false})"));
+  EXPECT_EQ(r.chat_body["chat_template_kwargs"],
+            Json::parse(R"({"reasoning_effort": "none", "enable_thinking": false})"));
   EXPECT_EQ(r.tool_choice, Json::parse(R"({"type": "function", "name": "get"})"));
   EXPECT_EQ(r.reasoning, Json::parse(R"({"effort": "none", "summary": "auto"})"));
   EXPECT_EQ(r.metadata, Json::parse(R"({"k": "v"})"));
@@ -84,7 +85,8 @@ TEST(ResponsesRequestTest, ToolsToolChoiceAndTextFormatTakeTheChatSpelling) {
   EXPECT_EQ(read(R"({"input": "x", "text": {"format": {"type": "json_object"}}})").chat_body["response_format"],
             Json::parse(R"({"type": "json_object"})"));
   // A stream asks the chat stream for its usage chunk (the response's usage).
-  EXPECT_EQ(read(R"({"input": "x", "stream": true})").chat_body["stream_options"], Json::parse(R"({"include_usage": true})"));
+  EXPECT_EQ(read(R"({"input": "x", "stream": true})").chat_body["stream_options"],
+            Json::parse(R"({"include_usage": true})"));
 }
 
 TEST(ResponsesRequestTest, PreviousConversationComesFirstAndItsCallsCanBeAnswered) {
@@ -92,7 +94,8 @@ TEST(ResponsesRequestTest, PreviousConversationComesFirstAndItsCallsCanBeAnswere
       {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
       {"type": "function_call", "id": "fc_1", "status": "completed", "call_id": "call_1", "name": "f", "arguments": "{}"}])");
   const ResponsesRequest r = read(R"({"input": [{"type": "function_call_output", "call_id": "call_1", "output": "ok"}],
-                                      "instructions": "new", "previous_response_id": "resp_1"})", &previous);
+                                      "instructions": "new", "previous_response_id": "resp_1"})",
+                                  &previous);
   EXPECT_EQ(r.previous_response_id, "resp_1");
   EXPECT_EQ(r.conversation.size(), 3u);
   EXPECT_EQ(r.input_items.size(), 1u);
@@ -119,8 +122,8 @@ TEST(ResponsesRequestTest, EveryBadFieldIsA400NamingIt) {
       {R"({"input": [{"role": "tool", "content": "x"}]})", "input[0].role", "invalid_value"},
       {R"({"input": [{"role": "user"}]})", "input[0].content", "missing_required_parameter"},
       {R"({"input": [{"role": "user", "content": 3}]})", "input[0].content", "invalid_type"},
-      {R"({"input": [{"role": "user", "content": [{"type": "output_text", "text": "x"}]}]})", "input[0].content[0].type",
-       "invalid_value"},
+      {R"({"input": [{"role": "user", "content": [{"type": "output_text", "text": "x"}]}]})",
+       "input[0].content[0].type", "invalid_value"},
       {R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})",
        "input[0].content[0].type", "unsupported_parameter"},
       {R"({"input": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]})", "input[0].content[0].type",
@@ -141,7 +144,8 @@ TEST(ResponsesRequestTest, EveryBadFieldIsA400NamingIt) {
                      {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]})",
        "input[0].call_id", "invalid_value"},
       {R"({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
-                     {"type": "function_call_output", "call_id": "c"}]})", "input[1].output", "missing_required_parameter"},
+                     {"type": "function_call_output", "call_id": "c"}]})",
+       "input[1].output", "missing_required_parameter"},
       {R"({"input": [{"type": "reasoning", "summary": [], "encrypted_content": "gAAA"}]})",
        "input[0].encrypted_content", "unsupported_parameter"},
       {R"({"input": [{"type": "reasoning", "content": [{"type": "summary_text", "text": "x"}]}]})",
@@ -223,7 +227,8 @@ std::vector<Event> parse_sse(const std::string& text) {
 }
 
 std::string chunk(const Json& delta, const Json& finish = nullptr) {
-  return sse_data({{"id", "chatcmpl-1"}, {"object", "chat.completion.chunk"},
+  return sse_data({{"id", "chatcmpl-1"},
+                   {"object", "chat.completion.chunk"},
                    {"choices", {{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}}}});
 }
 
@@ -276,8 +281,9 @@ TEST(ResponseBuilderTest, StreamEventsFollowTheFormatAndEndAsTheWholeResponse) {
   std::string chat = chunk({{"role", "assistant"}, {"content", ""}});
   chat += chunk({{"reasoning_content", "Th"}}) + chunk({{"reasoning_content", "ink."}});
   chat += chunk({{"content", "Let "}}) + chunk({{"content", "me."}});
-  chat += chunk({{"tool_calls", {{{"index", 0}, {"id", "call_x"}, {"type", "function"},
-                                  {"function", {{"name", "get"}, {"arguments", ""}}}}}}});
+  chat += chunk(
+      {{"tool_calls",
+        {{{"index", 0}, {"id", "call_x"}, {"type", "function"}, {"function", {{"name", "get"}, {"arguments", ""}}}}}}});
   chat += chunk({{"tool_calls", {{{"index", 0}, {"function", {{"arguments", "{\"a\""}}}}}}});
   chat += chunk({{"tool_calls", {{{"index", 0}, {"function", {{"arguments", ": 1}"}}}}}}});
   chat += chunk(Json::object(), "tool_calls");
@@ -332,7 +338,8 @@ TEST(ResponseBuilderTest, LengthIsIncompleteAndAnErrorFails) {
   sse.clear();
   failed.start(sse);
   sse += translate_chat_sse(chunk({{"content", "ab"}}) + sse_data(ApiError::internal("engine broke").body()) +
-                                std::string(kSseDone), failed);
+                                std::string(kSseDone),
+                            failed);
   events = parse_sse(sse);
   response = check_stream(events);
   EXPECT_EQ(events.back().name, "response.failed");

@@ -99,9 +99,9 @@ class ServeResponses : public ::testing::Test {
   }
   std::string chat_text(const Json& messages, int max_tokens = 12) {
     auto client = server_->client();
-    const HttpResult r = post(*client, "/v1/chat/completions",
-                              Json{{"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0},
-                                   {"ignore_eos", true}}.dump());
+    const HttpResult r =
+        post(*client, "/v1/chat/completions",
+             Json{{"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}}.dump());
     EXPECT_EQ(r.status, 200) << r.body;
     return r.status == 200 ? r.json()["choices"][0]["message"]["content"].get<std::string>() : "";
   }
@@ -110,7 +110,8 @@ class ServeResponses : public ::testing::Test {
 TestServer* ServeResponses::server_ = nullptr;
 
 TEST_F(ServeResponses, WholeResponseHasTheDocumentedShape) {
-  const Json r = create_ok(greedy({{"input", "hello there"}, {"instructions", "Be brief."}, {"metadata", {{"k", "v"}}}}, 16));
+  const Json r = create_ok(
+      greedy({{"input", "hello there"}, {"instructions", "Be brief."}, {"metadata", {{"k", "v"}}}}, 16));
   EXPECT_EQ(r["object"], "response");
   EXPECT_EQ(r["id"].get<std::string>().rfind("resp_", 0), 0u);
   EXPECT_EQ(r["status"], "incomplete");  // 16 tokens without end of sequence: max_output_tokens cut it
@@ -164,8 +165,8 @@ TEST_F(ServeResponses, StreamedEventsAreInOrderAndEndAsTheWholeResponse) {
   auto client = server_->client();
   const ResponsesStream s = post_responses_stream(*client, body);
   ASSERT_EQ(s.status, 200);
-  const std::vector<std::string> expected_head = {"response.created", "response.in_progress", "response.output_item.added",
-                                                  "response.content_part.added"};
+  const std::vector<std::string> expected_head = {"response.created", "response.in_progress",
+                                                  "response.output_item.added", "response.content_part.added"};
   ASSERT_GT(s.events.size(), 8u);
   for (size_t i = 0; i < expected_head.size(); ++i) EXPECT_EQ(s.events[i].first, expected_head[i]);
   const std::vector<std::string> expected_tail = {"response.output_text.done", "response.content_part.done",
@@ -196,7 +197,7 @@ TEST_F(ServeResponses, StreamedEventsAreInOrderAndEndAsTheWholeResponse) {
 
 TEST_F(ServeResponses, FunctionCallItemsAndTheirOutputsRoundTrip) {
   // One call (parallel_tool_calls false: the forced list holds one item).
-  const Json request = {{"input", "What time is it?"}, {"tools", kTools}, {"tool_choice", "required"},
+  const Json request = {{"input", "What time is it?"},  {"tools", kTools},          {"tool_choice", "required"},
                         {"parallel_tool_calls", false}, {"max_output_tokens", 200}, {"temperature", 0}};
   const Json first = create_ok(request);
   ASSERT_EQ(first["output"].size(), 1u) << first.dump();
@@ -233,20 +234,22 @@ TEST_F(ServeResponses, FunctionCallItemsAndTheirOutputsRoundTrip) {
   items.push_back(output_item);
   const Json explicit_conversation = create_ok(greedy({{"input", items}}));
   EXPECT_EQ(output_text(chained), output_text(explicit_conversation));
-  const Json messages = {
-      {{"role", "user"}, {"content", "What time is it?"}},
-      {{"role", "assistant"}, {"content", nullptr},
-       {"tool_calls", {{{"id", call["call_id"]}, {"type", "function"},
-                        {"function", {{"name", "get_time"}, {"arguments", call["arguments"]}}}}}}},
-      {{"role", "tool"}, {"tool_call_id", call["call_id"]}, {"content", "12:00"}}};
+  const Json messages = {{{"role", "user"}, {"content", "What time is it?"}},
+                         {{"role", "assistant"},
+                          {"content", nullptr},
+                          {"tool_calls",
+                           {{{"id", call["call_id"]},
+                             {"type", "function"},
+                             {"function", {{"name", "get_time"}, {"arguments", call["arguments"]}}}}}}},
+                         {{"role", "tool"}, {"tool_call_id", call["call_id"]}, {"content", "12:00"}}};
   EXPECT_EQ(output_text(chained), chat_text(messages));
 }
 
 TEST_F(ServeResponses, PreviousResponseChainsContinueTheConversationWithoutItsInstructions) {
   const Json first = create_ok(greedy({{"instructions", "Old rules."}, {"input", "u1"}}, 6));
   const Json second = create_ok(greedy({{"previous_response_id", first["id"]}, {"input", "u2"}}, 6));
-  const Json third = create_ok(greedy({{"previous_response_id", second["id"]}, {"instructions", "New rules."},
-                                       {"input", "u3"}}, 8));
+  const Json third = create_ok(
+      greedy({{"previous_response_id", second["id"]}, {"instructions", "New rules."}, {"input", "u3"}}, 8));
   EXPECT_EQ(third["previous_response_id"], second["id"]);
   const Json messages = {{{"role", "system"}, {"content", "New rules."}},
                          {{"role", "user"}, {"content", "u1"}},
@@ -257,8 +260,8 @@ TEST_F(ServeResponses, PreviousResponseChainsContinueTheConversationWithoutItsIn
   EXPECT_EQ(output_text(third), chat_text(messages, 8));
   // The chain survives the deletion of its ancestors: each stored response holds its whole conversation.
   EXPECT_EQ(server_->client()->Delete(("/v1/responses/" + first["id"].get<std::string>()).c_str())->status, 200);
-  const Json again = create_ok(greedy({{"previous_response_id", second["id"]}, {"instructions", "New rules."},
-                                       {"input", "u3"}}, 8));
+  const Json again = create_ok(
+      greedy({{"previous_response_id", second["id"]}, {"instructions", "New rules."}, {"input", "u3"}}, 8));
   EXPECT_EQ(output_text(again), output_text(third));
 }
 
@@ -302,16 +305,20 @@ TEST_F(ServeResponses, BadRequestsAreRefusedInTheResponsesTerms) {
   };
   const std::vector<Case> cases = {
       {{{"input", "x"}, {"previous_response_id", "resp_nope"}}, "previous_response_id", "previous_response_not_found"},
-      {{{"input", {{{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "x"}}}}}, "input[0].call_id",
+      {{{"input", {{{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "x"}}}}},
+       "input[0].call_id",
        "invalid_value"},
       {{{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "u"}}}}}}}},
-       "input[0].content[0].type", "unsupported_parameter"},
+       "input[0].content[0].type",
+       "unsupported_parameter"},
       {{{"input", "x"}, {"model", "other"}}, "model", "model_not_found"},
       // Errors the chat path finds speak of the Responses fields.
       {{{"input", std::string(3000, 'x')}}, "input", "context_length_exceeded"},
       {{{"input", "x"}, {"max_output_tokens", 5000}}, "max_output_tokens", "context_length_exceeded"},
-      {{{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}, {"name", "n"}, {"schema", {{"type", "nonsense"}}}}}}}},
-       "text.format.schema", "invalid_value"},
+      {{{"input", "x"},
+        {"text", {{"format", {{"type", "json_schema"}, {"name", "n"}, {"schema", {{"type", "nonsense"}}}}}}}},
+       "text.format.schema",
+       "invalid_value"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.body.dump());
@@ -334,7 +341,8 @@ TEST_F(ServeResponses, ClientHangingUpMidStreamIsCancelled) {
   const ResponsesStream s = post_responses_stream(*client, greedy({{"input", "go on"}}, 700), /*stop_after=*/6);
   EXPECT_EQ(s.events.size(), 6u);
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (server_->server().in_flight() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  while (server_->server().in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
   EXPECT_EQ(server_->server().in_flight(), 0);
   EXPECT_LT(server_->server().metrics().generated_tokens, 100000);
   // Nothing half-made was stored, and the server still serves.
@@ -393,8 +401,11 @@ TEST(ServeResponsesReasoning, ThinkBlocksBecomeReasoningItems) {
   config.engine.kv_cache_memory = 16u << 20;
   TestServer server(config);
   auto client = server.client();
-  const Json body = {{"input", "weather report please"}, {"max_output_tokens", 60}, {"temperature", 0},
-                     {"ignore_eos", true}, {"logit_bias", {{std::to_string(kThinkCloseId), 6.0}}}};
+  const Json body = {{"input", "weather report please"},
+                     {"max_output_tokens", 60},
+                     {"temperature", 0},
+                     {"ignore_eos", true},
+                     {"logit_bias", {{std::to_string(kThinkCloseId), 6.0}}}};
   const HttpResult whole = post(*client, "/v1/responses", body.dump());
   ASSERT_EQ(whole.status, 200) << whole.body;
   const Json r = whole.json();
