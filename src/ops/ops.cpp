@@ -150,6 +150,18 @@ namespace {
 constexpr int64_t kSplitMaxQueries = 16;
 constexpr int64_t kSplitMaxTreeRows = 32;
 
+}  // namespace
+
+int attention_bf16_parts(int64_t head_dim, KvDType key_dtype) {
+  const CpuFeatures& cpu = cpu_features();
+  if (!cpu.has_avx512_tier() || !cpu.avx512_bf16 || !cpu::attention_avx512_supported(head_dim) ||
+      !cpu::attention_avx512bf16_supported(head_dim, key_dtype))
+    return 0;
+  return bf16_activations() == Bf16Activations::kSplit ? 2 : 1;
+}
+
+namespace {
+
 // ops::attention, and with tree_parent ops::tree_attention: one implementation, so that a tree row gives
 // exactly the bits of the chain of its path on every tier.
 void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
@@ -163,9 +175,15 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
   thread_local TaskScratch caller_scratch;
   TaskScratch& scratch = caller_scratch;
   // The tiled kernels (ops/cpu/attention_driver.h) on the best tier the machine has; else the per-row loop below.
-  const bool avx512 = cpu_features().has_avx512_tier() && cpu::attention_avx512_supported(head_dim);
-  const bool avx2 = !avx512 && cpu_features().has_avx2_tier() && cpu::attention_avx2_supported(head_dim);
+  const CpuFeatures& cpu = cpu_features();
+  const bool avx512 = cpu.has_avx512_tier() && cpu::attention_avx512_supported(head_dim);
+  const bool avx2 = !avx512 && cpu.has_avx2_tier() && cpu::attention_avx2_supported(head_dim);
   if (avx512 || avx2) {
+    const int bf16_parts = attention_bf16_parts(head_dim, k.dtype);
+    const cpu::AttentionTier tier =
+        avx512 ? cpu::attention_tier_avx512(bf16_parts > 0, bf16_parts == 2)
+               : cpu::AttentionTier{cpu::attention_avx2, cpu::attention_split_chunks_avx2,
+                                    cpu::attention_split_merge_avx2};
     const int64_t max_ctx = std::min(pos0 + n_q, n_kv);
     const int64_t max_split = tree_parent != nullptr ? kSplitMaxTreeRows : kSplitMaxQueries;
     if (n_q <= max_split && max_ctx > cpu::kAttentionChunkTokens) {
@@ -177,22 +195,20 @@ void attention_rows(const float* q, int64_t n_q, int64_t pos0, const PagedRows& 
                                                                            tree_parent, tree_cached));
       const int64_t n_tasks = cpu::attention_split_tasks(n_q, pos0, n_kv, n_head, n_head_kv, tree_parent, tree_cached);
       pool.parallel_for(n_tasks, 1, [&](int64_t b, int64_t e) {
-        (avx512 ? cpu::attention_split_chunks_avx512 : cpu::attention_split_chunks_avx2)(
-            q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, scratch.get(), partials.data(), b, e,
-            tree_parent, tree_cached);
+        tier.split_chunks(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, scratch.get(), partials.data(),
+                          b, e, tree_parent, tree_cached);
       });
       pool.parallel_for(n_head_kv * n_q, 1, [&](int64_t b, int64_t e) {
-        (avx512 ? cpu::attention_split_merge_avx512 : cpu::attention_split_merge_avx2)(
-            n_q, pos0, n_kv, n_head, n_head_kv, head_dim, partials.data(), out, scratch.get(), b, e, tree_parent,
-            tree_cached);
+        tier.split_merge(n_q, pos0, n_kv, n_head, n_head_kv, head_dim, partials.data(), out, scratch.get(), b, e,
+                         tree_parent, tree_cached);
       });
       return;
     }
     scratch.reserve(pool.n_threads(),
                     cpu::attention_scratch_bytes(n_q, pos0, n_kv, n_head, n_head_kv, head_dim, tree_cached));
     pool.parallel_for(n_head_kv, 1, [&](int64_t b, int64_t e) {
-      (avx512 ? cpu::attention_avx512 : cpu::attention_avx2)(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim,
-                                                            scale, out, scratch.get(), b, e, tree_parent, tree_cached);
+      tier.attention(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out, scratch.get(), b, e,
+                     tree_parent, tree_cached);
     });
     return;
   }

@@ -39,6 +39,7 @@
 
 #include "ops/cpu/attention_driver.h"
 #include "ops/cpu/attention_parts_avx512.h"
+#include "ops/cpu/attention_parts_avx512bf16.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/kernels_fp8.h"
 
@@ -78,6 +79,44 @@ struct Avx512Parts {
 
 using Driver = AttentionDriver<Avx512Parts>;
 
+// bf16 keys on AVX-512-BF16: keys as bf16 pairs, scores by vdpbf16ps (attention_parts_avx512bf16.h), q in
+// kParts bf16 parts; softmax, values and merges as Avx512Parts.
+template <int kParts>
+struct Bf16Parts : Avx512Parts {
+  static void transpose_keys(const PagedRows& k, int64_t max_ctx, int64_t tile0, int64_t tile1, int64_t col,
+                             int64_t head_dim, float* kt, const PagedRows* v) {
+    attention_parts::transpose_key_pairs(k, max_ctx, tile0, tile1, col, head_dim, reinterpret_cast<uint32_t*>(kt), v);
+  }
+  static void score_rows(const float* const* q, int64_t n_rows, const float* kt, int64_t head_dim, float scale,
+                         float* s, int64_t s_stride) {
+    attention_parts::score_rows_bf16<kParts>(q, n_rows, reinterpret_cast<const uint32_t*>(kt), head_dim, scale, s,
+                                             s_stride);
+  }
+  static void weighted_values_rows(const float* const* p, const float* mult, int64_t n_rows, int64_t j_begin,
+                                   int64_t j_end, const PagedRows& v, int64_t col, int64_t head_dim,
+                                   float* const* out, int64_t n_front, const int64_t* tail) {
+    attention_parts::weighted_values_rows_bf16<kParts>(p, mult, n_rows, j_begin, j_end, v, col, head_dim, out,
+                                                       n_front, tail);
+  }
+};
+
+template <int kParts>
+void bf16_attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
+                    int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, std::byte* scratch,
+                    int64_t kv_head_begin, int64_t kv_head_end, const int32_t* tree_parent, int64_t tree_cached) {
+  AttentionDriver<Bf16Parts<kParts>>::attention(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale, out,
+                                                scratch, kv_head_begin, kv_head_end, tree_parent, tree_cached);
+}
+
+template <int kParts>
+void bf16_split_chunks(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v,
+                       int64_t n_kv, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                       std::byte* scratch, float* partials, int64_t task_begin, int64_t task_end,
+                       const int32_t* tree_parent, int64_t tree_cached) {
+  AttentionDriver<Bf16Parts<kParts>>::split_chunks(q, n_q, pos0, k, v, n_kv, n_head, n_head_kv, head_dim, scale,
+                                                   scratch, partials, task_begin, task_end, tree_parent, tree_cached);
+}
+
 }  // namespace
 
 void fp8_widen_avx512(const uint8_t* codes, int64_t n, float scale, float* out) {
@@ -85,6 +124,16 @@ void fp8_widen_avx512(const uint8_t* codes, int64_t n, float scale, float* out) 
 }
 
 bool attention_avx512_supported(int64_t head_dim) { return head_dim % 16 == 0; }
+
+bool attention_avx512bf16_supported(int64_t head_dim, KvDType key_dtype) {
+  return key_dtype == KvDType::kBF16 && head_dim % 32 == 0 && head_dim <= attention_parts::kBf16ScoreMaxHeadDim;
+}
+
+AttentionTier attention_tier_avx512(bool bf16_scores, bool split_q) {
+  if (!bf16_scores) return {attention_avx512, attention_split_chunks_avx512, attention_split_merge_avx512};
+  if (split_q) return {bf16_attention<2>, bf16_split_chunks<2>, attention_split_merge_avx512};
+  return {bf16_attention<1>, bf16_split_chunks<1>, attention_split_merge_avx512};
+}
 
 void attention_avx512(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                       int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out,

@@ -108,19 +108,9 @@ void transpose_keys(const PagedRows& k, int64_t max_ctx, int64_t tile0, int64_t 
   const int64_t row_bytes = head_dim * int64_t(sizeof(T));
   __m256 r[8];
   const T* rows[8];
-  const T* ahead[8];
   float scales[8];
   for (int64_t key0 = tile0 * kKeyTile; key0 < tile1 * kKeyTile; key0 += 8) {
-    const int64_t n = std::clamp<int64_t>(max_ctx - key0, 0, 8);  // keys of this block in the context
-    key_rows<T>(k, key0, n, col, rows, scales);
-    const int64_t n_ahead = std::clamp<int64_t>(max_ctx - key0 - kPrefetchKeys, 0, 8);
-    key_rows<T>(k, key0 + kPrefetchKeys, n_ahead, col, ahead, nullptr);
-    for (int64_t j = 0; j < n_ahead; ++j) prefetch_lines(ahead[j], row_bytes, _MM_HINT_T0);
-    if (v != nullptr)
-      for (int64_t j = 0; j < n; ++j)
-        prefetch_lines(static_cast<const std::byte*>(v->base) +
-                           (reinterpret_cast<const std::byte*>(rows[j]) - static_cast<const std::byte*>(k.base)),
-                       row_bytes, _MM_HINT_T1);
+    const int64_t n = fetch_key_block<T, 8>(k, max_ctx, key0, col, row_bytes, v, rows, scales);
     float* dst = kt + (key0 / kKeyTile - tile0) * head_dim * kKeyTile + key0 % kKeyTile;
     for (int64_t d0 = 0; d0 < head_dim; d0 += 8) {
       AERIE_UNROLL8 for (int j = 0; j < 8; ++j) {

@@ -91,19 +91,9 @@ void transpose_keys(const PagedRows& k, int64_t max_ctx, int64_t tile0, int64_t 
   const int64_t row_bytes = head_dim * int64_t(sizeof(T));
   __m512 r[16];
   const T* rows[16];
-  const T* ahead[16];
   float scales[16];
   for (int64_t key0 = tile0 * kKeyTile; key0 < tile1 * kKeyTile; key0 += 16) {
-    const int64_t n = std::clamp<int64_t>(max_ctx - key0, 0, 16);  // keys of this block in the context
-    key_rows<T>(k, key0, n, col, rows, scales);
-    const int64_t n_ahead = std::clamp<int64_t>(max_ctx - key0 - kPrefetchKeys, 0, 16);
-    key_rows<T>(k, key0 + kPrefetchKeys, n_ahead, col, ahead, nullptr);
-    for (int64_t j = 0; j < n_ahead; ++j) prefetch_lines(ahead[j], row_bytes, _MM_HINT_T0);
-    if (v != nullptr)
-      for (int64_t j = 0; j < n; ++j)
-        prefetch_lines(static_cast<const std::byte*>(v->base) +
-                           (reinterpret_cast<const std::byte*>(rows[j]) - static_cast<const std::byte*>(k.base)),
-                       row_bytes, _MM_HINT_T1);
+    const int64_t n = fetch_key_block<T, 16>(k, max_ctx, key0, col, row_bytes, v, rows, scales);
     float* dst = kt + (key0 / kKeyTile - tile0) * head_dim * kKeyTile + key0 % kKeyTile;
     for (int64_t d0 = 0; d0 < head_dim; d0 += 16) {
       AERIE_UNROLL for (int j = 0; j < 16; ++j) {

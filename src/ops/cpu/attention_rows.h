@@ -6,6 +6,7 @@
 
 #include <xmmintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -45,6 +46,26 @@ inline void prefetch_lines(const void* p, int64_t bytes, int hint) {
       _mm_prefetch(static_cast<const char*>(p) + b, _MM_HINT_T1);
     }
   }
+}
+
+// The rows (and fp8 scales) of keys [key0, key0 + width) in the context, with the prefetches every tier's key
+// pass makes: keys kPrefetchKeys ahead to L1, and when v is given (the same slots' values, read soon after)
+// this block's values to L2. Returns how many of the keys are in the context (max_ctx).
+template <class T, int64_t width>
+int64_t fetch_key_block(const PagedRows& k, int64_t max_ctx, int64_t key0, int64_t col, int64_t row_bytes,
+                        const PagedRows* v, const T** rows, float* scales) {
+  const T* ahead[width];
+  const int64_t n = std::clamp<int64_t>(max_ctx - key0, 0, width);
+  key_rows<T>(k, key0, n, col, rows, scales);
+  const int64_t n_ahead = std::clamp<int64_t>(max_ctx - key0 - kPrefetchKeys, 0, width);
+  key_rows<T>(k, key0 + kPrefetchKeys, n_ahead, col, ahead, nullptr);
+  for (int64_t j = 0; j < n_ahead; ++j) prefetch_lines(ahead[j], row_bytes, _MM_HINT_T0);
+  if (v != nullptr)
+    for (int64_t j = 0; j < n; ++j)
+      prefetch_lines(static_cast<const std::byte*>(v->base) +
+                         (reinterpret_cast<const std::byte*>(rows[j]) - static_cast<const std::byte*>(k.base)),
+                     row_bytes, _MM_HINT_T1);
+  return n;
 }
 
 // Multiplier of row j's loaded values: fp8 rows their scale (times the 2^8 of load16), others none.

@@ -112,6 +112,17 @@ void attention_split_merge_avx2(int64_t n_q, int64_t pos0, int64_t n_kv, int64_t
                                 int64_t head_dim, const float* partials, float* out, std::byte* scratch,
                                 int64_t task_begin, int64_t task_end, const int32_t* tree_parent = nullptr,
                                 int64_t tree_cached = 0);
+// One tier's three attention kernels (the merge takes no keys: AVX-512's serves both AVX-512 ways).
+struct AttentionTier {
+  decltype(&attention_avx512) attention;
+  decltype(&attention_split_chunks_avx512) split_chunks;
+  decltype(&attention_split_merge_avx512) split_merge;
+};
+// AVX-512; with bf16_scores (AVX-512-BF16, attention_avx512bf16_supported) bf16 keys are scored by vdpbf16ps
+// on keys transposed as bf16 pairs (attention_parts_avx512bf16.h), q rounded to bf16 or, with split_q
+// (ops::Bf16Activations::kSplit), split into bf16 hi + lo. A row's bits still depend on its shape alone.
+bool attention_avx512bf16_supported(int64_t head_dim, KvDType key_dtype);
+AttentionTier attention_tier_avx512(bool bf16_scores, bool split_q);
 // The fp8 key widening of the attention kernel: out[i] = fp8_table()[codes[i]] * scale bit for bit (n a
 // multiple of 16; for tests).
 void fp8_widen_avx512(const uint8_t* codes, int64_t n, float scale, float* out);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace aerie::ops::ref {
@@ -76,28 +77,40 @@ float kv_value(const PagedRows& rows, int64_t j, int64_t kvh, int64_t head_dim, 
   return x;
 }
 
+
+// x as the kernel's bf16 parts take it: itself (0), rounded to bf16 (1), or bf16 hi + bf16(x - hi) (2).
+double bf16_parts_value(float x, int parts) {
+  if (parts == 0) return x;
+  const float hi = bf16_to_f32(f32_to_bf16(x));
+  return parts == 1 ? double(hi) : double(hi) + double(bf16_to_f32(f32_to_bf16(x - hi)));
+}
+
 }  // namespace
 
 void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
-               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out) {
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, int bf16_parts) {
   const int64_t group = n_head / n_head_kv;
-  std::vector<double> p;
+  std::vector<double> p, pw;
+  std::vector<double> qv(static_cast<size_t>(head_dim));
   for (int64_t qi = 0; qi < n_q; ++qi)
     for (int64_t h = 0; h < n_head; ++h) {
       const int64_t n_ctx = std::min(pos0 + qi + 1, n_kv), kvh = h / group;
       const float* qp = q + (qi * n_head + h) * head_dim;
+      for (int64_t d = 0; d < head_dim; ++d) qv[size_t(d)] = bf16_parts_value(qp[d], bf16_parts);
       p.assign(size_t(n_ctx), 0.0);
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < n_ctx; ++j) {
         double s = 0;
-        for (int64_t d = 0; d < head_dim; ++d) s += double(qp[d]) * kv_value(k, j, kvh, head_dim, d);
+        for (int64_t d = 0; d < head_dim; ++d) s += qv[size_t(d)] * kv_value(k, j, kvh, head_dim, d);
         p[size_t(j)] = s * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
       for (double& x : p) sum += (x = std::exp(x - mx));
+      pw.resize(p.size());
+      for (size_t j = 0; j < p.size(); ++j) pw[j] = bf16_parts_value(float(p[j]), bf16_parts);
       for (int64_t d = 0; d < head_dim; ++d) {
         double acc = 0;
-        for (int64_t j = 0; j < n_ctx; ++j) acc += p[size_t(j)] * kv_value(v, j, kvh, head_dim, d);
+        for (int64_t j = 0; j < n_ctx; ++j) acc += pw[size_t(j)] * kv_value(v, j, kvh, head_dim, d);
         out[(qi * n_head + h) * head_dim + d] = float(acc / sum);
       }
     }

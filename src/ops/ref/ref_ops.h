@@ -20,9 +20,12 @@ void rope(float* v, const RopeSlice& slice, const int64_t* positions, const floa
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out);
-// Paged rows of any KvDType, each value widened one at a time (PagedRows::load).
+// Paged rows of any KvDType, each value widened one at a time (PagedRows::load). bf16_parts (as
+// ops::attention_bf16_parts says the kernel does): 1 or 2 takes each q value and each unnormalised softmax
+// weight exp(s - max) as bf16 (1) or bf16 hi + lo (2) before its products; the normaliser keeps the weights
+// unrounded. Arithmetic in double.
 void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
-               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out);
+               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, int bf16_parts = 0);
 void embedding(const Tensor& table, const int64_t* ids, int64_t n_rows, float* out);
 void softmax(float* x, int64_t n_rows, int64_t n);
 int64_t argmax(const float* x, int64_t n);
