@@ -153,8 +153,14 @@ constexpr int64_t kSplitMaxTreeRows = 32;
 }  // namespace
 
 int attention_bf16_parts(int64_t head_dim, KvDType key_dtype) {
+  // Opt-in until it is measured on the machines it is for: on the shared Intel host where it was written it
+  // ran +4% to +14% at one query and -9% to -17% at five (docs/speed.md "Long contexts").
+  static const bool wanted = [] {
+    const char* env = std::getenv("AERIE_ATTENTION_BF16");
+    return env != nullptr && std::string_view(env) == "1";
+  }();
   const CpuFeatures& cpu = cpu_features();
-  if (!cpu.has_avx512_tier() || !cpu.avx512_bf16 || !cpu::attention_avx512_supported(head_dim) ||
+  if (!wanted || !cpu.has_avx512_tier() || !cpu.avx512_bf16 || !cpu::attention_avx512_supported(head_dim) ||
       !cpu::attention_avx512bf16_supported(head_dim, key_dtype))
     return 0;
   return bf16_activations() == Bf16Activations::kSplit ? 2 : 1;

@@ -81,8 +81,8 @@ void attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const 
 // keys, not on n_q (batch invariance).
 void attention(const float* q, int64_t n_q, int64_t pos0, const PagedRows& k, const PagedRows& v, int64_t n_kv,
                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool& pool);
-// How attention takes q and the softmax weights on this machine: 0 as f32; on AVX-512-BF16 with bf16 keys and
-// head_dim % 32 == 0, as bf16 products (vdpbf16ps, ops/cpu/attention_parts_avx512bf16.h): 1, each rounded to
+// How attention takes q and the softmax weights on this machine: 0 as f32; with AERIE_ATTENTION_BF16=1 on
+// AVX-512-BF16 with bf16 keys and head_dim % 32 == 0, as bf16 products (vdpbf16ps, ops/cpu/attention_parts_avx512bf16.h): 1, each rounded to
 // bf16 (Bf16Activations::kRounded), or 2, each split into bf16 hi + lo (kSplit, ~16 bits of mantissa).
 int attention_bf16_parts(int64_t head_dim, KvDType key_dtype);
 
