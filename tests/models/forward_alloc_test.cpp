@@ -62,6 +62,9 @@ void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noe
 void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
   return counted_alloc(n, std::size_t(a));
 }
+// A matched pair (new -> malloc or memalign, delete -> free); at -O1 (tests/CMakeLists.txt) GCC sees through
+// GoogleTest's inlined registrations and warns about the free alone, as in engine_alloc_test.cpp.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
