@@ -16,6 +16,8 @@
 #include <httplib.h>
 
 #include "core/error.h"
+#include "server/anthropic_endpoints.h"
+#include "server/anthropic_events.h"
 #include "server/chat_page_html.h"
 #include "server/connection_stream.h"
 #include "server/endpoints.h"
@@ -72,7 +74,11 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/chat/completions", "POST", true}, {"/v1/completions", "POST", true}, {"/v1/models", "GET", true},
     {"/tokenize", "POST", true},           {"/detokenize", "POST", true},     {"/health", "GET", false},
     {"/metrics", "GET", false},             {"/", "GET", false},  // the chat page
+    {"/v1/messages", "POST", true},         {"/v1/messages/count_tokens", "POST", true},  // Anthropic's API
 };
+
+// Anthropic's Messages routes answer errors in Anthropic's shape and take its x-api-key header.
+bool is_anthropic_path(std::string_view path) { return path.substr(0, 12) == "/v1/messages"; }
 
 const RouteSpec* find_route(std::string_view path) {
   for (const RouteSpec& route : kRoutes)
@@ -220,7 +226,9 @@ struct HttpServer::Impl {
       if (has_body) ex.close = true;
       return HandlerResponse::Handled;
     }
-    if (route->authenticated && !options.api_key.empty() && !has_bearer_key(req, options.api_key))
+    if (route->authenticated && !options.api_key.empty() && !has_bearer_key(req, options.api_key) &&
+        !(is_anthropic_path(req.path) && req.has_header("x-api-key") &&
+          constant_time_equal(req.get_header_value("x-api-key"), options.api_key)))
       return refuse(res, ApiError::invalid_api_key(), has_body);
     if (req.method != route->method && !(req.method == "HEAD" && route->method == "GET")) {
       res.set_header("Allow", std::string(route->method));
@@ -297,16 +305,22 @@ struct HttpServer::Impl {
     };
   }
 
-  void stream(httplib::Response& res, std::shared_ptr<Generation> generation) {
+  // `translate`: rewrites each round's chat SSE text (Anthropic's events for /v1/messages); null: as is.
+  using SseTranslator = std::function<std::string(std::string_view)>;
+  void stream(httplib::Response& res, std::shared_ptr<Generation> generation, SseTranslator translate = nullptr) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     // The provider owns the Generation: when the library drops the response (done, client gone, server
     // stopping) the Generation is destroyed and cancels whatever has not finished.
     res.set_chunked_content_provider(
-        "text/event-stream", [this, generation](size_t, httplib::DataSink& sink) {
+        "text/event-stream", [this, generation, translate](size_t, httplib::DataSink& sink) {
           Generation::Pump step;
           try {
-            step = generation->pump([&sink](std::string_view data) { return sink.write(data.data(), data.size()); });
+            step = generation->pump([&](std::string_view data) {
+              if (!translate) return sink.write(data.data(), data.size());
+              const std::string out = translate(data);
+              return sink.write(out.data(), out.size());
+            });
           } catch (const std::exception& e) {  // nothing may escape into the library's worker thread
             std::fprintf(stderr, "aerie serve: stream failed: %s\n", e.what());
             return false;
@@ -321,7 +335,6 @@ struct HttpServer::Impl {
   }
 
   void generate(const httplib::Request& req, const std::string& body, httplib::Response& res, bool chat) {
-    const bool http_1_1 = req.version == "HTTP/1.1";
     EndpointContext ctx = context(require_backend());
     bool streamed = false;
     std::shared_ptr<Generation> generation = chat ? make_chat_generation(ctx, body, streamed)
@@ -331,12 +344,31 @@ struct HttpServer::Impl {
       stream(res, std::move(generation));
       return;
     }
+    if (std::optional<OrderedJson> result = run_whole(req, *generation, res)) send_json(res, 200, *result);
+  }
+
+  // POST /v1/messages: the chat path with Anthropic's request and response shapes (anthropic_endpoints.h).
+  void messages(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+    MessagesGeneration messages = make_messages_generation(context(require_backend()), body);
+    messages.generation->start();
+    if (messages.stream) {
+      auto events = std::make_shared<MessagesEventStream>(messages.id, messages.model, messages.input_tokens);
+      stream(res, std::move(messages.generation), [events](std::string_view chat) { return events->translate(chat); });
+      return;
+    }
+    if (std::optional<OrderedJson> result = run_whole(req, *messages.generation, res))
+      send_json(res, 200, message_from_chat_completion(*result, messages.id, messages.model));
+  }
+
+  // Waits for a whole response; nullopt when the client hung up (then nothing is sent).
+  std::optional<OrderedJson> run_whole(const httplib::Request& req, Generation& generation, httplib::Response& res) {
+    const bool http_1_1 = req.version == "HTTP/1.1";
     // A whole response is written only at the end, so a client that hangs up is noticed by probing its
     // socket; its choices are cancelled and their KV blocks freed (as for a stream).
     ConnectionStream& stream = *exchange().stream;
     const PeerSocket peer(stream.socket());
     bool probed = false;
-    std::optional<OrderedJson> result = generation->run_to_completion([&] {
+    std::optional<OrderedJson> result = generation.run_to_completion([&] {
       const PeerState state = peer.state();
       if (state == PeerState::kHalfClosed && !probed && http_1_1) {
         // A FIN does not tell a half-close (the client still reads) from a close. An interim 100
@@ -356,9 +388,15 @@ struct HttpServer::Impl {
       stream.abandon();
       exchange().close = true;
       res.status = 499;
-      return;
     }
-    send_json(res, 200, *result);
+    return result;
+  }
+
+  // An OpenAI error body rewritten as Anthropic's {"type": "error", "error": {"type", "message"}}.
+  static void to_anthropic_error(httplib::Response& res) {
+    const OrderedJson body = OrderedJson::parse(res.body, nullptr, /*allow_exceptions=*/false);
+    if (const std::optional<OrderedJson> error = anthropic_error_from_openai(res.status, body))
+      res.set_content(dump_json(*error), "application/json");
   }
 
   void routes();
@@ -374,6 +412,12 @@ void HttpServer::Impl::routes() {
   }));
   http.Post("/v1/completions", with_body([this](const auto& req, const std::string& body, auto& res) {
     generate(req, body, res, false);
+  }));
+  http.Post("/v1/messages", with_body([this](const auto& req, const std::string& body, auto& res) {
+    messages(req, body, res);
+  }));
+  http.Post("/v1/messages/count_tokens", with_body([this](const auto&, const std::string& body, auto& res) {
+    send_json(res, 200, count_message_tokens(context(require_backend()), body));
   }));
   // The chat page (src/server/chat_page.html); open like /health: it holds no data, and its requests carry
   // the API key the user types in.
@@ -417,8 +461,9 @@ void HttpServer::Impl::routes() {
   // No endpoint serves partial content (the gate strips Range from every request), and a connection that
   // closes says so.
   // Every response names its request (X-Request-Id) and carries the CORS headers its origin is allowed.
-  http.set_post_routing_handler([this](const auto&, auto& res) {
+  http.set_post_routing_handler([this](const auto& req, auto& res) {
     Exchange& ex = exchange();
+    if (res.status >= 400 && is_anthropic_path(req.path)) to_anthropic_error(res);
     res.headers.erase("Accept-Ranges");
     if (ex.request_id.empty()) ex.request_id = request_id_from(false, {});  // the library refused the head
     res.set_header("X-Request-Id", ex.request_id);
