@@ -23,10 +23,12 @@ EndpointContext chat_context(const EndpointContext& context, std::string_view bo
 MessagesGeneration make_messages_generation(const EndpointContext& context, std::string_view body) {
   const MessagesRequest request = messages_request_from_json(fields::parse_body(body, context.json_limits));
   MessagesGeneration out;
-  bool stream = false;
-  out.generation = make_chat_generation(chat_context(context, body), dump_json(request.chat_body), stream);
-  out.stream = stream;
-  out.id = new_response_id("msg_");
+  bool chat_stream = false;  // always true: see messages_request_from_json
+  out.generation = make_chat_generation(chat_context(context, body), dump_json(request.chat_body), chat_stream);
+  out.stream = request.stream;
+  // The chat id's random part, so that the request's log line (which names the chat id) finds it.
+  const std::string& chat_id = out.generation->plan().id;
+  out.id = "msg_" + chat_id.substr(chat_id.find('-') + 1);
   out.model = context.model_name;
   out.input_tokens = int64_t(out.generation->plan().prompts.at(0).ids.size());
   return out;

@@ -27,6 +27,10 @@ Json tool_input(const std::string& arguments) {
   return input.is_object() ? input : Json::object();  // the tool parsers only release JSON objects
 }
 
+void append(Json& block, const char* key, const std::string& more) {
+  block[key] = block[key].get<std::string>() + more;
+}
+
 Json usage_json(int64_t input_tokens, int64_t output_tokens) {
   return {{"input_tokens", input_tokens}, {"output_tokens", output_tokens}};
 }
@@ -50,13 +54,6 @@ Json anthropic_error_body(int status, std::string_view message) {
   return {{"type", "error"}, {"error", {{"type", anthropic_error_type(status)}, {"message", message}}}};
 }
 
-std::optional<Json> anthropic_error_from_openai(int status, const Json& openai_body) {
-  if (!openai_body.is_object()) return std::nullopt;
-  const auto error = openai_body.find("error");
-  if (error == openai_body.end() || !error->is_object()) return std::nullopt;
-  return anthropic_error_body(status, string_or_empty(*error, "message"));
-}
-
 std::string tool_use_id(std::string_view call_id) {
   constexpr std::string_view kCall = "call_";
   if (call_id.substr(0, kCall.size()) == kCall) call_id.remove_prefix(kCall.size());
@@ -72,34 +69,6 @@ std::string anthropic_sse(std::string_view name, const Json& data) {
   return out;
 }
 
-Json message_from_chat_completion(const Json& completion, std::string_view id, std::string_view model) {
-  const Json& choice = completion.at("choices").at(0);
-  const Json& message = choice.at("message");
-  Json content = Json::array();
-  if (const std::string thinking = string_or_empty(message, "reasoning_content"); !thinking.empty())
-    content.push_back({{"type", "thinking"}, {"thinking", thinking}, {"signature", ""}});
-  if (const std::string text = string_or_empty(message, "content"); !text.empty())
-    content.push_back({{"type", "text"}, {"text", text}});
-  bool has_tool_use = false;
-  for (const Json& call : message.value("tool_calls", Json::array())) {
-    content.push_back({{"type", "tool_use"},
-                       {"id", tool_use_id(call.at("id").get<std::string>())},
-                       {"name", call.at("function").at("name")},
-                       {"input", tool_input(call.at("function").at("arguments").get<std::string>())}});
-    has_tool_use = true;
-  }
-  const Json stop_sequence = choice.value("stop_reason", Json(nullptr));
-  const Json& usage = completion.at("usage");
-  return {{"id", id},
-          {"type", "message"},
-          {"role", "assistant"},
-          {"model", model},
-          {"content", std::move(content)},
-          {"stop_reason", stop_reason_of(string_or_empty(choice, "finish_reason"), stop_sequence, has_tool_use)},
-          {"stop_sequence", stop_sequence.is_string() ? stop_sequence : Json(nullptr)},
-          {"usage", usage_json(usage.at("prompt_tokens").get<int64_t>(), usage.at("completion_tokens").get<int64_t>())}};
-}
-
 MessagesEventStream::MessagesEventStream(std::string id, std::string model, int64_t input_tokens)
     : id_(std::move(id)), model_(std::move(model)), input_tokens_(input_tokens) {}
 
@@ -107,10 +76,10 @@ std::string MessagesEventStream::translate(std::string_view chat_sse) {
   std::string out;
   if (!started_) {
     started_ = true;
-    const Json message = {{"id", id_},          {"type", "message"},        {"role", "assistant"},
-                          {"model", model_},    {"content", Json::array()}, {"stop_reason", nullptr},
-                          {"stop_sequence", nullptr}, {"usage", usage_json(input_tokens_, 0)}};
-    out += anthropic_sse("message_start", {{"type", "message_start"}, {"message", message}});
+    message_ = {{"id", id_},          {"type", "message"},        {"role", "assistant"},
+                {"model", model_},    {"content", Json::array()}, {"stop_reason", nullptr},
+                {"stop_sequence", nullptr}, {"usage", usage_json(input_tokens_, 0)}};
+    out += anthropic_sse("message_start", {{"type", "message_start"}, {"message", message_}});
     out += anthropic_sse("ping", {{"type", "ping"}});
   }
   buffer_ += chat_sse;
@@ -141,8 +110,9 @@ void MessagesEventStream::on_chunk(const Json& chunk, std::string& out) {
   if (const auto error = chunk.find("error"); error != chunk.end() && error->is_object()) {
     // The generation failed: Anthropic's stream ends with an error event (no message_stop).
     // Cancelled by a draining server: overloaded_error (try again); an engine failure: api_error.
-    const int status = string_or_empty(*error, "code") == "request_cancelled" ? 503 : 500;
-    out += anthropic_sse("error", anthropic_error_body(status, string_or_empty(*error, "message")));
+    error_status_ = string_or_empty(*error, "code") == "request_cancelled" ? 503 : 500;
+    error_message_ = string_or_empty(*error, "message");
+    out += anthropic_sse("error", anthropic_error_body(error_status_, error_message_));
     finished_ = true;
     return;
   }
@@ -181,17 +151,24 @@ void MessagesEventStream::open_block(Block kind, Json content_block, std::string
   close_block(out);
   block_ = kind;
   ++index_;
+  message_["content"].push_back(content_block);
+  partial_json_.clear();
   out += anthropic_sse("content_block_start",
                        {{"type", "content_block_start"}, {"index", index_}, {"content_block", std::move(content_block)}});
 }
 
 void MessagesEventStream::close_block(std::string& out) {
   if (block_ == Block::kNone) return;
+  if (block_ == Block::kToolUse) message_["content"].back()["input"] = tool_input(partial_json_);
   out += anthropic_sse("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
   block_ = Block::kNone;
 }
 
 void MessagesEventStream::delta(Json delta, std::string& out) {
+  Json& block = message_["content"].back();
+  if (block_ == Block::kText) append(block, "text", delta["text"].get<std::string>());
+  else if (block_ == Block::kThinking) append(block, "thinking", delta["thinking"].get<std::string>());
+  else partial_json_ += delta["partial_json"].get<std::string>();
   out += anthropic_sse("content_block_delta",
                        {{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(delta)}});
 }
@@ -201,6 +178,9 @@ void MessagesEventStream::finish(std::string& out) {
   const Json stop_sequence = stop_sequence_.is_string() ? stop_sequence_ : Json(nullptr);
   const Json message_delta = {{"stop_reason", stop_reason_of(finish_reason_, stop_sequence, has_tool_use_)},
                               {"stop_sequence", stop_sequence}};
+  message_["stop_reason"] = message_delta["stop_reason"];
+  message_["stop_sequence"] = stop_sequence;
+  message_["usage"]["output_tokens"] = output_tokens_;
   out += anthropic_sse("message_delta", {{"type", "message_delta"},
                                          {"delta", message_delta},
                                          {"usage", {{"output_tokens", output_tokens_}}}});

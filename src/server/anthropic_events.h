@@ -13,7 +13,9 @@
 //   event: message_stop         {"type"}
 //
 // and an `error` event ({"type": "error", "error": {type, message}}) in place of the rest when the
-// generation fails mid-stream. Reasoning text is a thinking block (with an empty signature: nothing here
+// generation fails mid-stream. The whole response is the message these events accumulate to (as the
+// client's stream helper accumulates them), so whole and streamed agree by construction, block order
+// included. Reasoning text is a thinking block (with an empty signature: nothing here
 // signs it), content a text block, each tool call a tool_use block whose input streams as partial JSON.
 // stop_reason: end_turn, max_tokens, stop_sequence (with the matched string: chat's vLLM-style
 // stop_reason), tool_use (any tool call, forced ones included).
@@ -36,15 +38,9 @@ namespace aerie::server {
 std::string_view anthropic_error_type(int status);
 // {"type": "error", "error": {"type", "message"}}
 nlohmann::ordered_json anthropic_error_body(int status, std::string_view message);
-// The same from an OpenAI error body ({"error": {"message", ...}}); nullopt when `openai_body` is not one.
-std::optional<nlohmann::ordered_json> anthropic_error_from_openai(int status, const nlohmann::ordered_json& openai_body);
 
 // "toolu_" + the chat path's call id after its "call_" (Claude-style ids, unique as the chat ids are).
 std::string tool_use_id(std::string_view call_id);
-
-// A whole chat.completion (one choice) -> the Messages response body. `id`: "msg_..." .
-nlohmann::ordered_json message_from_chat_completion(const nlohmann::ordered_json& completion, std::string_view id,
-                                                    std::string_view model);
 
 // Rewrites the SSE text of the chat path's stream (whatever one Generation::pump round wrote: data lines,
 // keep-alive comments, data: [DONE]) into Anthropic's events. Stateful: it tracks the open content block.
@@ -53,6 +49,13 @@ class MessagesEventStream {
   MessagesEventStream(std::string id, std::string model, int64_t input_tokens);
   std::string translate(std::string_view chat_sse);
   bool finished() const { return finished_; }
+
+  // The message the events so far accumulate to (complete once finished() without an error).
+  const nlohmann::ordered_json& message() const { return message_; }
+  // The generation failed: the error event's status (500 api_error, 503 overloaded_error) and message.
+  bool failed() const { return error_status_ != 0; }
+  int error_status() const { return error_status_; }
+  const std::string& error_message() const { return error_message_; }
 
  private:
   enum class Block { kNone, kText, kThinking, kToolUse };
@@ -69,6 +72,10 @@ class MessagesEventStream {
   Block block_ = Block::kNone;
   int index_ = -1;  // the open (or last) block's index
   bool has_tool_use_ = false;
+  nlohmann::ordered_json message_;
+  std::string partial_json_;  // the open tool_use block's input so far
+  int error_status_ = 0;
+  std::string error_message_;
   std::string finish_reason_;
   nlohmann::ordered_json stop_sequence_ = nullptr;
   int64_t output_tokens_ = 0;

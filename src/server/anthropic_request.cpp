@@ -313,10 +313,11 @@ MessagesRequest messages_request_from_json(const Json& body, bool count_only) {
     if (const Json* value = fields::find(body, key)) chat[key] = *value;
   if (const Json* metadata = fields::find(body, "metadata"); metadata && !metadata->is_object())
     fields::throw_invalid_type("metadata", "an object", *metadata);
+  // The chat path always streams: a whole message is what the streamed events accumulate to
+  // (anthropic_events.h), and the usage chunk carries message_delta's output_tokens.
   request.stream = fields::get_bool(body, "stream", "stream").value_or(false);
-  chat["stream"] = request.stream;
-  // The usage chunk carries output_tokens for message_delta.
-  if (request.stream) chat["stream_options"] = {{"include_usage", true}};
+  chat["stream"] = true;
+  chat["stream_options"] = {{"include_usage", true}};
   request.chat_body = std::move(chat);
   return request;
 }

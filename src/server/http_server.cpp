@@ -42,8 +42,6 @@ void send_json(httplib::Response& res, int status, const OrderedJson& body) {
   res.set_content(dump_json(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& error) { send_json(res, error.status(), error.body()); }
-
 // The request a worker thread is serving, as its handlers need it beyond httplib::Request: the stream (the
 // socket, and why a body read failed), the body's framing, and whether the connection must close after
 // the response because bytes of this request may be left unread or its framing is not trusted.
@@ -54,9 +52,15 @@ struct Exchange {
   std::string request_id;  // X-Request-Id of the response (request_id.h)
   std::string origin;      // the request's Origin header ("" without one)
   bool preflight = false;  // a CORS preflight: its answer carries its own CORS headers
+  bool anthropic = false;  // a /v1/messages path: errors in Anthropic's shape
 };
 // Set by the worker around each request; the library runs the handlers on that same thread.
 thread_local Exchange* t_exchange = nullptr;
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  if (t_exchange != nullptr && t_exchange->anthropic) send_json(res, error.status(), anthropic_error_body(error.status(), error.what()));
+  else send_json(res, error.status(), error.body());
+}
 
 Exchange& exchange() {
   AERIE_CHECK(t_exchange != nullptr, "an HTTP handler ran outside a worker's request");
@@ -205,6 +209,7 @@ struct HttpServer::Impl {
     // for the end of the body. A body on a GET is never read, so it must not be parsed as a request.
     if (ex.framing.kind == BodyFraming::Kind::kChunked || (has_body && req.method != "POST")) ex.close = true;
     ex.origin = req.get_header_value("Origin");
+    ex.anthropic = is_anthropic_path(req.path);
     try {
       ex.request_id = request_id_from(req.has_header("X-Request-Id"), req.get_header_value("X-Request-Id"));
     } catch (const ApiError& e) {
@@ -319,7 +324,7 @@ struct HttpServer::Impl {
             step = generation->pump([&](std::string_view data) {
               if (!translate) return sink.write(data.data(), data.size());
               const std::string out = translate(data);
-              return sink.write(out.data(), out.size());
+              return out.empty() || sink.write(out.data(), out.size());  // a round may translate to nothing
             });
           } catch (const std::exception& e) {  // nothing may escape into the library's worker thread
             std::fprintf(stderr, "aerie serve: stream failed: %s\n", e.what());
@@ -349,26 +354,42 @@ struct HttpServer::Impl {
 
   // POST /v1/messages: the chat path with Anthropic's request and response shapes (anthropic_endpoints.h).
   void messages(const httplib::Request& req, const std::string& body, httplib::Response& res) {
-    MessagesGeneration messages = make_messages_generation(context(require_backend()), body);
-    messages.generation->start();
-    if (messages.stream) {
-      auto events = std::make_shared<MessagesEventStream>(messages.id, messages.model, messages.input_tokens);
-      stream(res, std::move(messages.generation), [events](std::string_view chat) { return events->translate(chat); });
+    MessagesGeneration job = make_messages_generation(context(require_backend()), body);
+    job.generation->start();
+    auto events = std::make_shared<MessagesEventStream>(job.id, job.model, job.input_tokens);
+    if (job.stream) {
+      stream(res, std::move(job.generation), [events](std::string_view chat) { return events->translate(chat); });
       return;
     }
-    if (std::optional<OrderedJson> result = run_whole(req, *messages.generation, res))
-      send_json(res, 200, message_from_chat_completion(*result, messages.id, messages.model));
+    // Whole: the message the same events accumulate to.
+    const std::function<bool()> gone = disconnect_probe(req);
+    while (job.generation->pump([&](std::string_view chat) {
+      events->translate(chat);
+      return true;
+    }) != Generation::Pump::kDone) {
+      if (gone()) {
+        client_gone(res);
+        return;
+      }
+    }
+    if (events->failed()) throw ApiError(events->error_status(), events->error_message(), "server_error");
+    send_json(res, 200, events->message());
   }
 
   // Waits for a whole response; nullopt when the client hung up (then nothing is sent).
   std::optional<OrderedJson> run_whole(const httplib::Request& req, Generation& generation, httplib::Response& res) {
+    std::optional<OrderedJson> result = generation.run_to_completion(disconnect_probe(req));
+    if (!result) client_gone(res);
+    return result;
+  }
+
+  // A whole response is written only at the end, so a client that hangs up is noticed by probing its
+  // socket (a few times a second); its choices are then cancelled and their KV blocks freed (as for a
+  // stream).
+  std::function<bool()> disconnect_probe(const httplib::Request& req) {
     const bool http_1_1 = req.version == "HTTP/1.1";
-    // A whole response is written only at the end, so a client that hangs up is noticed by probing its
-    // socket; its choices are cancelled and their KV blocks freed (as for a stream).
     ConnectionStream& stream = *exchange().stream;
-    const PeerSocket peer(stream.socket());
-    bool probed = false;
-    std::optional<OrderedJson> result = generation.run_to_completion([&] {
+    return [&stream, peer = PeerSocket(stream.socket()), http_1_1, probed = false]() mutable {
       const PeerState state = peer.state();
       if (state == PeerState::kHalfClosed && !probed && http_1_1) {
         // A FIN does not tell a half-close (the client still reads) from a close. An interim 100
@@ -380,23 +401,16 @@ struct HttpServer::Impl {
         return stream.write(kContinue.data(), kContinue.size()) != ssize_t(kContinue.size());
       }
       return state == PeerState::kGone;
-    });
-    if (!result) {
-      // Nobody reads: nothing is sent (no status is made up for it); 499, nginx's "client closed
-      // request", is only what the counters and the log see.
-      ++disconnects;
-      stream.abandon();
-      exchange().close = true;
-      res.status = 499;
-    }
-    return result;
+    };
   }
 
-  // An OpenAI error body rewritten as Anthropic's {"type": "error", "error": {"type", "message"}}.
-  static void to_anthropic_error(httplib::Response& res) {
-    const OrderedJson body = OrderedJson::parse(res.body, nullptr, /*allow_exceptions=*/false);
-    if (const std::optional<OrderedJson> error = anthropic_error_from_openai(res.status, body))
-      res.set_content(dump_json(*error), "application/json");
+  // Nobody reads: nothing is sent (no status is made up for it); 499, nginx's "client closed request", is
+  // only what the counters and the log see.
+  void client_gone(httplib::Response& res) {
+    ++disconnects;
+    exchange().stream->abandon();
+    exchange().close = true;
+    res.status = 499;
   }
 
   void routes();
@@ -461,9 +475,8 @@ void HttpServer::Impl::routes() {
   // No endpoint serves partial content (the gate strips Range from every request), and a connection that
   // closes says so.
   // Every response names its request (X-Request-Id) and carries the CORS headers its origin is allowed.
-  http.set_post_routing_handler([this](const auto& req, auto& res) {
+  http.set_post_routing_handler([this](const auto&, auto& res) {
     Exchange& ex = exchange();
-    if (res.status >= 400 && is_anthropic_path(req.path)) to_anthropic_error(res);
     res.headers.erase("Accept-Ranges");
     if (ex.request_id.empty()) ex.request_id = request_id_from(false, {});  // the library refused the head
     res.set_header("X-Request-Id", ex.request_id);

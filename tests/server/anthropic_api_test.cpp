@@ -45,7 +45,8 @@ TEST(AnthropicRequest, TranslatesAConversationWithToolsIntoTheChatBody) {
     "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
                                                 "parameters": {"type": "object"}}}],
     "tool_choice": "required", "parallel_tool_calls": false,
-    "max_tokens": 64, "stop": ["END"], "temperature": 0.5, "top_k": 3, "stream": false
+    "max_tokens": 64, "stop": ["END"], "temperature": 0.5, "top_k": 3, "stream": true,
+    "stream_options": {"include_usage": true}
   })");
   EXPECT_EQ(chat, expected) << chat.dump(2);
 }
@@ -62,9 +63,11 @@ TEST(AnthropicRequest, MapsToolChoiceThinkingStreamAndErrors) {
   EXPECT_EQ(chat_of(head + R"("thinking": {"type": "disabled"}})")["chat_template_kwargs"],
             Json::parse(R"({"enable_thinking": false, "thinking": false})"));
   EXPECT_FALSE(chat_of(head + R"("thinking": {"type": "adaptive"}})").contains("chat_template_kwargs"));
-  const Json streamed = chat_of(head + R"("stream": true, "is_error_field_ignored": 1})");
-  EXPECT_EQ(streamed["stream"], true);
-  EXPECT_EQ(streamed["stream_options"], Json::parse(R"({"include_usage": true})"));
+  // Whole or streamed, the chat path streams (the whole message is the events' fold); unknown fields are ignored.
+  const Json body = Json::parse(head + R"("stream": true, "not_a_field": 1})");
+  EXPECT_TRUE(messages_request_from_json(body).stream);
+  EXPECT_FALSE(messages_request_from_json(Json::parse(head + "\"stream\": false}")).stream);
+  EXPECT_EQ(messages_request_from_json(body).chat_body["stream_options"], Json::parse(R"({"include_usage": true})"));
   // count_tokens needs no max_tokens and carries no generation fields.
   const Json count = messages_request_from_json(
       Json::parse(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stop_sequences": ["x"]})"),
@@ -220,6 +223,11 @@ TEST(AnthropicEvents, TheChatStreamBecomesAnthropicsEventSequence) {
   EXPECT_EQ(events[11].second["delta"], Json::parse(R"({"type": "input_json_delta", "partial_json": "{\"a\":1}"})"));
   EXPECT_EQ(events[13].second, Json::parse(R"({"type": "message_delta",
       "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 7}})"));
+  EXPECT_EQ(stream.message(), Json::parse(R"({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+      "content": [{"type": "thinking", "thinking": "hmm ok", "signature": ""}, {"type": "text", "text": "Hi"},
+                  {"type": "tool_use", "id": "toolu_abc", "name": "f", "input": {"a": 1}}],
+      "stop_reason": "tool_use", "stop_sequence": null, "usage": {"input_tokens": 42, "output_tokens": 7}})"));
+  EXPECT_FALSE(stream.failed());
 }
 
 TEST(AnthropicEvents, StopSequenceAndAMidStreamErrorAndTheWholeMessage) {
@@ -240,14 +248,14 @@ TEST(AnthropicEvents, StopSequenceAndAMidStreamErrorAndTheWholeMessage) {
   EXPECT_EQ(failed_events.back().second, Json::parse(R"({"type": "error", "error": {"type": "api_error", "message": "boom"}})"));
   EXPECT_TRUE(failed.finished());
 
-  const Json completion = Json::parse(R"({"id": "chatcmpl-1", "choices": [{"index": 0, "finish_reason": "length",
-      "message": {"role": "assistant", "reasoning_content": "r", "content": "t",
-                  "tool_calls": [{"id": "call_x", "type": "function", "function": {"name": "f", "arguments": "{\"k\":[1]}"}}]}}],
-      "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}})");
-  EXPECT_EQ(message_from_chat_completion(completion, "msg_4", "m"), Json::parse(R"({"id": "msg_4", "type": "message",
-      "role": "assistant", "model": "m", "content": [{"type": "thinking", "thinking": "r", "signature": ""},
-      {"type": "text", "text": "t"}, {"type": "tool_use", "id": "toolu_x", "name": "f", "input": {"k": [1]}}],
-      "stop_reason": "max_tokens", "stop_sequence": null, "usage": {"input_tokens": 5, "output_tokens": 9}})"));
+  // What the events accumulate to: the message the whole response sends.
+  const Json& message = stopped.message();
+  EXPECT_EQ(message, Json::parse(R"({"id": "msg_2", "type": "message", "role": "assistant", "model": "m",
+      "content": [{"type": "text", "text": "a"}], "stop_reason": "stop_sequence", "stop_sequence": "END",
+      "usage": {"input_tokens": 3, "output_tokens": 0}})"));
+  EXPECT_TRUE(failed.failed());
+  EXPECT_EQ(failed.error_status(), 500);
+  EXPECT_EQ(failed.error_message(), "boom");
 }
 
 TEST(AnthropicEvents, ErrorTypesFollowTheStatus) {
@@ -256,10 +264,8 @@ TEST(AnthropicEvents, ErrorTypesFollowTheStatus) {
       {404, "not_found_error"},       {405, "invalid_request_error"}, {413, "request_too_large"},
       {429, "rate_limit_error"},      {500, "api_error"},             {503, "overloaded_error"}};
   for (const auto& [status, type] : cases) EXPECT_EQ(anthropic_error_type(status), type) << status;
-  const Json openai = {{"error", {{"message", "nope"}, {"type", "invalid_request_error"}, {"param", "x"}, {"code", nullptr}}}};
-  EXPECT_EQ(*anthropic_error_from_openai(400, openai),
+  EXPECT_EQ(anthropic_error_body(400, "nope"),
             Json::parse(R"({"type": "error", "error": {"type": "invalid_request_error", "message": "nope"}})"));
-  EXPECT_FALSE(anthropic_error_from_openai(400, Json::parse(R"({"detail": 1})")).has_value());
 }
 
 }  // namespace

@@ -114,12 +114,25 @@ const Json kTools = Json::parse(R"([{"name": "get_time", "description": "The tim
     "type": "object", "properties": {"zone": {"enum": ["utc", "local"]}}, "required": ["zone"],
     "additionalProperties": false}}])");
 
+// Chat bodies keep their keys in order (the template writes the tools as JSON text): kTools as chat tools,
+// with their members in the order the translation writes them.
+using OrderedJson = nlohmann::ordered_json;
+OrderedJson chat_tools() {
+  OrderedJson tools = OrderedJson::array();
+  for (const Json& tool : kTools) {
+    OrderedJson function = {{"name", tool["name"]}, {"description", tool["description"]}};
+    function["parameters"] = OrderedJson::parse(tool["input_schema"].dump());
+    tools.push_back({{"type", "function"}, {"function", function}});
+  }
+  return tools;
+}
+
 class ServeMessages : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     TestServerConfig config;
-    config.engine.max_length = 512;
-    config.engine.kv_cache_memory = 8u << 20;
+    config.engine.max_length = 1024;
+    config.engine.kv_cache_memory = 16u << 20;
     server_ = new TestServer(config);
   }
   static void TearDownTestSuite() {
@@ -220,14 +233,16 @@ TEST_F(ServeMessages, AStopSequenceEndsTheTextWhereTheWholeTextFirstHoldsIt) {
 TEST_F(ServeMessages, AForcedToolCallRoundTripsAsToolResult) {
   const Json user = Json::parse(R"([{"role": "user", "content": "what time is it"}])");
   for (const Json& choice : {Json{{"type", "tool"}, {"name", "get_time"}}, Json{{"type", "any"}}}) {
-    const Json body = messages(user, 80, {{"tools", kTools}, {"tool_choice", choice}});
+    // A seed makes the call ids reproducible (they are drawn from it), so the stream can equal the whole.
+    const Json body = messages(user, 300, {{"tools", kTools}, {"tool_choice", choice}, {"seed", 7}});
     const HttpResult r = post_json("/v1/messages", body);
     ASSERT_EQ(r.status, 200) << r.body;
     const Json message = r.json();
     EXPECT_EQ(message["stop_reason"], "tool_use") << message;
+    // The first block is the call (with `any`, a call list cut by max_tokens ends in its text).
     ASSERT_FALSE(message["content"].empty()) << message;
-    const Json& call = message["content"].back();
-    EXPECT_EQ(call["type"], "tool_use");
+    const Json& call = message["content"].front();
+    ASSERT_EQ(call["type"], "tool_use") << message;
     EXPECT_EQ(call["name"], "get_time");
     EXPECT_EQ(call["id"].get<std::string>().rfind("toolu_", 0), 0u);
     EXPECT_TRUE(call["input"]["zone"] == "utc" || call["input"]["zone"] == "local") << call;
@@ -235,28 +250,35 @@ TEST_F(ServeMessages, AForcedToolCallRoundTripsAsToolResult) {
     streamed_body["stream"] = true;
     auto client = server_->client();
     Json streamed = accumulate(post_messages_stream(*client, streamed_body));
-    ASSERT_EQ(streamed["content"].size(), message["content"].size()) << streamed;
-    EXPECT_EQ(streamed["content"].back()["input"], call["input"]);
+    EXPECT_EQ(streamed["content"], message["content"]);
     EXPECT_EQ(streamed["stop_reason"], "tool_use");
 
-    // The call and its result go back; the answer equals chat's for the same turns.
-    Json turns = user;
+    // The calls and their results go back; the answer equals chat's for the same turns.
+    Json turns = user, results = Json::array();
+    OrderedJson chat_turns = OrderedJson::array(), calls = OrderedJson::array(), parts = OrderedJson::array();
+    chat_turns.push_back(OrderedJson::parse(user[0].dump()));
+    for (const Json& block : message["content"]) {
+      if (block["type"] == "text") parts.push_back({{"type", "text"}, {"text", block["text"]}});
+      if (block["type"] != "tool_use") continue;
+      results.push_back({{"type", "tool_result"}, {"tool_use_id", block["id"]}, {"content", "12:00"}});
+      OrderedJson function = {{"name", block["name"]}, {"arguments", block["input"].dump()}};
+      calls.push_back({{"id", block["id"]}, {"type", "function"}, {"function", function}});
+    }
     turns.push_back({{"role", "assistant"}, {"content", message["content"]}});
-    turns.push_back({{"role", "user"}, {"content", {{{"type", "tool_result"}, {"tool_use_id", call["id"]},
-                                                     {"content", "12:00"}}}}});
+    turns.push_back({{"role", "user"}, {"content", results}});
+    OrderedJson assistant = {{"role", "assistant"}};
+    if (!parts.empty()) assistant["content"] = parts;
+    assistant["tool_calls"] = calls;
+    chat_turns.push_back(assistant);
+    for (const Json& result : results)
+      chat_turns.push_back({{"role", "tool"}, {"tool_call_id", result["tool_use_id"]}, {"content", "12:00"}});
     const HttpResult answer = post_json("/v1/messages", messages(turns, 16, {{"tools", kTools}}));
     ASSERT_EQ(answer.status, 200) << answer.body;
-    Json chat_tools = Json::array();
-    for (const Json& tool : kTools)
-      chat_tools.push_back({{"type", "function"}, {"function", {{"name", tool["name"]}, {"description", tool["description"]},
-                                                                {"parameters", tool["input_schema"]}}}});
-    const Json chat_turns = {
-        user[0],
-        {{"role", "assistant"}, {"tool_calls", {{{"id", call["id"]}, {"type", "function"},
-                                                 {"function", {{"name", "get_time"}, {"arguments", call["input"].dump()}}}}}}},
-        {{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "12:00"}}};
-    const HttpResult chat = post_json("/v1/chat/completions", {{"model", "aerie"}, {"messages", chat_turns},
-                                                               {"tools", chat_tools}, {"max_tokens", 16}, {"temperature", 0}});
+    OrderedJson chat_body = {{"model", "aerie"}, {"messages", chat_turns}, {"tools", chat_tools()}};
+    chat_body["max_tokens"] = 16;
+    chat_body["temperature"] = 0;
+    auto client_for_chat = server_->client();
+    const HttpResult chat = post(*client_for_chat, "/v1/chat/completions", chat_body.dump());
     ASSERT_EQ(chat.status, 200) << chat.body;
     EXPECT_EQ(answer.json()["usage"]["input_tokens"], chat.json()["usage"]["prompt_tokens"]);
     EXPECT_EQ(text_of(answer.json()), chat.json()["choices"][0]["message"]["content"].get<std::string>());
@@ -267,11 +289,9 @@ TEST_F(ServeMessages, CountTokensEqualsTheTokenizeCountAndTheUsage) {
   const Json body = {{"model", "aerie"}, {"system", "Be brief."}, {"messages", kConversation}, {"tools", kTools}};
   const HttpResult count = post_json("/v1/messages/count_tokens", body);
   ASSERT_EQ(count.status, 200) << count.body;
-  Json chat_tools = Json::array();
-  for (const Json& tool : kTools)
-    chat_tools.push_back({{"type", "function"}, {"function", {{"name", tool["name"]}, {"description", tool["description"]},
-                                                              {"parameters", tool["input_schema"]}}}});
-  const HttpResult tokenize = post_json("/tokenize", {{"messages", kChatConversation}, {"tools", chat_tools}});
+  OrderedJson tokenize_body = {{"messages", OrderedJson::parse(kChatConversation.dump())}, {"tools", chat_tools()}};
+  auto client = server_->client();
+  const HttpResult tokenize = post(*client, "/tokenize", tokenize_body.dump());
   ASSERT_EQ(tokenize.status, 200) << tokenize.body;
   EXPECT_EQ(count.json(), Json({{"input_tokens", tokenize.json()["count"]}}));
   Json generate = body;
