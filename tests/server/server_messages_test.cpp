@@ -228,6 +228,23 @@ TEST_F(ServeMessages, AStopSequenceEndsTheTextWhereTheWholeTextFirstHoldsIt) {
   EXPECT_EQ(text_of(streamed), expected_text);
   EXPECT_EQ(streamed["stop_reason"], "stop_sequence");
   EXPECT_EQ(streamed["stop_sequence"], stop);
+  // Chat completions name the matched string as vLLM does (stop_reason), whole and in the finish chunk.
+  const Json chat = {{"model", "aerie"}, {"messages", kConversation}, {"max_tokens", 32}, {"temperature", 0},
+                     {"ignore_eos", true}, {"stop", {"never-there", stop}}};
+  const HttpResult whole_chat = post_json("/v1/chat/completions", chat);
+  ASSERT_EQ(whole_chat.status, 200) << whole_chat.body;
+  EXPECT_EQ(whole_chat.json()["choices"][0]["stop_reason"], stop);
+  EXPECT_EQ(whole_chat.json()["choices"][0]["message"]["content"], expected_text);
+  Json streamed_chat = chat;
+  streamed_chat["stream"] = true;
+  const SseResult chunks = post_stream(*client, "/v1/chat/completions", streamed_chat);
+  ASSERT_FALSE(chunks.events.empty());
+  EXPECT_EQ(chunks.events.back()["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(chunks.events.back()["choices"][0]["stop_reason"], stop);
+  // Without a stop string matching, no stop_reason is written.
+  EXPECT_FALSE(post_json("/v1/chat/completions", {{"model", "aerie"}, {"messages", kConversation}, {"max_tokens", 4}})
+                   .json()["choices"][0]
+                   .contains("stop_reason"));
 }
 
 TEST_F(ServeMessages, AForcedToolCallRoundTripsAsToolResult) {
