@@ -6,12 +6,16 @@
 // count, and every kind of failure answers in Anthropic's error shape.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <thread>
 
 #include "server_fixture.h"
 
 namespace aerie::server::testing {
 namespace {
+
+using namespace std::chrono_literals;
 
 // One Anthropic SSE event.
 struct Event {
@@ -410,6 +414,45 @@ TEST(ServeMessagesErrors, ErrorsHaveAnthropicsShapeAndStatus) {
   Json long_one = ok;
   long_one["max_tokens"] = 100000;
   expect_error("/v1/messages", long_one.dump(), key, 400, "invalid_request_error", "context");
+}
+
+TEST(ServeMessagesErrors, AFullQueueIsARateLimitErrorAndLoadingIsOverloaded) {
+  TestServerConfig config;
+  config.options.max_in_flight = 1;
+  config.engine.max_length = 2048;
+  config.engine.kv_cache_memory = 32u << 20;
+  TestServer server(config);
+  auto client = server.client();
+  const Json body = {{"model", "aerie"}, {"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  // One long request holds the only slot; a Messages request beside it is refused (tried until one lands
+  // while the long one runs).
+  bool refused = false;
+  for (int attempt = 0; attempt < 5 && !refused; ++attempt) {
+    auto long_one = std::async(std::launch::async, [&server] {
+      auto c = server.client();
+      const Json chat = {{"model", "aerie"}, {"prompt", "hello"}, {"max_tokens", 2000}, {"ignore_eos", true}};
+      return post(*c, "/v1/completions", chat.dump());
+    });
+    while (server.server().in_flight() == 0 && long_one.wait_for(0ms) != std::future_status::ready)
+      std::this_thread::sleep_for(1ms);
+    const HttpResult r = post(*client, "/v1/messages", body.dump());
+    if (r.status == 429) {
+      refused = true;
+      const Json error = Json::parse(r.body);
+      EXPECT_EQ(error["type"], "error");
+      EXPECT_EQ(error["error"]["type"], "rate_limit_error") << r.body;
+    }
+    long_one.get();
+  }
+  EXPECT_TRUE(refused);
+
+  TestServerConfig loading_config;
+  loading_config.attach = false;
+  TestServer loading(loading_config);
+  auto loading_client = loading.client();
+  const HttpResult r = post(*loading_client, "/v1/messages", body.dump());
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["error"]["type"], "overloaded_error") << r.body;
 }
 
 TEST(ServeMessagesErrors, AFailedGenerationIsAnApiErrorWholeAndAnErrorEventStreamed) {
