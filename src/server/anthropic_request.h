@@ -14,6 +14,8 @@
 //   tool_choice auto | any | tool | none    -> "auto" | "required" | {"function": name} | "none"
 //   stop_sequences, temperature, top_p, top_k, max_tokens -> stop, temperature, top_p, top_k, max_tokens
 //   thinking {type: enabled | disabled}     -> chat_template_kwargs enable_thinking / thinking true | false
+//   (always)                                -> stream with include_usage: a whole message is the fold of the
+//                                              streamed events (anthropic_events.h)
 //
 // What Anthropic refuses is refused here with an invalid_request_error naming the place: a missing model or
 // max_tokens, a role other than user / assistant, empty content, a tool_use block in a user turn or a
@@ -34,7 +36,7 @@ namespace aerie::server {
 struct MessagesRequest {
   nlohmann::ordered_json chat_body;  // the equivalent /v1/chat/completions body
   std::string model;
-  bool stream = false;
+  bool stream = false;  // the client's "stream" (the chat body always streams)
 };
 
 // Throws ApiError (400 invalid_request_error). `count_only` (count_tokens): max_tokens is not required and
