@@ -8,6 +8,7 @@ bash tools/build.sh
 bash tools/gen/tokenizer/fetch_tokenizers.sh
 # The official openai npm client for the `aerie serve` client test (skipped when this fails offline).
 npm install --prefix tests/server/openai_client --no-audit --no-fund >/dev/null || echo "test.sh: npm install of the openai client failed; its test will be skipped"
+npm install --prefix tests/server/anthropic_client --no-audit --no-fund >/dev/null || echo "test.sh: npm install of the anthropic client failed; its test will be skipped"
 # puppeteer-core drives Debian's chromium (tools/setup.sh) through the chat page test (no browser download).
 PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix tests/server/chat_page --no-audit --no-fund >/dev/null || echo "test.sh: npm install of puppeteer-core failed; the chat page test will be skipped"
 cd "${AERIE_BUILD_DIR:-build}"

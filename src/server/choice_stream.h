@@ -47,6 +47,8 @@ class ChoiceStream {
   std::vector<TokenLogprob> take_logprobs() { return std::exchange(logprobs_, {}); }
 
   bool stopped_by_string() const { return matcher_.stopped(); }
+  // Which stop string matched (an index into the constructor's list).
+  std::optional<size_t> stop_string_index() const { return matcher_.matched(); }
   // Generated tokens that count as output: all of them, or up to and including the one that completed a
   // stop string.
   int64_t completion_tokens() const { return completion_tokens_; }

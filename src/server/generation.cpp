@@ -135,6 +135,7 @@ void Generation::on_event(ChoiceEvent& event, std::string* sse) {
     }
     choice.stream->finish(events);
     choice.reason = choice.stream->finish_reason(event.finished ? event.finish_reason : aerie::FinishReason::kStop);
+    if (const auto stop = choice.stream->stop_string_index()) choice.stop_string = plan_.stop.at(*stop);
     // OpenAI: a call forced by naming the function finishes with "stop", not "tool_calls" (or "length" when
     // max_tokens cut its arguments short).
     if (plan_.forced_tools == ForcedTools::kNamed && choice.reason == FinishReason::kToolCalls) {
@@ -195,9 +196,12 @@ void Generation::append_events(Choice& choice, std::vector<ToolEvent>& events, s
     }
   }
   flush();
-  if (finish)
-    *sse += sse_data(chat_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, ChatDelta{}, finish,
-                                     release_logprobs(), usage_field));
+  if (finish) {
+    OrderedJson chunk = chat_chunk_json(plan_.id, plan_.created, plan_.model, choice.index, ChatDelta{}, finish,
+                                        release_logprobs(), usage_field);
+    if (choice.stop_string) chunk["choices"][0]["stop_reason"] = *choice.stop_string;
+    *sse += sse_data(chunk);
+  }
 }
 
 void Generation::open_with_prompt_logprobs(Choice& choice, std::string* sse) {
@@ -273,6 +277,9 @@ std::optional<OrderedJson> Generation::run_to_completion(const std::function<boo
     // vLLM writes one prompt_logprobs for the prompt the choices share.
     OrderedJson body = chat_completion_json(plan_.id, plan_.created, plan_.model, out, usage(),
                                             prompt_logprobs_json(choices_[0]));
+    // vLLM's stop_reason: the stop string that ended a choice (written only then).
+    for (const Choice& choice : choices_)
+      if (choice.stop_string) body["choices"][size_t(choice.index)]["stop_reason"] = *choice.stop_string;
     // Relaxed thinking acceptance is lossy: every chat response of such a server says so.
     if (const auto& relaxed = backend_->model.relaxed_thinking)
       body["relaxed_thinking_acceptance"] = {{"top_k", relaxed->top_k}, {"delta", relaxed->delta}};

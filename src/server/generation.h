@@ -77,6 +77,8 @@ class Generation {
   // destroying the Generation cancels the choices.
   std::optional<OrderedJson> run_to_completion(const std::function<bool()>& client_gone = {});
 
+  const GenerationPlan& plan() const { return plan_; }
+
   // Delivers an event as the engine loop would (tests drive a Generation this way without an engine).
   void deliver(ChoiceEvent event) { queue_->push(std::move(event)); }
 
@@ -102,6 +104,7 @@ class Generation {
     bool finished = false;          // the engine's final event came
     aerie::FinishReason engine_reason = aerie::FinishReason::kNone;
     FinishReason reason = FinishReason::kStop;  // what the client is told
+    std::optional<std::string> stop_string;     // the stop string that ended it (vLLM's stop_reason)
     std::string error;                          // the choice failed (engine error, or cancelled by the server)
     double acceptance_length = 0.0;  // 0: no drafts verified
     SpecStats spec;                  // from the final event

@@ -16,6 +16,8 @@
 #include <httplib.h>
 
 #include "core/error.h"
+#include "server/anthropic_endpoints.h"
+#include "server/anthropic_events.h"
 #include "server/chat_page_html.h"
 #include "server/connection_stream.h"
 #include "server/endpoints.h"
@@ -41,8 +43,6 @@ void send_json(httplib::Response& res, int status, const OrderedJson& body) {
   res.set_content(dump_json(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& error) { send_json(res, error.status(), error.body()); }
-
 // The request a worker thread is serving, as its handlers need it beyond httplib::Request: the stream (the
 // socket, and why a body read failed), the body's framing, and whether the connection must close after
 // the response because bytes of this request may be left unread or its framing is not trusted.
@@ -53,9 +53,15 @@ struct Exchange {
   std::string request_id;  // X-Request-Id of the response (request_id.h)
   std::string origin;      // the request's Origin header ("" without one)
   bool preflight = false;  // a CORS preflight: its answer carries its own CORS headers
+  bool anthropic = false;  // a /v1/messages path: errors in Anthropic's shape
 };
 // Set by the worker around each request; the library runs the handlers on that same thread.
 thread_local Exchange* t_exchange = nullptr;
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  if (t_exchange != nullptr && t_exchange->anthropic) send_json(res, error.status(), anthropic_error_body(error.status(), error.what()));
+  else send_json(res, error.status(), error.body());
+}
 
 Exchange& exchange() {
   AERIE_CHECK(t_exchange != nullptr, "an HTTP handler ran outside a worker's request");
@@ -75,7 +81,11 @@ constexpr RouteSpec kRoutes[] = {
     {"/tokenize", "POST", true},           {"/detokenize", "POST", true},     {"/health", "GET", false},
     {"/metrics", "GET", false},             {"/", "GET", false},  // the chat page
     {"/v1/responses", "POST", true},        {"/v1/responses/*", "GET", true}, {"/v1/responses/*", "DELETE", true},
+    {"/v1/messages", "POST", true},         {"/v1/messages/count_tokens", "POST", true},  // Anthropic's API
 };
+
+// Anthropic's Messages routes answer errors in Anthropic's shape and take its x-api-key header.
+bool is_anthropic_path(std::string_view path) { return path.substr(0, 12) == "/v1/messages"; }
 
 bool path_matches(std::string_view pattern, std::string_view path) {
   if (pattern.size() < 2 || pattern.substr(pattern.size() - 2) != "/*") return pattern == path;
@@ -230,6 +240,7 @@ struct HttpServer::Impl {
     // for the end of the body. A body on a GET is never read, so it must not be parsed as a request.
     if (ex.framing.kind == BodyFraming::Kind::kChunked || (has_body && req.method != "POST")) ex.close = true;
     ex.origin = req.get_header_value("Origin");
+    ex.anthropic = is_anthropic_path(req.path);
     try {
       ex.request_id = request_id_from(req.has_header("X-Request-Id"), req.get_header_value("X-Request-Id"));
     } catch (const ApiError& e) {
@@ -254,7 +265,9 @@ struct HttpServer::Impl {
       if (has_body) ex.close = true;
       return HandlerResponse::Handled;
     }
-    if (route->authenticated && !options.api_key.empty() && !has_bearer_key(req, options.api_key))
+    if (route->authenticated && !options.api_key.empty() && !has_bearer_key(req, options.api_key) &&
+        !(is_anthropic_path(req.path) && req.has_header("x-api-key") &&
+          constant_time_equal(req.get_header_value("x-api-key"), options.api_key)))
       return refuse(res, ApiError::invalid_api_key(), has_body);
     if (!serves(*route, req.method)) {
       const std::string allowed = allowed_methods(req.path);
@@ -368,7 +381,7 @@ struct HttpServer::Impl {
       stream(res, [generation](const Writer& write) { return generation->pump(write); });
       return;
     }
-    if (std::optional<OrderedJson> result = run_whole(req, res, *generation)) send_json(res, 200, *result);
+    if (std::optional<OrderedJson> result = run_whole(req, *generation, res)) send_json(res, 200, *result);
   }
 
   // POST /v1/responses: the chat path under the Responses API's shapes (server/responses_endpoint.h).
@@ -379,19 +392,54 @@ struct HttpServer::Impl {
       stream(res, [call](const Writer& write) { return call->pump(write); });
       return;
     }
-    if (std::optional<OrderedJson> result = run_whole(req, res, call->generation()))
+    if (std::optional<OrderedJson> result = run_whole(req, call->generation(), res))
       send_json(res, 200, call->finish(*result));
   }
 
+  // POST /v1/messages: the chat path with Anthropic's request and response shapes (anthropic_endpoints.h).
+  void messages(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+    MessagesGeneration job = make_messages_generation(context(require_backend()), body);
+    job.generation->start();
+    auto events = std::make_shared<MessagesEventStream>(job.id, job.model, job.input_tokens);
+    if (job.stream) {
+      // Each round's chat SSE text rewritten into Anthropic's events (a round may translate to nothing).
+      stream(res, [generation = job.generation, events](const Writer& write) {
+        return generation->pump([&](std::string_view chat) {
+          const std::string out = events->translate(chat);
+          return out.empty() || write(out);
+        });
+      });
+      return;
+    }
+    // Whole: the message the same events accumulate to.
+    const std::function<bool()> gone = disconnect_probe(req);
+    while (job.generation->pump([&](std::string_view chat) {
+      events->translate(chat);
+      return true;
+    }) != Generation::Pump::kDone) {
+      if (gone()) {
+        client_gone(res);
+        return;
+      }
+    }
+    if (events->failed()) throw ApiError(events->error_status(), events->error_message(), "server_error");
+    send_json(res, 200, events->message());
+  }
+
+  // Waits for a whole response; nullopt when the client hung up (then nothing is sent).
+  std::optional<OrderedJson> run_whole(const httplib::Request& req, Generation& generation, httplib::Response& res) {
+    std::optional<OrderedJson> result = generation.run_to_completion(disconnect_probe(req));
+    if (!result) client_gone(res);
+    return result;
+  }
+
   // A whole response is written only at the end, so a client that hangs up is noticed by probing its
-  // socket; its choices are cancelled and their KV blocks freed (as for a stream). nullopt: the client is
-  // gone and nothing is to be sent.
-  std::optional<OrderedJson> run_whole(const httplib::Request& req, httplib::Response& res, Generation& generation) {
+  // socket (a few times a second); its choices are then cancelled and their KV blocks freed (as for a
+  // stream).
+  std::function<bool()> disconnect_probe(const httplib::Request& req) {
     const bool http_1_1 = req.version == "HTTP/1.1";
     ConnectionStream& stream = *exchange().stream;
-    const PeerSocket peer(stream.socket());
-    bool probed = false;
-    std::optional<OrderedJson> result = generation.run_to_completion([&] {
+    return [&stream, peer = PeerSocket(stream.socket()), http_1_1, probed = false]() mutable {
       const PeerState state = peer.state();
       if (state == PeerState::kHalfClosed && !probed && http_1_1) {
         // A FIN does not tell a half-close (the client still reads) from a close. An interim 100
@@ -403,16 +451,16 @@ struct HttpServer::Impl {
         return stream.write(kContinue.data(), kContinue.size()) != ssize_t(kContinue.size());
       }
       return state == PeerState::kGone;
-    });
-    if (!result) {
-      // Nobody reads: nothing is sent (no status is made up for it); 499, nginx's "client closed
-      // request", is only what the counters and the log see.
-      ++disconnects;
-      stream.abandon();
-      exchange().close = true;
-      res.status = 499;
-    }
-    return result;
+    };
+  }
+
+  // Nobody reads: nothing is sent (no status is made up for it); 499, nginx's "client closed request", is
+  // only what the counters and the log see.
+  void client_gone(httplib::Response& res) {
+    ++disconnects;
+    exchange().stream->abandon();
+    exchange().close = true;
+    res.status = 499;
   }
 
   void routes();
@@ -438,6 +486,12 @@ void HttpServer::Impl::routes() {
   }));
   http.Delete(R"(/v1/responses/([^/]+))", guarded([this](const auto& req, auto& res) {
     send_json(res, 200, delete_response_body(*responses, req.matches[1].str()));
+  }));
+  http.Post("/v1/messages", with_body([this](const auto& req, const std::string& body, auto& res) {
+    messages(req, body, res);
+  }));
+  http.Post("/v1/messages/count_tokens", with_body([this](const auto&, const std::string& body, auto& res) {
+    send_json(res, 200, count_message_tokens(context(require_backend()), body));
   }));
   // The chat page (src/server/chat_page.html); open like /health: it holds no data, and its requests carry
   // the API key the user types in.

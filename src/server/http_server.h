@@ -4,12 +4,14 @@
 //   GET /health (503 until a model is attached and while draining)   GET /metrics (Prometheus text)
 //   POST /tokenize   POST /detokenize
 //   POST /v1/responses   GET /v1/responses/{id}   DELETE /v1/responses/{id}   (OpenAI's Responses API)
+//   POST /v1/messages   POST /v1/messages/count_tokens (Anthropic's API: anthropic_endpoints.h)
 //
 // cpp-httplib parses requests and routes them; the connections are this server's own: a request gate
 // holds every connection until its request head has arrived (header deadline and size limit), and only
 // then does one of `http_threads` workers serve it: the checks of the head (framing, API key, route,
 // Content-Length against the body limit) come before a byte of the body is read, and the body is read
-// under its own deadline and limit. Errors are OpenAI error objects with their statuses.
+// under its own deadline and limit. Errors are OpenAI error objects with their statuses (Anthropic's
+// error shape on the /v1/messages paths).
 //
 // The server can listen before the model is loaded (attach() makes it ready), and shutdown() drains: new
 // requests get 503, running ones may finish within the grace period, the rest are cancelled, then the

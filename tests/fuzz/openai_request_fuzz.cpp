@@ -1,8 +1,10 @@
 // Request bodies of /v1/chat/completions and /v1/completions, the way the endpoints take them: the JSON
 // body, the typed request with OpenAI's validation, the structured-output schema (response_format,
 // structured_outputs.json / guided_json, or a forced tool call) compiled to a grammar on both endpoints, the messages rendered by a real chat template (Llama 3.1 or
-// DeepSeek-V3.1, by input length), and the error object serialized as the server sends it. A malformed
-// body must end in ApiError or aerie::Error (a 400); any other exception would be a 500.
+// DeepSeek-V3.1, by input length), and the error object serialized as the server sends it; the same body read
+// as an Anthropic Messages request (server/anthropic_request.h), its chat translation validated and rendered
+// the same way. A malformed body must end in ApiError or aerie::Error (a 400); any other exception would be
+// a 500.
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "core/error.h"
 #include "grammar/json_schema.h"
 #include "jinja/chat_template.h"
+#include "server/anthropic_request.h"
 #include "server/openai_fields.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
@@ -77,5 +80,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const aerie::server::OutputSchema output = aerie::server::output_schema_for(request);
     if (!output.schema.is_null()) aerie::compile_json_schema(output.schema);
   });
-  return chat_ok || completion_ok ? 0 : -1;
+  const bool messages_ok = respond([&] { chat(aerie::server::messages_request_from_json(json).chat_body, size); });
+  return chat_ok || completion_ok || messages_ok ? 0 : -1;
 }
