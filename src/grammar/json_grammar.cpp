@@ -55,6 +55,10 @@ Step step_document(JsonFrame& f, uint8_t b, Push& push) {
   return Step::kPush;
 }
 
+// Whether a string, array or map node has length bounds, so that its frame counts characters, items or
+// members; an unbounded one keeps 0 (equal frames for equal states: the mask cache keys on them).
+bool counts(const JsonNode& n) { return n.min != 0 || n.max != 0xffffffffu; }
+
 uint64_t low_bits(uint32_t n) { return n >= 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1; }
 
 // Rules of a listed object (JsonObjectRules): with properties before `position` decided and `written`
@@ -128,7 +132,9 @@ Step step_object(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t 
     case kObjColon:
       return b == ':' ? to_phase(f, kObjValue) : Step::kRefuse;
     case kObjValue:
-      if (n.map) ++f.value;  // a map counts its members (minProperties/maxProperties)
+      // A map counts its members when it has minProperties/maxProperties (else the frame stays the same
+      // from member to member, which the mask cache keys on).
+      if (n.map && counts(n)) ++f.value;
       push.node = n.map ? n.child : g.properties[n.first + f.value - 1].value;
       to_phase(f, kObjNext);
       return Step::kPush;
@@ -160,7 +166,7 @@ Step step_array(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t b
       // A unique array's item must not repeat a value used; the ',' that led here checked the count
       // against max.
       push.extra = n.unique ? f.extra : 0;
-      ++f.value;
+      if (n.count != 0 || counts(n)) ++f.value;  // the position matters to a tuple or to bounds only
       to_phase(f, kArrNext);
       return Step::kPush;
     case kArrNext:
@@ -345,7 +351,7 @@ Step step_string(const JsonGrammar& g, const JsonNode& n, JsonFrame& f, uint8_t 
   if (t == kStringRefused) return Step::kRefuse;
   if (t & kStartsCharacter) {
     if (f.value >= n.max) return Step::kRefuse;
-    ++f.value;
+    if (counts(n)) ++f.value;
   }
   const uint8_t next = t & ~kStartsCharacter;
   if (next == kStrClosed && f.value < n.min) return Step::kRefuse;
@@ -752,7 +758,7 @@ JsonMatcher::TopStep JsonMatcher::step_top(const JsonGrammar& grammar, JsonFrame
     if (next == kStrClosed) return top.value >= n.min ? TopStep::kOther : TopStep::kRefused;
     if (t & kStartsCharacter) {
       if (top.value >= n.max) return TopStep::kRefused;
-      ++top.value;
+      if (counts(n)) ++top.value;
     }
     top.phase = next;
     return TopStep::kTopOnly;
@@ -766,6 +772,63 @@ JsonMatcher::TopStep JsonMatcher::step_top(const JsonGrammar& grammar, JsonFrame
   return TopStep::kTopOnly;
 }
 
+// Mirrors feed_stack and push_value for one stack (the tests compare the masks of both paths).
+JsonMatcher::TopStep JsonMatcher::step_light(JsonLightStack& s, uint8_t byte, uint32_t floor) const {
+  const JsonGrammar& g = *grammar_;
+  // Makes the top frame one of the stack's own, taking over the root's next one; false below `floor`.
+  const auto own_top = [&] {
+    if (s.n_own > 0) return true;
+    if (s.kept <= floor) return false;
+    s.own[s.n_own++] = frames_[--s.kept];
+    return true;
+  };
+  // close_top: pops a closed top frame into its parent. False when the parent is below `floor`.
+  const auto close_light_top = [&] {
+    if (s.kept + s.n_own < 2 || !is_closed(g, s.own[s.n_own - 1])) return true;
+    const JsonFrame child = s.own[--s.n_own];
+    if (!own_top()) return false;
+    on_child_done(g, s.own[s.n_own - 1], child);
+    return true;
+  };
+  for (;;) {
+    if (!own_top()) return TopStep::kOther;
+    Push push;
+    switch (step_frame(g, s.own[s.n_own - 1], byte, push)) {
+      case Step::kRefuse: return TopStep::kRefused;
+      case Step::kConsume: return close_light_top() ? TopStep::kTopOnly : TopStep::kOther;
+      case Step::kPopRetry: {
+        const JsonFrame child = s.own[--s.n_own];
+        if (!own_top()) return TopStep::kOther;
+        on_child_done(g, s.own[s.n_own - 1], child);
+        break;
+      }
+      case Step::kPush: {
+        if (s.kept + s.n_own >= uint32_t(kJsonMaxDepth)) return TopStep::kRefused;
+        uint32_t node = push.node;
+        if (g.nodes[node].kind == JsonNodeKind::kAnyOf) {
+          const uint32_t* offsets = g.dispatch_offsets.data() + g.nodes[node].keys;
+          if (offsets[byte] == offsets[byte + 1]) return TopStep::kRefused;
+          if (offsets[byte + 1] - offsets[byte] > 1) return TopStep::kOther;
+          node = g.dispatch_nodes[offsets[byte]];
+        }
+        if (s.n_own == kJsonLightFrames) return TopStep::kOther;
+        JsonFrame& pushed = s.own[s.n_own++];
+        pushed = initial_frame(g, Push{node, push.extra});
+        Push unused;
+        if (step_frame(g, pushed, byte, unused) != Step::kConsume) return TopStep::kRefused;
+        return close_light_top() ? TopStep::kTopOnly : TopStep::kOther;
+      }
+    }
+  }
+}
+
+void JsonMatcher::from_light(const JsonLightStack& s, JsonMatcher& out) const {
+  out.grammar_ = grammar_;
+  out.frames_.assign(frames_.begin(), frames_.begin() + s.kept);
+  out.frames_.insert(out.frames_.end(), s.own, s.own + s.n_own);
+  out.ends_.assign(1, uint32_t(out.frames_.size()));
+}
+
 size_t JsonMatcher::plain_text_budget() const {
   size_t budget = SIZE_MAX;
   for (const uint32_t end : ends_) {
@@ -777,13 +840,6 @@ size_t JsonMatcher::plain_text_budget() const {
     if (n.max != 0xffffffffu) budget = std::min<size_t>(budget, size_t(n.max - top.value));
   }
   return budget;
-}
-
-void JsonMatcher::with_top(const JsonFrame& top, JsonMatcher& out) const {
-  out.grammar_ = grammar_;
-  out.frames_.assign(frames_.begin(), frames_.end());
-  out.frames_.back() = top;
-  out.ends_.assign(ends_.begin(), ends_.end());
 }
 
 void JsonMatcher::close_top(size_t base) {
