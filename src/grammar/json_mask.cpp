@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "grammar/json_grammar_steps.h"
+
 namespace aerie {
 namespace {
 
@@ -110,7 +112,7 @@ void json_allowed_tokens(const JsonMatcher& state, const TokenTrie& vocabulary, 
 
 size_t JsonMaskEntry::bytes() const {
   return sizeof(*this) + runs.capacity() * sizeof(runs[0]) + frontier.capacity() * sizeof(Frontier) +
-         stacks.capacity() * sizeof(JsonLightStack);
+         stacks.capacity() * sizeof(JsonLightStack) + (run_chars.capacity() + frontier_chars.capacity()) * 4;
 }
 
 size_t JsonMaskCache::Hash::operator()(const Key& k) const {
@@ -166,40 +168,87 @@ void record_range(const JsonMatcher& state, const TokenTrie& vocabulary, size_t 
 
 std::shared_ptr<JsonMaskEntry> shrunk(std::shared_ptr<JsonMaskEntry> entry) {
   entry->runs.shrink_to_fit();
+  entry->run_chars.shrink_to_fit();
+  entry->frontier_chars.shrink_to_fit();
   entry->frontier.shrink_to_fit();
   entry->stacks.shrink_to_fit();
   return entry;
 }
 
-// A string without a pattern: its characters depend on the phase and the room left under its bounds, not
-// on which string node it is nor where. The content key says just that (node kContentNode; `below` holds
-// the characters still due under minLength and the room under maxLength), so the first string of an
-// output records the content walk once for all strings alike; its frontier (the closing quotes) keeps
-// stacks relative to the top: `kept` counts the root frames from the top that it no longer holds, and the
-// string frame's node and count are the recording's, put back by rebase_content().
+// A string without a pattern, at a character boundary: which tokens may follow depends on no more than the
+// room left under maxLength (plain text: TokenTrie::plain_text_mask; the other tokens that stay inside
+// the string, such as escapes, by their length in characters) and, for the tokens that close it, on what
+// the frames below say. So the content is walked once per cache, as a string that counts its characters
+// without bounds (a grammar of its own), into an entry keyed by kContentNode: the runs of tokens that stay
+// inside with the characters each adds (run_chars), and the closing quotes' nodes with the characters
+// before them (frontier_chars). A real string then takes the runs that fit and walks on from the quotes
+// that fit with its own frames.
 constexpr uint32_t kContentNode = 0xfffffffeu;
 
-bool keys_on_content(const JsonGrammar& g, const JsonFrame& top) {
+bool is_plain_string_top(const JsonGrammar& g, const JsonFrame& top) {
   return top.node != kJsonNoNode && g.nodes[top.node].kind == JsonNodeKind::kString &&
-         g.nodes[top.node].pattern == kJsonNoNode;
+         g.nodes[top.node].pattern == kJsonNoNode && top.phase == json_steps::kStrChar;
 }
 
-JsonMaskCache::Key content_key(const JsonGrammar& g, const JsonFrame& top) {
-  const JsonNode& n = g.nodes[top.node];
-  JsonMaskCache::Key key{top, JsonFrame{}, 0};
+const JsonGrammar& counting_string_grammar() {
+  static const JsonGrammar grammar = [] {
+    JsonGrammar g;
+    JsonNode string;
+    string.kind = JsonNodeKind::kString;
+    string.max = 0xfffffffeu;  // bounded in name only: the frame counts characters (json_steps::counts)
+    g.nodes.push_back(string);
+    g.paths.push_back("");
+    g.root = 0;
+    return g;
+  }();
+  return grammar;
+}
+
+std::shared_ptr<const JsonMaskEntry> string_content(const TokenTrie& vocabulary, JsonMaskCache& cache,
+                                                    JsonMaskScratch& scratch) {
+  JsonMaskCache::Key key;
   key.top.node = kContentNode;
-  key.top.value = 0;
-  key.below.value = n.min > top.value ? n.min - top.value : 0;
-  key.below.extra = n.max - top.value;
-  return key;
+  if (auto found = cache.find(key)) return found;
+  JsonMatcher inside(counting_string_grammar());
+  inside.feed(uint8_t('"'));
+  std::vector<uint8_t> unused(size_t(vocabulary.n_vocab()));
+  const size_t budget = start_walk(inside, vocabulary, unused, scratch);
+  auto entry = std::make_shared<JsonMaskEntry>();
+  size_t last_depth = 0;
+  vocabulary.walk_nodes(
+      0, vocabulary.n_nodes(),
+      [&](size_t node, size_t d, uint8_t byte) {
+        const WalkStep step = step_at(inside, scratch, d, byte, true, 1);
+        last_depth = d;
+        if (step != WalkStep::kOther) return step == WalkStep::kAllowed;
+        const JsonLightStack& parent = scratch.stacks[d - 1];  // the string frame before the quote
+        entry->frontier.push_back({uint32_t(node), 0});
+        entry->frontier_chars.push_back(uint32_t(inside.light_top(parent).value));
+        return false;
+      },
+      [&](uint32_t first, uint32_t last) {
+        const auto chars = uint32_t(inside.light_top(scratch.stacks[last_depth]).value);
+        if (!entry->runs.empty() && entry->runs.back().second == first && entry->run_chars.back() == chars) {
+          entry->runs.back().second = last;
+        } else {
+          entry->runs.emplace_back(first, last);
+          entry->run_chars.push_back(chars);
+        }
+      },
+      budget, TokenTrie::Plain::kSkipAll);
+  auto done = shrunk(std::move(entry));
+  cache.insert(key, done);
+  return done;
 }
 
-JsonLightStack rebase_content(JsonLightStack stack, uint32_t depth, const JsonFrame& top) {
-  stack.kept = depth - stack.kept;
-  for (uint32_t i = 0; i < stack.n_own; ++i) {
-    stack.own[i].node = top.node;
-    stack.own[i].value += top.value;
-  }
+// The light stack at a closing quote's parent for the real string `top` at root depth `depth`, `chars`
+// characters on.
+JsonLightStack before_quote(const JsonGrammar& g, const JsonFrame& top, uint32_t depth, uint32_t chars) {
+  JsonLightStack stack;
+  stack.kept = depth - 1;
+  stack.n_own = 1;
+  stack.own[0] = top;
+  if (json_steps::counts(g.nodes[top.node])) stack.own[0].value += chars;
   return stack;
 }
 
@@ -210,31 +259,37 @@ void json_allowed_tokens_cached(const JsonMatcher& state, const TokenTrie& vocab
   const JsonFrame* top = state.single_top();
   if (top == nullptr || state.finished()) return json_allowed_tokens(state, vocabulary, allowed, scratch);
   const JsonGrammar& grammar = *state.grammar();
-  const size_t budget = start_walk(state, vocabulary, allowed, scratch);
   const uint32_t depth = state.light_root().kept;
+  const bool plain_string = is_plain_string_top(grammar, *top) && depth >= 2;
+  // Computed before start_walk, which the content walk would overwrite.
+  const std::shared_ptr<const JsonMaskEntry> content = plain_string ? string_content(vocabulary, cache, scratch) : nullptr;
+  const size_t budget = start_walk(state, vocabulary, allowed, scratch);
+  if (plain_string && json_steps::counts(grammar.nodes[top->node])) {
+    // A bounded string: its key changes with every character, so it is served from the content alone.
+    const uint64_t room = grammar.nodes[top->node].max - top->value;
+    for (size_t r = 0; r < content->runs.size(); ++r)
+      if (content->run_chars[r] <= room) vocabulary.allow(content->runs[r].first, content->runs[r].second, allowed.data());
+    for (size_t q = 0; q < content->frontier.size(); ++q) {
+      if (content->frontier_chars[q] > room) continue;
+      const uint32_t node = content->frontier[q].node;
+      const size_t d = vocabulary.depth(node);
+      scratch.stacks[d - 1] = before_quote(grammar, *top, depth, content->frontier_chars[q]);
+      scratch.light[d - 1] = 1;
+      walk_range(state, vocabulary, node, vocabulary.subtree_end(node), allowed.data(), scratch, budget);
+    }
+    return;
+  }
   const JsonMaskCache::Key key{*top, depth >= 2 ? state.frames()[depth - 2] : JsonFrame{}, depth};
   const uint32_t floor = depth >= 2 ? depth - 2 : 0;  // the lowest root frame the key covers
   std::shared_ptr<const JsonMaskEntry> entry = cache.find(key);
   if (entry == nullptr) {
     auto recorded = std::make_shared<JsonMaskEntry>();
-    if (keys_on_content(grammar, *top) && depth >= 2) {
-      // From the string content's entry: its runs, and its frontier walked on with this key's floor.
-      const JsonMaskCache::Key string_key = content_key(grammar, *top);
-      std::shared_ptr<const JsonMaskEntry> content = cache.find(string_key);
-      if (content == nullptr) {
-        auto walked = std::make_shared<JsonMaskEntry>();
-        record_range(state, vocabulary, 0, vocabulary.n_nodes(), depth - 1, budget, scratch, *walked);
-        for (JsonLightStack& stack : walked->stacks) {
-          stack.kept = depth - stack.kept;
-          for (uint32_t i = 0; i < stack.n_own; ++i) stack.own[i].value -= top->value;
-        }
-        content = shrunk(std::move(walked));
-        cache.insert(string_key, content);
-      }
+    if (plain_string) {
+      // An unbounded string: the content's runs, and its quotes walked on with this key's floor.
       recorded->runs = content->runs;
       for (const JsonMaskEntry::Frontier& f : content->frontier) {
         const size_t d = vocabulary.depth(f.node);
-        scratch.stacks[d - 1] = rebase_content(content->stacks[f.stack], depth, *top);
+        scratch.stacks[d - 1] = before_quote(grammar, *top, depth, 0);
         scratch.light[d - 1] = 1;
         record_range(state, vocabulary, f.node, vocabulary.subtree_end(f.node), floor, budget, scratch, *recorded);
       }

@@ -45,6 +45,9 @@ struct JsonMaskEntry {
   std::vector<std::pair<uint32_t, uint32_t>> runs;  // token slots [first, last) (TokenTrie::allow)
   std::vector<Frontier> frontier;
   std::vector<JsonLightStack> stacks;  // distinct parent stacks of the frontier (consecutive ones repeat)
+  // Only in the string content entry (json_mask.cpp): the characters each run adds, and the characters
+  // before each closing quote of the frontier (whose `stack` is then unused).
+  std::vector<uint32_t> run_chars, frontier_chars;
   size_t bytes() const;
 };
 

@@ -1,7 +1,7 @@
 // The mask cache (grammar/json_mask.h) and the plain-text shortcut of the grammar constraint
 // (grammar/cfg_constraint.h) give exactly the masks of the plain computation: along seeded random walks
-// with the real Llama 3.1 vocabulary, through schemas with pattern, format, enums, bounded numbers and
-// arrays of objects (where states recur, so the cache is hit), every cached mask equals the uncached walk's
+// with the real Llama 3.1 vocabulary, through schemas with pattern, format, strings with and without
+// length bounds, enums, bounded numbers and arrays of objects (where states recur, so the cache is hit), every cached mask equals the uncached walk's
 // (json_allowed_tokens), and for a GBNF grammar every mask equals the brute-force mask (each token fed to
 // a copy of the constraint).
 #include <gtest/gtest.h>
@@ -47,7 +47,8 @@ TEST(JsonMaskCache, CachedMasksEqualTheUncachedWalkAlongRandomWalks) {
   const char* schemas[] = {
       R"({"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z0-9-]{3,}$"},
           "when": {"type": "string", "format": "date-time"}, "mail": {"type": "string", "format": "email"},
-          "site": {"type": "string", "format": "uri"}}, "required": ["id", "when", "mail", "site"]})",
+          "site": {"type": "string", "format": "uri"}, "code": {"type": "string", "minLength": 2, "maxLength": 5}},
+          "required": ["id", "when", "mail", "site", "code"]})",
       R"({"type": "array", "minItems": 3, "items": {"type": "object", "properties": {
           "name": {"type": "string", "maxLength": 12}, "kind": {"enum": ["a", "ab", "b", 1, null]},
           "n": {"type": "integer", "minimum": -5, "maximum": 300}, "x": {"type": "number"},
