@@ -8,7 +8,33 @@
 namespace aerie {
 namespace {
 
-enum class WalkStep { kAllowed, kRefused, kOther };
+enum class WalkStep { kAllowed, kRefused, kOther, kTakeAll };
+
+TokenTrie::Step trie_step(WalkStep step) {
+  return step == WalkStep::kTakeAll  ? TokenTrie::Step::kTakeAll
+         : step == WalkStep::kAllowed ? TokenTrie::Step::kEnter
+                                      : TokenTrie::Step::kPrune;
+}
+
+// The printable ASCII bytes (not '"' or '\\', which a JSON string reads otherwise) on which automaton
+// state `state` of pattern `pattern` loops, memoised in the scratch.
+const std::array<uint64_t, 2>& pattern_loop(const JsonGrammar& g, uint32_t pattern, uint32_t state,
+                                            JsonMaskScratch& s) {
+  if (s.loops_of != &g) {
+    s.loops.assign(g.patterns.size(), {});
+    s.loops_of = &g;
+  }
+  std::vector<JsonMaskScratch::Loop>& loops = s.loops[pattern];
+  if (loops.empty()) loops.resize(g.patterns[pattern].n_states());
+  JsonMaskScratch::Loop& loop = loops[state];
+  if (!loop.known) {
+    const RegexDfa& dfa = g.patterns[pattern];
+    for (unsigned b = 0x20; b < 0x7f; ++b)
+      if (b != '"' && b != '\\' && dfa.next(state, uint8_t(b)) == state) loop.bytes[b / 64] |= uint64_t(1) << (b % 64);
+    loop.known = true;
+  }
+  return loop.bytes;
+}
 
 bool same_light_stack(const JsonLightStack& a, const JsonLightStack& b) {
   return a.kept == b.kept && a.n_own == b.n_own && std::equal(a.own, a.own + a.n_own, b.own);
@@ -21,16 +47,32 @@ bool same_light_stack(const JsonLightStack& a, const JsonLightStack& b) {
 // and opening the next key push and pop a few frames. With `floor` (a recording walk, json_mask.h), a byte
 // that would reach a root frame below it, or that needs the full state, is kOther; without, the walk
 // falls back to the full state.
-WalkStep step_at(const JsonMatcher& state, JsonMaskScratch& s, size_t depth, uint8_t byte, bool recording,
-                 uint32_t floor) {
+WalkStep step_at(const JsonMatcher& state, const TokenTrie& vocabulary, JsonMaskScratch& s, size_t node, size_t depth,
+                 uint8_t byte, bool recording, uint32_t floor) {
   if (!s.light[depth - 1]) {
     s.light[depth] = 0;
     return s.states[depth - 1].advance(byte, s.states[depth]) ? WalkStep::kAllowed : WalkStep::kRefused;
   }
   const JsonLightStack& parent = s.stacks[depth - 1];
   JsonLightStack& child = s.stacks[depth];
-  // The top frame alone first (string characters, digits): one frame to copy.
   JsonFrame top = state.light_top(parent);
+  // Inside a string with a pattern, a subtree whose bytes all keep the automaton in its state is allowed
+  // whole (e.g. the letters and digits of a URI path) when its longest token fits the length bounds: the
+  // state loops, so its completions are unbounded and the fewest stay min_chars.
+  if (top.phase == json_steps::kStrChar && top.node != kJsonNoNode) {
+    const JsonGrammar& g = *state.grammar();
+    const JsonNode& n = g.nodes[top.node];
+    if (n.kind == JsonNodeKind::kString && n.pattern != kJsonNoNode) {
+      const RegexDfa& dfa = g.patterns[n.pattern];
+      const bool fits = !json_steps::counts(n) ||
+                        (dfa.max_chars(top.pattern_state) == kRegexUnboundedLength &&
+                         (top.value & 0xffffffffu) + (vocabulary.subtree_depth(node) - depth + 1) +
+                                 dfa.min_chars(top.pattern_state) <= n.max);
+      if (fits && vocabulary.subtree_bytes_within(node, pattern_loop(g, n.pattern, top.pattern_state, s)))
+        return WalkStep::kTakeAll;
+    }
+  }
+  // The top frame alone first (string characters, digits): one frame to copy.
   switch (JsonMatcher::step_top(*state.grammar(), top, byte)) {
     case JsonMatcher::TopStep::kTopOnly:
       child.kept = parent.n_own > 0 ? parent.kept : parent.kept - 1;
@@ -95,8 +137,8 @@ void walk_range(const JsonMatcher& state, const TokenTrie& vocabulary, size_t be
                 JsonMaskScratch& s, size_t budget) {
   vocabulary.walk_nodes(
       begin, end,
-      [&](size_t, size_t depth, uint8_t byte) {
-        return step_at(state, s, depth, byte, false, 0) == WalkStep::kAllowed;
+      [&](size_t node, size_t depth, uint8_t byte) {
+        return trie_step(step_at(state, vocabulary, s, node, depth, byte, false, 0));
       },
       [&](uint32_t first, uint32_t last) { vocabulary.allow(first, last, allowed); }, budget, plain_walk(state));
 }
@@ -152,12 +194,12 @@ void record_range(const JsonMatcher& state, const TokenTrie& vocabulary, size_t 
   vocabulary.walk_nodes(
       begin, end,
       [&](size_t node, size_t d, uint8_t byte) {
-        const WalkStep step = step_at(state, scratch, d, byte, true, floor);
-        if (step != WalkStep::kOther) return step == WalkStep::kAllowed;
+        const WalkStep step = step_at(state, vocabulary, scratch, node, d, byte, true, floor);
+        if (step != WalkStep::kOther) return trie_step(step);
         const JsonLightStack& parent = scratch.stacks[d - 1];
         if (entry.stacks.empty() || !same_light_stack(entry.stacks.back(), parent)) entry.stacks.push_back(parent);
         entry.frontier.push_back({uint32_t(node), uint32_t(entry.stacks.size() - 1)});
-        return false;
+        return TokenTrie::Step::kPrune;
       },
       [&](uint32_t first, uint32_t last) {
         if (!entry.runs.empty() && entry.runs.back().second == first) entry.runs.back().second = last;
@@ -218,13 +260,13 @@ std::shared_ptr<const JsonMaskEntry> string_content(const TokenTrie& vocabulary,
   vocabulary.walk_nodes(
       0, vocabulary.n_nodes(),
       [&](size_t node, size_t d, uint8_t byte) {
-        const WalkStep step = step_at(inside, scratch, d, byte, true, 1);
+        const WalkStep step = step_at(inside, vocabulary, scratch, node, d, byte, true, 1);
         last_depth = d;
-        if (step != WalkStep::kOther) return step == WalkStep::kAllowed;
+        if (step != WalkStep::kOther) return trie_step(step);
         const JsonLightStack& parent = scratch.stacks[d - 1];  // the string frame before the quote
         entry->frontier.push_back({uint32_t(node), 0});
         entry->frontier_chars.push_back(uint32_t(inside.light_top(parent).value));
-        return false;
+        return TokenTrie::Step::kPrune;
       },
       [&](uint32_t first, uint32_t last) {
         const auto chars = uint32_t(inside.light_top(scratch.stacks[last_depth]).value);

@@ -13,6 +13,7 @@
 // plain walk computes (tests/grammar/json_mask_cache_test.cpp checks it against that along random walks).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,13 @@ struct JsonMaskScratch {
   std::vector<JsonLightStack> stacks;  // the stack at a depth, over the walk's root stack (when `light`)
   std::vector<uint8_t> light;
   JsonMatcher full_parent;
+  // Per pattern and automaton state of loops_of's patterns: the bytes the state loops on (json_mask.cpp).
+  struct Loop {
+    std::array<uint64_t, 2> bytes{0, 0};
+    bool known = false;
+  };
+  const JsonGrammar* loops_of = nullptr;
+  std::vector<std::vector<Loop>> loops;
 };
 
 // The mask for a matcher state, with caller-owned buffers (no cache).

@@ -104,6 +104,16 @@ void TokenTrie::find_plain_subtrees() {
     path[depth_[i]] = plain_text_step(path[depth_[i] - 1], byte_[i]);
     plain[i] = path[depth_[i]] != kBad;
   }
+  // The bytes at and below each node (children before parents).
+  subtree_bytes_.assign(n, {0, 0});
+  for (size_t i = n; i-- > 0;) {
+    const unsigned b = std::min<unsigned>(byte_[i], 0x7f);
+    subtree_bytes_[i][b / 64] |= uint64_t(1) << (b % 64);
+    for (size_t child = i + 1; child < subtree_end_[i]; child = subtree_end_[child]) {
+      subtree_bytes_[i][0] |= subtree_bytes_[child][0];
+      subtree_bytes_[i][1] |= subtree_bytes_[child][1];
+    }
+  }
   // Characters along the path (a plain path starts at a character boundary: every byte that is not a
   // continuation byte starts one).
   std::vector<uint16_t> chars(max_depth_ + 1, 0);

@@ -11,9 +11,11 @@
 // token at or below node i is plain text from its first byte.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace aerie {
@@ -60,6 +62,9 @@ class TokenTrie {
   // parses with different rooms), skips every plain-text subtree whatever its depth, since the mask
   // decides each plain-text token exactly by its length in characters.
   enum class Plain : uint8_t { kReport, kSkipShallow, kSkipAll };
+  // What advance() may return instead of a bool: kTakeAll allows the node's whole subtree without walking
+  // it (e.g. every byte in it keeps an automaton in a state that loops on them, see subtree_bytes_within).
+  enum class Step : uint8_t { kPrune = 0, kEnter = 1, kTakeAll = 2 };
   template <typename Advance, typename Report>
   void walk_nodes(size_t begin, size_t end, Advance&& advance, Report&& report, size_t plain_text_budget,
                   Plain plain = Plain::kReport) const {
@@ -70,7 +75,15 @@ class TokenTrie {
         i = subtree_end_[i];
         continue;
       }
-      if (!advance(i, size_t(depth_[i]), byte_[i])) {
+      const auto step = advance(i, size_t(depth_[i]), byte_[i]);
+      if constexpr (std::is_same_v<decltype(step), const Step>) {
+        if (step == Step::kTakeAll) {  // every token at or below node i is allowed
+          report(token_begin_[i], token_begin_[subtree_end_[i]]);
+          i = subtree_end_[i];
+          continue;
+        }
+      }
+      if (!bool(step)) {
         i = subtree_end_[i];
         continue;
       }
@@ -87,6 +100,14 @@ class TokenTrie {
   // tokens a state that admits `budget` characters of plain text allows. allowed has n_vocab entries.
   void plain_text_mask(size_t budget, uint8_t* allowed) const;
   size_t subtree_end(size_t node) const { return subtree_end_[node]; }
+  // The depth of the deepest node at or below `node` (the longest token there, in bytes).
+  size_t subtree_depth(size_t node) const { return subtree_depth_[node]; }
+  // Every byte on the edges at and below `node` is printable ASCII in `bytes` (a 128-bit set, bit b for
+  // byte b; bytes of 0x7f and above stand as bit 0x7f, which such a set should not hold).
+  bool subtree_bytes_within(size_t node, const std::array<uint64_t, 2>& bytes) const {
+    const std::array<uint64_t, 2>& below = subtree_bytes_[node];
+    return (below[0] & ~bytes[0]) == 0 && (below[1] & ~bytes[1]) == 0;
+  }
   size_t depth(size_t node) const { return depth_[node]; }
 
  private:
@@ -102,6 +123,7 @@ class TokenTrie {
   std::vector<uint16_t> subtree_depth_;  // the longest token at or below the node, in bytes
   // [n_vocab] each: a plain-text token's length in characters (else 0xffff); the same saturated at 254
   // (else 255), for a compare the compiler vectorises; 1 for every plain-text token.
+  std::vector<std::array<uint64_t, 2>> subtree_bytes_;  // see subtree_bytes_within
   std::vector<uint16_t> plain_chars_;
   std::vector<uint8_t> plain_chars_short_;
   std::vector<uint8_t> plain_all_;

@@ -86,6 +86,40 @@ TEST(JsonMaskCache, CachedMasksEqualTheUncachedWalkAlongRandomWalks) {
   }
 }
 
+// Inside a pattern, a trie subtree whose bytes all loop on the automaton's state is allowed without a walk
+// (json_mask.cpp): against brute force (every token fed to a copy of the matcher), with and without a
+// maxLength, on patterns and formats whose states loop on letters and digits.
+TEST(JsonMaskCache, LoopingPatternSubtreesEqualBruteForce) {
+  const test::RealVocabulary& v = llama3();
+  const char* schemas[] = {
+      R"({"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 12})",
+      R"({"type": "string", "format": "uri"})",
+      R"({"type": "string", "format": "email"})",
+  };
+  for (const char* text : schemas) {
+    SCOPED_TRACE(text);
+    const auto grammar = compile_json_schema_text(text);
+    Rng rng(3);
+    JsonMatcher state(*grammar);
+    JsonMaskScratch scratch;
+    std::vector<uint8_t> mask;
+    std::string output;
+    for (int step = 0; step < 8 && !state.finished(); ++step) {
+      json_allowed_tokens(state, *v.trie, mask, scratch);
+      for (int32_t t = 0; t < v.trie->n_vocab(); ++t) {
+        JsonMatcher copy = state;
+        const bool expected = v.trie->is_end(t) ? state.accepting()
+                                                : v.trie->is_text(t) && copy.feed(v.trie->token_bytes(t));
+        ASSERT_EQ(mask[size_t(t)] != 0, expected) << "after '" << output << "' token " << t;
+      }
+      const int32_t token = pick(mask, *v.trie, rng, false);
+      if (token < 0) break;
+      ASSERT_TRUE(state.feed(v.trie->token_bytes(token)));
+      output += v.trie->token_bytes(token);
+    }
+  }
+}
+
 TEST(JsonMaskCache, ClonesShareTheCacheAndKeepTheirOwnState) {
   const test::RealVocabulary& v = llama3();
   const auto grammar = compile_json_schema_text(R"({"type": "array", "items": {"type": "string", "format": "date"}})");
