@@ -10,6 +10,7 @@
 //   masks' schemas and outputs so far, and the masks' percentiles by the kind of state they were taken in
 //   (the top frame's: a string, a string with a pattern or format, a number, ...).
 //   schema_bench [--repeats N] [--walks N] [--corpus FILE] [--tokenizers DIR]
+// bench/grammar/schema_corpus_patterns.json (--corpus) holds schemas full of pattern and format strings.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
