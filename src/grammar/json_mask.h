@@ -9,8 +9,14 @@
 // depend on it). A walk that records keeps the tokens that depend on those alone as runs of token slots
 // and stops at every trie node where a byte would reach below them (a token that closes the object too)
 // or fork the stack, keeping that node and the light stack at its parent; a later state with the same key
-// copies the runs and walks only the recorded nodes' subtrees with its own frames. So a cached mask is exactly the mask the
+// copies the runs and walks only the recorded nodes' subtrees with its own frames. A string without a
+// pattern is served from one walk of string content per cache (json_mask.cpp: tokens by the characters
+// they add, closing quotes by the characters before them), so a string with maxLength, whose frame
+// changes with every character, does not walk the trie at each. So a cached mask is exactly the mask the
 // plain walk computes (tests/grammar/json_mask_cache_test.cpp checks it against that along random walks).
+//
+// Both walks also allow a trie subtree whole where plain text is known to be allowed (a string's
+// TokenTrie::plain_text_mask) or where every byte in it loops on a pattern automaton's state.
 #pragma once
 
 #include <array>
@@ -32,6 +38,8 @@ struct JsonMaskScratch {
   std::vector<uint8_t> light;
   JsonMatcher full_parent;
   // Per pattern and automaton state of loops_of's patterns: the bytes the state loops on (json_mask.cpp).
+  // A scratch serves one grammar at a time (it tells another one by its address: keep the grammar alive
+  // while the scratch is used with it, as JsonConstraint does).
   struct Loop {
     std::array<uint64_t, 2> bytes{0, 0};
     bool known = false;
