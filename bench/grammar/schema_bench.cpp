@@ -6,8 +6,11 @@
 //   (each thread masks its own walks, as concurrent requests do): seeded random walks through the mask,
 //   uniform among the allowed tokens (after 30 tokens among those that close a string, an object or an
 //   array, or end a literal, so walks end; at most 200 tokens),
-//   every allowed_tokens call timed; p50 / p95 / max over all of them.
+//   every allowed_tokens call timed; p50 / p95 / max over all of them, and (at 1 thread) the slowest
+//   masks' schemas and outputs so far, and the masks' percentiles by the kind of state they were taken in
+//   (the top frame's: a string, a string with a pattern or format, a number, ...).
 //   schema_bench [--repeats N] [--walks N] [--corpus FILE] [--tokenizers DIR]
+// bench/grammar/schema_corpus_patterns.json (--corpus) holds schemas full of pattern and format strings.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -74,15 +77,47 @@ Vocabulary load_vocabulary(const std::string& dir) {
   return v;
 }
 
-// The slowest mask seen: where it was, so that a slow state can be reproduced.
+// A slow mask: where it was, so that a slow state can be reproduced.
 struct Slowest {
   double us = 0;
   std::string schema, output;  // the output so far (its last 60 bytes)
 };
+constexpr size_t kSlowestShown = 8;
 
-// One seeded walk (see the top comment); appends the microseconds of every mask to `times`.
+// Keeps the kSlowestShown slowest masks, slowest first.
+void note_slow(std::vector<Slowest>& slowest, Slowest s) {
+  if (slowest.size() == kSlowestShown && s.us <= slowest.back().us) return;
+  slowest.push_back(std::move(s));
+  std::sort(slowest.begin(), slowest.end(), [](const Slowest& a, const Slowest& b) { return a.us > b.us; });
+  if (slowest.size() > kSlowestShown) slowest.pop_back();
+}
+
+// What the state before a mask is, by its top frame: where slow masks come from.
+enum StateKind { kDocument, kString, kPatternString, kNumber, kLiteral, kObject, kArray, kSeveralStacks, kKinds };
+const char* const kKindNames[kKinds] = {"document", "string", "pattern string", "number", "literal or key",
+                                        "object",   "array",  "several stacks"};
+
+StateKind state_kind(const aerie::JsonMatcher& m) {
+  const aerie::JsonFrame* top = m.single_top();
+  if (top == nullptr) return kSeveralStacks;
+  if (top->node == aerie::kJsonNoNode) return kDocument;
+  const aerie::JsonNode& n = m.grammar()->nodes[top->node];
+  switch (n.kind) {
+    case aerie::JsonNodeKind::kString: return n.pattern == aerie::kJsonNoNode ? kString : kPatternString;
+    case aerie::JsonNodeKind::kNumber: return kNumber;
+    case aerie::JsonNodeKind::kLiteral: return kLiteral;
+    case aerie::JsonNodeKind::kObject: return kObject;
+    case aerie::JsonNodeKind::kArray: return kArray;
+    case aerie::JsonNodeKind::kAnyOf: break;
+  }
+  return kSeveralStacks;
+}
+
+// One seeded walk (see the top comment); appends the microseconds of every mask to `times`, and to
+// by_kind[kind of the state].
 void timed_walk(const std::string& name, const std::shared_ptr<const aerie::JsonGrammar>& grammar, const Vocabulary& v,
-                uint64_t seed, std::vector<double>& times, Slowest& slowest) {
+                uint64_t seed, std::vector<double>& times, std::vector<Slowest>& slowest,
+                std::vector<std::vector<double>>& by_kind) {
   aerie::JsonConstraint constraint(grammar, v.trie);
   aerie::Rng rng(seed);
   std::vector<uint8_t> allowed;
@@ -92,8 +127,8 @@ void timed_walk(const std::string& name, const std::shared_ptr<const aerie::Json
     const auto start = Clock::now();
     constraint.allowed_tokens(allowed);
     times.push_back(microseconds_since(start));
-    if (times.back() > slowest.us)
-      slowest = {times.back(), name, output.substr(output.size() > 60 ? output.size() - 60 : 0)};
+    by_kind[state_kind(constraint.matcher())].push_back(times.back());
+    note_slow(slowest, {times.back(), name, output.substr(output.size() > 60 ? output.size() - 60 : 0)});
     text.clear();
     closing.clear();
     for (size_t t = 0; t < allowed.size(); ++t) {
@@ -169,23 +204,33 @@ int main(int argc, char** argv) {
     }
     for (const int n_threads : {1, 2}) {
       std::vector<std::vector<double>> per_thread(static_cast<size_t>(n_threads));
-      std::vector<Slowest> slowest(static_cast<size_t>(n_threads));
+      std::vector<std::vector<Slowest>> slowest(static_cast<size_t>(n_threads));
+      std::vector<std::vector<std::vector<double>>> by_kind(static_cast<size_t>(n_threads),
+                                                            std::vector<std::vector<double>>(kKinds));
       std::vector<std::thread> threads;
       for (int t = 0; t < n_threads; ++t)
         threads.emplace_back([&, t] {
           for (size_t s = 0; s < compiled.size(); ++s)
             for (int w = 0; w < walks; ++w)
               timed_walk(compiled[s].first, compiled[s].second, v, 1000 * s + uint64_t(w) + 7919 * uint64_t(t),
-                         per_thread[size_t(t)], slowest[size_t(t)]);
+                         per_thread[size_t(t)], slowest[size_t(t)], by_kind[size_t(t)]);
         });
       for (std::thread& thread : threads) thread.join();
       std::vector<double> all;
       for (const auto& times : per_thread) all.insert(all.end(), times.begin(), times.end());
       const Percentiles m = percentiles(all);
-      const Slowest& worst = *std::max_element(slowest.begin(), slowest.end(),
-                                               [](const Slowest& a, const Slowest& b) { return a.us < b.us; });
-      std::printf("%-12s %8d %8zu %10.1f %10.1f %10.1f   slowest: %s after '%s'\n", model, n_threads, all.size(), m.p50,
-                  m.p95, m.max, worst.schema.c_str(), worst.output.c_str());
+      std::vector<Slowest> worst;
+      for (const auto& per : slowest)
+        for (const Slowest& s : per) note_slow(worst, s);
+      std::printf("%-12s %8d %8zu %10.1f %10.1f %10.1f\n", model, n_threads, all.size(), m.p50, m.p95, m.max);
+      if (n_threads != 1) continue;
+      for (int k = 0; k < kKinds; ++k) {
+        const Percentiles p = percentiles(by_kind[0][size_t(k)]);
+        if (!by_kind[0][size_t(k)].empty())
+          std::printf("    %-16s %6zu masks: p50 %8.1f us, p95 %8.1f us, max %8.1f us\n", kKindNames[k],
+                      by_kind[0][size_t(k)].size(), p.p50, p.p95, p.max);
+      }
+      for (const Slowest& s : worst) std::printf("    %8.1f us  %s after '%s'\n", s.us, s.schema.c_str(), s.output.c_str());
     }
   }
   return 0;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "grammar/cfg_grammar.h"
@@ -24,6 +25,8 @@ namespace aerie {
 // it meets goes into `pool` (up to kCfgMaskPoolStates per mask) with a row of 256 successors, so a state
 // that recurs — a string's loop returns to the same state after every character — costs one lookup per
 // trie node instead of a copy and an expansion. Past the pool's size the walk computes states directly.
+// When every plain-text character leads from the current state back to it (inside a string's character
+// loop), subtrees of plain-text tokens are allowed whole, as for JSON strings (TokenTrie::walk).
 inline constexpr size_t kCfgMaskPoolStates = 1024;
 struct CfgMaskScratch {
   std::vector<CfgMatcher> pool;
@@ -46,6 +49,7 @@ class CfgConstraint final : public TokenConstraint {
 
   void allowed_tokens(std::vector<uint8_t>& allowed) const override;
   bool accept(int64_t token) override;
+  bool accept_bytes(std::string_view bytes) override { return matcher_.feed(bytes); }
   bool finished() const override { return matcher_.finished(); }
   std::unique_ptr<TokenConstraint> clone() const override;
 

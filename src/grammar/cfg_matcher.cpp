@@ -163,6 +163,25 @@ bool CfgMatcher::advance(uint8_t byte, CfgMatcher& next) const {
   return !next.ends_.empty() || next.accepting_;
 }
 
+bool CfgMatcher::same_after_any_non_ascii() const {
+  const CfgGrammar& g = *grammar_;
+  for (size_t s = 0; s < ends_.size(); ++s) {
+    if (partial_[s] != 0) return false;
+    const uint32_t cls = g.elements[frames_[ends_[s] - 1]].index;
+    if (!g.class_intersects(cls, 0x80, kCfgMaxCodePoint)) continue;
+    // Classes are merged and cut around the surrogates: all of non-ASCII is [.., U+D7FF] and
+    // [U+E000, U+10FFFF].
+    const CfgClass& c = g.classes[cls];
+    const CfgRange* first = g.ranges.data() + c.first;
+    const CfgRange* last = first + c.count;
+    const CfgRange* low = std::lower_bound(first, last, 0x80u, [](const CfgRange& r, uint32_t v) { return r.hi < v; });
+    if (low == last || low->lo > 0x80 || low->hi != 0xD7FF || low + 1 == last || low[1].lo != 0xE000 ||
+        low[1].hi != kCfgMaxCodePoint)
+      return false;
+  }
+  return true;
+}
+
 uint64_t CfgMatcher::hash() const {
   uint64_t h = accepting_ ? 0x9E3779B97F4A7C15ull : 0;
   for (const uint64_t s : hashes_) h = (h ^ s) * 1099511628211ull + 0x632BE59BD9B4E019ull;

@@ -57,6 +57,11 @@ class CfgMatcher {
   bool finished() const { return accepting_ && ends_.empty(); }
   size_t n_stacks() const { return ends_.size(); }
 
+  // Every stack's top is at a character boundary of a terminal whose class holds either every non-ASCII
+  // code point or none: then all non-ASCII characters lead to one and the same state (the mask walk's
+  // plain-text shortcut, cfg_constraint.cpp).
+  bool same_after_any_non_ascii() const;
+
   // For memoising transitions (cfg_constraint.cpp): equal states (same stacks in the same order) have equal
   // hashes, and advance() is a pure function of the state and the byte.
   uint64_t hash() const;

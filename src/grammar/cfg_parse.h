@@ -10,9 +10,15 @@
 // terminals alike), `start` the start rule, "strings" (with the i flag), "a".."z" ranges, [optional],
 // ( ) groups, ? * +, item ~ n and item ~ n..m, // comments, continuation lines starting with |. The
 // tree-shaping marks (?rule, !rule, rule.priority, -> alias) do not change which strings match and are
-// accepted. Refused by name: /regex/ terminals (not yet compiled here), %ignore (the grammar must spell
-// its whitespace out: this matcher reads bytes, not a lexer's tokens), %import, %declare and the other
-// directives. Terminals are matched as characters in place, like rules (no separate lexer, no
+// accepted. /regex/ items are read by the regex engine (regex.h: ECMAScript syntax, the common ground with
+// the Python `re` syntax Lark uses; matched whole, so ^ and $ at its ends change nothing; \/ is a slash)
+// and become classes, sequences and repetitions in place: Python-only syntax (\A, \Z, (?P<..>)), what
+// regex.h refuses (lookaround, backreferences), flags after the closing slash, and a repetition of
+// something that can match the empty string (e.g. /(a?)*/: ambiguous for the matcher) are refused by
+// name. Two reading differences from Python: \d \w \s are ECMAScript's (ASCII digits and word
+// characters), and `.` excludes \r U+2028 U+2029 as well as \n. Refused by name: %ignore (the grammar
+// must spell its whitespace out: this matcher reads bytes, not a lexer's tokens), %import, %declare and
+// the other directives. Terminals are matched as characters in place, like rules (no separate lexer, no
 // longest-match), which is how a byte-level matcher and vLLM's grammar backends read them.
 //
 // Errors (aerie::Error) start with `what` and name the line and column and what was expected there.

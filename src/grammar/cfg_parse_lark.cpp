@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "grammar/cfg_parse.h"
 #include "grammar/cfg_text.h"
+#include "grammar/regex.h"
 
 namespace aerie {
 namespace {
@@ -146,12 +147,66 @@ class LarkParser {
     return seq;
   }
 
+  // A /regex/ terminal: the pattern (regex.h, matched whole) as an expression of classes, sequences,
+  // alternatives and repetitions, matched in place like any other item.
+  CfgExpr regex_item() {
+    const CfgText start = text_;
+    text_.advance();
+    const size_t begin = text_.position();
+    while (text_.peek() != '/') {  // as Lark reads it, any unescaped '/' ends the pattern, even in [...]
+      if (text_.done() || text_.peek() == '\n') start.fail("unterminated regular expression: expected '/'");
+      if (text_.peek() == '\\' && !text_.done()) text_.advance();
+      text_.advance();
+    }
+    const std::string_view pattern = text_.source().substr(begin, text_.position() - begin);
+    text_.advance();
+    if (std::isalpha(uint8_t(text_.peek())))
+      text_.fail(str_cat("regular-expression flags (/.../", text_.peek(),
+                         ") are not supported; write the cases into the pattern, e.g. [Aa]"));
+    if (pattern.empty()) start.fail("empty regular expression //");
+    RegexAst ast;
+    try {
+      ast = parse_regex(pattern, RegexMode::kFullMatch, RegexLimits{});
+    } catch (const Error& e) {
+      start.fail(e.what());
+    }
+    return regex_expr(start, ast, ast.root, 0);
+  }
+
+  CfgExpr regex_expr(const CfgText& at, const RegexAst& ast, uint32_t index, int depth) {
+    if (depth > kCfgMaxNesting)
+      at.fail(str_cat("the regular expression nests deeper than ", kCfgMaxNesting, " levels"));
+    const RegexNode& n = ast.nodes[index];
+    switch (n.kind) {
+      case RegexNode::Kind::kEmpty: return at.node(CfgExpr::Kind::kSequence);
+      case RegexNode::Kind::kSet: {
+        CfgExpr c = at.node(CfgExpr::Kind::kClass);
+        for (const auto& [lo, hi] : n.set) c.ranges.push_back({lo, hi});
+        if (c.ranges.empty()) at.fail("the regular expression has a class that matches no character");
+        return c;
+      }
+      case RegexNode::Kind::kConcat:
+      case RegexNode::Kind::kAlternation: {
+        CfgExpr e = at.node(n.kind == RegexNode::Kind::kConcat ? CfgExpr::Kind::kSequence
+                                                                : CfgExpr::Kind::kAlternatives);
+        for (const uint32_t child : n.children) e.children.push_back(regex_expr(at, ast, child, depth + 1));
+        return e;
+      }
+      case RegexNode::Kind::kRepeat: {
+        CfgExpr e = at.node(CfgExpr::Kind::kRepeat);
+        e.min = n.min;
+        e.max = n.max == kRegexUnboundedLength ? kCfgUnbounded : n.max;
+        e.children.push_back(regex_expr(at, ast, n.children[0], depth + 1));
+        return e;
+      }
+    }
+    at.fail("unknown regular-expression node");
+  }
+
   CfgExpr primary(int depth) {
     const char c = text_.peek();
     if (c == '"') return string_item();
-    if (c == '/')
-      text_.fail("regular-expression terminals (/.../) are not supported yet; spell the terminal with \"strings\", "
-                 "\"a\"..\"z\" ranges and repetition");
+    if (c == '/') return regex_item();
     if (c == '\'') text_.fail("strings take double quotes in Lark: \"...\"");
     if (c == '(' || c == '[') {
       const int line = text_.line(), column = text_.column();

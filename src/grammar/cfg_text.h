@@ -20,6 +20,7 @@ class CfgText {
   bool starts_with(std::string_view s) const { return text_.substr(pos_).substr(0, s.size()) == s; }
   void advance(size_t n = 1);
   size_t position() const { return pos_; }
+  std::string_view source() const { return text_; }
   int line() const { return line_; }
   int column() const { return column_; }
   const std::string& what() const { return what_; }

@@ -7,26 +7,21 @@
 //
 // allowed_tokens() walks the trie from the current state (token_trie.h); accept() feeds the token's bytes
 // (an end token is accepted, leaving the state as is, exactly when the document is complete); finished()
-// is the matcher's finished(). clone() copies the matcher state (a few small vectors). One constraint
-// object is used by one thread at a time (allowed_tokens keeps its walk buffers in the object).
+// is the matcher's finished(). clone() copies the matcher state (a few small vectors) and shares the mask
+// cache (json_mask.h), so masks at states that recur — in the same output or a clone's drafts — are mostly
+// copied. One constraint object is used by one thread at a time (allowed_tokens keeps its walk buffers in
+// the object).
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "grammar/json_grammar.h"
+#include "grammar/json_mask.h"
 #include "grammar/token_trie.h"
 #include "sample/token_constraint.h"
 
 namespace aerie {
-
-// Buffers of the mask walk, one entry per trie depth (reused from mask to mask).
-struct JsonMaskScratch {
-  std::vector<JsonMatcher> states;  // the full state at a depth (when not `light`)
-  std::vector<JsonFrame> tops;      // the top frame at a depth, over the walk's root stack (when `light`)
-  std::vector<uint8_t> light;
-  JsonMatcher full_parent;
-};
 
 class JsonConstraint final : public TokenConstraint {
  public:
@@ -44,14 +39,11 @@ class JsonConstraint final : public TokenConstraint {
   std::shared_ptr<const JsonGrammar> grammar_;
   std::shared_ptr<const TokenTrie> vocabulary_;
   JsonMatcher matcher_;
-  mutable JsonMaskScratch scratch_;  // allowed_tokens' buffers; not cloned
+  std::shared_ptr<JsonMaskCache> cache_;  // shared with clones (json_mask.h)
+  mutable JsonMaskScratch scratch_;      // allowed_tokens' buffers; not cloned
 };
 
 std::unique_ptr<TokenConstraint> make_json_constraint(std::shared_ptr<const JsonGrammar> grammar,
                                                       std::shared_ptr<const TokenTrie> vocabulary);
-
-// The mask for a matcher state (what JsonConstraint::allowed_tokens computes), with caller-owned buffers.
-void json_allowed_tokens(const JsonMatcher& state, const TokenTrie& vocabulary, std::vector<uint8_t>& allowed,
-                         JsonMaskScratch& scratch);
 
 }  // namespace aerie

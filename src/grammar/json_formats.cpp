@@ -1,6 +1,8 @@
 #include "grammar/json_formats.h"
 
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -103,16 +105,23 @@ const std::map<std::string, FormatEntry, std::less<>>& format_table() {
 }  // namespace
 
 JsonFormat json_format(std::string_view name) {
-  // Compiled once, together (thread-safe static initialisation).
-  static const std::map<std::string, RegexDfa, std::less<>> kAutomata = [] {
-    std::map<std::string, RegexDfa, std::less<>> automata;
-    for (const auto& [format, entry] : format_table())
-      automata.emplace(format, compile_regex(entry.pattern, RegexMode::kFullMatch));
-    return automata;
+  // Each format is compiled on its first use (once per process, thread-safe): a schema with one `format`
+  // does not pay for the others (uri-reference and email alone take tens of milliseconds).
+  struct Lazy {
+    std::once_flag once;
+    std::optional<RegexDfa> automaton;
+  };
+  static std::map<std::string, Lazy, std::less<>> lazy = [] {
+    std::map<std::string, Lazy, std::less<>> formats;
+    for (const auto& entry : format_table()) formats.try_emplace(entry.first);
+    return formats;
   }();
-  const auto it = kAutomata.find(name);
-  if (it == kAutomata.end()) return {};
-  return JsonFormat{&it->second, format_table().find(name)->second.max_length};
+  const auto it = lazy.find(name);
+  if (it == lazy.end()) return {};
+  const FormatEntry& entry = format_table().find(name)->second;
+  Lazy& format = it->second;
+  std::call_once(format.once, [&] { format.automaton.emplace(compile_regex(entry.pattern, RegexMode::kFullMatch)); });
+  return JsonFormat{&*format.automaton, entry.max_length};
 }
 
 std::string_view json_format_pattern(std::string_view name) {

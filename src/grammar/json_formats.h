@@ -30,7 +30,7 @@ struct JsonFormat {
 };
 
 // The enforced format of that name, or automaton == nullptr for an unknown one. Thread-safe; the first
-// call compiles every format (a few milliseconds).
+// call for a format compiles it (up to tens of milliseconds), later ones share it.
 JsonFormat json_format(std::string_view name);
 
 // The ECMAScript pattern behind a known format ("" for an unknown one), for tests and messages.

@@ -161,6 +161,7 @@ bool json_object_completable(const JsonGrammar& grammar, const JsonNode& object)
 
 // One level of a parse stack. `node` is a grammar node, or kJsonNoNode for the bottom (document) frame
 // whose `value` is then the root node. `value`: literal trie state | string code points | array items |
+// map members (those three counted only when the node has length bounds or a tuple, else 0) |
 // object position (the index of the next property that may come) | for a bounded number: sign, whether
 // the fraction has a non-zero digit, and the integer part's magnitude — all kind-specific. A string with
 // a pattern keeps its automaton state in pattern_state and, inside a \u escape, the escape's digits so far
@@ -176,6 +177,16 @@ struct JsonFrame {
   uint64_t value = 0;
   uint64_t extra = 0;
   bool operator==(const JsonFrame&) const = default;
+};
+
+// A single parse stack as the mask walk carries it below its root state (json_constraint.cpp): the bottom
+// `kept` frames of the root's stack under frames of its own. A token changes a few frames at the top of
+// the stack (closes a string, opens the next key), so this is what is copied per trie node, not the stack.
+inline constexpr uint32_t kJsonLightFrames = 6;
+struct JsonLightStack {
+  uint32_t kept = 0;
+  uint32_t n_own = 0;
+  JsonFrame own[kJsonLightFrames];
 };
 
 // The matcher state: one or more parse stacks (bottom first, concatenated). Copying it copies two small
@@ -209,11 +220,25 @@ class JsonMatcher {
   // stack refuses it), or kOther (a push or pop: take the general path; top is unchanged).
   static TopStep step_top(const JsonGrammar& grammar, JsonFrame& top, uint8_t byte);
   const JsonFrame* single_top() const { return ends_.size() == 1 ? &frames_.back() : nullptr; }
+  // Every stack's frames, bottom first, one stack after another (a single stack: the whole vector).
+  const std::vector<JsonFrame>& frames() const { return frames_; }
   // When every stack is inside a string at a character boundary, any plain text (token_trie.h) of up to
   // this many characters may follow (the smallest room left under maxLength); else 0.
   size_t plain_text_budget() const;
-  // out = this single-stack state with its top frame replaced by `top`.
-  void with_top(const JsonFrame& top, JsonMatcher& out) const;
+  // The light stack of this single-stack state itself: all its frames kept, none of its own.
+  JsonLightStack light_root() const { return {uint32_t(frames_.size()), 0, {}}; }
+  // What advance() does to a single stack, on a light stack over this state's frames: kTopOnly (moved),
+  // kRefused, or kOther when the byte forks the stack (an anyOf whose alternatives share the byte) or needs
+  // more than kJsonLightFrames frames of its own: take the general path (`stack` is then unspecified).
+  // With a `floor`, also kOther when the byte would reach a root frame below that index (json_mask_cache.h:
+  // what a mask may depend on).
+  TopStep step_light(JsonLightStack& stack, uint8_t byte, uint32_t floor = 0) const;
+  // The top frame of a light stack over this state.
+  const JsonFrame& light_top(const JsonLightStack& stack) const {
+    return stack.n_own > 0 ? stack.own[stack.n_own - 1] : frames_[stack.kept - 1];
+  }
+  // out = the state a light stack over this state stands for.
+  void from_light(const JsonLightStack& stack, JsonMatcher& out) const;
 
  private:
   bool feed_stack(size_t base, uint8_t byte);

@@ -33,8 +33,12 @@ class RegexConstraint final : public TokenConstraint {
     const auto id = int32_t(token);
     if (vocabulary_->is_end(id)) return automaton_->accepting(state_);
     if (!vocabulary_->is_text(id)) return false;
+    return accept_bytes(vocabulary_->token_bytes(id));
+  }
+
+  bool accept_bytes(std::string_view bytes) override {
     uint32_t state = state_;
-    for (const char c : vocabulary_->token_bytes(id)) {
+    for (const char c : bytes) {
       state = automaton_->next(state, uint8_t(c));
       if (state == kRegexDead) return false;
     }

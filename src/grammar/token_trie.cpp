@@ -104,6 +104,32 @@ void TokenTrie::find_plain_subtrees() {
     path[depth_[i]] = plain_text_step(path[depth_[i] - 1], byte_[i]);
     plain[i] = path[depth_[i]] != kBad;
   }
+  // The bytes at and below each node (children before parents).
+  subtree_bytes_.assign(n, {0, 0});
+  for (size_t i = n; i-- > 0;) {
+    const unsigned b = std::min<unsigned>(byte_[i], 0x7f);
+    subtree_bytes_[i][b / 64] |= uint64_t(1) << (b % 64);
+    for (size_t child = i + 1; child < subtree_end_[i]; child = subtree_end_[child]) {
+      subtree_bytes_[i][0] |= subtree_bytes_[child][0];
+      subtree_bytes_[i][1] |= subtree_bytes_[child][1];
+    }
+  }
+  // Characters along the path (a plain path starts at a character boundary: every byte that is not a
+  // continuation byte starts one).
+  std::vector<uint16_t> chars(max_depth_ + 1, 0);
+  plain_chars_.assign(kind_.size(), 0xffff);
+  for (size_t i = 0; i < n; ++i) {
+    chars[depth_[i]] = uint16_t(chars[depth_[i] - 1] + ((byte_[i] & 0xC0) != 0x80));
+    if (!plain[i]) continue;
+    for (uint32_t t = token_begin_[i]; t < token_begin_[i + 1]; ++t) plain_chars_[size_t(tokens_[t])] = chars[depth_[i]];
+    max_plain_chars_ = std::max<size_t>(max_plain_chars_, chars[depth_[i]]);
+  }
+  plain_chars_short_.resize(kind_.size());
+  plain_all_.resize(kind_.size());
+  for (size_t id = 0; id < kind_.size(); ++id) {
+    plain_chars_short_[id] = uint8_t(plain_chars_[id] == 0xffff ? 255 : std::min<uint16_t>(plain_chars_[id], 254));
+    plain_all_[id] = plain_chars_[id] != 0xffff;
+  }
   // Backward (children before parents): the subtree [i, subtree_end_[i]) is plain when no node in it is
   // not; its depth is the deepest of its children's.
   plain_subtree_.assign(n, 0);
@@ -116,6 +142,21 @@ void TokenTrie::find_plain_subtrees() {
     for (size_t child = i + 1; child < subtree_end_[i]; child = subtree_end_[child])
       deepest = std::max(deepest, subtree_depth_[child]);
     subtree_depth_[i] = deepest;
+  }
+}
+
+void TokenTrie::plain_text_mask(size_t budget, uint8_t* allowed) const {
+  const size_t n = plain_chars_.size();
+  if (budget >= max_plain_chars_) {  // every plain-text token (the common case: a string without maxLength)
+    std::copy(plain_all_.begin(), plain_all_.end(), allowed);
+  } else if (budget < 254) {  // exact: a saturated 254 stands for 254 characters or more, past the budget
+    // Local pointers: through a uint8_t* store the compiler would reload the vector's (and not vectorise).
+    const uint8_t* chars = plain_chars_short_.data();
+    const auto limit = uint8_t(budget);
+    for (size_t id = 0; id < n; ++id) allowed[id] = chars[id] <= limit;
+  } else {
+    const uint16_t* chars = plain_chars_.data();
+    for (size_t id = 0; id < n; ++id) allowed[id] = chars[id] <= budget;
   }
 }
 

@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "grammar/cfg_matcher.h"
 #include "grammar/cfg_parse.h"
+#include "grammar/regex.h"
+#include "sample/sampling.h"
 
 namespace aerie {
 namespace {
@@ -85,6 +87,13 @@ NUMBER: DIGIT ~ 1..3
 DIGIT: "0".."9")g",
      {"go north", "GO south;wait", "Go north;wait 120;wait 7"},
      {"go", "go west", "wait 1234", "wait ", ""}},
+    // Lark /regex/ terminals beside strings and rules; \/ is a slash, ^ and $ change nothing.
+    {R"g(start: NAME "=" VALUE (";" NAME "=" VALUE)*
+NAME: /^[a-z_][a-z0-9_]{0,7}$/
+VALUE: /-?(0|[1-9]\d*)(\.\d+)?/ | /"([^"\\\n]|\\.)*"/ | DATE
+DATE: /\d{4}\/\d\d\/\d\d/)g",
+     {"a=1", "x_1=-0.5;b=\"q\\\"r\"", "d=2024/01/31", "n=\"caf\xc3\xa9\""},
+     {"A=1", "a=01", "a=1.", "toolongname=1", "d=2024-01-31", "a=\"x\ny\"", "a=1;"}},
 };
 
 TEST(CfgParse, ExampleGrammarsTakeAndRefuseWhatTheyShould) {
@@ -143,7 +152,17 @@ TEST(CfgParse, BadGrammarsAreClearErrors) {
       {std::string("root ::= \"a\"").append(101, '?'), "more than 100 repetition operators"},
       {"", "the grammar is empty"},  // the Lark subset from here on (an empty grammar is read as Lark)
       {"// only a comment", "the grammar is empty"},
-      {"start: /[0-9]+/", "regular-expression terminals (/.../) are not supported"},
+      {"start: /[0-9]+", "line 1, column 8: unterminated regular expression"},
+      {"start: /[a-z]+/i", "regular-expression flags (/.../i) are not supported"},
+      {"start: \"a\" /(?=a)a/", "line 1, column 12: regex /(?=a)a/: lookahead"},
+      {"start: /(a)\\1/", "backreference"},
+      {"start: /\\Aa/", "unknown escape"},
+      {"start: /(a?)*/", "can match the empty string"},
+      {"start: /" + [] {
+         std::string nest = "b";
+         for (int i = 0; i < 101; ++i) nest = "(a" + nest + ")";  // a sequence inside a sequence ...
+         return nest;
+       }() + "/", "nests deeper than 100"},
       {"start: WS\n%ignore WS\nWS: \" \"", "%ignore is not supported"},
       {"%import common.NUMBER\nstart: NUMBER", "the %import directive is not supported"},
       {"start \"a\"", "line 1, column 7: expected ':' after the rule name 'start'"},
@@ -166,6 +185,35 @@ TEST(CfgParse, BadGrammarsAreClearErrors) {
           << c.grammar.substr(0, 200) << "\n gave: " << e.what();
       EXPECT_EQ(std::string(e.what()).rfind("grammar: ", 0), 0u) << e.what();
     }
+  }
+}
+
+// A /regex/ item takes exactly the strings the regex engine's automaton (regex.h, tested on its own against
+// std::regex) matches whole: random strings over each pattern's alphabet, the matcher against the DFA.
+TEST(CfgParse, LarkRegexItemsMatchWhatTheAutomatonMatches) {
+  const std::vector<std::pair<std::string, std::string>> patterns = {
+      {"[a-c]+(x|yz)?", "abcxyz"},
+      {"(ab|a)*c{1,3}", "abc"},
+      {"-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?", "-019.eE+"},
+      {"[^a\\n]{2}b?", "ab\n\xc3\xa9"},
+      {"(\\d\\d:){0,2}\\d\\d", "12:"},
+      {"\\w+@\\w+\\.(c|o)", "a_@.co"},
+      {"(a|b)*a(a|b){2}", "ab"},
+  };
+  Rng rng(7);
+  for (const auto& [pattern, alphabet] : patterns) {
+    const auto g = parse_lark("start: /" + pattern + "/");
+    const RegexDfa dfa = compile_regex(pattern, RegexMode::kFullMatch);
+    int taken = 0;
+    for (int trial = 0; trial < 6000; ++trial) {
+      std::string s;
+      const int len = int(rng.next_u64() % 9);
+      for (int i = 0; i < len; ++i) s += alphabet[rng.next_u64() % alphabet.size()];
+      const bool expected = dfa.matches(s);
+      ASSERT_EQ(matches(*g, s), expected) << "/" << pattern << "/ on '" << s << "'";
+      taken += expected;
+    }
+    EXPECT_GT(taken, 5) << pattern;  // the strings did reach the language
   }
 }
 

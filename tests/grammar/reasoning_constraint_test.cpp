@@ -2,7 +2,9 @@
 // re-splits the whole output text from scratch at every step, as the server's reasoning split defines it:
 // on random walks over a vocabulary whose tokens hold "<think>" and "</think>" whole, in pieces, and with
 // text before and after them, a token is allowed exactly when the reference says so, accept() agrees with
-// the mask on a copy, and clones walk on their own. Then the JSON cases by hand: a token that closes the
+// the mask on a copy, and clones walk on their own. The inner constraint is a choice list, or the same
+// language as a regex or a GBNF grammar (so each one's accept_bytes is exercised on tokens that close the
+// block inside them). Then the JSON cases by hand: a token that closes the
 // block and carries JSON bytes (">{" after "</think" yes, ">\n{" no: JSON starts with its value), end
 // tokens while thinking, and the limit on held whitespace.
 #include <gtest/gtest.h>
@@ -12,10 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "grammar/cfg_constraint.h"
+#include "grammar/cfg_parse.h"
 #include "grammar/choice_constraint.h"
 #include "grammar/json_constraint.h"
 #include "grammar/json_schema.h"
 #include "grammar/reasoning_constraint.h"
+#include "grammar/regex_constraint.h"
 #include "sample/sampling.h"
 
 namespace aerie {
@@ -107,7 +112,29 @@ bool reference_allows(const Vocabulary& v, const std::vector<std::string>& choic
   return false;
 }
 
-TEST(AfterReasoningConstraint, MasksMatchABruteForceSplitAlongRandomWalks) {
+// The inner constraint: exactly the strings in `choices`, as a choice list, a regex or a GBNF grammar.
+enum class InnerKind { kChoice, kRegex, kGrammar };
+std::unique_ptr<TokenConstraint> make_inner(InnerKind kind, const std::vector<std::string>& choices,
+                                            const std::shared_ptr<const TokenTrie>& trie) {
+  if (kind == InnerKind::kChoice) return make_choice_constraint(choices, trie);
+  std::string text = kind == InnerKind::kGrammar ? "root ::= " : "";
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i > 0) text += kind == InnerKind::kGrammar ? " | " : "|";  // a regex reads spaces as text
+    text += kind == InnerKind::kGrammar ? "\"" : "(?:";
+    for (const char c : choices[i]) {
+      if (c == '\n') text += "\\n";
+      else if (kind == InnerKind::kRegex && c == '{') text += "\\{";
+      else text += c;
+    }
+    text += kind == InnerKind::kGrammar ? "\"" : ")";
+  }
+  if (kind == InnerKind::kRegex) return make_regex_constraint(compile_output_regex(text), trie);
+  return make_cfg_constraint(parse_gbnf(text), trie);
+}
+
+class AfterReasoningInner : public testing::TestWithParam<InnerKind> {};
+
+TEST_P(AfterReasoningInner, MasksMatchABruteForceSplitAlongRandomWalks) {
   const Vocabulary v = make_vocabulary();
   const auto n_vocab = int32_t(v.text.size());
   Rng rng(41);
@@ -125,10 +152,11 @@ TEST(AfterReasoningConstraint, MasksMatchABruteForceSplitAlongRandomWalks) {
       for (int j = 0; j < len; ++j) c += alphabet[size_t(rng.next_unit_double() * double(alphabet.size()))];
       choices.push_back(c);
     }
-    const auto inner = make_choice_constraint(choices, v.trie);
+    const auto inner = make_inner(GetParam(), choices, v.trie);
     std::unique_ptr<TokenConstraint> constraint = make_after_reasoning_constraint(*inner, v.think, start);
     std::string text;
     std::vector<uint8_t> allowed;
+    std::vector<int32_t> picks;
     for (int step = 0; step < 40; ++step) {
       constraint->allowed_tokens(allowed);
       ASSERT_EQ(allowed.size(), size_t(n_vocab));
@@ -136,7 +164,8 @@ TEST(AfterReasoningConstraint, MasksMatchABruteForceSplitAlongRandomWalks) {
       for (int32_t t = 0; t < n_vocab; ++t) {
         const bool expected = reference_allows(v, choices, text, start, t);
         ASSERT_EQ(allowed[size_t(t)], expected ? 1 : 0)
-            << "trial " << trial << " text '" << text << "' + '" << v.text[size_t(t)] << "' start " << int(start);
+            << "trial " << trial << " text '" << text << "' + '" << v.text[size_t(t)] << "' start " << int(start)
+            << " choices " << testing::PrintToString(choices) << " tokens " << testing::PrintToString(picks);
         EXPECT_EQ(constraint->clone()->accept(t), expected) << "trial " << trial << " '" << text << "' + " << t;
         if (expected && t != v.end) options.push_back(t);
       }
@@ -157,6 +186,7 @@ TEST(AfterReasoningConstraint, MasksMatchABruteForceSplitAlongRandomWalks) {
       const Phase before = reference_split(text, starts_in_reasoning).phase;
       ASSERT_TRUE(constraint->accept(pick)) << "trial " << trial << " '" << text << "' + " << pick;
       text += v.text[size_t(pick)];
+      picks.push_back(pick);
       const Split after = reference_split(text, starts_in_reasoning);
       if (before != Phase::kContent && after.phase == Phase::kContent) {
         ++reached_content;
@@ -168,6 +198,12 @@ TEST(AfterReasoningConstraint, MasksMatchABruteForceSplitAlongRandomWalks) {
   EXPECT_GT(reached_content, 100);
   EXPECT_GT(closed_inside_a_token, 10);
 }
+
+std::string inner_name(const testing::TestParamInfo<InnerKind>& info) {
+  return info.param == InnerKind::kChoice ? "Choice" : info.param == InnerKind::kRegex ? "Regex" : "Grammar";
+}
+INSTANTIATE_TEST_SUITE_P(AfterReasoningConstraint, AfterReasoningInner,
+                         testing::Values(InnerKind::kChoice, InnerKind::kRegex, InnerKind::kGrammar), inner_name);
 
 int32_t id_of(const std::vector<std::string>& tokens, const std::string& bytes) {
   return int32_t(std::find(tokens.begin(), tokens.end(), bytes) - tokens.begin());
