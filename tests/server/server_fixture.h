@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -242,21 +243,30 @@ struct SseResult {
   int comments = 0;
 };
 
-inline SseResult post_stream(httplib::Client& client, const std::string& path, const Json& body,
-                             int stop_after = 0, const httplib::Headers& headers = {}) {
-  SseResult out;
-  std::string buffer;
+// One streamed POST of a JSON body: `status` is set when the response head arrives and `on_data` gets each
+// piece of the body as it comes (false hangs up). Every SSE reader of the server tests goes through it.
+inline httplib::Result send_streaming(httplib::Client& client, const std::string& path, const Json& body,
+                                      const httplib::Headers& headers, int& status,
+                                      const std::function<bool(const char*, size_t)>& on_data) {
   httplib::Request req;
   req.method = "POST";
   req.path = path;
   req.headers = headers;
   req.set_header("Content-Type", "application/json");
   req.body = body.dump();
-  req.response_handler = [&](const httplib::Response& r) {
-    out.status = r.status;
+  req.response_handler = [&status](const httplib::Response& r) {
+    status = r.status;
     return true;
   };
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+  req.content_receiver = [&on_data](const char* data, size_t n, uint64_t, uint64_t) { return on_data(data, n); };
+  return client.send(req);
+}
+
+inline SseResult post_stream(httplib::Client& client, const std::string& path, const Json& body,
+                             int stop_after = 0, const httplib::Headers& headers = {}) {
+  SseResult out;
+  std::string buffer;
+  auto on_data = [&](const char* data, size_t n) {
     buffer.append(data, n);
     size_t end;
     while ((end = buffer.find("\n\n")) != std::string::npos) {
@@ -277,7 +287,7 @@ inline SseResult post_stream(httplib::Client& client, const std::string& path, c
     }
     return true;
   };
-  auto res = client.send(req);
+  auto res = send_streaming(client, path, body, headers, out.status, on_data);
   out.transport_ok = bool(res);
   out.error = int(res.error());
   if (res && out.status == 0) out.status = res->status;

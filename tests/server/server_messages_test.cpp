@@ -31,21 +31,10 @@ struct MessagesStream {
 
 MessagesStream post_messages_stream(httplib::Client& client, const Json& body, const httplib::Headers& headers = {}) {
   MessagesStream out;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/messages";
-  req.headers = headers;
-  req.set_header("Content-Type", "application/json");
-  req.body = body.dump();
-  req.response_handler = [&](const httplib::Response& r) {
-    out.status = r.status;
-    return true;
-  };
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+  send_streaming(client, "/v1/messages", body, headers, out.status, [&](const char* data, size_t n) {
     out.raw.append(data, n);
     return true;
-  };
-  client.send(req);
+  });
   size_t start = 0, end;
   while ((end = out.raw.find("\n\n", start)) != std::string::npos) {
     const std::string event = out.raw.substr(start, end - start);

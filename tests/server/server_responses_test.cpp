@@ -29,16 +29,7 @@ ResponsesStream post_responses_stream(httplib::Client& client, Json body, int st
   body["stream"] = true;
   ResponsesStream out;
   std::string buffer;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/responses";
-  req.set_header("Content-Type", "application/json");
-  req.body = body.dump();
-  req.response_handler = [&](const httplib::Response& r) {
-    out.status = r.status;
-    return true;
-  };
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+  auto on_data = [&](const char* data, size_t n) {
     buffer.append(data, n);
     if (out.status != 200) return true;
     for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
@@ -53,7 +44,7 @@ ResponsesStream post_responses_stream(httplib::Client& client, Json body, int st
     }
     return true;
   };
-  client.send(req);
+  send_streaming(client, "/v1/responses", body, {}, out.status, on_data);
   out.body = buffer;
   return out;
 }
