@@ -12,9 +12,10 @@
 // - hostname (and an email's domain): no label may have "--" in its third and fourth characters, so
 //   IDNA A-labels ("xn--...") are refused: whether one is valid Punycode of a valid U-label is beyond a
 //   regular language.
-// - email: a dot-atom or quoted-string local part and a hostname or an address literal ([IPv4] or
-//   [IPv6:...]) as the domain; 254 characters at most in all. (Widening: RFC 5321's 64-octet cap on the
-//   local part alone is not enforced; validators such as python-jsonschema check far less.)
+// - email: a dot-atom or quoted-string local part and a hostname or an address literal ([IPv4] without
+//   leading zeros, or [IPv6:...] as RFC 5321 4.1.3 spells it: "::" for two groups or more) as the domain;
+//   no General-address-literal. The local part has at most 64 octets, the whole at most 254 (RFC 5321
+//   4.5.3.1).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,8 @@ struct JsonFormat {
 // call for a format compiles it (up to tens of milliseconds), later ones share it.
 JsonFormat json_format(std::string_view name);
 
-// The ECMAScript pattern behind a known format ("" for an unknown one), for tests and messages.
+// The ECMAScript pattern behind a known format ("" for an unknown one), for tests and messages. (email's
+// automaton is this pattern's product with its local part's length cap.)
 std::string_view json_format_pattern(std::string_view name);
 
 }  // namespace aerie
