@@ -1,0 +1,48 @@
+#include "cli/bench_constraint.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "cli/prompt.h"
+#include "core/error.h"
+#include "grammar/json_constraint.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_trie.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace aerie::cli {
+
+void TimedConstraint::allowed_tokens(std::vector<uint8_t>& allowed) const {
+  const auto start = std::chrono::steady_clock::now();
+  inner_->allowed_tokens(allowed);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  const std::lock_guard<std::mutex> lock(times_->mutex);
+  times_->us.push_back(us);
+}
+
+std::shared_ptr<const TokenConstraint> timed_schema_constraint(const std::string& schema_path,
+                                                               const Tokenizer& tokenizer, const Model& model,
+                                                               std::shared_ptr<MaskTimes> times) {
+  const std::vector<int64_t>& eos = model.eos_token_ids();
+  std::vector<std::string> bytes(size_t(model.n_vocab()));
+  std::vector<int32_t> end, never;
+  for (int64_t id = 0; id < model.n_vocab(); ++id) {
+    const bool is_end = std::find(eos.begin(), eos.end(), id) != eos.end();
+    if (is_end) end.push_back(int32_t(id));
+    if (id >= tokenizer.n_vocab()) continue;  // no bytes: never allowed
+    if (!is_end && tokenizer.is_added(int32_t(id))) never.push_back(int32_t(id));
+    bytes[size_t(id)] = std::string(tokenizer.token_bytes(int32_t(id)));
+  }
+  auto trie = std::make_shared<const TokenTrie>(bytes, end, never);
+  const std::string text = read_text_file(schema_path, "--json-schema");
+  std::shared_ptr<const JsonGrammar> grammar;
+  try {
+    grammar = compile_json_schema_text(text);
+  } catch (const Error& e) {
+    throw Error(str_cat("--json-schema ", schema_path, ": ", e.what()));
+  }
+  return std::make_shared<const TimedConstraint>(std::make_unique<JsonConstraint>(grammar, trie), std::move(times));
+}
+
+}  // namespace aerie::cli
