@@ -21,9 +21,9 @@ void TimedConstraint::allowed_tokens(std::vector<uint8_t>& allowed) const {
   times_->us.push_back(us);
 }
 
-std::shared_ptr<const TokenConstraint> timed_schema_constraint(const std::string& schema_path,
-                                                               const Tokenizer& tokenizer, const Model& model,
-                                                               std::shared_ptr<MaskTimes> times) {
+SchemaConstraints::SchemaConstraints(const std::string& schema_path, const Tokenizer& tokenizer, const Model& model,
+                                     std::shared_ptr<MaskTimes> times)
+    : times_(std::move(times)) {
   const std::vector<int64_t>& eos = model.eos_token_ids();
   std::vector<std::string> bytes(size_t(model.n_vocab()));
   std::vector<int32_t> end, never;
@@ -34,15 +34,17 @@ std::shared_ptr<const TokenConstraint> timed_schema_constraint(const std::string
     if (!is_end && tokenizer.is_added(int32_t(id))) never.push_back(int32_t(id));
     bytes[size_t(id)] = std::string(tokenizer.token_bytes(int32_t(id)));
   }
-  auto trie = std::make_shared<const TokenTrie>(bytes, end, never);
+  vocabulary_ = std::make_shared<const TokenTrie>(bytes, end, never);
   const std::string text = read_text_file(schema_path, "--json-schema");
-  std::shared_ptr<const JsonGrammar> grammar;
   try {
-    grammar = compile_json_schema_text(text);
+    grammar_ = compile_json_schema_text(text);
   } catch (const Error& e) {
     throw Error(str_cat("--json-schema ", schema_path, ": ", e.what()));
   }
-  return std::make_shared<const TimedConstraint>(std::make_unique<JsonConstraint>(grammar, trie), std::move(times));
+}
+
+std::shared_ptr<const TokenConstraint> SchemaConstraints::make() const {
+  return std::make_shared<const TimedConstraint>(make_json_constraint(grammar_, vocabulary_), times_);
 }
 
 }  // namespace aerie::cli

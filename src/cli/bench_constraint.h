@@ -14,6 +14,8 @@
 namespace aerie {
 class Model;
 class Tokenizer;
+class TokenTrie;
+struct JsonGrammar;
 }  // namespace aerie
 
 namespace aerie::cli {
@@ -42,11 +44,21 @@ class TimedConstraint final : public TokenConstraint {
   std::shared_ptr<MaskTimes> times_;
 };
 
-// The JSON schema constraint of `schema_path` over the model's ids, as the server builds it (end-of-sequence
-// ids end the output, added tokens never appear), compact whitespace, timed into `times`. Throws
-// aerie::Error for a schema the server would refuse.
-std::shared_ptr<const TokenConstraint> timed_schema_constraint(const std::string& schema_path,
-                                                               const Tokenizer& tokenizer, const Model& model,
-                                                               std::shared_ptr<MaskTimes> times);
+// The JSON schema of `schema_path` compiled once over the model's ids, as the server builds them
+// (end-of-sequence ids end the output, added tokens never appear; compact whitespace). make() gives each
+// request a constraint of its own, timed into `times`: as in the server, where every request compiles its
+// schema, each starts with an empty mask cache (json_mask.h) that its drafts and verification rows share.
+// Throws aerie::Error naming the file for a schema the server would refuse.
+class SchemaConstraints {
+ public:
+  SchemaConstraints(const std::string& schema_path, const Tokenizer& tokenizer, const Model& model,
+                    std::shared_ptr<MaskTimes> times);
+  std::shared_ptr<const TokenConstraint> make() const;
+
+ private:
+  std::shared_ptr<const JsonGrammar> grammar_;
+  std::shared_ptr<const TokenTrie> vocabulary_;
+  std::shared_ptr<MaskTimes> times_;
+};
 
 }  // namespace aerie::cli

@@ -17,7 +17,7 @@
 // R = 0 also breaks the lockstep above).
 // --json-schema FILE runs every configuration twice, free and then with every request held to the schema
 // (compact JSON, as response_format json_schema does; a request ends when its document is complete or at
-// max_tokens), and reports the masks of the constrained run: each allowed_tokens call the engine made
+// max_tokens; each request has a constraint of its own, as in the server), and reports the masks of the constrained run: each allowed_tokens call the engine made
 // (sampled rows, verification rows, drafts) timed, p50 / p95 / max, and their share of the run's time.
 #include <algorithm>
 #include <chrono>
@@ -76,8 +76,7 @@ int64_t draw_length(Rng& rng, int64_t length, double ratio) {
 
 LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, ThreadPool& pool, int64_t concurrency,
                     int64_t n_requests, int64_t prompt_tokens, int64_t max_tokens, double range_ratio,
-                    const dist::Communicator& ranks,
-                    const std::shared_ptr<const TokenConstraint>& constraint = nullptr) {
+                    const dist::Communicator& ranks, const SchemaConstraints* constraints = nullptr) {
   Engine engine(target, draft, config, pool);
   Rng rng(99), lengths(7);
   struct Track {
@@ -93,7 +92,7 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
     RequestOptions options;
     options.max_tokens = draw_length(lengths, max_tokens, range_ratio);
     options.ignore_eos = true;
-    options.constraint = constraint;
+    if (constraints) options.constraint = constraints->make();  // each request its own, as in the server
     const size_t i = size_t(submitted++);
     track[i].submitted = Clock::now();
     engine.submit(prompt, options, [&, i](const TokenEvent& e) {
@@ -188,10 +187,11 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   }
   // --json-schema: the constraint's masks are timed into mask_times (cleared before each constrained run).
   const auto mask_times = std::make_shared<MaskTimes>();
-  std::vector<std::shared_ptr<const TokenConstraint>> constraints = {nullptr};
+  std::optional<SchemaConstraints> schema;
+  std::vector<const SchemaConstraints*> constraints = {nullptr};  // free, then held to the schema
   if (args.has("--json-schema")) {
     const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, args.required("--model"), true);
-    constraints.push_back(timed_schema_constraint(args.str("--json-schema"), *tokenizer, *target, mask_times));
+    constraints.push_back(&schema.emplace(args.str("--json-schema"), *tokenizer, *target, mask_times));
   }
   nlohmann::json results = nlohmann::json::array();
   for (int64_t c : levels) {
@@ -201,7 +201,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
     std::vector<const SpecOptions*> specs = {nullptr};  // plain, then each K
     if (head)
       for (const SpecOptions& spec : spec_runs) specs.push_back(&spec);
-    std::vector<std::pair<const SpecOptions*, std::shared_ptr<const TokenConstraint>>> runs;  // each free, then json
+    std::vector<std::pair<const SpecOptions*, const SchemaConstraints*>> runs;  // each free, then json
     for (const SpecOptions* spec : specs)
       for (const auto& constraint : constraints) runs.emplace_back(spec, constraint);
     for (const auto& [spec, constraint] : runs) {
