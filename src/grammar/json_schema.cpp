@@ -87,7 +87,7 @@ bool legacy_items_draft(const Json& root) {
 
 std::shared_ptr<const JsonGrammar> SchemaCompiler::compile(JsonWhitespace whitespace) {
   const uint32_t root = compile_at("#", root_);
-  builder_.check_anyof_cycles();  // admits() below follows anyOf edges
+  builder_.check_anyof_cycles();         // admits() below follows anyOf edges
   for (const PendingEnum& e : enums_) {  // inner enums were registered first
     std::vector<std::string> literals;
     for (const Json& v : e.values)

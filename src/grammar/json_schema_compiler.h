@@ -34,17 +34,9 @@ namespace aerie::json_schema_detail {
 using Json = nlohmann::ordered_json;
 
 // Keywords that would change which documents are valid and that the grammar does not implement.
-inline const std::set<std::string> kRefusedKeywords = {"if",
-                                                       "then",
-                                                       "else",
-                                                       "propertyNames",
-                                                       "unevaluatedProperties",
-                                                       "unevaluatedItems",
-                                                       "contains",
-                                                       "minContains",
-                                                       "maxContains",
-                                                       "$dynamicRef",
-                                                       "$recursiveRef"};
+inline const std::set<std::string> kRefusedKeywords = {
+    "if",       "then",        "else",        "propertyNames", "unevaluatedProperties", "unevaluatedItems",
+    "contains", "minContains", "maxContains", "$dynamicRef",   "$recursiveRef"};
 
 // The keywords this compiler acts on (anything else is an annotation or unknown, and ignored).
 inline const std::set<std::string> kValidationKeywords = {"type",

@@ -205,5 +205,4 @@ uint32_t SchemaCompiler::compile_array(const std::string& path, const Json& sche
   return id;
 }
 
-
 }  // namespace aerie::json_schema_detail

@@ -129,5 +129,4 @@ void SchemaCompiler::set_bounds(JsonNode& n, const std::string& path, const Json
   n.bounded = lo || hi;
 }
 
-
 }  // namespace aerie::json_schema_detail
