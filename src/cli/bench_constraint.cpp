@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <time.h>
+
 #include "cli/prompt.h"
 #include "core/error.h"
 #include "grammar/json_constraint.h"
@@ -13,12 +15,25 @@
 
 namespace aerie::cli {
 
+namespace {
+
+double thread_cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e6 + double(t.tv_nsec) * 1e-3;
+}
+
+}  // namespace
+
 void TimedConstraint::allowed_tokens(std::vector<uint8_t>& allowed) const {
+  const double cpu_start = thread_cpu_us();
   const auto start = std::chrono::steady_clock::now();
   inner_->allowed_tokens(allowed);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  const double cpu_us = thread_cpu_us() - cpu_start;
   const std::lock_guard<std::mutex> lock(times_->mutex);
   times_->us.push_back(us);
+  times_->cpu_us.push_back(cpu_us);
 }
 
 SchemaConstraints::SchemaConstraints(const std::string& schema_path, const Tokenizer& tokenizer, const Model& model,

@@ -20,10 +20,11 @@ struct JsonGrammar;
 
 namespace aerie::cli {
 
-// The microseconds of every allowed_tokens call made through a TimedConstraint.
+// The microseconds of every allowed_tokens call made through a TimedConstraint: wall time, and the calling
+// thread's CPU time (which leaves out waiting for a core on a loaded host).
 struct MaskTimes {
   std::mutex mutex;
-  std::vector<double> us;
+  std::vector<double> us, cpu_us;
 };
 
 // Forwards everything to `inner`; allowed_tokens is timed into `times` (clones share it).

@@ -162,6 +162,8 @@ TEST(BenchEngineCli, JsonSchemaRunsTimeTheMasks) {
   EXPECT_GT(json["mask_p95_us"].get<double>(), 0.0);
   EXPECT_LE(json["mask_p50_us"].get<double>(), json["mask_p95_us"].get<double>());
   EXPECT_LE(json["mask_p95_us"].get<double>(), json["mask_max_us"].get<double>());
+  EXPECT_GT(json["mask_cpu_p95_us"].get<double>(), 0.0);
+  EXPECT_LE(json["mask_cpu_p50_us"].get<double>(), json["mask_cpu_p95_us"].get<double>());
   EXPECT_GT(json["mask_share_of_run"].get<double>(), 0.0);
   EXPECT_LT(json["mask_share_of_run"].get<double>(), 1.0);
 
