@@ -444,75 +444,6 @@ class RegexDfaBuilder {
  public:
   // The product of two automata (both must accept): states are pairs, classes the common refinement of
   // theirs.
-  // Pairs (state of `a`, characters so far). The part before the last `byte` is the longest part before any
-  // `byte`, so each `byte` is checked as it is read; once `a` can read no more of them, the count is
-  // dropped (kRegexDead stands for "settled"), so that the rest of the text costs no extra states.
-  RegexDfa build_capped_before_last(const RegexDfa& a, uint8_t byte, uint32_t max_chars) {
-    // `byte` gets a class of its own where it shares one (that class keeps its other bytes).
-    std::copy(std::begin(a.byte_class_), std::end(a.byte_class_), std::begin(dfa_.byte_class_));
-    dfa_.n_classes_ = a.n_classes_;
-    const bool shared = std::count(std::begin(a.byte_class_), std::end(a.byte_class_), a.byte_class_[byte]) > 1;
-    if (shared) dfa_.byte_class_[byte] = uint8_t(dfa_.n_classes_++);  // < 256 classes when one is shared
-    const uint32_t byte_class = dfa_.byte_class_[byte];
-    std::vector<int> representative(dfa_.n_classes_, -1);
-    for (int b = 255; b >= 0; --b) representative[dfa_.byte_class_[b]] = b;
-    representative_.assign(dfa_.n_classes_, 0);  // completion_lengths reads them (an empty class has no edges)
-    for (uint32_t c = 0; c < dfa_.n_classes_; ++c)
-      if (representative[c] >= 0) representative_[c] = uint8_t(representative[c]);
-    // States of `a` from which `byte` can still be read: a backward search from the states that read it.
-    std::vector<uint8_t> reads(a.n_states(), 0);
-    std::vector<std::vector<uint32_t>> predecessors(a.n_states());
-    std::vector<uint32_t> stack;
-    for (uint32_t s = 0; s < a.n_states(); ++s) {
-      for (uint32_t c = 0; c < a.n_classes_; ++c)
-        if (const uint32_t t = a.table_[size_t(s) * a.n_classes_ + c]; t != kRegexDead) predecessors[t].push_back(s);
-      if (a.next(s, byte) != kRegexDead) reads[s] = 1, stack.push_back(s);
-    }
-    while (!stack.empty()) {
-      const uint32_t s = stack.back();
-      stack.pop_back();
-      for (const uint32_t p : predecessors[s])
-        if (!reads[p]) reads[p] = 1, stack.push_back(p);
-    }
-    std::map<std::pair<uint32_t, uint32_t>, uint32_t> ids;
-    std::vector<std::pair<uint32_t, uint32_t>> pairs;
-    auto intern_pair = [&](uint32_t x, uint32_t count) {
-      if (x == kRegexDead) return kRegexDead;
-      if (!reads[x]) count = kRegexDead;
-      const auto [it, inserted] = ids.emplace(std::make_pair(x, count), uint32_t(pairs.size()));
-      if (inserted) {
-        if (pairs.size() >= limits_.max_dfa_states)
-          throw_error(
-              str_cat("regex /", dfa_.pattern_, "/: needs more than ", limits_.max_dfa_states, " automaton states"));
-        pairs.emplace_back(x, count);
-      }
-      return it->second;
-    };
-    if (!a.empty()) intern_pair(a.start(), 0);
-    for (size_t i = 0; i < pairs.size(); ++i) {
-      const auto [x, count] = pairs[i];
-      accepting_.push_back(a.accepting(x));
-      for (uint32_t c = 0; c < dfa_.n_classes_; ++c) {
-        if (representative[c] < 0 || (c == byte_class && count != kRegexDead && count > max_chars)) {
-          table_.push_back(kRegexDead);
-          continue;
-        }
-        const auto b = uint8_t(representative[c]);
-        if (count == kRegexDead) {
-          table_.push_back(intern_pair(a.next(x, b), kRegexDead));
-          continue;
-        }
-        // Past the cap only texts without another `byte` remain: counting further tells nothing new.
-        const uint32_t next = std::min(count + ((b & 0xC0) != 0x80 ? 1 : 0), max_chars + 1);
-        table_.push_back(intern_pair(a.next(x, b), next));
-      }
-    }
-    keep_live_states();
-    if (!dfa_.empty()) minimise();
-    completion_lengths();
-    return std::move(dfa_);
-  }
-
   RegexDfa build_intersection(const RegexDfa& a, const RegexDfa& b) {
     std::map<std::pair<uint32_t, uint32_t>, uint32_t> class_ids;
     for (int byte = 0; byte < 256; ++byte) {
@@ -611,10 +542,6 @@ bool RegexDfa::matches(std::string_view text) const {
 
 RegexDfa intersect_regex(const RegexDfa& a, const RegexDfa& b, const RegexLimits& limits) {
   return RegexDfaBuilder(a.pattern() + " and /" + b.pattern(), limits).build_intersection(a, b);
-}
-
-RegexDfa cap_before_last(const RegexDfa& a, uint8_t byte, uint32_t max_chars, const RegexLimits& limits) {
-  return RegexDfaBuilder(a.pattern() + " capped", limits).build_capped_before_last(a, byte, max_chars);
 }
 
 RegexDfa compile_regex(std::string_view pattern, RegexMode mode, const RegexLimits& limits) {

@@ -100,11 +100,6 @@ RegexDfa compile_regex(std::string_view pattern, RegexMode mode, const RegexLimi
 // The texts both automata accept (their product, minimised). Throws aerie::Error past max_dfa_states.
 RegexDfa intersect_regex(const RegexDfa& a, const RegexDfa& b, const RegexLimits& limits = {});
 
-// The texts `a` accepts whose part before the last `byte` has at most `max_chars` characters (texts without
-// `byte` are kept): e.g. an email's local part, the text before its last "@". Throws aerie::Error past
-// max_dfa_states.
-RegexDfa cap_before_last(const RegexDfa& a, uint8_t byte, uint32_t max_chars, const RegexLimits& limits = {});
-
 // ---- internals shared by regex_parse.cpp and regex.cpp ----
 
 // Code point ranges [lo, hi], sorted, disjoint, not adjacent.
