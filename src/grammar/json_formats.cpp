@@ -4,7 +4,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <utility>
 
 #include "core/error.h"
 
@@ -106,7 +105,7 @@ const std::map<std::string, FormatEntry, std::less<>>& format_table() {
       {"time", {kTime, 0xffffffffu}},
       {"date-time", {kDateTime, 0xffffffffu}},
       {"duration", {kDuration, 0xffffffffu}},
-      {"email", {kEmail, 254}},        // RFC 5321 4.5.3.1.3: a path of 256 octets, less "<>"
+      {"email", {kEmail, 254}},        // RFC 5321 4.5.3.1.3: a path of 256 octets, less the angle brackets
       {"hostname", {kHostname, 253}},  // RFC 1123 2.1 / RFC 1035 2.3.4
       {"ipv4", {kIpv4, 0xffffffffu}},
       {"ipv6", {kIpv6, 0xffffffffu}},
