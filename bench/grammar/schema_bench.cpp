@@ -9,8 +9,15 @@
 //   every allowed_tokens call timed; p50 / p95 / max over all of them, and (at 1 thread) the slowest
 //   masks' schemas and outputs so far, and the masks' percentiles by the kind of state they were taken in
 //   (the top frame's: a string, a string with a pattern or format, a number, ...).
-//   schema_bench [--repeats N] [--walks N] [--corpus FILE] [--tokenizers DIR]
+//   schema_bench [--repeats N] [--walks N] [--corpus FILE] [--tokenizers DIR] [--clock wall|cpu]
+// --clock cpu times each mask by the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID) instead of the wall
+// clock: on a shared, loaded host the wall clock also counts the time the thread waited for a core, which
+// makes the tail of a 10-50 us mask mostly noise; CPU time keeps the work (cache misses included).
 // bench/grammar/schema_corpus_patterns.json (--corpus) holds schemas full of pattern and format strings.
+// Last, per vocabulary, what a constrained sequence costs the engine per step beside its masks
+// (sample/constraint_mask.h): masking K + 1 verification rows (a copy of the rows, the masks applied, the
+// state walked along the drafts) and K draft rows, with a stand-in constraint whose mask is a fixed copy,
+// so that only the engine-side work is timed (K = 0 is a plain step).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +27,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+
+#include <time.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +37,7 @@
 #include "grammar/json_constraint.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_trie.h"
+#include "sample/constraint_mask.h"
 #include "sample/sampling.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,6 +48,20 @@ using Json = nlohmann::ordered_json;
 
 double microseconds_since(Clock::time_point start) {
   return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+bool g_cpu_clock = false;  // --clock cpu
+
+double thread_cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e6 + double(t.tv_nsec) * 1e-3;
+}
+
+// Now, in microseconds, by the chosen clock (masks only; compile times are always wall time).
+double mask_clock_us() {
+  if (!g_cpu_clock) return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
+  return thread_cpu_us();
 }
 
 struct Percentiles {
@@ -124,9 +148,9 @@ void timed_walk(const std::string& name, const std::shared_ptr<const aerie::Json
   std::vector<int32_t> text, closing;
   std::string output;
   for (int n = 0; n < 200 && !constraint.finished(); ++n) {
-    const auto start = Clock::now();
+    const double start = mask_clock_us();
     constraint.allowed_tokens(allowed);
-    times.push_back(microseconds_since(start));
+    times.push_back(mask_clock_us() - start);
     by_kind[state_kind(constraint.matcher())].push_back(times.back());
     note_slow(slowest, {times.back(), name, output.substr(output.size() > 60 ? output.size() - 60 : 0)});
     text.clear();
@@ -145,6 +169,73 @@ void timed_walk(const std::string& name, const std::shared_ptr<const aerie::Json
   }
 }
 
+// A constraint whose mask is a fixed vector and that takes any token: the engine-side work around it is what
+// engine_side_costs times.
+class FixedMask final : public aerie::TokenConstraint {
+ public:
+  explicit FixedMask(const std::vector<uint8_t>& allowed) : allowed_(&allowed) {}
+  void allowed_tokens(std::vector<uint8_t>& allowed) const override { allowed = *allowed_; }
+  bool accept(int64_t) override { return true; }
+  bool finished() const override { return false; }
+  std::unique_ptr<aerie::TokenConstraint> clone() const override { return std::make_unique<FixedMask>(*allowed_); }
+
+ private:
+  const std::vector<uint8_t>* allowed_;
+};
+
+// Per sequence and step, at K = 0 (plain) and K = 3: mask_verification_rows over K + 1 rows plus
+// mask_draft_logits for K draft rows (the draft speaking the target's vocabulary), median of 50 in us of
+// the thread's CPU time (a constant amount of work, so the host's load should not count).
+void engine_side_costs(const char* model, const char* mask, const std::vector<uint8_t>& allowed);
+
+// Three masks: inside a plain string (every token without a quote, backslash or control byte), a sparse one
+// (tokens that start with a quote), and half the tokens at random (branches as mixed as they can be).
+void engine_side_costs(const char* model, const Vocabulary& v) {
+  const int64_t n_vocab = int64_t(v.closing.size());
+  aerie::Rng rng(5);
+  std::vector<uint8_t> string(static_cast<size_t>(n_vocab)), sparse(string.size()), random(string.size());
+  for (int64_t t = 0; t < n_vocab; ++t) {
+    const std::string_view b = v.trie->token_bytes(int32_t(t));
+    string[size_t(t)] = !b.empty() && std::none_of(b.begin(), b.end(),
+                                                   [](char c) { return c == '"' || c == '\\' || uint8_t(c) < 0x20; });
+    sparse[size_t(t)] = !b.empty() && b[0] == '"';
+    random[size_t(t)] = rng.next_unit_float() < 0.5f;
+  }
+  for (const auto& [name, allowed] : {std::pair<const char*, const std::vector<uint8_t>*>{"string", &string},
+                                      {"sparse", &sparse},
+                                      {"random", &random}})
+    engine_side_costs(model, name, *allowed);
+}
+
+void engine_side_costs(const char* model, const char* mask, const std::vector<uint8_t>& allowed) {
+  const auto n_vocab = int64_t(allowed.size());
+  aerie::Rng rng(6);
+  const FixedMask state(allowed);
+  aerie::ConstraintScratch scratch;
+  std::vector<uint8_t> copy;
+  for (const int64_t k : {0, 3}) {
+    std::vector<float> logits(static_cast<size_t>((k + 1) * n_vocab));
+    for (float& l : logits) l = rng.next_unit_float();
+    const std::vector<int64_t> drafts(static_cast<size_t>(k), 1), eos = {0};
+    std::vector<double> verify, draft, mask_copies;
+    for (int r = 0; r < 50; ++r) {
+      double start = thread_cpu_us();
+      aerie::mask_verification_rows(state, logits.data(), k + 1, n_vocab, drafts, eos, scratch);
+      verify.push_back(thread_cpu_us() - start);
+      start = thread_cpu_us();
+      for (int64_t d = 0; d < k; ++d) aerie::mask_draft_logits(state, logits.data(), n_vocab, {}, scratch);
+      draft.push_back(thread_cpu_us() - start);
+      start = thread_cpu_us();
+      for (int64_t d = 0; d < 2 * k + 1; ++d) state.allowed_tokens(copy);  // the stand-in's own share
+      mask_copies.push_back(thread_cpu_us() - start);
+    }
+    std::printf("%-12s %-6s mask, K=%lld: verification rows %7.1f us + draft rows %7.1f us per sequence and step "
+                "(the stand-in's own mask copies: %5.1f us)\n",
+                model, mask, (long long)k, percentiles(verify).p50, percentiles(draft).p50,
+                percentiles(mask_copies).p50);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,6 +248,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--walks")) walks = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--corpus")) corpus_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--tokenizers")) tokenizers = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--clock")) g_cpu_clock = !std::strcmp(argv[i + 1], "cpu");
   }
   std::ifstream in(corpus_path);
   if (!in) {
@@ -232,6 +324,7 @@ int main(int argc, char** argv) {
       }
       for (const Slowest& s : worst) std::printf("    %8.1f us  %s after '%s'\n", s.us, s.schema.c_str(), s.output.c_str());
     }
+    engine_side_costs(model, v);
   }
   return 0;
 }

@@ -15,6 +15,10 @@
 // that has learned its costs and the head's acceptance as a running server has; the first is reported as
 // the cold engine's figures (during its first few dozen rounds it still speculates to measure, which at
 // R = 0 also breaks the lockstep above).
+// --json-schema FILE runs every configuration twice, free and then with every request held to the schema
+// (compact JSON, as response_format json_schema does; a request ends when its document is complete or at
+// max_tokens; each request has a constraint of its own, as in the server), and reports the masks of the constrained run: each allowed_tokens call the engine made
+// (sampled rows, verification rows, drafts) timed, p50 / p95 / max, and their share of the run's time.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,15 +28,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_constraint.h"
 #include "cli/common.h"
 #include "cli/configs.h"
 #include "cli/draft.h"
 #include "cli/options.h"
+#include "cli/prompt.h"
 #include "cli/speculative_tokens.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "sample/sampling.h"
 #include "spec/adaptive_k.h"
+#include "tokenizer/tokenizer.h"
 
 namespace aerie::cli {
 namespace {
@@ -69,7 +76,7 @@ int64_t draw_length(Rng& rng, int64_t length, double ratio) {
 
 LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, ThreadPool& pool, int64_t concurrency,
                     int64_t n_requests, int64_t prompt_tokens, int64_t max_tokens, double range_ratio,
-                    const dist::Communicator& ranks) {
+                    const dist::Communicator& ranks, const SchemaConstraints* constraints = nullptr) {
   Engine engine(target, draft, config, pool);
   Rng rng(99), lengths(7);
   struct Track {
@@ -85,6 +92,7 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
     RequestOptions options;
     options.max_tokens = draw_length(lengths, max_tokens, range_ratio);
     options.ignore_eos = true;
+    if (constraints) options.constraint = constraints->make();  // each request its own, as in the server
     const size_t i = size_t(submitted++);
     track[i].submitted = Clock::now();
     engine.submit(prompt, options, [&, i](const TokenEvent& e) {
@@ -132,6 +140,19 @@ LoadResult run_load(Model& target, Drafter* draft, const EngineConfig& config, T
   return r;
 }
 
+// A constrained run's masks (microseconds each) as the row's mask_* fields.
+void add_mask_times(nlohmann::json& row, const MaskTimes& times, double run_seconds) {
+  double seconds = 0;
+  for (const double t : times.us) seconds += t * 1e-6;
+  row["masks"] = times.us.size();
+  row["mask_p50_us"] = percentile(times.us, 0.5);
+  row["mask_p95_us"] = percentile(times.us, 0.95);
+  row["mask_max_us"] = percentile(times.us, 1.0);
+  row["mask_cpu_p50_us"] = percentile(times.cpu_us, 0.5);
+  row["mask_cpu_p95_us"] = percentile(times.cpu_us, 0.95);
+  row["mask_share_of_run"] = seconds / run_seconds;
+}
+
 }  // namespace
 
 int run_bench_engine(const std::vector<std::string>& argv) {
@@ -166,15 +187,26 @@ int run_bench_engine(const std::vector<std::string>& argv) {
     config.spec.adaptive_k = false;  // every row count up to K_max once
     run_load(*target, head.get(), config, pool, 4, 8, prompt_tokens, std::min<int64_t>(max_tokens, 8), 0, *ranks);
   }
+  // --json-schema: the constraint's masks are timed into mask_times (cleared before each constrained run).
+  const auto mask_times = std::make_shared<MaskTimes>();
+  std::optional<SchemaConstraints> schema;
+  std::vector<const SchemaConstraints*> constraints = {nullptr};  // free, then held to the schema
+  if (args.has("--json-schema")) {
+    const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_for(args, args.required("--model"), true);
+    constraints.push_back(&schema.emplace(args.str("--json-schema"), *tokenizer, *target, mask_times));
+  }
   nlohmann::json results = nlohmann::json::array();
   for (int64_t c : levels) {
     AERIE_CHECK(c >= 1, "--concurrency levels must be >= 1");
     config.max_num_seqs = c;
     const int64_t n = args.has("--requests") ? args.integer("--requests") : std::max<int64_t>(4, 2 * c);
-    std::vector<const SpecOptions*> runs = {nullptr};  // plain, then each K
+    std::vector<const SpecOptions*> specs = {nullptr};  // plain, then each K
     if (head)
-      for (const SpecOptions& spec : spec_runs) runs.push_back(&spec);
-    for (const SpecOptions* spec : runs) {
+      for (const SpecOptions& spec : spec_runs) specs.push_back(&spec);
+    std::vector<std::pair<const SpecOptions*, const SchemaConstraints*>> runs;  // each free, then json
+    for (const SpecOptions* spec : specs)
+      for (const auto& constraint : constraints) runs.emplace_back(spec, constraint);
+    for (const auto& [spec, constraint] : runs) {
       Drafter* const draft = spec ? head.get() : nullptr;
       if (spec) config.spec.num_speculative_tokens = spec->num_speculative_tokens, config.spec.adaptive_k = spec->adaptive_k;
       // K = auto: the engine learns what a step costs and what the head earns (spec/adaptive_k.h), over its
@@ -184,10 +216,15 @@ int run_bench_engine(const std::vector<std::string>& argv) {
       config.spec.adaptive_memory = nullptr;
       if (spec && spec->adaptive_k) {
         config.spec.adaptive_memory = std::make_shared<AdaptiveKMemory>(config.max_batch_tokens);
-        cold = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens, range_ratio, *ranks);
+        cold = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens, range_ratio, *ranks, constraint);
       }
-      const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens, range_ratio, *ranks);
-      const std::string label = spec ? str_cat("K=", spec->adaptive_k ? "auto" : std::to_string(spec->num_speculative_tokens)) : "plain";
+      mask_times->us.clear();
+      mask_times->cpu_us.clear();
+      const LoadResult r = run_load(*target, draft, config, pool, c, n, prompt_tokens, max_tokens, range_ratio, *ranks,
+                                    constraint);
+      std::string label = spec ? str_cat("K=", spec->adaptive_k ? "auto" : std::to_string(spec->num_speculative_tokens))
+                               : "plain";
+      if (constraints.size() > 1) label += constraint ? " json" : " free";
       nlohmann::json row = {{"concurrency", c},
                             {"requests", n},
                             {"random_range_ratio", range_ratio},
@@ -209,6 +246,8 @@ int run_bench_engine(const std::vector<std::string>& argv) {
         row["cold_generated_tokens_per_second"] = double(cold->tokens) / cold->seconds;
         row["cold_mean_draft_tokens"] = cold->mean_draft_tokens;
       }
+      if (constraints.size() > 1) row["json_schema"] = constraint != nullptr;
+      if (constraint) add_mask_times(row, *mask_times, r.seconds);
       if (!r.attention_rows_per_rank.empty()) row["attention_rows_per_rank"] = r.attention_rows_per_rank;
       if (ranks->size() > 1) {
         row["collective_kib_per_decoded_token"] = r.decode_collective_bytes / 1024.0 / double(std::max<int64_t>(r.decode_tokens, 1));
@@ -223,6 +262,12 @@ int run_bench_engine(const std::vector<std::string>& argv) {
                     row["prefill_tokens_per_second"].get<double>(), row["ttft_p50_ms"].get<double>(),
                     row["ttft_p99_ms"].get<double>(), row["itl_p50_ms"].get<double>(), row["itl_p99_ms"].get<double>());
         if (draft) std::printf(" | acceptance length %.2f, mean K %.2f", r.acceptance_length, r.mean_draft_tokens);
+        if (constraint)
+          std::printf(
+              " | %zu masks: p50 %.1f us, p95 %.1f us, max %.1f us (CPU time p50 %.1f, p95 %.1f), %.1f%% of the run",
+              mask_times->us.size(), row["mask_p50_us"].get<double>(), row["mask_p95_us"].get<double>(),
+              row["mask_max_us"].get<double>(), row["mask_cpu_p50_us"].get<double>(),
+              row["mask_cpu_p95_us"].get<double>(), 100 * row["mask_share_of_run"].get<double>());
         if (cold)
           std::printf(" | cold engine: %.1f tokens/s, mean K %.2f", row["cold_generated_tokens_per_second"].get<double>(),
                       cold->mean_draft_tokens);

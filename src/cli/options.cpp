@@ -409,6 +409,9 @@ std::vector<OptionRow> bench_rows() {
       {text("--rates", "LIST", "0.5,0.7,0.9", "synthetic acceptance rates, comma-separated, each in [0, 1]"),
        {kBenchSpec}},
       {text("--concurrency", "LIST", "1,4,16,64", "comma-separated concurrent requests"), {kBenchEngine}},
+      {text("--json-schema", "FILE", kOptional,
+            "also run each configuration with every request held to this JSON schema, and time its masks"),
+       {kBenchEngine}},
       {ranged("--requests", integers(1, kMiB), kOptional, "requests per level (absent: 2 x concurrency, at least 4)"),
        {kBenchEngine}},
       {ranged("--random-range-ratio", numbers(0, 0.999999), 0.0,
@@ -422,7 +425,8 @@ std::vector<OptionRow> bench_rows() {
       {ranged("--max-prompts", integers(0, kMiB), 0, "use the first N prompts only (0: all)"), {kBenchAccept}},
       {text("--trees", "LIST", kOptional,
             "EAGLE-2 draft trees to measure beside the chains, TOP_K:DEPTH:TOKENS comma-separated (e.g. 2:4:4: as "
-            "wide a verification as K = 4); greedy requests only, T > 0 rows draft chains of K = 3; auto:TOP_K:DEPTH:TOKENS "
+            "wide a verification as K = 4); greedy requests only, T > 0 rows draft chains of K = 3; "
+            "auto:TOP_K:DEPTH:TOKENS "
             "lets auto choose between that tree and chains each round"),
        {kBenchAccept}},
       {text("--trees", "LIST", kOptional,

@@ -12,9 +12,12 @@
 // - hostname (and an email's domain): no label may have "--" in its third and fourth characters, so
 //   IDNA A-labels ("xn--...") are refused: whether one is valid Punycode of a valid U-label is beyond a
 //   regular language.
-// - email: a dot-atom or quoted-string local part and a hostname or an address literal ([IPv4] or
-//   [IPv6:...]) as the domain; 254 characters at most in all. (Widening: RFC 5321's 64-octet cap on the
-//   local part alone is not enforced; validators such as python-jsonschema check far less.)
+// - email: a dot-atom or quoted-string local part and a hostname or an address literal ([IPv4] without
+//   leading zeros, or [IPv6:...] as RFC 5321 4.1.3 spells it: "::" for two groups or more) as the domain;
+//   no General-address-literal; 254 characters at most in all. (Widening: RFC 5321's 64-octet cap on the
+//   local part alone (4.5.3.1.1) is not enforced. An exact cap is a product with a counter, built and tested
+//   once (git history: cap_before_last), but its per-character states defeat the mask's loop shortcut and
+//   cache: schemas with an email field then took 2-6 ms per mask at p95 instead of ~0.5 ms.)
 #pragma once
 
 #include <cstdint>

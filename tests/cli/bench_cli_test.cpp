@@ -1,10 +1,11 @@
 // `aerie bench` in-process on a small checkpoint: the per-step bandwidth ratio is present, finite and one
-// per timed step's worth; `aerie bench-engine --random-range-ratio` on the shipped model; and --weight-memory: the command's default (serve: auto, the rest: mapped), the
+// per timed step's worth; `aerie bench-engine --random-range-ratio` and `--json-schema` on the shipped model; and --weight-memory: the command's default (serve: auto, the rest: mapped), the
 // flag over it, and its help text naming the default.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -120,6 +121,62 @@ TEST(BenchEngineCli, RandomRangeRatioDrawsTheSameRequestsInEveryRun) {
       ADD_FAILURE() << "accepted --random-range-ratio " << bad;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("--random-range-ratio"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// bench-engine --json-schema: each configuration free, then held to the schema; the constrained row times
+// its masks, and every plain step of it asked for one mask per sequence; a schema the server would refuse,
+// or a missing file, is an error naming it.
+TEST(BenchEngineCli, JsonSchemaRunsTimeTheMasks) {
+  const fs::path models = fs::path(AERIE_SOURCE_DIR) / "models";
+  const fs::path dir = fs::path(::testing::TempDir()) / "bench_engine_json_schema";
+  fs::create_directories(dir);
+  auto write = [&](const char* name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  const std::string schema =
+      write("schema.json", R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},)"
+                           R"("tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":3}},"required":["name"]})");
+  const std::vector<std::string> base = {"--model",         (models / "aerie-tiny-llama").string(),
+                                         "--concurrency",   "2",
+                                         "--requests",      "3",
+                                         "--prompt-tokens", "8",
+                                         "--max-tokens",    "12",
+                                         "--quiet"};
+  std::vector<std::string> argv = base;
+  for (const std::string& a : {std::string("--json-schema"), schema, std::string("--json")}) argv.push_back(a);
+  ::testing::internal::CaptureStdout();
+  const int rc = run_bench_engine(argv);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(rc, 0) << out;
+  const nlohmann::json results = nlohmann::json::parse(out.substr(out.find('[')));
+  ASSERT_EQ(results.size(), 2u) << out;
+  EXPECT_FALSE(results[0]["json_schema"].get<bool>());
+  EXPECT_FALSE(results[0].contains("masks"));
+  const nlohmann::json& json = results[1];
+  EXPECT_TRUE(json["json_schema"].get<bool>());
+  const double tokens = json["generated_tokens_per_second"].get<double>() * json["seconds"].get<double>();
+  EXPECT_GE(json["masks"].get<double>(), tokens - 0.5);  // at least one mask per generated token
+  EXPECT_GT(json["mask_p95_us"].get<double>(), 0.0);
+  EXPECT_LE(json["mask_p50_us"].get<double>(), json["mask_p95_us"].get<double>());
+  EXPECT_LE(json["mask_p95_us"].get<double>(), json["mask_max_us"].get<double>());
+  EXPECT_GT(json["mask_cpu_p95_us"].get<double>(), 0.0);
+  EXPECT_LE(json["mask_cpu_p50_us"].get<double>(), json["mask_cpu_p95_us"].get<double>());
+  EXPECT_GT(json["mask_share_of_run"].get<double>(), 0.0);
+  EXPECT_LT(json["mask_share_of_run"].get<double>(), 1.0);
+
+  for (const std::string& bad : {write("bad.json", R"({"type":"object","if":{}})"), (dir / "missing.json").string()}) {
+    std::vector<std::string> refused = base;
+    for (const std::string& a : {std::string("--json-schema"), bad}) refused.push_back(a);
+    try {
+      run_bench_engine(refused);
+      ADD_FAILURE() << "accepted --json-schema " << bad;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("--json-schema " + bad), std::string::npos) << what;
+      EXPECT_NE(what.find(bad.find("bad") != std::string::npos ? "\"if\"" : "cannot open"), std::string::npos) << what;
     }
   }
 }
