@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "kv/disk_identity.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -83,6 +84,7 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
                                              dtype, dg.scale_width);
     draft_pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
   }
+  if (!config.kv_disk.dir.empty()) attach_disk_tiers(target);
   SchedulerConfig sc;
   sc.max_batch_tokens = config.max_batch_tokens;
   sc.max_num_seqs = config.max_num_seqs;
@@ -110,6 +112,41 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
 }
 
 Engine::~Engine() = default;
+
+void Engine::attach_disk_tiers(Model& target) {
+  const KvDiskOptions& disk = config_.kv_disk;
+  AERIE_CHECK(config_.prefix_caching, "--kv-cache-dir needs prefix caching");
+  // Under tensor or data parallelism other ranks hold parts of each block, which a file here would miss.
+  AERIE_CHECK(&target.local() == &target && target.kv_partitions() == 1,
+              "--kv-cache-dir does not work with --tensor-parallel, --expert-parallel or --data-parallel");
+  AERIE_CHECK(disk.identity != 0, "the KV disk cache needs the model's identity (KvDiskOptions::identity)");
+  AERIE_CHECK(!draft_store_ || disk.draft_identity != 0,
+              "the KV disk cache needs the draft head's identity (KvDiskOptions::draft_identity)");
+  // Everything the stored bytes depend on that the engine decides: the KV layout and the kernels' mode.
+  auto identity = [&](const char* which, uint64_t model, const KvStore& store) {
+    IdentityHasher h;
+    h.add(which).add(model).add(disk.identity).add(kv_dtype_name(store.dtype()));
+    h.add(uint64_t(store.n_layer())).add(uint64_t(store.row_width())).add(uint64_t(store.has_values()));
+    h.add(uint64_t(store.scale_width())).add(uint64_t(store.block_size())).add(uint64_t(config_.deterministic));
+    return h.value();
+  };
+  // The target's and the head's blocks share the budget as they share a position's bytes.
+  const double target_bytes = double(store_->block_bytes());
+  const double draft_bytes = draft_store_ ? double(draft_store_->block_bytes()) : 0.0;
+  const uint64_t target_share = uint64_t(double(disk.max_bytes) * target_bytes / (target_bytes + draft_bytes));
+  DiskStoreConfig dc;
+  dc.dir = disk.dir;
+  dc.log = disk.log;
+  dc.identity = identity("target", 0, *store_);
+  dc.max_bytes = target_share;
+  disk_tier_ = std::make_unique<DiskKvTier>(*store_, dc);
+  pool_->set_tier(disk_tier_.get());
+  if (!draft_store_) return;
+  dc.identity = identity("draft head", disk.draft_identity, *draft_store_);
+  dc.max_bytes = disk.max_bytes - target_share;
+  draft_disk_tier_ = std::make_unique<DiskKvTier>(*draft_store_, dc);
+  draft_pool_->set_tier(draft_disk_tier_.get());
+}
 
 void Engine::check_request(std::span<const int64_t> prompt, const RequestOptions& options) const {
   AERIE_CHECK(!prompt.empty(), "the prompt is empty");
@@ -450,6 +487,11 @@ const StepStats& Engine::step() {
   stats_.kv_blocks_cached = pool_->n_cached_idle();
   stats_.prefix_block_lookups = pool_->lookups();
   stats_.prefix_block_hits = pool_->hits();
+  if (disk_tier_) {
+    DiskStoreStats d = disk_tier_->disk().stats();
+    if (draft_disk_tier_) d += draft_disk_tier_->disk().stats();
+    stats_.kv_disk = d;
+  }
   metrics_.record(stats_);
   return stats_;
 }
