@@ -130,6 +130,7 @@ int run_serve(const std::vector<std::string>& argv) {
 
   EngineConfig config = engine_config(args);
   config.spec = spec_options(args, head.get());
+  config.kv_disk = kv_disk_options(args, model_dir);
   if (config.spec.synthetic_acceptance >= 0.0)
     std::fprintf(stderr,
                  "aerie serve: synthetic acceptance %.2f: responses are NOT the model's output (load tests "

@@ -134,6 +134,11 @@ void Engine::attach_disk_tiers(Model& target) {
   const double target_bytes = double(store_->block_bytes());
   const double draft_bytes = draft_store_ ? double(draft_store_->block_bytes()) : 0.0;
   const uint64_t target_share = uint64_t(double(disk.max_bytes) * target_bytes / (target_bytes + draft_bytes));
+  const uint64_t target_file = DiskBlockStore::file_bytes(store_->block_size(), store_->block_bytes());
+  const uint64_t draft_file = draft_store_ ? DiskBlockStore::file_bytes(draft_store_->block_size(), draft_store_->block_bytes()) : 0;
+  AERIE_CHECK(target_share >= target_file && disk.max_bytes - target_share >= draft_file, "--kv-cache-disk-bytes ",
+              disk.max_bytes, " cannot hold one block: a block's file is ", target_file, " bytes",
+              draft_store_ ? str_cat(" (and the draft head's ", draft_file, ")") : "");
   DiskStoreConfig dc;
   dc.dir = disk.dir;
   dc.log = disk.log;
