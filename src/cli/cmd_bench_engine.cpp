@@ -142,6 +142,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
     return 0;
   }
   const bool json = args.has("--json");
+  if (args.has("--prefix-ttft")) check_kv_disk_flags(args);
   apply_bf16_activations(args);
   // Tensor parallel: rank 0 runs the engines and prints; the others repeat its target forwards.
   const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);

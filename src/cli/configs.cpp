@@ -9,6 +9,7 @@
 #include "cli/speculative_tokens.h"
 #include "core/error.h"
 #include "core/limits.h"
+#include "kv/disk_block_store.h"
 #include "kv/disk_identity.h"
 #include "ops/ops.h"
 #include "spec/drafter_registry.h"
@@ -64,16 +65,23 @@ EngineConfig engine_config(const Args& args) {
   return config;
 }
 
-KvDiskOptions kv_disk_options(const Args& args, const std::filesystem::path& model_dir) {
-  KvDiskOptions disk;
+void check_kv_disk_flags(const Args& args) {
   if (!args.has("--kv-cache-dir")) {
     AERIE_CHECK(!args.has("--kv-cache-disk-bytes"), "--kv-cache-disk-bytes needs --kv-cache-dir");
-    return disk;
+    return;
   }
   AERIE_CHECK(parallel_ranks(args) == 1,
               "--kv-cache-dir does not work with --tensor-parallel, --expert-parallel or --data-parallel");
+  const std::string dir = args.str("--kv-cache-dir");
+  AERIE_CHECK(!dir.empty(), "--kv-cache-dir needs a directory");
+  DiskBlockStore::check_directory(dir, "--kv-cache-dir " + dir);
+}
+
+KvDiskOptions kv_disk_options(const Args& args, const std::filesystem::path& model_dir) {
+  KvDiskOptions disk;
+  check_kv_disk_flags(args);
+  if (!args.has("--kv-cache-dir")) return disk;
   disk.dir = args.str("--kv-cache-dir");
-  AERIE_CHECK(!disk.dir.empty(), "--kv-cache-dir needs a directory");
   disk.max_bytes = uint64_t(args.integer("--kv-cache-disk-bytes"));
   // The same checkpoint loaded another way computes other rows: quantised at load, or on other kernels.
   const WeightChoice weights = weight_choice(args);

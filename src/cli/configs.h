@@ -46,6 +46,9 @@ std::optional<RelaxedAcceptance> relaxed_acceptance(const Args& args);
 // its groups, the bf16 activation mode and the kernels' instruction set; for a draft head, --draft and the
 // options that change its rows. Refused beside --tensor-, --expert- or --data-parallel.
 KvDiskOptions kv_disk_options(const Args& args, const std::filesystem::path& model_dir);
+// kv_disk_options' checks that need no model (a directory that cannot be written, a flag without its
+// partner), for a command to run before it loads one.
+void check_kv_disk_flags(const Args& args);
 
 // serve's HTTP side: --host, --port, --api-key, --served-model-name (absent: --model), --http-threads,
 // --max-queue, and the request limits (--limit GROUP.FIELD=VALUE,..., then the specific flags over it).

@@ -119,6 +119,18 @@ struct Fd {
 
 }  // namespace
 
+void DiskBlockStore::check_directory(const std::filesystem::path& dir, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  AERIE_CHECK(!ec, what, ": cannot create the directory: ", ec.message());
+  AERIE_CHECK(std::filesystem::is_directory(dir, ec), what, ": not a directory");
+  // Writable? Found now rather than at the first write, minutes into serving (a full disk shows later: logged).
+  const std::filesystem::path probe = dir / (".probe-" + std::to_string(::getpid()));
+  Fd f{::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644)};
+  AERIE_CHECK(f.fd >= 0, what, ": cannot write there: ", std::strerror(errno));
+  ::unlink(probe.c_str());
+}
+
 uint64_t DiskBlockStore::file_bytes(int64_t block_size, size_t payload_bytes) {
   return kHeaderBytes + uint64_t(block_size) * sizeof(int64_t) + payload_bytes;
 }
@@ -128,16 +140,7 @@ DiskBlockStore::DiskBlockStore(DiskStoreConfig config) : config_(std::move(confi
   AERIE_CHECK(config_.max_bytes >= file_bytes(), "KV disk cache: ", config_.max_bytes,
               " bytes cannot hold one block (a block's file is ", file_bytes(), " bytes)");
   config_.max_queue_bytes = std::max(config_.max_queue_bytes, config_.payload_bytes);
-  std::error_code ec;
-  std::filesystem::create_directories(config_.dir, ec);
-  AERIE_CHECK(!ec, "KV disk cache: cannot create the directory ", config_.dir.string(), ": ", ec.message());
-  AERIE_CHECK(std::filesystem::is_directory(config_.dir, ec), "KV disk cache: ", config_.dir.string(),
-              " is not a directory");
-  // Writable? Found now rather than at the first eviction, minutes into serving.
-  const std::filesystem::path probe = config_.dir / (".probe-" + hex16(config_.identity) + "-" + std::to_string(::getpid()));
-  Fd f{::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644)};
-  AERIE_CHECK(f.fd >= 0, "KV disk cache: cannot write in ", config_.dir.string(), ": ", std::strerror(errno));
-  ::unlink(probe.c_str());
+  check_directory(config_.dir, "KV disk cache " + config_.dir.string());
   scan();
   writer_ = std::thread([this] { writer_loop(); });
 }

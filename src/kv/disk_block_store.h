@@ -79,6 +79,9 @@ class DiskBlockStore {
   DiskBlockStore(const DiskBlockStore&) = delete;
   DiskBlockStore& operator=(const DiskBlockStore&) = delete;
 
+  // Creates `dir` if needed and checks that files can be made there; throws aerie::Error starting with
+  // `what` otherwise (the constructor does this too; a command line checks before loading a model).
+  static void check_directory(const std::filesystem::path& dir, const std::string& what);
   // Bytes of one block's file: header, token ids and payload.
   static uint64_t file_bytes(int64_t block_size, size_t payload_bytes);
   uint64_t file_bytes() const { return file_bytes(config_.block_size, config_.payload_bytes); }

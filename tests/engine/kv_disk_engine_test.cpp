@@ -216,7 +216,7 @@ TEST_P(KvDiskEngineTest, AnUnusableDirectoryIsAClearErrorAtConstruction) {
     Engine engine(*target_, head_.get(), c, pool_);
     FAIL() << "an engine over a directory that cannot be created";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("KV disk cache: cannot create the directory /proc/aerie_kv_cache"),
+    EXPECT_NE(std::string(e.what()).find("KV disk cache /proc/aerie_kv_cache: cannot create the directory"),
               std::string::npos)
         << e.what();
   }
