@@ -111,7 +111,19 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   }
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // The disk tiers get every block still in RAM that they could not take when it was registered (their
+  // write queue was full): a restart finds the whole of each cached prefix.
+  for (auto [tier, pool] : {std::pair{disk_tier_.get(), pool_.get()}, std::pair{draft_disk_tier_.get(), draft_pool_.get()}}) {
+    if (tier == nullptr) continue;
+    tier->set_waiting(true);
+    try {
+      pool->offer_all_to_tier();
+    } catch (const std::exception& e) {  // a destructor must not throw; the blocks are only a cache
+      std::fprintf(stderr, "aerie: KV disk cache: %s\n", e.what());
+    }
+  }
+}
 
 void Engine::attach_disk_tiers(Model& target) {
   const KvDiskOptions& disk = config_.kv_disk;
@@ -144,6 +156,9 @@ void Engine::attach_disk_tiers(Model& target) {
   dc.log = disk.log;
   dc.identity = identity("target", 0, *store_);
   dc.max_bytes = target_share;
+  // Room for two steps' worth of newly registered blocks (a prompt chunk of max_batch_tokens) at least.
+  const size_t step_blocks = size_t(config_.max_batch_tokens / store_->block_size() + 2);
+  dc.max_queue_bytes = std::max(dc.max_queue_bytes, 2 * step_blocks * store_->block_bytes());
   disk_tier_ = std::make_unique<DiskKvTier>(*store_, dc);
   pool_->set_tier(disk_tier_.get());
   if (!draft_store_) return;

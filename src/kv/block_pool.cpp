@@ -171,6 +171,14 @@ void BlockPool::set_tier(BlockTier* tier) {
   tier_ = tier;
 }
 
+void BlockPool::offer_all_to_tier() {
+  if (tier_ == nullptr) return;
+  for (int32_t b = 0; b < n_blocks_; ++b) {
+    const Block& blk = blocks_[size_t(b)];
+    if (blk.registered) tier_->offer(b, blk.hash, blk.parent_hash, tokens_of(b), /*evicting=*/false);
+  }
+}
+
 std::optional<int32_t> BlockPool::find_in_tier(uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens) {
   if (tier_ == nullptr || !tier_->holds(hash)) return std::nullopt;
   const std::optional<int32_t> b = allocate(0);  // may evict (and offer) the least recently released block

@@ -99,6 +99,9 @@ class BlockPool {
   // Attaches a lower tier (null: none); it must outlive the pool's use of it. Needs prefix caching and
   // one partition.
   void set_tier(BlockTier* tier);
+  // Offers the tier every registered block again (a shutdown: those the tier could not take when they were
+  // registered, its write queue full, would be lost with the RAM).
+  void offer_all_to_tier();
 
  private:
   struct Block {

@@ -219,13 +219,15 @@ bool DiskBlockStore::contains(uint64_t hash) const {
 }
 
 bool DiskBlockStore::put(uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens,
-                         const std::function<void(std::byte*)>& fill) {
+                         const std::function<void(std::byte*)>& fill, bool wait) {
   AERIE_CHECK(int64_t(tokens.size()) == config_.block_size, "KV disk cache: a block of ", tokens.size(),
               " tokens, blocks hold ", config_.block_size);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     if (index_.count(hash) > 0) return false;
-    if (!queue_.empty() && queue_bytes_ + config_.payload_bytes > config_.max_queue_bytes) {
+    auto full = [this] { return !queue_.empty() && queue_bytes_ + config_.payload_bytes > config_.max_queue_bytes; };
+    if (wait) drained_.wait(lock, [&] { return !full(); });
+    if (full()) {
       ++stats_.dropped;  // the disk is slower than blocks arrive: this one stays in RAM only
       return false;
     }
@@ -282,7 +284,7 @@ void DiskBlockStore::writer_loop() {
     }
     writing_ = false;  // only now: flush() returns with the budget's files removed too
     queue_bytes_ -= config_.payload_bytes;
-    if (queue_.empty()) drained_.notify_all();
+    drained_.notify_all();  // flush() and a waiting put()
   }
   drained_.notify_all();
 }

@@ -90,9 +90,10 @@ class DiskBlockStore {
   // Whether block `hash` is on disk or queued for it.
   bool contains(uint64_t hash) const;
   // Queues block `hash` (content of (parent_hash, tokens)) for writing; `fill` writes its payload_bytes
-  // into the buffer it is given. False when it is held already or the queue is full (dropped).
+  // into the buffer it is given. False when it is held already or the queue is full (dropped), unless
+  // `wait`: then it waits for room (a shutdown's last writes).
   bool put(uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens,
-           const std::function<void(std::byte*)>& fill);
+           const std::function<void(std::byte*)>& fill, bool wait = false);
   // Reads block `hash` into payload ([payload_bytes]) after the checks above; false on a miss, and on a bad
   // file (logged and removed).
   bool get(uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens, std::byte* payload);

@@ -18,7 +18,7 @@ DiskKvTier::DiskKvTier(KvStore& store, DiskStoreConfig config)
 
 void DiskKvTier::offer(int32_t block, uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens, bool) {
   // Registration and eviction alike: put() skips a block already on disk or queued.
-  disk_->put(hash, parent_hash, tokens, [&](std::byte* out) { store_.export_block(block, out); });
+  disk_->put(hash, parent_hash, tokens, [&](std::byte* out) { store_.export_block(block, out); }, waiting_);
 }
 
 bool DiskKvTier::fetch(int32_t block, uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens) {

@@ -27,6 +27,8 @@ class DiskKvTier : public BlockTier {
   bool holds(uint64_t hash) override { return disk_->contains(hash); }
   bool fetch(int32_t block, uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens) override;
 
+  // From now on offers wait for room in the write queue instead of dropping blocks (a shutdown).
+  void set_waiting(bool waiting) { waiting_ = waiting; }
   DiskBlockStore& disk() { return *disk_; }
   const DiskBlockStore& disk() const { return *disk_; }
 
@@ -34,6 +36,7 @@ class DiskKvTier : public BlockTier {
   KvStore& store_;
   std::unique_ptr<DiskBlockStore> disk_;
   std::vector<std::byte> scratch_;  // [block_bytes] one block read from disk
+  bool waiting_ = false;
 };
 
 }  // namespace aerie

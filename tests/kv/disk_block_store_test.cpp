@@ -418,5 +418,32 @@ TEST(DiskKvTier, EvictedBlocksComeBackFromDiskWithTheirBytes) {
   EXPECT_THROW(no_cache.set_tier(&tier), Error);
 }
 
+// A write queue of one block drops blocks registered faster than they are written; a shutdown's
+// offer_all_to_tier waits for room instead, so every registered block ends on disk.
+TEST(DiskKvTier, AtShutdownEveryRegisteredBlockReachesTheDisk) {
+  TempDir dir;
+  const int64_t bs = 4, n_blocks = 64;
+  KvStore store(2, 256, n_blocks, bs, true, KvDType::kF32);
+  BlockPool pool{int32_t(n_blocks), int32_t(bs)};
+  DiskStoreConfig c;
+  c.dir = dir.path();
+  c.identity = 78;
+  c.max_bytes = uint64_t{1} << 30;
+  c.max_queue_bytes = 1;  // one block
+  DiskKvTier tier(store, c);
+  pool.set_tier(&tier);
+  std::vector<int64_t> tokens(size_t(n_blocks * bs));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int64_t(i * 31 % 997);
+  BlockTable table;
+  ASSERT_TRUE(table.reserve(pool, n_blocks * bs));
+  table.n_tokens = n_blocks * bs;
+  table.register_full_blocks(pool, tokens);
+  tier.set_waiting(true);
+  pool.offer_all_to_tier();
+  tier.disk().flush();
+  EXPECT_EQ(tier.disk().stats().blocks, n_blocks);
+  table.release_all(pool);
+}
+
 }  // namespace
 }  // namespace aerie
