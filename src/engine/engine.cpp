@@ -154,7 +154,10 @@ void Engine::attach_disk_tiers(Model& target) {
   DiskStoreConfig dc;
   dc.dir = disk.dir;
   dc.log = disk.log;
-  dc.identity = identity("target", 0, *store_);
+  const uint64_t target_id = identity("target", 0, *store_);
+  const uint64_t draft_id = draft_store_ ? identity("draft head", disk.draft_identity, *draft_store_) : 0;
+  dc.identity = target_id;
+  if (draft_store_) dc.siblings = {draft_id};
   dc.max_bytes = target_share;
   // Room for two steps' worth of newly registered blocks (a prompt chunk of max_batch_tokens) at least.
   const size_t step_blocks = size_t(config_.max_batch_tokens / store_->block_size() + 2);
@@ -162,7 +165,8 @@ void Engine::attach_disk_tiers(Model& target) {
   disk_tier_ = std::make_unique<DiskKvTier>(*store_, dc);
   pool_->set_tier(disk_tier_.get());
   if (!draft_store_) return;
-  dc.identity = identity("draft head", disk.draft_identity, *draft_store_);
+  dc.identity = draft_id;
+  dc.siblings = {target_id};
   dc.max_bytes = disk.max_bytes - target_share;
   draft_disk_tier_ = std::make_unique<DiskKvTier>(*draft_store_, dc);
   draft_pool_->set_tier(draft_disk_tier_.get());

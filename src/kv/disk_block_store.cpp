@@ -182,7 +182,8 @@ void DiskBlockStore::scan() {
     uint64_t identity = 0, hash = 0;
     if (!parse_name(name, &identity, &hash) || !entry.is_regular_file(ec)) continue;
     if (identity != config_.identity) {
-      ++others;
+      const auto& sib = config_.siblings;
+      if (std::find(sib.begin(), sib.end(), identity) == sib.end()) ++others;
       continue;
     }
     const uint64_t size = entry.file_size(ec);

@@ -49,6 +49,9 @@ struct DiskStoreConfig {
   size_t payload_bytes = 0; // one block's KV bytes
   // Blocks queued for the writer, in bytes (at least one block): beyond it put() drops the block.
   size_t max_queue_bytes = size_t{64} << 20;
+  // Identities of the other stores one engine keeps in the same directory (a draft head's beside the
+  // target's): their files are not counted as another model's.
+  std::vector<uint64_t> siblings;
   // Where log lines go (one line each, no newline); null: stderr, prefixed "aerie: ".
   std::function<void(const std::string&)> log;
 };
@@ -101,7 +104,7 @@ class DiskBlockStore {
   void flush();
   DiskStoreStats stats() const;
 
-  // The header checksum and name of a file, for tests that damage files on purpose.
+  // The file block `hash` is kept in (tests damage files on purpose).
   std::filesystem::path path_of(uint64_t hash) const;
 
  private:

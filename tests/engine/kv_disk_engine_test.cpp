@@ -140,6 +140,7 @@ TEST_P(KvDiskEngineTest, ARestartedEngineReadsThePrefixFromDiskAndAnswersAsCold)
   EXPECT_FALSE(files().empty());
   Engine second(*target_, head_.get(), config(true), pool_);
   EXPECT_TRUE(logged("blocks (")) << "no start-up line";
+  EXPECT_FALSE(logged("another model")) << "the head's files are the same engine's";
   const Output o = run(second, {prompt_})[0];
   EXPECT_EQ(o.tokens, cold.tokens);
   EXPECT_EQ(o.cached, kReused);
