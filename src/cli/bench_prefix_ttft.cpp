@@ -75,8 +75,8 @@ int run_prefix_ttft(const Args& args, Model& target, ThreadPool& pool, const std
   config.max_num_seqs = 1;
   config.max_length = n + 64;
   config.kv_disk = kv_disk_options(args, model_dir);
-  const std::filesystem::path dir =
-      std::filesystem::path(config.kv_disk.dir) / ("prefix-ttft-" + std::to_string(::getpid()));
+  const std::filesystem::path dir = std::filesystem::path(config.kv_disk.dir) /
+                                    ("prefix-ttft-" + std::to_string(::getpid()));
   config.kv_disk.dir = dir.string();
   config.kv_disk.log = [json](const std::string& line) {
     if (!json) std::fprintf(stderr, "%s\n", line.c_str());
@@ -128,8 +128,9 @@ int run_prefix_ttft(const Args& args, Model& target, ThreadPool& pool, const std
     std::printf("%s\n", row.dump(2).c_str());
     return 0;
   }
-  std::printf("prefix of %lld tokens (%lld cached from RAM, %lld from disk; %.0f MiB of KV files), time to first token:\n",
-              (long long)n, (long long)ram.cached, (long long)disk.cached, double(written.bytes) / double(1 << 20));
+  std::printf(
+      "prefix of %lld tokens (%lld cached from RAM, %lld from disk; %.0f MiB of KV files), time to first token:\n",
+      (long long)n, (long long)ram.cached, (long long)disk.cached, double(written.bytes) / double(1 << 20));
   std::printf("  cold %.3f s | RAM %.3f s | disk, page cache %.3f s | disk, device %.3f s | cold / disk %.1fx, "
               "cold / device %.1fx\n",
               cold.seconds, ram.seconds, disk.seconds, device.seconds, cold.seconds / disk.seconds,

@@ -84,7 +84,7 @@ int run_serve(const std::vector<std::string>& argv) {
   const std::filesystem::path model_dir = model_arg;
   const bool quiet = args.has("--quiet");
   reasoning_parser_for(args, "");  // a bad --reasoning-parser fails before the weights load
-  check_kv_disk_flags(args);        // and an unusable --kv-cache-dir
+  check_kv_disk_flags(args);       // and an unusable --kv-cache-dir
 
   sigset_t signals;
   sigemptyset(&signals);

@@ -114,7 +114,8 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
 Engine::~Engine() {
   // The disk tiers get every block still in RAM that they could not take when it was registered (their
   // write queue was full): a restart finds the whole of each cached prefix.
-  for (auto [tier, pool] : {std::pair{disk_tier_.get(), pool_.get()}, std::pair{draft_disk_tier_.get(), draft_pool_.get()}}) {
+  for (auto [tier, pool] :
+       {std::pair{disk_tier_.get(), pool_.get()}, std::pair{draft_disk_tier_.get(), draft_pool_.get()}}) {
     if (tier == nullptr) continue;
     tier->set_waiting(true);
     try {
@@ -147,7 +148,9 @@ void Engine::attach_disk_tiers(Model& target) {
   const double draft_bytes = draft_store_ ? double(draft_store_->block_bytes()) : 0.0;
   const uint64_t target_share = uint64_t(double(disk.max_bytes) * target_bytes / (target_bytes + draft_bytes));
   const uint64_t target_file = DiskBlockStore::file_bytes(store_->block_size(), store_->block_bytes());
-  const uint64_t draft_file = draft_store_ ? DiskBlockStore::file_bytes(draft_store_->block_size(), draft_store_->block_bytes()) : 0;
+  const uint64_t draft_file = draft_store_
+                                  ? DiskBlockStore::file_bytes(draft_store_->block_size(), draft_store_->block_bytes())
+                                  : 0;
   AERIE_CHECK(target_share >= target_file && disk.max_bytes - target_share >= draft_file, "--kv-cache-disk-bytes ",
               disk.max_bytes, " cannot hold one block: a block's file is ", target_file, " bytes",
               draft_store_ ? str_cat(" (and the draft head's ", draft_file, ")") : "");

@@ -208,8 +208,7 @@ void DiskBlockStore::scan() {
   for (const auto& p : doomed) std::filesystem::remove(p, ec);
   std::string line = "KV disk cache " + config_.dir.string() + ": " + std::to_string(stats_.blocks) + " blocks (" +
                      std::to_string(stats_.bytes >> 20) + " MiB) of this model found";
-  if (others > 0)
-    line += "; " + std::to_string(others) + " files of another model, KV dtype or block size left alone";
+  if (others > 0) line += "; " + std::to_string(others) + " files of another model, KV dtype or block size left alone";
   if (leftovers > 0) line += "; " + std::to_string(leftovers) + " unfinished writes removed";
   log(line);
 }

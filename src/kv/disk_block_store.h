@@ -43,10 +43,10 @@ namespace aerie {
 
 struct DiskStoreConfig {
   std::filesystem::path dir;
-  uint64_t max_bytes = 0;   // files of this identity, at most (>= one block's file)
-  uint64_t identity = 0;    // what the payload depends on besides the tokens
-  int64_t block_size = 0;   // positions (tokens) a block
-  size_t payload_bytes = 0; // one block's KV bytes
+  uint64_t max_bytes = 0;    // files of this identity, at most (>= one block's file)
+  uint64_t identity = 0;     // what the payload depends on besides the tokens
+  int64_t block_size = 0;    // positions (tokens) a block
+  size_t payload_bytes = 0;  // one block's KV bytes
   // Blocks queued for the writer, in bytes (at least one block): beyond it put() drops the block.
   size_t max_queue_bytes = size_t{64} << 20;
   // Identities of the other stores one engine keeps in the same directory (a draft head's beside the
@@ -114,7 +114,7 @@ class DiskBlockStore {
     std::vector<std::byte> payload;
   };
   struct Entry {
-    std::list<uint64_t>::iterator lru;     // position in lru_ (on disk only)
+    std::list<uint64_t>::iterator lru;       // position in lru_ (on disk only)
     std::shared_ptr<const Pending> pending;  // set while queued
   };
 

@@ -23,7 +23,8 @@ struct AerieRun {
 
 AerieRun run_aerie(const std::string& arguments) {
   // `timeout`: a server that is not refused must fail the test, never hang it.
-  const std::string command = "timeout 60 " + std::string(AERIE_BINARY_DIR) + "/aerie " + arguments + " 2>&1 </dev/null";
+  const std::string command = "timeout 60 " + std::string(AERIE_BINARY_DIR) + "/aerie " + arguments +
+                              " 2>&1 </dev/null";
   AerieRun run;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -35,8 +36,8 @@ AerieRun run_aerie(const std::string& arguments) {
 }
 
 TEST(KvCacheDir, UnusableSettingsAreRefusedByName) {
-  const std::filesystem::path scratch =
-      std::filesystem::temp_directory_path() / ("aerie_kv_cache_dir_cli_" + std::to_string(::getpid()));
+  const std::filesystem::path scratch = std::filesystem::temp_directory_path() /
+                                        ("aerie_kv_cache_dir_cli_" + std::to_string(::getpid()));
   std::filesystem::create_directories(scratch);
   std::ofstream(scratch / "a_file") << "x";
   const std::string serve = "serve --model " + kModel + " --port 0 --threads 1 ";

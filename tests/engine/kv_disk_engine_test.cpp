@@ -46,8 +46,8 @@ struct Output {
 class KvDiskEngineTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / (std::string("aerie_kv_disk_engine_") + GetParam().name + "_" +
-                                        std::to_string(::getpid()));
+    dir_ = fs::temp_directory_path() /
+           (std::string("aerie_kv_disk_engine_") + GetParam().name + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     target_ = load_model(kData / GetParam().target, pool_);
     const std::string draft = GetParam().draft;

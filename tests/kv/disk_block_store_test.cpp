@@ -118,7 +118,8 @@ TEST(KvStoreBlockBytes, ExportThenImportCopiesEveryLayerAndScaleBitForBit) {
           for (auto& x : v) x = normal(rng);
           a.write(layer, slot, k.data(), values ? v.data() : nullptr);
         }
-      const size_t per_row = size_t(row) * kv_dtype_size(dtype) + (dtype == KvDType::kFP8E4M3 ? (values ? 3 : 1) * 4 : 0);
+      const size_t per_row = size_t(row) * kv_dtype_size(dtype) +
+                             (dtype == KvDType::kFP8E4M3 ? (values ? 3 : 1) * 4 : 0);
       EXPECT_EQ(a.block_bytes(), size_t(n_layer * bs) * per_row * (values ? 2 : 1));
       std::vector<std::byte> bytes(a.block_bytes());
       a.export_block(3, bytes.data());
@@ -274,7 +275,7 @@ TEST(DiskBlockStore, AnUnusableDirectoryIsAnErrorAtConstruction) {
   TempDir dir;
   const fs::path file = dir.path() / "plain_file";
   std::ofstream(file) << "x";
-  EXPECT_THROW(DiskBlockStore(config_for(file, 1, 10, nullptr)), Error);  // not a directory
+  EXPECT_THROW(DiskBlockStore(config_for(file, 1, 10, nullptr)), Error);                    // not a directory
   EXPECT_THROW(DiskBlockStore(config_for("/proc/aerie_kv_cache", 1, 10, nullptr)), Error);  // cannot be made
   try {
     DiskBlockStore store(config_for(dir.path(), 1, 10, nullptr));
@@ -335,11 +336,13 @@ TEST(DiskIdentity, ChecksumAndIdentitySeeEveryByteAndField) {
   TempDir dir;
   std::ofstream(dir.path() / "config.json") << "{\"a\": 1}";
   std::vector<char> weights(3 << 20, 1);
-  std::ofstream(dir.path() / "model.safetensors", std::ios::binary).write(weights.data(), std::streamsize(weights.size()));
+  std::ofstream(dir.path() / "model.safetensors", std::ios::binary)
+      .write(weights.data(), std::streamsize(weights.size()));
   const uint64_t fp = checkpoint_fingerprint(dir.path());
   EXPECT_EQ(checkpoint_fingerprint(dir.path()), fp);
   weights[(3 << 20) / 2] = 2;  // one weight byte in a sampled window past the first MiB
-  std::ofstream(dir.path() / "model.safetensors", std::ios::binary).write(weights.data(), std::streamsize(weights.size()));
+  std::ofstream(dir.path() / "model.safetensors", std::ios::binary)
+      .write(weights.data(), std::streamsize(weights.size()));
   EXPECT_NE(checkpoint_fingerprint(dir.path()), fp);
   std::ofstream(dir.path() / "tokenizer.json") << "{}";  // not part of what computes KV rows
   const uint64_t fp2 = checkpoint_fingerprint(dir.path());
