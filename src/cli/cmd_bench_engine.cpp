@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_constraint.h"
+#include "cli/bench_prefix_ttft.h"
 #include "cli/common.h"
 #include "cli/configs.h"
 #include "cli/draft.h"
@@ -162,6 +163,7 @@ int run_bench_engine(const std::vector<std::string>& argv) {
     return 0;
   }
   const bool json = args.has("--json");
+  if (args.has("--prefix-ttft")) check_kv_disk_flags(args);
   apply_bf16_activations(args);
   // Tensor parallel: rank 0 runs the engines and prints; the others repeat its target forwards.
   const std::unique_ptr<dist::Communicator> ranks = tensor_parallel_ranks(args);
@@ -170,11 +172,15 @@ int run_bench_engine(const std::vector<std::string>& argv) {
   EngineTarget loaded =
       load_engine_target(args.required("--model"), pool, json || args.has("--quiet"), weight_choice(args), *ranks);
   Model* const target = &loaded.model();
+  if (args.has("--prefix-ttft")) return run_prefix_ttft(args, *target, pool, args.required("--model"));
   std::unique_ptr<Drafter> head = load_draft_verbose(args, *target, pool, json || args.has("--quiet"));
   const std::vector<int64_t> levels = args.integers("--concurrency");
   const int64_t prompt_tokens = args.integer("--prompt-tokens"), max_tokens = args.integer("--max-tokens");
   const double range_ratio = args.number("--random-range-ratio");  // in [0, 1) by its range
   EngineConfig config = engine_config(args);
+  // Each load run repeats the same prompts on a new engine: a disk tier would serve a run from its predecessor's.
+  AERIE_CHECK(!args.has("--kv-cache-dir") && !args.has("--kv-cache-disk-bytes"),
+              "bench-engine takes --kv-cache-dir only with --prefix-ttft");
   // The longest request draw_length can make, and room past it (drafts beyond max_tokens).
   config.max_length = int64_t(double(prompt_tokens + max_tokens) * (1 + range_ratio)) + 64;
   const std::vector<SpecOptions> spec_runs = speculative_token_runs(args);  // one per --num-speculative-tokens entry

@@ -84,6 +84,7 @@ int run_serve(const std::vector<std::string>& argv) {
   const std::filesystem::path model_dir = model_arg;
   const bool quiet = args.has("--quiet");
   reasoning_parser_for(args, "");  // a bad --reasoning-parser fails before the weights load
+  check_kv_disk_flags(args);       // and an unusable --kv-cache-dir
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -130,6 +131,7 @@ int run_serve(const std::vector<std::string>& argv) {
 
   EngineConfig config = engine_config(args);
   config.spec = spec_options(args, head.get());
+  config.kv_disk = kv_disk_options(args, model_dir);
   if (config.spec.synthetic_acceptance >= 0.0)
     std::fprintf(stderr,
                  "aerie serve: synthetic acceptance %.2f: responses are NOT the model's output (load tests "

@@ -9,6 +9,10 @@
 #include "cli/speculative_tokens.h"
 #include "core/error.h"
 #include "core/limits.h"
+#include "kv/disk_block_store.h"
+#include "kv/disk_identity.h"
+#include "ops/ops.h"
+#include "spec/drafter_registry.h"
 
 namespace aerie::cli {
 
@@ -59,6 +63,42 @@ EngineConfig engine_config(const Args& args) {
   if (args.has("--num-speculative-tokens-per-batch-size"))
     config.k_by_batch_size = DraftTokensByBatchSize::parse(args.str("--num-speculative-tokens-per-batch-size"));
   return config;
+}
+
+void check_kv_disk_flags(const Args& args) {
+  if (!args.has("--kv-cache-dir")) {
+    AERIE_CHECK(!args.has("--kv-cache-disk-bytes"), "--kv-cache-disk-bytes needs --kv-cache-dir");
+    return;
+  }
+  AERIE_CHECK(parallel_ranks(args) == 1,
+              "--kv-cache-dir does not work with --tensor-parallel, --expert-parallel or --data-parallel");
+  const std::string dir = args.str("--kv-cache-dir");
+  AERIE_CHECK(!dir.empty(), "--kv-cache-dir needs a directory");
+  DiskBlockStore::check_directory(dir, "--kv-cache-dir " + dir);
+}
+
+KvDiskOptions kv_disk_options(const Args& args, const std::filesystem::path& model_dir) {
+  KvDiskOptions disk;
+  check_kv_disk_flags(args);
+  if (!args.has("--kv-cache-dir")) return disk;
+  disk.dir = args.str("--kv-cache-dir");
+  disk.max_bytes = uint64_t(args.integer("--kv-cache-disk-bytes"));
+  // The same checkpoint loaded another way computes other rows: quantised at load, or on other kernels.
+  const WeightChoice weights = weight_choice(args);
+  IdentityHasher target;
+  target.add(checkpoint_fingerprint(model_dir)).add(uint64_t(weights.format));
+  target.add(uint64_t(weights.int8_group)).add(uint64_t(weights.int4_group));
+  target.add(uint64_t(ops::bf16_activations())).add(ops::matmul_isa(DType::kBF16)).add(ops::rope_isa());
+  disk.identity = target.value();
+  const std::string draft = args.has("--draft") ? args.str("--draft") : "";
+  if (draft.empty() || draft == "none" || draft == kNgramDraftName) return disk;  // no head cache
+  IdentityHasher head;
+  head.add(draft);
+  if (std::filesystem::exists(draft)) head.add(checkpoint_fingerprint(draft));
+  for (const char* name : {"--draft-layers", "--draft-weights"}) head.add(args.has(name) ? args.str(name) : "");
+  head.add(uint64_t(args.has("--draft-layer-ids-are-outputs")));
+  disk.draft_identity = head.value();
+  return disk;
 }
 
 SpecOptions spec_options(const Args& args, Drafter* drafter) {

@@ -3,6 +3,7 @@
 // default; a default the table states is read from there, never retyped here.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 
 #include "cli/args.h"
@@ -39,6 +40,15 @@ void apply_synthetic_model(const Args& args, SpecOptions& spec);
 
 // --thinking-acceptance relaxed with --relaxed-top-k and --relaxed-delta, validated; empty when strict.
 std::optional<RelaxedAcceptance> relaxed_acceptance(const Args& args);
+
+// --kv-cache-dir DIR and --kv-cache-disk-bytes N (EngineConfig::kv_disk; no dir without the flag), with the
+// identity of what computes the KV rows: the checkpoint at `model_dir` (kv/disk_identity.h), --weights and
+// its groups, the bf16 activation mode and the kernels' instruction set; for a draft head, --draft and the
+// options that change its rows. Refused beside --tensor-, --expert- or --data-parallel.
+KvDiskOptions kv_disk_options(const Args& args, const std::filesystem::path& model_dir);
+// kv_disk_options' checks that need no model (a directory that cannot be written, a flag without its
+// partner), for a command to run before it loads one.
+void check_kv_disk_flags(const Args& args);
 
 // serve's HTTP side: --host, --port, --api-key, --served-model-name (absent: --model), --http-threads,
 // --max-queue, and the request limits (--limit GROUP.FIELD=VALUE,..., then the specific flags over it).

@@ -312,6 +312,18 @@ std::vector<OptionRow> engine_rows() {
        {kServe, kBenchEngine},
        {{kBenchEngine, int64_t{4} << 30}},
        {{kBenchEngine, integers(1, kTiB * 64)}}},
+      {text("--kv-cache-dir", "DIR", kOptional,
+            "a second prefix-cache tier on disk: full KV blocks are written to DIR, read back instead of "
+            "recomputed, and found again after a restart (absent: the prefix cache lives in RAM only)"),
+       {kServe, kBenchEngine}},
+      {ranged("--kv-cache-disk-bytes", integers(1, kTiB * 64), 16 * kGiB,
+              "with --kv-cache-dir: bytes of block files kept there for this model and KV settings (least "
+              "recently used removed first)"),
+       {kServe, kBenchEngine}},
+      {flag("--prefix-ttft",
+            "instead of the load runs: time to first token of one --prompt-tokens prompt computed cold, from the "
+            "RAM prefix cache and from the --kv-cache-dir disk tier (in the page cache, and read from the device)"),
+       {kBenchEngine}},
   };
 }
 

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "kv/disk_identity.h"
 #include "ops/ops.h"
 
 namespace aerie {
@@ -83,6 +84,7 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
                                              dtype, dg.scale_width);
     draft_pool_ = std::make_unique<BlockPool>(int32_t(plan_.n_blocks), int32_t(config.block_size), config.prefix_caching);
   }
+  if (!config.kv_disk.dir.empty()) attach_disk_tiers(target);
   SchedulerConfig sc;
   sc.max_batch_tokens = config.max_batch_tokens;
   sc.max_num_seqs = config.max_num_seqs;
@@ -109,7 +111,69 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   }
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // The disk tiers get every block still in RAM that they could not take when it was registered (their
+  // write queue was full): a restart finds the whole of each cached prefix.
+  for (auto [tier, pool] :
+       {std::pair{disk_tier_.get(), pool_.get()}, std::pair{draft_disk_tier_.get(), draft_pool_.get()}}) {
+    if (tier == nullptr) continue;
+    tier->set_waiting(true);
+    try {
+      pool->offer_all_to_tier();
+    } catch (const std::exception& e) {  // a destructor must not throw; the blocks are only a cache
+      std::fprintf(stderr, "aerie: KV disk cache: %s\n", e.what());
+    }
+  }
+}
+
+void Engine::attach_disk_tiers(Model& target) {
+  const KvDiskOptions& disk = config_.kv_disk;
+  AERIE_CHECK(config_.prefix_caching, "--kv-cache-dir needs prefix caching");
+  // Under tensor or data parallelism other ranks hold parts of each block, which a file here would miss.
+  AERIE_CHECK(&target.local() == &target && target.kv_partitions() == 1,
+              "--kv-cache-dir does not work with --tensor-parallel, --expert-parallel or --data-parallel");
+  AERIE_CHECK(disk.identity != 0, "the KV disk cache needs the model's identity (KvDiskOptions::identity)");
+  AERIE_CHECK(!draft_store_ || disk.draft_identity != 0,
+              "the KV disk cache needs the draft head's identity (KvDiskOptions::draft_identity)");
+  // Everything the stored bytes depend on that the engine decides: the KV layout and the kernels' mode.
+  auto identity = [&](const char* which, uint64_t model, const KvStore& store) {
+    IdentityHasher h;
+    h.add(which).add(model).add(disk.identity).add(kv_dtype_name(store.dtype()));
+    h.add(uint64_t(store.n_layer())).add(uint64_t(store.row_width())).add(uint64_t(store.has_values()));
+    h.add(uint64_t(store.scale_width())).add(uint64_t(store.block_size())).add(uint64_t(config_.deterministic));
+    return h.value();
+  };
+  // The target's and the head's blocks share the budget as they share a position's bytes.
+  const double target_bytes = double(store_->block_bytes());
+  const double draft_bytes = draft_store_ ? double(draft_store_->block_bytes()) : 0.0;
+  const uint64_t target_share = uint64_t(double(disk.max_bytes) * target_bytes / (target_bytes + draft_bytes));
+  const uint64_t target_file = DiskBlockStore::file_bytes(store_->block_size(), store_->block_bytes());
+  const uint64_t draft_file = draft_store_
+                                  ? DiskBlockStore::file_bytes(draft_store_->block_size(), draft_store_->block_bytes())
+                                  : 0;
+  AERIE_CHECK(target_share >= target_file && disk.max_bytes - target_share >= draft_file, "--kv-cache-disk-bytes ",
+              disk.max_bytes, " cannot hold one block: a block's file is ", target_file, " bytes",
+              draft_store_ ? str_cat(" (and the draft head's ", draft_file, ")") : "");
+  DiskStoreConfig dc;
+  dc.dir = disk.dir;
+  dc.log = disk.log;
+  const uint64_t target_id = identity("target", 0, *store_);
+  const uint64_t draft_id = draft_store_ ? identity("draft head", disk.draft_identity, *draft_store_) : 0;
+  dc.identity = target_id;
+  if (draft_store_) dc.siblings = {draft_id};
+  dc.max_bytes = target_share;
+  // Room for two steps' worth of newly registered blocks (a prompt chunk of max_batch_tokens) at least.
+  const size_t step_blocks = size_t(config_.max_batch_tokens / store_->block_size() + 2);
+  dc.max_queue_bytes = std::max(dc.max_queue_bytes, 2 * step_blocks * store_->block_bytes());
+  disk_tier_ = std::make_unique<DiskKvTier>(*store_, dc);
+  pool_->set_tier(disk_tier_.get());
+  if (!draft_store_) return;
+  dc.identity = draft_id;
+  dc.siblings = {target_id};
+  dc.max_bytes = disk.max_bytes - target_share;
+  draft_disk_tier_ = std::make_unique<DiskKvTier>(*draft_store_, dc);
+  draft_pool_->set_tier(draft_disk_tier_.get());
+}
 
 void Engine::check_request(std::span<const int64_t> prompt, const RequestOptions& options) const {
   AERIE_CHECK(!prompt.empty(), "the prompt is empty");
@@ -450,6 +514,11 @@ const StepStats& Engine::step() {
   stats_.kv_blocks_cached = pool_->n_cached_idle();
   stats_.prefix_block_lookups = pool_->lookups();
   stats_.prefix_block_hits = pool_->hits();
+  if (disk_tier_) {
+    DiskStoreStats d = disk_tier_->disk().stats();
+    if (draft_disk_tier_) d += draft_disk_tier_->disk().stats();
+    stats_.kv_disk = d;
+  }
   metrics_.record(stats_);
   return stats_;
 }

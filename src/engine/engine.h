@@ -31,6 +31,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,6 +48,7 @@
 #include "engine/step_input.h"
 #include "engine/step_stats.h"
 #include "engine/verifier.h"
+#include "kv/disk_kv_tier.h"
 #include "models/model.h"
 #include "sched/scheduler.h"
 #include "spec/drafter.h"
@@ -54,6 +56,19 @@
 #include "spec/spec_options.h"
 
 namespace aerie {
+
+// The prefix cache's tier on disk (kv/disk_kv_tier.h): full blocks written to `dir` as they are registered,
+// read back on a prefix-cache miss, found again by a restarted engine. The target's blocks and the draft
+// head's share `max_bytes` in proportion to their bytes per position.
+struct KvDiskOptions {
+  std::string dir;         // empty: no disk tier
+  uint64_t max_bytes = 0;  // the files of this model and settings, at most
+  // What the KV rows depend on besides the tokens and what the engine itself folds in (KV dtype, geometry,
+  // block size, --deterministic): the checkpoint and how it was loaded (kv/disk_identity.h). Required.
+  uint64_t identity = 0;
+  uint64_t draft_identity = 0;  // the draft head's checkpoint, likewise (with a head that has a KV cache)
+  std::function<void(const std::string&)> log;  // log lines (null: stderr)
+};
 
 struct EngineConfig {
   int64_t block_size = 16;
@@ -74,6 +89,7 @@ struct EngineConfig {
   // --deterministic: every request batch-invariant (RequestOptions::deterministic), every step on the
   // row-invariant kernels; cached prefixes stay usable.
   bool deterministic = false;
+  KvDiskOptions kv_disk;  // --kv-cache-dir: the prefix cache's second tier, off by default
 };
 
 class Engine {
@@ -106,6 +122,9 @@ class Engine {
   int64_t max_length() const { return plan_.max_length; }
   const BlockPool& pool() const { return *pool_; }
   const BlockPool* draft_pool() const { return draft_pool_.get(); }
+  // The disk tiers (null without --kv-cache-dir, or without a head's cache).
+  const DiskKvTier* disk_tier() const { return disk_tier_.get(); }
+  const DiskKvTier* draft_disk_tier() const { return draft_disk_tier_.get(); }
   // The target's KV cache of a request that holds blocks (null otherwise), as of the end of its last
   // round: for tests and debugging, from the step thread (an event callback) or between steps.
   const KvCache* target_cache(uint64_t id) const;
@@ -129,6 +148,8 @@ class Engine {
   void observe_finished(const Request& seq, FinishReason reason);
   // Calls seq's callback with `step`'s tokens (none when null); finished when reason is not kNone.
   void send_event(Request& seq, const StepResult* step, FinishReason reason, const std::string& error);
+  // The disk tiers of config_.kv_disk, attached to the pools (constructor).
+  void attach_disk_tiers(Model& target);
 
   Model& target_;
   EngineConfig config_;
@@ -136,6 +157,8 @@ class Engine {
   int64_t max_draft_tokens_ = 0;  // the largest K any batch size gets
   std::unique_ptr<KvStore> store_, draft_store_;
   std::unique_ptr<BlockPool> pool_, draft_pool_;
+  // Declared after the stores: destroyed first, each writing what it has queued while the store still exists.
+  std::unique_ptr<DiskKvTier> disk_tier_, draft_disk_tier_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Verifier> verifier_;
   std::unique_ptr<Proposer> proposer_;  // null without a drafter (plain decoding)

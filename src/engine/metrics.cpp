@@ -95,6 +95,7 @@ void EngineMetrics::record(const StepStats& step) {
   kv_blocks_cached = step.kv_blocks_cached;
   prefix_block_lookups = step.prefix_block_lookups;
   prefix_block_hits = step.prefix_block_hits;
+  kv_disk = step.kv_disk;
 }
 
 }  // namespace aerie

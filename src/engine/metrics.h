@@ -35,6 +35,7 @@ struct EngineMetrics {
   int64_t waiting = 0, running = 0;
   int64_t kv_blocks_total = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0;
   int64_t prefix_block_lookups = 0, prefix_block_hits = 0;
+  DiskStoreStats kv_disk;  // --kv-cache-dir: the disk tiers' counters (kv/disk_block_store.h)
   int64_t requests_submitted = 0, requests_finished = 0, requests_cancelled = 0, requests_failed = 0, preemptions = 0;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, prefilled_tokens = 0, generated_tokens = 0;
   int64_t steps = 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "kv/disk_block_store.h"
 #include "sched/spec_stats.h"
 
 namespace aerie {
@@ -34,6 +35,7 @@ struct StepStats {
   // As of the end of the step.
   int64_t running = 0, waiting = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0;
   int64_t prefix_block_lookups = 0, prefix_block_hits = 0;  // cumulative (the pool's counters)
+  DiskStoreStats kv_disk;  // the disk tiers, target's and head's together (zero without --kv-cache-dir)
 
   void clear();
 };

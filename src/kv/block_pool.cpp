@@ -84,6 +84,8 @@ std::optional<int32_t> BlockPool::allocate(int32_t partition) {
   } else if (part.lru_head >= 0) {
     b = part.lru_head;  // least recently released cached block
     lru_remove(b);
+    const Block& blk = blocks_[size_t(b)];
+    if (tier_ != nullptr) tier_->offer(b, blk.hash, blk.parent_hash, tokens_of(b), /*evicting=*/true);
     unregister(b);
   } else {
     return std::nullopt;
@@ -136,8 +138,9 @@ std::span<const int64_t> BlockPool::tokens_of(int32_t b) const {
 std::optional<int32_t> BlockPool::find(uint64_t parent_hash, std::span<const int64_t> tokens) {
   if (!prefix_caching_ || int64_t(tokens.size()) != block_size_) return std::nullopt;
   ++lookups_;
-  const int32_t b = by_hash_.find(chain_hash(parent_hash, tokens));
-  if (b < 0) return std::nullopt;
+  const uint64_t hash = chain_hash(parent_hash, tokens);
+  const int32_t b = by_hash_.find(hash);
+  if (b < 0) return find_in_tier(hash, parent_hash, tokens);
   const Block& blk = blocks_[size_t(b)];
   if (blk.parent_hash != parent_hash || !std::equal(tokens.begin(), tokens.end(), tokens_of(b).begin()))
     return std::nullopt;
@@ -158,7 +161,36 @@ uint64_t BlockPool::register_full(int32_t b, uint64_t parent_hash, std::span<con
   blk.parent_hash = parent_hash;
   std::copy(tokens.begin(), tokens.end(), tokens_.as<int64_t>() + size_t(b) * size_t(block_size_));
   by_hash_.insert(hash, b);
+  if (tier_ != nullptr) tier_->offer(b, hash, parent_hash, tokens, /*evicting=*/false);
   return hash;
+}
+
+void BlockPool::set_tier(BlockTier* tier) {
+  AERIE_CHECK(tier == nullptr || (prefix_caching_ && n_partitions() == 1),
+              "block pool: a lower tier needs prefix caching and one partition");
+  tier_ = tier;
+}
+
+void BlockPool::offer_all_to_tier() {
+  if (tier_ == nullptr) return;
+  for (int32_t b = 0; b < n_blocks_; ++b) {
+    const Block& blk = blocks_[size_t(b)];
+    if (blk.registered) tier_->offer(b, blk.hash, blk.parent_hash, tokens_of(b), /*evicting=*/false);
+  }
+}
+
+std::optional<int32_t> BlockPool::find_in_tier(uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens) {
+  if (tier_ == nullptr || !tier_->holds(hash)) return std::nullopt;
+  const std::optional<int32_t> b = allocate(0);  // may evict (and offer) the least recently released block
+  if (!b) return std::nullopt;
+  if (!tier_->fetch(*b, hash, parent_hash, tokens)) {
+    release(*b);  // unregistered: back to the free list
+    return std::nullopt;
+  }
+  register_full(*b, parent_hash, tokens);  // the tier holds it already: its offer is a no-op
+  ++hits_;
+  ++tier_hits_;
+  return b;
 }
 
 bool BlockTable::reserve(BlockPool& pool, int64_t n_positions, int32_t start) {

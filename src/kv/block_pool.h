@@ -22,6 +22,23 @@
 
 namespace aerie {
 
+// A slower tier under the pool's prefix cache (kv/disk_kv_tier.h keeps blocks on disk). The pool offers it
+// every block it registers and, again, every registered block it is about to evict; on an index miss it
+// asks the tier for the block before giving up. Called on the pool's (the step loop's) thread.
+class BlockTier {
+ public:
+  virtual ~BlockTier() = default;
+  // `block` holds the content of (parent_hash, tokens), named `hash`. When `evicting`, its memory is reused
+  // as soon as the call returns.
+  virtual void offer(int32_t block, uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens,
+                     bool evicting) = 0;
+  // Whether the tier may hold `hash` (a cheap look-up: fetch still checks the content).
+  virtual bool holds(uint64_t hash) = 0;
+  // Writes the content of (parent_hash, tokens), named `hash`, into `block`; false when the tier does not
+  // have it after all (then the block's content is undefined).
+  virtual bool fetch(int32_t block, uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens) = 0;
+};
+
 class BlockPool {
  public:
   BlockPool(int32_t n_blocks, int32_t block_size, bool prefix_caching = true, int32_t partitions = 1);
@@ -76,7 +93,15 @@ class BlockPool {
   uint64_t register_full(int32_t block, uint64_t parent_hash, std::span<const int64_t> tokens);
 
   int64_t lookups() const { return lookups_; }
-  int64_t hits() const { return hits_; }
+  int64_t hits() const { return hits_; }  // the tier's included
+  int64_t tier_hits() const { return tier_hits_; }
+
+  // Attaches a lower tier (null: none); it must outlive the pool's use of it. Needs prefix caching and
+  // one partition.
+  void set_tier(BlockTier* tier);
+  // Offers the tier every registered block again (a shutdown: those the tier could not take when they were
+  // registered, its write queue full, would be lost with the RAM).
+  void offer_all_to_tier();
 
  private:
   struct Block {
@@ -89,6 +114,8 @@ class BlockPool {
   void lru_remove(int32_t block);
   void unregister(int32_t block);
   std::span<const int64_t> tokens_of(int32_t block) const;
+  // find's miss path: the block from the tier, in a newly allocated block, registered and retained.
+  std::optional<int32_t> find_in_tier(uint64_t hash, uint64_t parent_hash, std::span<const int64_t> tokens);
 
   struct Part {
     std::vector<int32_t> free;  // stack of free block ids
@@ -101,7 +128,8 @@ class BlockPool {
   AlignedBuffer tokens_;    // int64 [n_blocks, block_size] content of registered blocks, zeroed on demand
   std::vector<Part> parts_;  // [partitions]
   BlockIndex by_hash_;
-  int64_t lookups_ = 0, hits_ = 0;
+  int64_t lookups_ = 0, hits_ = 0, tier_hits_ = 0;
+  BlockTier* tier_ = nullptr;
 };
 
 // One sequence's blocks: position p lives in blocks[p / block_size] at offset p % block_size.

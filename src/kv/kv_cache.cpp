@@ -105,6 +105,53 @@ void KvStore::copy_slot(int64_t from, int64_t to) {
   }
 }
 
+size_t KvStore::block_bytes() const {
+  const size_t rows = size_t(n_layer_ * block_size_) * (has_values_ ? 2 : 1);
+  return rows * (size_t(row_width_) * kv_dtype_size(dtype_) +
+                 n_scale_groups(dtype_, row_width_, scale_width_) * sizeof(float));
+}
+
+// Both directions walk the same pieces in the same order: each (keys or values, layer) run of the block's
+// rows, then each run of its scales. `move(stored, piece, bytes)` copies one piece either way.
+template <typename Byte, typename Move>  // Byte: std::byte, or const std::byte to read
+static void for_each_block_piece(const KvStore& store, int64_t block, Byte* keys, Byte* values, Byte* key_scales,
+                                 Byte* value_scales, int64_t layer_bytes, int64_t layer_scales, Move move) {
+  const size_t row_bytes = size_t(store.row_width()) * kv_dtype_size(store.dtype());
+  const size_t n_groups = n_scale_groups(store.dtype(), store.row_width(), store.scale_width());
+  const size_t run = size_t(store.block_size()) * row_bytes;
+  const size_t scale_run = size_t(store.block_size()) * n_groups * sizeof(float);
+  size_t at = 0;
+  for (Byte* data : {keys, values}) {
+    if (data == nullptr) continue;
+    for (int64_t layer = 0; layer < store.n_layer(); ++layer, at += run)
+      move(data + layer * layer_bytes + size_t(block) * run, at, run);
+  }
+  if (n_groups == 0) return;
+  for (Byte* scales : {key_scales, value_scales}) {
+    if (scales == nullptr) continue;
+    for (int64_t layer = 0; layer < store.n_layer(); ++layer, at += scale_run)
+      move(scales + size_t(layer * layer_scales) * sizeof(float) + size_t(block) * scale_run, at, scale_run);
+  }
+}
+
+void KvStore::export_block(int32_t block, std::byte* out) const {
+  AERIE_CHECK(block >= 0 && block < n_blocks_, "KV store: block ", block, " of ", n_blocks_);
+  const std::byte* none = nullptr;
+  for_each_block_piece(*this, block, keys_.as<std::byte>(), has_values_ ? values_.as<std::byte>() : none,
+                       key_scales_.as<std::byte>(), has_values_ ? value_scales_.as<std::byte>() : none, layer_bytes_,
+                       layer_scales_,
+                       [out](const std::byte* stored, size_t at, size_t n) { std::memcpy(out + at, stored, n); });
+}
+
+void KvStore::import_block(int32_t block, const std::byte* in) {
+  AERIE_CHECK(block >= 0 && block < n_blocks_, "KV store: block ", block, " of ", n_blocks_);
+  std::byte* none = nullptr;
+  for_each_block_piece(*this, block, keys_.as<std::byte>(), has_values_ ? values_.as<std::byte>() : none,
+                       key_scales_.as<std::byte>(), has_values_ ? value_scales_.as<std::byte>() : none, layer_bytes_,
+                       layer_scales_,
+                       [in](std::byte* stored, size_t at, size_t n) { std::memcpy(stored, in + at, n); });
+}
+
 KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity, KvDType dtype)
     : KvCache(Standalone{}, n_layer, n_head_kv * head_dim, capacity, true, dtype, head_dim) {}
 

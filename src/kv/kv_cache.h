@@ -58,6 +58,12 @@ class KvStore {
   // blocks (BlockPool::partition_range); copy_slot leaves other blocks' slots alone (they live on another
   // rank), so their pages are never touched here. One partition (the default): every block.
   void set_local_partition(int64_t partitions, int64_t partition);
+  // One block's stored bytes over every layer, scales included: what the prefix cache's disk tier keeps
+  // (kv/disk_kv_tier.h). Laid out keys [n_layer, block_size, row_width], values likewise (when the store
+  // has them), then the FP8 scales of keys and of values [n_layer, block_size, row_width / scale_width] f32.
+  size_t block_bytes() const;
+  void export_block(int32_t block, std::byte* out) const;  // out: [block_bytes()]
+  void import_block(int32_t block, const std::byte* in);   // in: [block_bytes()], as export_block wrote it
   // [n_blocks * block_size, row_width] stored values of one layer, as raw bytes (tests of the memory).
   std::byte* key_bytes(int64_t layer) { return keys_.as<std::byte>() + layer * layer_bytes_; }
 

@@ -138,6 +138,20 @@ std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, in
          m.kv_blocks_total > 0 ? double(m.kv_blocks_in_use) / double(m.kv_blocks_total) : 0.0);
   metric(out, "aerie_prefix_cache_lookups_total", "counter", "Prefix cache block lookups.", double(m.prefix_block_lookups));
   metric(out, "aerie_prefix_cache_hits_total", "counter", "Prefix cache block hits.", double(m.prefix_block_hits));
+  // --kv-cache-dir: the disk tier (target's and draft head's blocks together; all zero without it).
+  const DiskStoreStats& d = m.kv_disk;
+  metric(out, "aerie_kv_disk_blocks", "gauge", "KV blocks in the disk tier's files.", double(d.blocks));
+  metric(out, "aerie_kv_disk_bytes", "gauge", "Bytes of the disk tier's block files.", double(d.bytes));
+  metric(out, "aerie_kv_disk_hits_total", "counter", "Blocks read back from the disk tier.", double(d.hits));
+  metric(out, "aerie_kv_disk_written_total", "counter", "Block files written to the disk tier.", double(d.written));
+  metric(out, "aerie_kv_disk_dropped_total", "counter", "Blocks not written: the write queue was full.",
+         double(d.dropped));
+  metric(out, "aerie_kv_disk_write_failures_total", "counter", "Block files that could not be written (logged).",
+         double(d.write_failures));
+  metric(out, "aerie_kv_disk_evicted_total", "counter", "Block files removed to stay within --kv-cache-disk-bytes.",
+         double(d.evicted));
+  metric(out, "aerie_kv_disk_bad_files_total", "counter", "Truncated, corrupt or mismatched block files removed.",
+         double(d.bad_files));
   metric(out, "aerie_requests_submitted_total", "counter", "Requests submitted to the engine.", double(m.requests_submitted));
   metric(out, "aerie_requests_finished_total", "counter", "Requests that finished (stop or length).",
          double(m.requests_finished));
