@@ -17,6 +17,8 @@ packages=(
   python3 python3-numpy
   # the independent JSON Schema validator the structured-output tests check their outputs with
   python3-jsonschema
+  # the independent OpenMetrics parser the /metrics exemplar tests check the page with
+  python3-prometheus-client
   # the headless browser the chat page test drives (tests/server/chat_page)
   chromium
 )

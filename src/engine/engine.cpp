@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 
@@ -290,6 +291,7 @@ void Engine::finish(Request& seq, FinishReason reason, const std::string& error,
 void Engine::observe_finished(const Request& seq, FinishReason reason) {
   FinishedRequest& f = stats_.finished.emplace_back();
   f.reason = reason;
+  f.label = seq.options.label;
   f.prompt_tokens = seq.n_prompt;
   f.cached_prompt_tokens = seq.n_cached_prompt;
   f.generated_tokens = seq.n_generated();
@@ -488,11 +490,12 @@ void Engine::post_events(const std::vector<ScheduledRows>& plan) {
     const StepResult& result = results_[i];
     if (!result.tokens.empty()) {
       if (!seq.first_token_seen) {
-        stats_.time_to_first_token.push_back(std::chrono::duration<double>(now - seq.submitted).count());
+        stats_.time_to_first_token.push_back({std::chrono::duration<double>(now - seq.submitted).count(), seq.options.label});
         seq.first_token_at = now;
       } else {
         const double gap = std::chrono::duration<double>(now - seq.last_token_at).count() / double(result.tokens.size());
-        stats_.inter_token_latency.insert(stats_.inter_token_latency.end(), result.tokens.size(), gap);
+        stats_.inter_token_latency.insert(stats_.inter_token_latency.end(), result.tokens.size(),
+                                          Observation{gap, seq.options.label});
       }
       seq.first_token_seen = true;
       seq.last_token_at = now;
@@ -519,7 +522,8 @@ const StepStats& Engine::step() {
     if (draft_disk_tier_) d += draft_disk_tier_->disk().stats();
     stats_.kv_disk = d;
   }
-  metrics_.record(stats_);
+  const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
+  metrics_.record(stats_, std::chrono::duration<double>(since_epoch).count());
   return stats_;
 }
 

@@ -4,7 +4,8 @@
 
 namespace aerie {
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0), exemplars_(bounds_.size() + 1) {}
 
 std::vector<double> Histogram::default_latency_bounds() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2.5, 5, 10, 30, 60};
@@ -18,11 +19,14 @@ std::vector<double> Histogram::one_two_five_bounds(int64_t max) {
   return out;
 }
 
-void Histogram::observe(double value) {
+void Histogram::observe(double value) { observe(value, RequestLabel(), 0); }
+
+void Histogram::observe(double value, const RequestLabel& label, double unix_seconds) {
   const size_t i = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
   ++counts_[i];
   ++count_;
   sum_ += value;
+  if (!label.empty()) exemplars_[i] = Exemplar{label, value, unix_seconds};
 }
 
 double Histogram::quantile(double q) const {
@@ -55,7 +59,7 @@ void StepStats::clear() {
   finished.clear();
 }
 
-void EngineMetrics::record(const StepStats& step) {
+void EngineMetrics::record(const StepStats& step, double now) {
   requests_submitted += step.submitted;
   prompt_tokens += step.submitted_prompt_tokens;
   preemptions += step.preemptions;
@@ -66,8 +70,8 @@ void EngineMetrics::record(const StepStats& step) {
     attention_rows_per_rank[r] += step.attention_rows_per_rank[r];
   for (int64_t k : step.draft_tokens) draft_tokens_per_step.observe(double(k));
   spec.add(step.spec);
-  for (double t : step.time_to_first_token) time_to_first_token.observe(t);
-  for (double t : step.inter_token_latency) inter_token_latency.observe(t);
+  for (const Observation& o : step.time_to_first_token) time_to_first_token.observe(o.value, o.label, now);
+  for (const Observation& o : step.inter_token_latency) inter_token_latency.observe(o.value, o.label, now);
   for (const FinishedRequest& f : step.finished) {
     cached_prompt_tokens += f.cached_prompt_tokens;
     if (f.reason == FinishReason::kCancelled) {
@@ -80,14 +84,14 @@ void EngineMetrics::record(const StepStats& step) {
     }
     ++requests_finished;
     ++(f.reason == FinishReason::kStop ? finished_stop : finished_length);
-    request_queue_time.observe(f.queue);
-    request_prefill_time.observe(f.prefill);
-    request_decode_time.observe(f.decode);
-    request_inference_time.observe(f.inference);
-    e2e_request_latency.observe(f.e2e);
-    if (f.time_per_output_token >= 0) time_per_output_token.observe(f.time_per_output_token);
-    request_prompt_tokens.observe(double(f.prompt_tokens));
-    request_generation_tokens.observe(double(f.generated_tokens));
+    request_queue_time.observe(f.queue, f.label, now);
+    request_prefill_time.observe(f.prefill, f.label, now);
+    request_decode_time.observe(f.decode, f.label, now);
+    request_inference_time.observe(f.inference, f.label, now);
+    e2e_request_latency.observe(f.e2e, f.label, now);
+    if (f.time_per_output_token >= 0) time_per_output_token.observe(f.time_per_output_token, f.label, now);
+    request_prompt_tokens.observe(double(f.prompt_tokens), f.label, now);
+    request_generation_tokens.observe(double(f.generated_tokens), f.label, now);
   }
   running = step.running;
   waiting = step.waiting;

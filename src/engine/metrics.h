@@ -4,20 +4,33 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/request.h"
 #include "engine/step_stats.h"
 #include "sched/spec_stats.h"
 
 namespace aerie {
+
+// The latest labelled observation of a histogram bucket (an OpenMetrics exemplar): which request, its
+// value, and when (seconds since the Unix epoch).
+struct Exemplar {
+  RequestLabel label;
+  double value = 0;
+  double unix_seconds = 0;
+};
 
 class Histogram {
  public:
   // Upper bounds in seconds, ascending; an implicit +Inf bucket follows.
   explicit Histogram(std::vector<double> bounds = default_latency_bounds());
   void observe(double value);
+  // The same, and with a label the bucket's exemplar becomes this observation.
+  void observe(double value, const RequestLabel& label, double unix_seconds);
   int64_t count() const { return count_; }
   double sum() const { return sum_; }
   const std::vector<double>& bounds() const { return bounds_; }
   const std::vector<int64_t>& counts() const { return counts_; }  // per bucket (not cumulative), +Inf last
+  // Per bucket as counts(); an empty label where no labelled observation fell.
+  const std::vector<Exemplar>& exemplars() const { return exemplars_; }
   // Linear interpolation inside the bucket holding the q-quantile (0 when empty).
   double quantile(double q) const;
   static std::vector<double> default_latency_bounds();
@@ -27,6 +40,7 @@ class Histogram {
  private:
   std::vector<double> bounds_;
   std::vector<int64_t> counts_;
+  std::vector<Exemplar> exemplars_;
   int64_t count_ = 0;
   double sum_ = 0;
 };
@@ -57,8 +71,8 @@ struct EngineMetrics {
   // With a drafter: drafts verified per decoding sequence and step (K; 0 for a plain step), which
   // --num-speculative-tokens auto chooses per sequence.
   Histogram draft_tokens_per_step{{0, 1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}};
-  // Folds one step in (Engine::step, once per step).
-  void record(const StepStats& step);
+  // Folds one step in (Engine::step, once per step). `unix_seconds`: now, the time of the step's exemplars.
+  void record(const StepStats& step, double unix_seconds);
   double prefix_hit_rate() const {
     return prefix_block_lookups > 0 ? double(prefix_block_hits) / double(prefix_block_lookups) : 0.0;
   }

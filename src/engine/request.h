@@ -1,10 +1,14 @@
 // A request as the engine sees it, and the events it streams back.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,6 +19,26 @@
 #include "sched/spec_stats.h"
 
 namespace aerie {
+
+// The name a client gave a request (the server's X-Request-Id), carried into the metrics as exemplars
+// (EngineMetrics): fixed storage, so observing it allocates nothing. OpenMetrics caps an exemplar's labels
+// at 128 characters, names included, and the label is request_id (10): an id of more than kMaxBytes bytes
+// gets no exemplar (from() returns an empty label), never a cut one.
+struct RequestLabel {
+  static constexpr size_t kMaxBytes = 118;
+  std::array<char, kMaxBytes> bytes{};
+  uint8_t size = 0;
+
+  static RequestLabel from(std::string_view id) {
+    RequestLabel label;
+    if (id.size() > kMaxBytes) return label;
+    std::copy(id.begin(), id.end(), label.bytes.begin());
+    label.size = uint8_t(id.size());
+    return label;
+  }
+  std::string_view view() const { return {bytes.data(), size}; }
+  bool empty() const { return size == 0; }
+};
 
 struct RequestOptions {
   SamplingParams sampling;
@@ -54,6 +78,8 @@ struct RequestOptions {
   // values in arrival order. When sequence slots or KV blocks run out, the running sequence of the highest
   // value (the newest among equals) is preempted, also to admit a waiting request of a lower value.
   int64_t priority = 0;
+  // The client's id for it, for the latency histograms' exemplars (empty: none).
+  RequestLabel label;
 };
 
 // One prompt token's entry (RequestOptions::prompt_logprobs): `logprobs` holds its log-probability given

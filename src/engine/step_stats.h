@@ -12,9 +12,16 @@
 
 namespace aerie {
 
+// One latency observation and the request it belongs to (its label, for the exemplars).
+struct Observation {
+  double value = 0;  // seconds
+  RequestLabel label;
+};
+
 // A request that ended this step.
 struct FinishedRequest {
   FinishReason reason = FinishReason::kNone;
+  RequestLabel label;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
   // Stop and length only, in seconds (EngineMetrics has what each phase is); time_per_output_token < 0
   // for a request of fewer than two tokens.
@@ -30,7 +37,7 @@ struct StepStats {
   std::vector<int64_t> attention_rows_per_rank;  // [ranks] with data-parallel attention, else empty
   std::vector<int64_t> draft_tokens;  // with a drafter, per decoding sequence: the drafts it verified (K)
   SpecStats spec;                     // this step's rounds over every sequence
-  std::vector<double> time_to_first_token, inter_token_latency;  // observations, seconds
+  std::vector<Observation> time_to_first_token, inter_token_latency;
   std::vector<FinishedRequest> finished;
   // As of the end of the step.
   int64_t running = 0, waiting = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0;

@@ -50,9 +50,15 @@ struct HttpCounters {
 };
 
 // Prometheus text exposition format (version 0.0.4): the aerie_ metrics, then the same figures under vLLM's
-// `vllm:` names (labelled model_name="<served name>") that existing dashboards read.
+// `vllm:` names (labelled model_name="<served name>") that existing dashboards read. With `openmetrics`, the
+// same page in OpenMetrics 1.0, whose latency and token-count buckets carry exemplars: the X-Request-Id of
+// the request whose observation fell in the bucket last (RequestLabel), its value and when.
 std::string prometheus_text(const EngineMetrics& metrics, const HttpCounters& http, int64_t in_flight, bool ready,
-                            const std::string& model_name = "aerie");
+                            const std::string& model_name = "aerie", bool openmetrics = false);
+
+// Whether a scraper's Accept header asks for OpenMetrics before the text format: the media range
+// application/openmetrics-text has a non-zero q at least that of text/plain (and of */*, text/*).
+bool wants_openmetrics(std::string_view accept);
 
 // "chatcmpl-..." / "cmpl-..." ids and fresh seeds from a per-thread generator.
 std::string new_response_id(std::string_view prefix);

@@ -62,6 +62,7 @@ void Generation::start() {
     job.prompt = plan_.prompts[choice.prompt].ids;
     job.options = plan_.options;
     job.options.sampling.seed = plan_.seeds[size_t(choice.index)];
+    job.options.label = RequestLabel::from(plan_.request_id);  // the exemplars of its latencies (/metrics)
     job.choice = choice.index;
     jobs.push_back(std::move(job));
   }

@@ -515,7 +515,7 @@ void HttpServer::Impl::routes() {
     if (std::string_view(state) == "failed") body["error"] = b->loop->failure();
     send_json(res, std::string_view(state) == "ok" ? 200 : 503, body);
   }));
-  http.Get("/metrics", guarded([this](const auto&, auto& res) {
+  http.Get("/metrics", guarded([this](const auto& req, auto& res) {
     const std::shared_ptr<Backend> b = current();
     HttpCounters c;
     c.requests = requests;
@@ -525,8 +525,11 @@ void HttpServer::Impl::routes() {
     c.rejected_overload = rejected;
     c.client_disconnects = disconnects;
     const EngineMetrics m = b ? b->loop->metrics() : EngineMetrics();
-    res.set_content(prometheus_text(m, c, b ? b->loop->in_flight() : 0, b && !draining.load(), options.served_model_name),
-                    "text/plain; version=0.0.4; charset=utf-8");
+    const bool openmetrics = wants_openmetrics(req.get_header_value("Accept"));
+    res.set_content(prometheus_text(m, c, b ? b->loop->in_flight() : 0, b && !draining.load(), options.served_model_name,
+                                    openmetrics),
+                    openmetrics ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                                : "text/plain; version=0.0.4; charset=utf-8");
   }));
   http.set_pre_routing_handler([this](const auto& req, auto& res) { return check_head(req, res); });
   http.set_expect_100_continue_handler([this](const auto& req, auto& res) {
