@@ -121,11 +121,27 @@ struct Slot {
   PendingEvent current;     // what the consumer's aerie_event points into
 
   void on_event(const TokenEvent& e);
+  void translate(const TokenEvent& e);  // on_event's work: the event's ids and text, its stop strings
   void deliver(PendingEvent&& event);
 };
 
 void Slot::on_event(const TokenEvent& e) {
   if (ended) return;  // a stop string matched: the engine's later events (its cancellation) are not the caller's
+  try {
+    translate(e);
+  } catch (const std::exception& error) {  // never into the engine's step: this request fails alone
+    ended = true;
+    if (!e.finished) loop->cancel(e.request_id);
+    PendingEvent out;
+    out.id = e.request_id;
+    out.finished = true;
+    out.reason = AERIE_FINISH_ERROR;
+    out.error = str_cat("libaerie: ", error.what());
+    deliver(std::move(out));
+  }
+}
+
+void Slot::translate(const TokenEvent& e) {
   PendingEvent out;
   out.id = e.request_id;
   out.tokens.assign(e.tokens.begin(), e.tokens.end());
@@ -283,7 +299,15 @@ aerie_status aerie_request_submit(aerie_engine* engine, const aerie_request* req
     std::lock_guard<std::mutex> lock(state.slots_mutex);
     std::vector<EngineJob> jobs;
     jobs.push_back(std::move(job));
-    const uint64_t assigned = state.loop->submit(std::move(jobs)).at(0);
+    uint64_t assigned = 0;
+    try {
+      assigned = state.loop->submit(std::move(jobs)).at(0);
+    } catch (const Overloaded& e) {  // its words are the server's; these are the embedder's
+      if (e.status() != 429)
+        throw StatusError(AERIE_ERROR_ENGINE_FAILED, str_cat("the engine cannot take requests: ", state.loop->failure()));
+      throw StatusError(AERIE_ERROR_OVERLOADED, str_cat("the engine is overloaded: it holds max_in_flight (",
+                                                        state.loop->max_in_flight(), ") requests; retry when one ends"));
+    }
     state.slots.emplace(assigned, slot);
     *id = assigned;
   });
