@@ -236,9 +236,12 @@ static void test_errors(aerie_model* model, aerie_engine* engine, const char* br
               "encodes to");
   CHECK(length > 2);
   CHECK_FAILS(aerie_tokenize(model, kPrompt, 4, true, ids, 2, NULL), AERIE_ERROR_INVALID_ARGUMENT, "length is NULL");
-  const int32_t some[3] = {100, 200, 300};
-  CHECK_FAILS(aerie_detokenize(model, some, 3, false, small, sizeof(small), &length), AERIE_ERROR_BUFFER_TOO_SMALL,
+  int32_t some[64];
+  size_t n_some = 0;
+  REQUIRE_OK(aerie_tokenize(model, kPrompt, strlen(kPrompt), false, some, 64, &n_some));
+  CHECK_FAILS(aerie_detokenize(model, some, n_some, false, small, sizeof(small), &length), AERIE_ERROR_BUFFER_TOO_SMALL,
               "the buffer needs");
+  CHECK(length == strlen(kPrompt)); /* the whole length, to call again with */
   const int32_t outside[1] = {-5};
   CHECK_FAILS(aerie_detokenize(model, outside, 1, false, small, sizeof(small), &length), AERIE_ERROR_INVALID_ARGUMENT,
               "outside");
