@@ -187,7 +187,8 @@ typedef struct aerie_request {
   uint64_t seed;      /* the request's own random stream: the same seed, the same tokens */
 
   /* Stops, besides the model's end-of-sequence ids (unless ignore_eos): */
-  const char* const* stop; /* stop strings (the text ends before the first one; needs a tokenizer) */
+  const char* const* stop; /* stop strings (the text ends before the first one; needs a tokenizer). The
+                            * last event's ids still include the tokens that completed it. */
   size_t n_stop;
   const int32_t* stop_token_ids;
   size_t n_stop_token_ids;
