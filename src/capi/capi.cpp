@@ -27,9 +27,8 @@ ModelState& model_of(const aerie_model* model) {
 void write_text(const std::string& text, char* out, size_t capacity, size_t* length) {
   *length = text.size();
   if (capacity <= text.size())
-    throw StatusError(AERIE_ERROR_BUFFER_TOO_SMALL,
-                      str_cat("the text is ", text.size(), " bytes: the buffer needs ", text.size() + 1,
-                              " with the NUL, it has ", capacity));
+    throw StatusError(AERIE_ERROR_BUFFER_TOO_SMALL, str_cat("the text is ", text.size(), " bytes: the buffer needs ",
+                                                            text.size() + 1, " with the NUL, it has ", capacity));
   std::memcpy(out, text.data(), text.size());
   out[text.size()] = '\0';
 }
@@ -60,8 +59,8 @@ std::shared_ptr<ModelState> load(const char* dir, const aerie_model_options& opt
   // A template that does not parse refuses chat messages (naming why), not the model: ids and text still work.
   if (state->tokenizer && !state->tokenizer->config().chat_template.empty()) {
     try {
-      state->chat_template =
-          ChatTemplate::parse(state->tokenizer->config().chat_template, "tokenizer_config.json chat_template");
+      state->chat_template = ChatTemplate::parse(state->tokenizer->config().chat_template,
+                                                 "tokenizer_config.json chat_template");
     } catch (const Error& e) {
       state->chat_template_error = e.what();
     }
@@ -85,10 +84,10 @@ aerie_status fail(aerie_status status, std::string message) {
 void check_struct_size(size_t size, size_t first_version, size_t ours, const char* name) {
   if (size < first_version || size > ours)
     throw StatusError(AERIE_ERROR_INVALID_ARGUMENT,
-                      size > ours ? str_cat(name, ".size is ", size, ": a newer aerie.h than this library (", ours,
-                                            "); rebuild against the installed header")
-                                  : str_cat(name, ".size is ", size, ", expected ", ours, " (call ", name,
-                                            "_init first)"));
+                      size > ours
+                          ? str_cat(name, ".size is ", size, ": a newer aerie.h than this library (", ours,
+                                    "); rebuild against the installed header")
+                          : str_cat(name, ".size is ", size, ", expected ", ours, " (call ", name, "_init first)"));
 }
 
 const Tokenizer& ModelState::need_tokenizer(const char* what) const {
@@ -157,7 +156,8 @@ std::shared_ptr<Slot> EngineState::find(uint64_t id) {
   std::lock_guard<std::mutex> lock(slots_mutex);
   const auto it = slots.find(id);
   if (it == slots.end())
-    throw StatusError(AERIE_ERROR_NOT_FOUND, str_cat("request ", id, " is not in this engine (never submitted, or released)"));
+    throw StatusError(AERIE_ERROR_NOT_FOUND,
+                      str_cat("request ", id, " is not in this engine (never submitted, or released)"));
   return it->second;
 }
 
@@ -232,8 +232,8 @@ aerie_status aerie_tokenize(const aerie_model* model, const char* text, size_t t
   });
 }
 
-aerie_status aerie_detokenize(const aerie_model* model, const int32_t* ids, size_t n_ids, bool skip_special,
-                              char* text, size_t capacity, size_t* length) {
+aerie_status aerie_detokenize(const aerie_model* model, const int32_t* ids, size_t n_ids, bool skip_special, char* text,
+                              size_t capacity, size_t* length) {
   return guarded(AERIE_ERROR_INVALID_ARGUMENT, [&] {
     AERIE_CAPI_REQUIRE(length, "length");
     *length = 0;
@@ -241,14 +241,14 @@ aerie_status aerie_detokenize(const aerie_model* model, const int32_t* ids, size
     if (n_ids > 0) AERIE_CAPI_REQUIRE(ids, "ids");
     for (size_t i = 0; i < n_ids; ++i)
       if (ids[i] < 0 || ids[i] >= tokenizer.n_vocab())
-        throw Error(str_cat("ids[", i, "] = ", ids[i], " is outside the tokenizer's vocabulary of ", tokenizer.n_vocab()));
+        throw Error(
+            str_cat("ids[", i, "] = ", ids[i], " is outside the tokenizer's vocabulary of ", tokenizer.n_vocab()));
     write_text(tokenizer.decode(std::span<const int32_t>(ids, n_ids), skip_special), text, capacity, length);
   });
 }
 
-aerie_status aerie_apply_chat_template(const aerie_model* model, const aerie_chat_message* messages,
-                                       size_t n_messages, bool add_generation_prompt, char* text, size_t capacity,
-                                       size_t* length) {
+aerie_status aerie_apply_chat_template(const aerie_model* model, const aerie_chat_message* messages, size_t n_messages,
+                                       bool add_generation_prompt, char* text, size_t capacity, size_t* length) {
   return guarded(AERIE_ERROR_INVALID_ARGUMENT, [&] {
     AERIE_CAPI_REQUIRE(length, "length");
     *length = 0;
@@ -300,8 +300,8 @@ aerie_status aerie_engine_create(aerie_model* model, const aerie_engine_options*
       state->engine = std::make_unique<Engine>(*m.model, state->draft.get(), config, *m.pool);
     } catch (const std::bad_alloc&) {
       throw StatusError(AERIE_ERROR_OUT_OF_MEMORY,
-                        str_cat("cannot allocate the KV cache (aerie_engine_options.kv_cache_bytes ",
-                                o.kv_cache_bytes, ", 0: sized by max_num_seqs x max_length)"));
+                        str_cat("cannot allocate the KV cache (aerie_engine_options.kv_cache_bytes ", o.kv_cache_bytes,
+                                ", 0: sized by max_num_seqs x max_length)"));
     }
     state->loop = std::make_unique<EngineLoop>(*state->engine, o.max_in_flight);
     *out = new aerie_engine{std::move(state)};

@@ -196,8 +196,8 @@ std::vector<int64_t> prompt_of(ModelState& model, const aerie_request& r) {
   const int given = int(r.prompt_ids != nullptr || r.n_prompt_ids > 0) + int(r.prompt_text != nullptr) +
                     int(r.messages != nullptr || r.n_messages > 0);
   if (given != 1)
-    throw Error(str_cat("aerie_request: give exactly one prompt (prompt_ids, prompt_text or messages); ", given,
-                        " given"));
+    throw Error(
+        str_cat("aerie_request: give exactly one prompt (prompt_ids, prompt_text or messages); ", given, " given"));
   std::vector<int64_t> prompt;
   if (r.prompt_ids || r.n_prompt_ids) {
     AERIE_CAPI_REQUIRE(r.prompt_ids, "aerie_request.prompt_ids");
@@ -304,9 +304,11 @@ aerie_status aerie_request_submit(aerie_engine* engine, const aerie_request* req
       assigned = state.loop->submit(std::move(jobs)).at(0);
     } catch (const Overloaded& e) {  // its words are the server's; these are the embedder's
       if (e.status() != 429)
-        throw StatusError(AERIE_ERROR_ENGINE_FAILED, str_cat("the engine cannot take requests: ", state.loop->failure()));
-      throw StatusError(AERIE_ERROR_OVERLOADED, str_cat("the engine is overloaded: it holds max_in_flight (",
-                                                        state.loop->max_in_flight(), ") requests; retry when one ends"));
+        throw StatusError(AERIE_ERROR_ENGINE_FAILED,
+                          str_cat("the engine cannot take requests: ", state.loop->failure()));
+      throw StatusError(AERIE_ERROR_OVERLOADED,
+                        str_cat("the engine is overloaded: it holds max_in_flight (", state.loop->max_in_flight(),
+                                ") requests; retry when one ends"));
     }
     state.slots.emplace(assigned, slot);
     *id = assigned;

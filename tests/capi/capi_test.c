@@ -122,8 +122,8 @@ static void test_stop_and_schema(aerie_model* model, aerie_engine* engine) {
   aerie_request_init(&request);
   request.prompt_text = "The answer in JSON:";
   request.max_tokens = 48;
-  request.json_schema = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"boolean\"}}, \"required\": [\"n\"],"
-                        " \"additionalProperties\": false}";
+  request.json_schema = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"boolean\"}},"
+                        " \"required\": [\"n\"], \"additionalProperties\": false}";
   collect(engine, submit_text(engine, &request), &g_b);
   /* The only documents the schema allows (compact), then the end of sequence. */
   CHECK(strcmp(g_b.text, "{\"n\":true}") == 0 || strcmp(g_b.text, "{\"n\":false}") == 0);

@@ -98,7 +98,8 @@ static void collect(aerie_engine* engine, uint64_t id, collected* out) {
       out->last.tokens = NULL;
       out->last.text = NULL;
       out->last.error = NULL;
-      if (e.finish_reason == AERIE_FINISH_ERROR) fprintf(stderr, "request %llu failed: %s\n", (unsigned long long)id, e.error);
+      if (e.finish_reason == AERIE_FINISH_ERROR)
+        fprintf(stderr, "request %llu failed: %s\n", (unsigned long long)id, e.error);
       break;
     }
   }
