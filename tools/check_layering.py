@@ -30,6 +30,7 @@ ALLOWED = {
     "engine": ["sched", "spec", "models", "sample", "kv", "core"],
     "server": ["engine", "models", "tokenizer", "jinja", "grammar", "core"],
     "cli": ["engine", "server", "tokenizer", "models", "io", "sample", "core"],
+    "capi": ["engine", "tokenizer", "jinja", "grammar", "core"],
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([A-Za-z_]+)/')

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The core (thread pool), ops (kernels, int8 included), engine, spec, kv, sched and server tests (and the
+# The core (thread pool), ops (kernels, int8 included), engine, spec, kv, sched, server and C API tests (and the
 # openai npm client against a sanitized `aerie serve`) under AddressSanitizer + UndefinedBehaviorSanitizer,
 # in their own build folder
 # ${AERIE_ASAN_BUILD_DIR:-build-asan}. Run after tools/test.sh, which does the set-up and the npm install.
@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${AERIE_ASAN_BUILD_DIR:-build-asan}"
 jobs="${AERIE_JOBS:-$(nproc)}"
-modules=(core ops engine spec kv sched server)
+modules=(core ops engine spec kv sched server capi)
 
 # RelWithDebInfo (-O2 -g) so that reports name file:line; no benches.
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAERIE_SANITIZE=ON -DAERIE_BUILD_BENCH=OFF >/dev/null

@@ -1,0 +1,364 @@
+// The C API's requests and events (include/aerie.h): a request becomes an EngineJob whose callback, on the
+// engine loop thread, turns each TokenEvent into ids and text (an incremental decoder, then the stop
+// strings) and hands it to the request's Slot: a queue its consumer pulls from, or the caller's callback.
+#include <chrono>
+#include <cstring>
+
+#include "capi/handles.h"
+#include "grammar/json_constraint.h"
+#include "grammar/json_schema.h"
+
+namespace aerie::capi {
+
+namespace {
+
+constexpr size_t kRequestV1 = sizeof(aerie_request);
+
+// Stop strings over streamed text: releases what can no longer begin a stop string, holds back the longest
+// tail that still could, and at a match releases the text before it and nothing after (OpenAI semantics;
+// of several matches the one that ends first wins). The server's StopStringMatcher does the same for HTTP;
+// this copy keeps libaerie off the server library and its HTTP dependency.
+class StopText {
+ public:
+  explicit StopText(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+
+  std::string push(std::string_view piece) {
+    held_ += piece;
+    // Only the new piece can complete a match: the held tail was shorter than every stop string it begins.
+    size_t best_start = std::string::npos, best_end = std::string::npos;
+    for (const std::string& s : stops_) {
+      const size_t at = held_.find(s);
+      if (at != std::string::npos && (at + s.size() < best_end || (at + s.size() == best_end && at < best_start))) {
+        best_start = at;
+        best_end = at + s.size();
+      }
+    }
+    if (best_start != std::string::npos) {
+      stopped_ = true;
+      std::string out = held_.substr(0, best_start);
+      held_.clear();
+      return out;
+    }
+    size_t keep = 0;
+    for (const std::string& s : stops_)
+      for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
+        if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+    std::string out = held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    return out;
+  }
+  std::string finish() { return std::exchange(held_, {}); }
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;  // non-empty
+  std::string held_;
+  bool stopped_ = false;
+};
+
+// One event as the consumer will see it (owns what aerie_event points into).
+struct PendingEvent {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;
+  std::string text;
+  bool finished = false;
+  aerie_finish_reason reason = AERIE_FINISH_NONE;
+  std::string error;
+  int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
+  int64_t draft_tokens = 0, accepted_tokens = 0, spec_rounds = 0;
+
+  aerie_event view() const {
+    aerie_event e{};
+    e.request_id = id;
+    e.tokens = tokens.data();
+    e.n_tokens = tokens.size();
+    e.text = text.c_str();
+    e.text_length = text.size();
+    e.finished = finished;
+    e.finish_reason = reason;
+    e.error = error.c_str();
+    e.prompt_tokens = prompt_tokens;
+    e.cached_prompt_tokens = cached_prompt_tokens;
+    e.generated_tokens = generated_tokens;
+    e.draft_tokens = draft_tokens;
+    e.accepted_tokens = accepted_tokens;
+    e.spec_rounds = spec_rounds;
+    return e;
+  }
+};
+
+aerie_finish_reason finish_reason(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return AERIE_FINISH_NONE;
+    case FinishReason::kStop: return AERIE_FINISH_STOP;
+    case FinishReason::kLength: return AERIE_FINISH_LENGTH;
+    case FinishReason::kCancelled: return AERIE_FINISH_CANCELLED;
+    case FinishReason::kError: return AERIE_FINISH_ERROR;
+  }
+  return AERIE_FINISH_ERROR;
+}
+
+}  // namespace
+
+struct Slot {
+  EngineLoop* loop = nullptr;
+  // Loop thread only.
+  const Tokenizer* tokenizer = nullptr;  // text events when set
+  std::optional<IncrementalDecoder> decoder;
+  std::optional<StopText> stop;
+  bool ended = false;  // the finished event went out (a stop string ends it before the engine does)
+  aerie_event_callback callback = nullptr;
+  void* user_data = nullptr;
+
+  // Between the loop thread and the consumer.
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<PendingEvent> queue;
+  bool taken_last = false;  // the consumer has taken the finished event
+  PendingEvent current;     // what the consumer's aerie_event points into
+
+  void on_event(const TokenEvent& e);
+  void translate(const TokenEvent& e);  // on_event's work: the event's ids and text, its stop strings
+  void deliver(PendingEvent&& event);
+};
+
+void Slot::on_event(const TokenEvent& e) {
+  if (ended) return;  // a stop string matched: the engine's later events (its cancellation) are not the caller's
+  try {
+    translate(e);
+  } catch (const std::exception& error) {  // never into the engine's step: this request fails alone
+    ended = true;
+    if (!e.finished) loop->cancel(e.request_id);
+    PendingEvent out;
+    out.id = e.request_id;
+    out.finished = true;
+    out.reason = AERIE_FINISH_ERROR;
+    out.error = str_cat("libaerie: ", error.what());
+    deliver(std::move(out));
+  }
+}
+
+void Slot::translate(const TokenEvent& e) {
+  PendingEvent out;
+  out.id = e.request_id;
+  out.tokens.assign(e.tokens.begin(), e.tokens.end());
+  out.finished = e.finished;
+  out.reason = finish_reason(e.finish_reason);
+  out.error = e.error;
+  out.prompt_tokens = e.prompt_tokens;
+  out.cached_prompt_tokens = e.cached_prompt_tokens;
+  out.generated_tokens = e.generated_tokens;
+  if (e.spec) {
+    out.draft_tokens = e.spec->draft_tokens;
+    out.accepted_tokens = e.spec->accepted_tokens;
+    out.spec_rounds = e.spec->rounds;
+  }
+  if (decoder) {
+    std::string piece;
+    for (int64_t token : e.tokens) decoder->push(int32_t(token), piece);
+    if (e.finished) piece += decoder->flush();
+    if (stop) {
+      out.text = stop->push(piece);
+      if (stop->stopped()) {
+        out.finished = true;
+        out.reason = AERIE_FINISH_STOP;
+        if (!e.finished) loop->cancel(e.request_id);
+      } else if (e.finished) {
+        out.text += stop->finish();
+      }
+    } else {
+      out.text = std::move(piece);
+    }
+  }
+  ended = out.finished;
+  deliver(std::move(out));
+}
+
+void Slot::deliver(PendingEvent&& event) {
+  if (callback) {
+    const aerie_event view = event.view();
+    callback(user_data, &view);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    queue.push_back(std::move(event));
+  }
+  cv.notify_all();
+}
+
+namespace {
+
+std::vector<int64_t> prompt_of(ModelState& model, const aerie_request& r) {
+  const int given = int(r.prompt_ids != nullptr || r.n_prompt_ids > 0) + int(r.prompt_text != nullptr) +
+                    int(r.messages != nullptr || r.n_messages > 0);
+  if (given != 1)
+    throw Error(
+        str_cat("aerie_request: give exactly one prompt (prompt_ids, prompt_text or messages); ", given, " given"));
+  std::vector<int64_t> prompt;
+  if (r.prompt_ids || r.n_prompt_ids) {
+    AERIE_CAPI_REQUIRE(r.prompt_ids, "aerie_request.prompt_ids");
+    prompt.assign(r.prompt_ids, r.prompt_ids + r.n_prompt_ids);
+    return prompt;
+  }
+  const bool chat = r.prompt_text == nullptr;
+  const std::string text = chat ? render_messages(model, r.messages, r.n_messages, /*add_generation_prompt=*/true)
+                                : std::string(r.prompt_text);
+  const Tokenizer& tokenizer = model.need_tokenizer("aerie_request.prompt_text");
+  // A rendered chat carries its own special tokens (BOS): encoding adds none.
+  for (int32_t id : tokenizer.encode(text, /*add_special_tokens=*/!chat)) prompt.push_back(id);
+  if (prompt.empty()) throw Error("aerie_request: the prompt encodes to no tokens");
+  return prompt;
+}
+
+RequestOptions options_of(ModelState& model, const aerie_request& r) {
+  RequestOptions o;
+  o.max_tokens = r.max_tokens;
+  o.sampling.temperature = r.temperature;
+  o.sampling.top_k = r.top_k;
+  o.sampling.top_p = r.top_p;
+  o.sampling.min_p = r.min_p;
+  o.sampling.seed = r.seed;
+  o.ignore_eos = r.ignore_eos;
+  if (!r.ignore_eos) o.stop_token_ids = model.eos_ids;
+  if (r.n_stop_token_ids > 0) AERIE_CAPI_REQUIRE(r.stop_token_ids, "aerie_request.stop_token_ids");
+  for (size_t i = 0; i < r.n_stop_token_ids; ++i) {
+    if (r.stop_token_ids[i] < 0 || r.stop_token_ids[i] >= model.model->n_vocab())
+      throw Error(str_cat("aerie_request.stop_token_ids[", i, "] = ", r.stop_token_ids[i],
+                          " is outside the vocabulary [0, ", model.model->n_vocab(), ")"));
+    o.stop_token_ids.push_back(r.stop_token_ids[i]);
+  }
+  if (r.json_schema) {
+    const std::shared_ptr<const TokenTrie> vocabulary = model.json_vocabulary();
+    try {
+      o.constraint = make_json_constraint(compile_json_schema_text(r.json_schema), vocabulary);
+    } catch (const Error& e) {
+      throw Error(str_cat("aerie_request.json_schema: ", e.what()));
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+}  // namespace aerie::capi
+
+using namespace aerie;
+using namespace aerie::capi;
+
+extern "C" {
+
+void aerie_request_init(aerie_request* request) {
+  if (!request) return;
+  *request = aerie_request{};
+  request->size = sizeof(aerie_request);
+  const RequestOptions defaults;
+  request->max_tokens = defaults.max_tokens;
+  request->temperature = defaults.sampling.temperature;
+  request->top_k = defaults.sampling.top_k;
+  request->top_p = defaults.sampling.top_p;
+  request->min_p = defaults.sampling.min_p;
+}
+
+aerie_status aerie_request_submit(aerie_engine* engine, const aerie_request* request, uint64_t* id) {
+  return guarded(AERIE_ERROR_INVALID_ARGUMENT, [&] {
+    AERIE_CAPI_REQUIRE(id, "id");
+    *id = 0;
+    AERIE_CAPI_REQUIRE(engine, "engine");
+    AERIE_CAPI_REQUIRE(request, "request");
+    check_struct_size(request->size, kRequestV1, sizeof(aerie_request), "aerie_request");
+    EngineState& state = *engine->state;
+    ModelState& model = *state.model;
+    EngineJob job;
+    job.prompt = prompt_of(model, *request);
+    job.options = options_of(model, *request);
+    auto slot = std::make_shared<Slot>();
+    slot->loop = state.loop.get();
+    slot->callback = request->on_event;
+    slot->user_data = request->user_data;
+    if (model.tokenizer) {
+      slot->tokenizer = model.tokenizer.get();
+      slot->decoder.emplace(*model.tokenizer, /*skip_special_tokens=*/true);
+    }
+    if (request->n_stop > 0) {
+      AERIE_CAPI_REQUIRE(request->stop, "aerie_request.stop");
+      model.need_tokenizer("aerie_request.stop (stop strings)");
+      std::vector<std::string> stops;
+      for (size_t i = 0; i < request->n_stop; ++i) {
+        if (!request->stop[i]) throw Error(str_cat("aerie_request.stop[", i, "] is NULL"));
+        if (*request->stop[i]) stops.emplace_back(request->stop[i]);
+      }
+      if (!stops.empty()) slot->stop.emplace(std::move(stops));
+    }
+    job.on_event = [slot](const TokenEvent& e) { slot->on_event(e); };
+    // The slot is registered before submit: its first event may come before submit returns. Under the slots
+    // lock nobody can look the id up before it is in the map.
+    std::lock_guard<std::mutex> lock(state.slots_mutex);
+    std::vector<EngineJob> jobs;
+    jobs.push_back(std::move(job));
+    uint64_t assigned = 0;
+    try {
+      assigned = state.loop->submit(std::move(jobs)).at(0);
+    } catch (const Overloaded& e) {  // its words are the server's; these are the embedder's
+      if (e.status() != 429)
+        throw StatusError(AERIE_ERROR_ENGINE_FAILED,
+                          str_cat("the engine cannot take requests: ", state.loop->failure()));
+      throw StatusError(AERIE_ERROR_OVERLOADED,
+                        str_cat("the engine is overloaded: it holds max_in_flight (", state.loop->max_in_flight(),
+                                ") requests; retry when one ends"));
+    }
+    state.slots.emplace(assigned, slot);
+    *id = assigned;
+  });
+}
+
+aerie_status aerie_request_next_event(aerie_engine* engine, uint64_t id, int32_t timeout_ms, aerie_event* event) {
+  return guarded(AERIE_ERROR_INVALID_ARGUMENT, [&] {
+    AERIE_CAPI_REQUIRE(engine, "engine");
+    AERIE_CAPI_REQUIRE(event, "event");
+    *event = aerie_event{};
+    const std::shared_ptr<Slot> slot = engine->state->find(id);
+    if (slot->callback)
+      throw Error(str_cat("request ", id, " streams its events to its on_event callback: there is nothing to pull"));
+    std::unique_lock<std::mutex> lock(slot->mutex);
+    if (slot->taken_last)
+      throw StatusError(AERIE_ERROR_NOT_FOUND, str_cat("request ", id, " has finished: its last event was taken"));
+    const auto ready = [&] { return !slot->queue.empty(); };
+    if (timeout_ms < 0) {
+      slot->cv.wait(lock, ready);
+    } else if (!slot->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+      throw StatusError(AERIE_ERROR_TIMEOUT, str_cat("no event of request ", id, " within ", timeout_ms, " ms"));
+    }
+    slot->current = std::move(slot->queue.front());
+    slot->queue.pop_front();
+    slot->taken_last = slot->current.finished;
+    *event = slot->current.view();
+  });
+}
+
+aerie_status aerie_request_cancel(aerie_engine* engine, uint64_t id) {
+  return guarded(AERIE_ERROR_INVALID_ARGUMENT, [&] {
+    AERIE_CAPI_REQUIRE(engine, "engine");
+    engine->state->find(id);  // not found: refused by name
+    engine->state->loop->cancel(id);
+  });
+}
+
+aerie_status aerie_request_release(aerie_engine* engine, uint64_t id) {
+  return guarded(AERIE_ERROR_INVALID_ARGUMENT, [&] {
+    AERIE_CAPI_REQUIRE(engine, "engine");
+    EngineState& state = *engine->state;
+    std::shared_ptr<Slot> slot = state.find(id);
+    {
+      std::lock_guard<std::mutex> lock(state.slots_mutex);
+      state.slots.erase(id);
+    }
+    // Still running: cancel it; the loop's callback keeps the slot alive until its last event.
+    state.loop->cancel(id);
+  });
+}
+
+}  // extern "C"
