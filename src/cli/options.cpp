@@ -183,15 +183,15 @@ std::vector<OptionRow> draft_rows() {
        kDraftCommands | CommandSet{kBenchAccept}},
       {ranged("--suffix-min-match", integers(1, SuffixOptions::kMaxMatch), suffix.min_match,
               "with --draft suffix or --suffix-draft: the shortest repeat (tokens) the suffix index drafts from"),
-       kDraftCommands},
+       kDraftCommands | CommandSet{kBenchAccept}},
       {ranged("--suffix-factor", numbers(0, SuffixOptions::kMaxFactor), suffix.factor,
               "with --draft suffix or --suffix-draft: drafts per matched token (K = floor(F x match length), at "
               "most --num-speculative-tokens); must be above 0"),
-       kDraftCommands},
+       kDraftCommands | CommandSet{kBenchAccept}},
       {ranged("--suffix-cache-tokens", integers(0, SuffixOptions::kMaxCacheTokens), suffix.cache_tokens,
               "with --draft suffix or --suffix-draft: tokens of earlier requests (prompts and outputs) the shared "
               "index keeps, newest first (0: each sequence's own tokens only)"),
-       kDraftCommands},
+       kDraftCommands | CommandSet{kBenchAccept}},
       {flag("--suffix-draft",
             "with --draft DIR (a head, a draft model or mtp): the suffix index beside it; the index drafts where "
             "its match reaches --suffix-min-match, the head elsewhere (chains only)"),

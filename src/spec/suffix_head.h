@@ -32,7 +32,7 @@ class SuffixBesideHead final : public Drafter {
   std::unique_ptr<Proposer> make_proposer(const ProposerConfig& config) override;
   // The head, for the tools that read its logits (bench-accept); the engine drafts through make_proposer.
   DraftHead* as_head() override { return head_->as_head(); }
-  SuffixDrafter& suffix() { return suffix_; }
+  const SuffixDrafter& suffix() const { return suffix_; }
 
   // Rounds drafted by the index and by the head, over every proposer made (tests, benches).
   struct Rounds {
