@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "core/error.h"
@@ -126,6 +127,23 @@ TEST(SuffixIndex, EvictionKeepsTheNewestDocumentsWithinTheBudget) {
       }
     }
   }
+}
+
+// Memory follows what is held, not what was ever added: ~100 bytes a token of natural-ish text, and the
+// bound holds after many generations have been dropped.
+TEST(SuffixIndex, MemoryStaysBoundedByTheBudget) {
+  std::mt19937_64 rng(3);
+  const int64_t budget = 20000;
+  SuffixIndex index(budget);
+  size_t most = 0;
+  for (int d = 0; d < 400; ++d) {
+    index.add(random_tokens(rng, 100 + int64_t(rng() % 400), 50));
+    most = std::max(most, index.memory_bytes());
+  }
+  std::printf("budget %lld tokens: at most %zu bytes (%.0f per budget token), %lld tokens held\n", (long long)budget,
+              most, double(most) / double(budget), (long long)index.held_tokens());
+  EXPECT_LE(index.held_tokens(), budget);
+  EXPECT_LT(most, size_t(budget) * 256);
 }
 
 TEST(SuffixIndex, LookupCopiesWhatFollowsARealOccurrence) {
