@@ -16,8 +16,8 @@
 // Eviction: the shared index is two generations of automata, each up to half the budget; when the newer
 // one is full the older is dropped and the newer becomes the older. So the index holds at most the budget
 // and at least the newest half of it (a document longer than half the budget keeps its last half-budget
-// tokens). Memory: a text of n tokens takes at most 2n states and 3n transitions, about 100 bytes a token
-// (SuffixIndex::memory_bytes).
+// tokens). Memory: a text of n tokens takes at most 2n states and 3n transitions: ~150 bytes per token of
+// the budget (SuffixIndex::memory_bytes; measured in tests/spec/suffix_drafter_test.cpp).
 //
 // Like the n-gram drafter its proposal is a function of the tokens (and of the requests before), so q is
 // one-hot on each draft and the engine verifies by target match: lossless (spec/verify.h).
