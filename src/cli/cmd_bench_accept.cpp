@@ -9,7 +9,7 @@
 // number of tokens. Reported per (head, K, T): mean acceptance length (1 + accepted / verification rounds:
 // tokens per target forward), acceptance per chain position, decode tokens/s plain and speculative
 // (prefill excluded), speedup, and the mean acceptance length per prompt source when the prompt file names
-// sources. A token drafter (--draft ngram) proposes nothing where it finds no match: its tau and
+// sources. A token drafter (--draft ngram, suffix) proposes nothing where it finds no match: its tau and
 // acceptance count the rounds that carried drafts, its speedup every step. --k auto (or auto:N) lets the
 // engine choose K per step (spec/adaptive_k.h); "mean" is the drafts per decode step it chose, 0 for plain
 // steps (a fixed K shows slightly less than K near the end of a generation). --trees adds EAGLE-2 draft
@@ -234,6 +234,8 @@ int run_bench_accept(const std::vector<std::string>& argv) {
     std::vector<std::string> draft_argv = {"--draft", draft_dir};
     for (const char* name : {"--ngram-min", "--ngram-max"})
       if (args.has(name) && draft_dir == "ngram") draft_argv.insert(draft_argv.end(), {name, args.str(name)});
+    for (const char* name : {"--suffix-min-match", "--suffix-factor", "--suffix-cache-tokens"})
+      if (args.has(name) && draft_dir == "suffix") draft_argv.insert(draft_argv.end(), {name, args.str(name)});
     const Args draft_args = parse_options(Command::kBenchAccept, draft_argv);
     const std::unique_ptr<Drafter> head = load_draft_verbose(draft_args, *target, pool, quiet);
     AERIE_CHECK(head != nullptr, "bench-accept: '", draft_dir, "' is not a drafter");

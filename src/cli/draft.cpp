@@ -25,6 +25,20 @@ NgramOptions ngram_options(const Args& args, const std::string& draft) {
   return o;
 }
 
+// The suffix index's flags: with --draft suffix, or beside a head with --suffix-draft.
+SuffixOptions suffix_options(const Args& args, const std::string& draft, bool beside_head) {
+  SuffixOptions o;
+  const bool used = draft == kSuffixDraftName || beside_head;
+  for (const char* name : {"--suffix-min-match", "--suffix-factor", "--suffix-cache-tokens", "--suffix-head-k"})
+    AERIE_CHECK(used || !args.has(name), name, " needs --draft ", kSuffixDraftName, " or --suffix-draft beside a head");
+  AERIE_CHECK(beside_head || !args.has("--suffix-head-k"), "--suffix-head-k needs --suffix-draft (a head beside the index)");
+  if (args.has("--suffix-min-match")) o.min_match = args.integer("--suffix-min-match");
+  if (args.has("--suffix-factor")) o.factor = args.number("--suffix-factor");
+  if (args.has("--suffix-cache-tokens")) o.cache_tokens = args.integer("--suffix-cache-tokens");
+  if (args.has("--suffix-head-k")) o.head_k = args.integer("--suffix-head-k");
+  return o;
+}
+
 std::string layers_text(const DraftHead& head) {
   std::string layers;
   for (int l : head.target_layers()) {
@@ -40,6 +54,10 @@ std::unique_ptr<Drafter> load_draft_verbose(const Args& args, const Model& targe
                                             const std::filesystem::path& fallback) {
   const std::string draft = args.has("--draft") ? args.str("--draft") : fallback.string();
   const NgramOptions ngram = ngram_options(args, draft);
+  const bool beside_head = args.has("--suffix-draft");
+  AERIE_CHECK(!beside_head || !(draft.empty() || draft == "none"), "--suffix-draft needs --draft DIR (a head, a draft "
+              "model or mtp) to go beside (--draft ", kSuffixDraftName, " drafts from the index alone)");
+  const SuffixOptions suffix = suffix_options(args, draft, beside_head);
   if (draft.empty() || draft == "none") return nullptr;
   DraftLoadOptions options;
   if (args.has("--draft-layers"))
@@ -51,9 +69,11 @@ std::unique_ptr<Drafter> load_draft_verbose(const Args& args, const Model& targe
   options.int8_group = weights.int8_group;
   options.int4_group = weights.int4_group;
   options.ngram = ngram;
+  options.suffix = suffix;
+  options.suffix_beside_head = beside_head;
   if (args.has("--model")) options.target_dir = args.str("--model");  // a draft model's tokenizer is compared
   const auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<Drafter> drafter = load_any_drafter(draft, target, pool, options);  // a folder, "mtp" or "ngram"
+  std::unique_ptr<Drafter> drafter = load_any_drafter(draft, target, pool, options);  // a folder, "mtp", "ngram" or "suffix"
   if (!quiet) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const DraftHead* head = drafter->as_head();

@@ -6,6 +6,11 @@
 //   --draft ngram                     prompt lookup (spec/ngram_drafter.h), for any target:
 //     --ngram-min N --ngram-max M     the gram lengths it matches, longest first (vLLM's
 //                                     prompt_lookup_min/max; giving one sets the other to it)
+//   --draft suffix                    a suffix index over the sequence and earlier requests
+//                                     (spec/suffix_drafter.h), for any target: --suffix-min-match,
+//                                     --suffix-factor, --suffix-cache-tokens
+//   --draft DIR --suffix-draft        the suffix index beside a head (spec/suffix_head.h): the index
+//                                     drafts on a long match, the head (K: --suffix-head-k) elsewhere
 //   --draft-layers 2,16,29            target layers an EAGLE-3 head fuses (residual entering layer i)
 //   --draft-layer-ids-are-outputs     the head config's eagle_aux_hidden_state_layer_ids count layer outputs
 //                                     (SGLang convention): add 1 to each

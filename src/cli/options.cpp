@@ -12,6 +12,7 @@
 #include "sample/penalties.h"
 #include "server/http_server.h"
 #include "spec/ngram_drafter.h"
+#include "spec/suffix_drafter.h"
 
 namespace aerie::cli {
 namespace {
@@ -163,12 +164,14 @@ std::vector<OptionRow> prompt_rows() {
 // The rows of drafting and verification.
 std::vector<OptionRow> draft_rows() {
   const NgramOptions ngram;
+  const SuffixOptions suffix;
   const std::vector<std::string> formats = {"as-stored", "int8", "int4"};
   const std::string k = std::to_string(SpecOptions{}.num_speculative_tokens);
   return {
       {text("--draft", "PATH", kOptional,
             "EAGLE-1 or EAGLE-3 draft head folder, a draft model folder (a small model of the target's "
-            "tokenizer), 'mtp' (a DeepSeek-V3 target's own MTP layer), 'ngram' (prompt lookup, any target) or "
+            "tokenizer), 'mtp' (a DeepSeek-V3 target's own MTP layer), 'ngram' (prompt lookup, any target), "
+            "'suffix' (a suffix index over the sequence and earlier requests, any target) or "
             "'none'; bench-accept: a comma-separated list, each measured in turn (absent: the shipped EAGLE-3 "
             "head with the shipped model)"),
        kDraftCommands | CommandSet{kBenchAccept}},
@@ -178,6 +181,24 @@ std::vector<OptionRow> draft_rows() {
       {ranged("--ngram-max", integers(1, 64), ngram.max_n,
               "with --draft ngram: the longest n-gram matched, tried first (only --ngram-min given: the same)"),
        kDraftCommands | CommandSet{kBenchAccept}},
+      {ranged("--suffix-min-match", integers(1, SuffixOptions::kMaxMatch), suffix.min_match,
+              "with --draft suffix or --suffix-draft: the shortest repeat (tokens) the suffix index drafts from"),
+       kDraftCommands | CommandSet{kBenchAccept}},
+      {ranged("--suffix-factor", numbers(0, SuffixOptions::kMaxFactor), suffix.factor,
+              "with --draft suffix or --suffix-draft: drafts per matched token (K = floor(F x match length), at "
+              "most --num-speculative-tokens); must be above 0"),
+       kDraftCommands | CommandSet{kBenchAccept}},
+      {ranged("--suffix-cache-tokens", integers(0, SuffixOptions::kMaxCacheTokens), suffix.cache_tokens,
+              "with --draft suffix or --suffix-draft: tokens of earlier requests (prompts and outputs) the shared "
+              "index keeps, newest first (0: each sequence's own tokens only)"),
+       kDraftCommands | CommandSet{kBenchAccept}},
+      {flag("--suffix-draft",
+            "with --draft DIR (a head, a draft model or mtp): the suffix index beside it; the index drafts where "
+            "its match reaches --suffix-min-match, the head elsewhere (chains only)"),
+       kDraftCommands},
+      {ranged("--suffix-head-k", integers(0, kMaxDraftTokens), suffix.head_k,
+              "with --suffix-draft: the head's K (0: --num-speculative-tokens, which also caps the index's)"),
+       kDraftCommands},
       {text("--draft-layers", "LIST", kOptional,
             "target layers an EAGLE-3 head fuses, e.g. 2,16,29 (absent: its config)"),
        kDraftCommands},

@@ -93,7 +93,11 @@ void Verifier::run(Request& seq, int64_t n_rows, const float* logits, StepResult
   const float* rows = target_rows(seq, logits, k + 1, seq.drafts);
   const DraftDistributions q{seq.q.empty() ? nullptr : seq.q.data(), config_.n_draft_vocab, seq.draft_ids,
                              config_.draft_to_target};
-  const AcceptRule rule = accept_rule(seq.options.sampling, config_.spec, config_.has_draft);
+  AcceptRule rule = accept_rule(seq.options.sampling, config_.spec, config_.has_draft);
+  // Drafts without q are deterministic (a token drafter's, e.g. the suffix index beside a head: q one-hot):
+  // target match draws the same outputs as rejection sampling against a one-hot q (and is lossless for
+  // drafts made any way at all).
+  if (rule == AcceptRule::kRejection && seq.q.empty()) rule = AcceptRule::kTargetMatch;
   VerifyResult verdict;
   if (config_.spec.relaxed_thinking && seq.thinking) {
     // Row j is inside the thinking phase unless one of drafts[0..j) ends it.

@@ -26,6 +26,7 @@
 #include "quant/quantize.h"
 #include "spec/drafter.h"
 #include "spec/ngram_drafter.h"
+#include "spec/suffix_drafter.h"
 
 namespace aerie {
 
@@ -89,6 +90,8 @@ struct DraftLoadOptions {
   int64_t int8_group = 0;
   int64_t int4_group = 128;  // int4: quant/int4_weights.h (EAGLE-1/3 heads, MHA and MLA)
   NgramOptions ngram;        // --draft ngram: the gram lengths it matches
+  SuffixOptions suffix;      // --draft suffix, or --suffix-draft beside a head (spec/suffix_drafter.h)
+  bool suffix_beside_head = false;  // --suffix-draft: the suffix index beside the head (spec/suffix_head.h)
   // The target's folder: a draft model's tokenizer.json is compared with its (empty: not compared).
   std::filesystem::path target_dir;
 };

@@ -1,9 +1,11 @@
 // Drafter: what the engine drafts with, chosen by spec/drafter_registry.h. Two kinds, one interface each:
 //   - DraftHead (spec/draft_head.h): a model over the target's hidden states with its own KV cache (EAGLE
 //     heads, the MTP layer); its drafts are drawn from its logits, so q is its distribution.
-//   - TokenDrafter (below): a function of the sequence's tokens alone (the n-gram drafter); no cache, no
-//     features, no forward. Its proposal is deterministic, so q is one-hot on each draft and the engine
-//     verifies it by target match (DraftProposal::kArgmax in spec/spec_options.h): lossless.
+//   - TokenDrafter (below): a function of the sequence's tokens alone (the n-gram and suffix drafters); no
+//     cache, no features, no forward. Its proposal is deterministic, so q is one-hot on each draft and the
+//     engine verifies it by target match (DraftProposal::kArgmax in spec/spec_options.h): lossless.
+// SuffixBesideHead (spec/suffix_head.h) puts the suffix drafter beside a head: a head to the tools that read
+// one (as_head), a proposer that asks the index first to the engine.
 #pragma once
 
 #include <cstdint>

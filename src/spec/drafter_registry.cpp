@@ -20,6 +20,7 @@
 #include "spec/mla_head.h"
 #include "spec/mtp_drafter.h"
 #include "spec/ngram_drafter.h"
+#include "spec/suffix_head.h"
 
 namespace aerie {
 namespace {
@@ -46,6 +47,8 @@ const std::vector<DrafterEntry>& entries() {
        {ModelFamily::kDeepseekV3}, false, true, "fc reads the target's hidden states"},
       {DrafterKind::kMtp, "MTP layer", {}, {ModelFamily::kDeepseekV3}, true, false, nullptr},
       {DrafterKind::kNgram, "n-gram drafter", {}, {ModelFamily::kLlama, ModelFamily::kDeepseekV3}, false, false,
+       nullptr},
+      {DrafterKind::kSuffix, "suffix drafter", {}, {ModelFamily::kLlama, ModelFamily::kDeepseekV3}, false, false,
        nullptr},
       // Picked before the heads by is_draft_model_folder (a full LlamaForCausalLM or DeepseekV3ForCausalLM).
       {DrafterKind::kDraftModel, "draft model", {}, {ModelFamily::kLlama, ModelFamily::kDeepseekV3}, false, true,
@@ -80,8 +83,9 @@ std::string supported_architectures() {
     s.resize(s.size() - 2);
     s += str_cat(" (", e.name, "); ");
   }
-  return s + "--draft " + kMtpDraftName + " (" + entry_of(DrafterKind::kMtp).name + "); or --draft " + kNgramDraftName +
-         " (" + entry_of(DrafterKind::kNgram).name + ")";
+  return s + "--draft " + kMtpDraftName + " (" + entry_of(DrafterKind::kMtp).name + "); --draft " + kNgramDraftName +
+         " (" + entry_of(DrafterKind::kNgram).name + "); or --draft " + kSuffixDraftName + " (" +
+         entry_of(DrafterKind::kSuffix).name + ")";
 }
 
 // The entry config.json's architecture picks; an EAGLE-1 architecture over EAGLE-3 tensors is an EAGLE-3
@@ -96,7 +100,7 @@ const DrafterEntry& entry_for_architecture(const std::string& architecture, cons
 HeadFolder open_head_folder(const std::filesystem::path& dir, const ProgressFn& progress) {
   HeadFolder f;
   f.source = (dir / "config.json").string();
-  const nlohmann::json json = read_json_file(dir / "config.json", " (--draft takes a head folder, 'mtp' or 'ngram')");
+  const nlohmann::json json = read_json_file(dir / "config.json", " (--draft takes a head folder, 'mtp', 'ngram' or 'suffix')");
   AERIE_CHECK(json.is_object() && json.contains("architectures") && json["architectures"].is_array() &&
                   !json["architectures"].empty() && json["architectures"][0].is_string(),
               f.source, ": missing key 'architectures'");
@@ -240,6 +244,16 @@ std::unique_ptr<Drafter> load_ngram(const Model& target, const DraftLoadOptions&
   return std::make_unique<NgramDrafter>(options.ngram);  // validates the gram lengths
 }
 
+// The suffix drafter reads only token ids too.
+std::unique_ptr<Drafter> load_suffix(const Model& target, const DraftLoadOptions& options) {
+  const std::string subject = str_cat("--draft ", kSuffixDraftName, " (the ", entry_of(DrafterKind::kSuffix).name, ")");
+  check_fits(entry_of(DrafterKind::kSuffix), subject, "", std::nullopt, target, options);
+  AERIE_CHECK(options.target_layers.empty(), subject,
+              " reads no hidden state of the target; target layers cannot be chosen (asked for ",
+              layers_str(options.target_layers), ")");
+  return std::make_unique<SuffixDrafter>(options.suffix);  // validates its options
+}
+
 }  // namespace
 
 const char* drafter_kind_name(DrafterKind kind) { return entry_of(kind).name; }
@@ -247,6 +261,7 @@ const char* drafter_kind_name(DrafterKind kind) { return entry_of(kind).name; }
 DrafterKind identify_drafter(const std::string& draft) {
   if (draft == kMtpDraftName) return DrafterKind::kMtp;
   if (draft == kNgramDraftName) return DrafterKind::kNgram;
+  if (draft == kSuffixDraftName) return DrafterKind::kSuffix;
   if (is_draft_model_folder(draft)) return DrafterKind::kDraftModel;
   return open_head_folder(draft, nullptr).entry->kind;
 }
@@ -254,8 +269,11 @@ DrafterKind identify_drafter(const std::string& draft) {
 std::unique_ptr<DraftHead> load_drafter(const std::string& draft, const Model& target, ThreadPool& pool,
                                         const DraftLoadOptions& options) {
   if (draft == kMtpDraftName) return load_mtp(target, pool, options);
-  AERIE_CHECK(draft != kNgramDraftName, "--draft ", kNgramDraftName, " is the ", entry_of(DrafterKind::kNgram).name,
-              ", not a draft head (load_any_drafter loads it)");
+  for (DrafterKind token_drafter : {DrafterKind::kNgram, DrafterKind::kSuffix}) {
+    const char* name = token_drafter == DrafterKind::kNgram ? kNgramDraftName : kSuffixDraftName;
+    AERIE_CHECK(draft != name, "--draft ", name, " is the ", entry_of(token_drafter).name,
+                ", not a draft head (load_any_drafter loads it)");
+  }
   if (is_draft_model_folder(draft)) return load_draft_model(draft, target, options.target_dir, pool, options);
   HeadFolder f = open_head_folder(draft, options.progress);
   if (f.entry->kind == DrafterKind::kEagle3Mla) return load_mla(std::move(f), target, pool, options);
@@ -264,7 +282,14 @@ std::unique_ptr<DraftHead> load_drafter(const std::string& draft, const Model& t
 
 std::unique_ptr<Drafter> load_any_drafter(const std::string& draft, const Model& target, ThreadPool& pool,
                                           const DraftLoadOptions& options) {
+  if (options.suffix_beside_head) {
+    AERIE_CHECK(draft != kNgramDraftName && draft != kSuffixDraftName, "--suffix-draft goes beside a draft head "
+                "(a head folder, a draft model or mtp), not --draft ", draft,
+                draft == kSuffixDraftName ? " (which is the suffix index alone)" : "");
+    return std::make_unique<SuffixBesideHead>(load_drafter(draft, target, pool, options), options.suffix);
+  }
   if (draft == kNgramDraftName) return load_ngram(target, options);
+  if (draft == kSuffixDraftName) return load_suffix(target, options);
   return load_drafter(draft, target, pool, options);
 }
 

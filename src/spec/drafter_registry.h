@@ -15,6 +15,9 @@
 //                     model.layers.{num_hidden_layers}.*)             >= 1; final-normed hidden state
 //   n-gram drafter    --draft ngram (no folder: prompt lookup,        llama,          nothing (the tokens
 //                     spec/ngram_drafter.h)                           deepseek_v3     only); no layers to choose
+//   suffix drafter    --draft suffix (no folder: a suffix index     llama,          nothing (the tokens
+//                     over the sequence and earlier requests,       deepseek_v3     only); no layers to choose
+//                     spec/suffix_drafter.h)
 //   draft model       a full LlamaForCausalLM / DeepseekV3ForCausalLM llama,          nothing; same vocab_size,
 //                     folder (model.layers.*, no fc / EAGLE-3         deepseek_v3     BOS/EOS and tokenizer.json
 //                     tensors; spec/draft_model.h), tried first                       (spec/draft_model.h)
@@ -40,11 +43,12 @@
 
 namespace aerie {
 
-enum class DrafterKind { kEagle1, kEagle3Mha, kEagle3Mla, kMtp, kNgram, kDraftModel };
+enum class DrafterKind { kEagle1, kEagle3Mha, kEagle3Mla, kMtp, kNgram, kSuffix, kDraftModel };
 
 // The --draft values that name the target's own MTP layer and the n-gram drafter.
 inline constexpr const char* kMtpDraftName = "mtp";
 inline constexpr const char* kNgramDraftName = "ngram";
+inline constexpr const char* kSuffixDraftName = "suffix";
 
 // "EAGLE-1 head", "EAGLE-3 MHA head", "EAGLE-3 MLA head", "MTP layer", "n-gram drafter".
 const char* drafter_kind_name(DrafterKind kind);
@@ -61,8 +65,10 @@ DrafterKind identify_drafter(const std::string& draft);
 std::unique_ptr<DraftHead> load_drafter(const std::string& draft, const Model& target, ThreadPool& pool,
                                         const DraftLoadOptions& options = {});
 
-// Any --draft value: a head as load_drafter loads it, or the n-gram drafter with options.ngram (refused
-// unless 1 <= min <= max <= NgramOptions::kMaxN, or with target layers chosen).
+// Any --draft value: a head as load_drafter loads it, the n-gram drafter with options.ngram (refused
+// unless 1 <= min <= max <= NgramOptions::kMaxN, or with target layers chosen) or the suffix drafter with
+// options.suffix (spec/suffix_drafter.h: validate). With options.suffix_beside_head, a head (not "ngram"
+// or "suffix") with the suffix index beside it (spec/suffix_head.h).
 std::unique_ptr<Drafter> load_any_drafter(const std::string& draft, const Model& target, ThreadPool& pool,
                                           const DraftLoadOptions& options = {});
 

@@ -13,7 +13,8 @@
 // sequence and forgets it by destroying it.
 //
 // Implementations: HeadProposer (spec/head_proposer.h: EAGLE-1/3 heads MHA or MLA, the MTP layer, a
-// draft model; chains or trees) and TokenProposer (spec/token_proposer.h: the n-gram drafter).
+// draft model; chains or trees), TokenProposer (spec/token_proposer.h: the n-gram and suffix drafters) and
+// SuffixHeadProposer (spec/suffix_head.h: the suffix index first, a HeadProposer where it has no long match).
 #pragma once
 
 #include <cstdint>

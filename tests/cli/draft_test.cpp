@@ -1,5 +1,5 @@
-// --draft as the CLI reads it (cli/draft.h): a head folder, 'mtp' and 'ngram' all go through the drafter
-// registry, 'none' loads nothing, and a drafter that does not fit the target is the registry's named refusal.
+// --draft as the CLI reads it (cli/draft.h): a head folder, 'mtp', 'ngram' and 'suffix' (alone, or beside a
+// head with --suffix-draft) all go through the drafter registry, 'none' loads nothing, and a drafter that does not fit the target is the registry's named refusal.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "models/registry.h"
 #include "spec/ngram_drafter.h"
+#include "spec/suffix_head.h"
 #include "error_of.h"
 
 namespace aerie::cli {
@@ -90,6 +91,49 @@ TEST(DraftOption, NgramLoadsForEveryTargetWithItsGramLengths) {
                 .find("--draft ngram (the n-gram drafter) reads no hidden state of the target; target layers cannot "
                       "be chosen"),
             std::string::npos);
+}
+
+// --draft suffix fits any target and takes its flags; --suffix-draft puts the index beside a head; every
+// misuse is refused by name.
+TEST(DraftOption, SuffixLoadsAloneAndBesideAHead) {
+  ThreadPool pool(1);
+  const std::unique_ptr<Model> llama = load_model(kData / "spec" / "tiny_vocab16", pool);
+  const std::unique_ptr<Model> deepseek = load_model(kData / "deepseek_tiny_vocab", pool);
+  for (const Model* target : {llama.get(), deepseek.get()}) {
+    const std::unique_ptr<Drafter> d = load("suffix", *target, pool,
+                                            {"--suffix-min-match", "2", "--suffix-factor", "1.5", "--suffix-cache-tokens", "0"});
+    const auto* suffix = dynamic_cast<const SuffixDrafter*>(d.get());
+    ASSERT_NE(suffix, nullptr);
+    EXPECT_EQ(suffix->options().min_match, 2);
+    EXPECT_EQ(suffix->options().factor, 1.5);
+    EXPECT_EQ(suffix->shared_index(), nullptr);
+  }
+  const std::unique_ptr<Drafter> beside =
+      load("mtp", *deepseek, pool, {"--suffix-draft", "--suffix-head-k", "1", "--suffix-min-match", "6"});
+  const auto* b = dynamic_cast<SuffixBesideHead*>(beside.get());
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->suffix().options().head_k, 1);
+  EXPECT_EQ(b->suffix().options().min_match, 6);
+  EXPECT_NE(beside->as_head(), nullptr);  // the tools that read a head's logits get the MTP layer
+  const std::unique_ptr<Drafter> eagle = load((kData / "spec" / "tiny_vocab16_eagle3").string(), *llama, pool, {"--suffix-draft"});
+  EXPECT_NE(dynamic_cast<SuffixBesideHead*>(eagle.get()), nullptr);
+  const struct {
+    std::string draft;
+    std::vector<std::string> args;
+    const char* expected;
+  } refusals[] = {
+      {"ngram", {"--suffix-min-match", "3"}, "--suffix-min-match needs --draft suffix or --suffix-draft beside a head"},
+      {"suffix", {"--suffix-head-k", "2"}, "--suffix-head-k needs --suffix-draft (a head beside the index)"},
+      {"ngram", {"--suffix-draft"}, "--suffix-draft goes beside a draft head (a head folder, a draft model or mtp), not --draft ngram"},
+      {"suffix", {"--suffix-draft"}, "not --draft suffix (which is the suffix index alone)"},
+      {"none", {"--suffix-draft"}, "--suffix-draft needs --draft DIR (a head, a draft model or mtp) to go beside"},
+      {"suffix", {"--suffix-factor", "0"}, "--suffix-factor) must be in (0, 16], got 0"},
+      {"suffix", {"--suffix-min-match", "65"}, "option --suffix-min-match must be an integer in [1, 64], got '65'"},
+      {"suffix", {"--draft-layers", "0,1"}, "--draft suffix (the suffix drafter) reads no hidden state of the target"},
+  };
+  for (const auto& r : refusals)
+    EXPECT_NE(error_of([&] { load(r.draft, *llama, pool, r.args); }).find(r.expected), std::string::npos)
+        << r.draft << ": " << error_of([&] { load(r.draft, *llama, pool, r.args); });
 }
 
 }  // namespace

@@ -152,8 +152,8 @@ TEST(DrafterRegistry, EachWrongPairingIsRefusedNamingTheMismatch) {
       {"unknown head architecture", mistral.dir(), tiny_llama,
        "config.json: unknown draft head architecture 'MistralForCausalLM' (supported: LlamaForCausalLM, "
        "LlamaForCausalLMEagle (EAGLE-1 head); LlamaForCausalLMEagle3 (EAGLE-3 MHA head); "
-       "Eagle3DeepseekV2ForCausalLM, Eagle3DeepseekV3ForCausalLM (EAGLE-3 MLA head); --draft mtp (MTP layer); or "
-       "--draft ngram (n-gram drafter))"},
+       "Eagle3DeepseekV2ForCausalLM, Eagle3DeepseekV3ForCausalLM (EAGLE-3 MLA head); --draft mtp (MTP layer); "
+       "--draft ngram (n-gram drafter); or --draft suffix (suffix drafter))"},
   };
   for (const Refusal& r : refusals) {
     const std::string e = load_error(r.head, r.target);
