@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/mix64.h"
 
 namespace aerie {
 namespace {
@@ -17,15 +18,6 @@ namespace {
 constexpr uint64_t kOddA = 0x9e3779b97f4a7c15ull, kOddB = 0xc2b2ae3d27d4eb4full;
 
 uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-// splitmix64's finaliser: every input bit reaches every output bit.
-uint64_t avalanche(uint64_t h) {
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  return h ^ (h >> 31);
-}
 
 uint64_t load64(const unsigned char* p) {
   uint64_t w;
@@ -75,21 +67,21 @@ uint64_t checksum64(const void* data, size_t n, uint64_t seed) {
   size_t i = 0;
   for (; i + 32 <= n; i += 32)
     for (int l = 0; l < 4; ++l) lane[l] = rotl(lane[l] ^ (load64(p + i + 8 * size_t(l)) * kOddB), 29) * kOddA;
-  uint64_t h = avalanche(uint64_t(n) ^ seed);
-  for (uint64_t v : lane) h = avalanche(h ^ v) * kOddA;
-  for (; i + 8 <= n; i += 8) h = avalanche(h ^ load64(p + i)) * kOddB;
+  uint64_t h = mix64(uint64_t(n) ^ seed);
+  for (uint64_t v : lane) h = mix64(h ^ v) * kOddA;
+  for (; i + 8 <= n; i += 8) h = mix64(h ^ load64(p + i)) * kOddB;
   uint64_t tail = 0;
   if (n > i) std::memcpy(&tail, p + i, n - i);  // the last 0-7 bytes
-  return avalanche(h ^ tail ^ (uint64_t(n - i) << 56));
+  return mix64(h ^ tail ^ (uint64_t(n - i) << 56));
 }
 
 IdentityHasher& IdentityHasher::add(std::string_view text) {
-  state_ = avalanche(state_ ^ checksum64(text.data(), text.size(), 0x74657874ull /* "text" */)) * kOddA;
+  state_ = mix64(state_ ^ checksum64(text.data(), text.size(), 0x74657874ull /* "text" */)) * kOddA;
   return *this;
 }
 
 IdentityHasher& IdentityHasher::add(uint64_t value) {
-  state_ = avalanche(state_ ^ avalanche(value ^ 0x696e74ull /* "int" */)) * kOddB;
+  state_ = mix64(state_ ^ mix64(value ^ 0x696e74ull /* "int" */)) * kOddB;
   return *this;
 }
 

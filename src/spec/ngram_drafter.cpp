@@ -4,24 +4,16 @@
 #include <bit>
 
 #include "core/error.h"
+#include "core/mix64.h"
 
 namespace aerie {
 namespace {
 
 constexpr uint64_t kSeed = 0x243F6A8885A308D3ull;  // hash of the empty gram
 
-// splitmix64's finaliser: every input bit reaches every output bit.
-uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // The hash of a gram extended one token to the LEFT: grams are hashed from their last token backwards,
 // so the hashes of the grams of length 1, 2, ... ending at one position come from one pass.
-uint64_t extend(uint64_t h, int64_t token) { return mix(h ^ (uint64_t(token) + 0x9E3779B97F4A7C15ull)); }
+uint64_t extend(uint64_t h, int64_t token) { return mix64(h ^ (uint64_t(token) + 0x9E3779B97F4A7C15ull)); }
 
 // Slots for `entries` grams at a load of at most 1/2.
 size_t slots_for(int64_t entries) { return std::bit_ceil(size_t(std::max<int64_t>(8, 2 * entries))); }

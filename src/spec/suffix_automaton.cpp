@@ -4,20 +4,12 @@
 #include <bit>
 
 #include "core/error.h"
+#include "core/mix64.h"
 
 namespace aerie {
 namespace {
 
 constexpr uint64_t kEmpty = ~uint64_t(0);  // no (state, token) pair has it: states stay below 2^31
-
-// splitmix64's finaliser: every input bit reaches every output bit.
-uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -43,7 +35,7 @@ int32_t SuffixAutomaton::transition(int32_t state, int64_t token) const {
   if (token < kSeparator || token >= (int64_t(1) << 31)) return -1;  // never pushed
   const uint64_t k = key(state, token);
   const size_t mask = keys_.size() - 1;
-  for (size_t s = size_t(mix(k)) & mask; keys_[s] != kEmpty; s = (s + 1) & mask)
+  for (size_t s = size_t(mix64(k)) & mask; keys_[s] != kEmpty; s = (s + 1) & mask)
     if (keys_[s] == k) return targets_[s];
   return -1;
 }
@@ -52,7 +44,7 @@ void SuffixAutomaton::set_transition(int32_t state, int64_t token, int32_t targe
   if (2 * (n_transitions_ + 1) > int64_t(keys_.size())) grow_table();
   const uint64_t k = key(state, token);
   const size_t mask = keys_.size() - 1;
-  size_t s = size_t(mix(k)) & mask;
+  size_t s = size_t(mix64(k)) & mask;
   for (; keys_[s] != kEmpty; s = (s + 1) & mask)
     if (keys_[s] == k) {  // redirected (to a clone): the edge list already has the token
       targets_[s] = target;
@@ -71,7 +63,7 @@ void SuffixAutomaton::grow_table() {
   const size_t mask = keys.size() - 1;
   for (size_t i = 0; i < keys_.size(); ++i) {
     if (keys_[i] == kEmpty) continue;
-    size_t s = size_t(mix(keys_[i])) & mask;
+    size_t s = size_t(mix64(keys_[i])) & mask;
     while (keys[s] != kEmpty) s = (s + 1) & mask;
     keys[s] = keys_[i];
     targets[s] = targets_[i];
