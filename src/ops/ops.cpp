@@ -314,6 +314,38 @@ void softmax(float* x, int64_t n_rows, int64_t n) {
   }
 }
 
-int64_t argmax(const float* x, int64_t n) { return ref::argmax(x, n); }
+// Eight running maxima, lane j over the indices i = j (mod 8), instead of ref::argmax's one chain through
+// x[best]: independent chains the core runs side by side (a 128k-id row, which every greedy row of a step
+// reads, took ~8% of a batch-16 greedy run of a 128k-vocabulary model through the single chain: 174 -> 57 us
+// per row). The merge keeps ref::argmax's answer exactly: the first index of the maximum, NaNs never
+// chosen, and 0 when x[0] is NaN or nothing beats it.
+int64_t argmax(const float* x, int64_t n) {
+  constexpr int kLanes = 8;
+  if (n < 4 * kLanes) return ref::argmax(x, n);
+  float best_value[kLanes];
+  int64_t best_index[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    best_value[j] = -INFINITY;
+    best_index[j] = -1;
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j)
+      if (x[i + j] > best_value[j]) {
+        best_value[j] = x[i + j];
+        best_index[j] = i + j;
+      }
+  for (; i < n; ++i)  // the tail, into the lane its index belongs to
+    if (x[i] > best_value[i % kLanes]) {
+      best_value[i % kLanes] = x[i];
+      best_index[i % kLanes] = i;
+    }
+  int64_t best = 0;
+  for (int j = 0; j < kLanes; ++j) {
+    if (best_index[j] < 0) continue;
+    if (best_value[j] > x[best] || (best_value[j] == x[best] && best_index[j] < best)) best = best_index[j];
+  }
+  return best;
+}
 
 }  // namespace aerie::ops

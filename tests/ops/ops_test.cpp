@@ -3,6 +3,7 @@
 // AERIE_ISA=scalar, so each kernel tier the machine has is covered.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -107,6 +108,21 @@ TEST(Ops, MatmulBiasIsAdded) {
   matmul(x.data(), 2, w.tensor, &b.tensor, y.data(), pool);
   ref::matmul(x.data(), 2, w.tensor, &b.tensor, expected.data());
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-5f);
+}
+
+// ops::argmax runs eight chains and merges them: the same index as the reference's one chain on rows full of
+// ties, with NaNs (never chosen; 0 when x[0] is one), -inf rows and every tail length.
+TEST(Ops, ArgmaxIsTheReferencesFirstMaximum) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int64_t n = 1 + int64_t(rng() % 300);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = float(int(rng() % 7)) - 3.0f;
+    if (rng() % 4 == 0) x[rng() % size_t(n)] = NAN;
+    if (rng() % 8 == 0) x[0] = NAN;
+    if (rng() % 6 == 0) std::fill(x.begin(), x.end(), -INFINITY);
+    ASSERT_EQ(argmax(x.data(), n), ref::argmax(x.data(), n)) << "trial " << trial << ", n " << n;
+  }
 }
 
 TEST(Ops, RefMatmulByHand) {
