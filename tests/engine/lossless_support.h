@@ -17,20 +17,13 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/mix64.h"
 #include "models/model.h"
 #include "sample/penalties.h"
 #include "sample/sampling.h"
 #include "sample/token_constraint.h"
 
 namespace aerie::testing {
-
-inline uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // The deterministic disturbance of token t's logit: uniform in [-noise/2, noise/2) drawn from `hash`.
 inline float oracle_noise(float noise, uint64_t hash, int64_t t) {
