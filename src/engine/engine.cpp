@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "kv/disk_block_store.h"
 #include "kv/disk_identity.h"
 #include "ops/ops.h"
 

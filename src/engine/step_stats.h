@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "kv/disk_block_store.h"
+#include "kv/disk_store_stats.h"
 #include "sched/spec_stats.h"
 
 namespace aerie {

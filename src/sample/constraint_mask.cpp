@@ -16,11 +16,12 @@ const float* mask_verification_rows(const TokenConstraint& state, const float* l
   int64_t j = 0;
   while (j < n_rows) {
     here->allowed_tokens(scratch.allowed);
-    if (std::find(scratch.allowed.begin(), scratch.allowed.end(), uint8_t(1)) == scratch.allowed.end()) {
+    const float* row = logits + j * n_vocab;
+    float* masked = out + j * n_vocab;
+    if (copy_masked(row, masked, n_vocab, scratch.allowed) == 0) {
       for (int64_t e : eos)
-        if (e >= 0 && e < int64_t(scratch.allowed.size())) scratch.allowed[size_t(e)] = 1;
+        if (e >= 0 && e < n_vocab && e < int64_t(scratch.allowed.size())) masked[e] = row[e];
     }
-    copy_masked(logits + j * n_vocab, out + j * n_vocab, n_vocab, scratch.allowed);
     ++j;
     if (j == n_rows) break;
     if (j == 1) scratch.walker = state.clone();
@@ -36,10 +37,7 @@ const float* mask_draft_logits(const TokenConstraint& state, const float* logits
   state.allowed_tokens(scratch.allowed);
   scratch.masked.resize(size_t(n_draft_vocab));
   if (draft_to_target.empty()) {  // the head speaks the target's vocabulary: one vectorised pass
-    copy_masked(logits, scratch.masked.data(), n_draft_vocab, scratch.allowed);
-    const int64_t n = std::min<int64_t>(n_draft_vocab, int64_t(scratch.allowed.size()));
-    const bool any = std::find(scratch.allowed.begin(), scratch.allowed.begin() + n, uint8_t(1)) !=
-                     scratch.allowed.begin() + n;
+    const bool any = copy_masked(logits, scratch.masked.data(), n_draft_vocab, scratch.allowed) > 0;
     return any ? scratch.masked.data() : logits;
   }
   bool any = false;

