@@ -6,7 +6,7 @@ from collections import deque
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _aerie
-from .errors import OverloadedError, RequestFailedError, UnsupportedError
+from .errors import InvalidArgumentError, OverloadedError, RequestFailedError, UnsupportedError
 from .outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
 from .sampling_params import SamplingParams
 from .tokenizer import Tokenizer, conversation_pairs
@@ -167,7 +167,10 @@ class LLM:
         """(text or None, token ids) of a prompt: text is encoded with the tokenizer's special tokens."""
         if isinstance(prompt, dict):
             if "prompt_token_ids" in prompt:
-                return prompt.get("prompt"), [int(t) for t in prompt["prompt_token_ids"]]
+                ids = [int(t) for t in prompt["prompt_token_ids"]]
+                if not ids:  # the C API would read an empty list as no prompt at all
+                    raise InvalidArgumentError("prompt_token_ids is empty: a prompt needs at least one token")
+                return prompt.get("prompt"), ids
             if "prompt" not in prompt:
                 raise ValueError("a prompt dict needs \"prompt\" or \"prompt_token_ids\"")
             prompt = prompt["prompt"]
