@@ -1,7 +1,7 @@
 """Builds aerie's extension (aerie._aerie) with the repository's own CMake and ships it with libaerie.so.
 
 `pip install --no-build-isolation ./python` runs this: CMake configures the repository (its parent folder)
-into a build folder of its own, without tests or benches, and builds the one target aerie_python, which
+into build-python/ there, without tests or benches, and builds the one target aerie_python, which
 pulls in libaerie.so (the C API) and the engine's libraries. The extension finds libaerie.so beside itself
 ($ORIGIN). AERIE_BUILD_DIR=<a configured build folder> reuses that build instead (no second compile of
 the engine); AERIE_BUILD_JOBS sets the parallel jobs (default: the CPU count).
@@ -31,7 +31,9 @@ class CMakeBuild(build_ext):
             return
         if not (ROOT / "CMakeLists.txt").exists() or not (ROOT / "include" / "aerie.h").exists():
             raise RuntimeError(f"aerie's sources are not beside {HERE}: install from the repository's python/ folder")
-        build_dir = Path(os.environ.get("AERIE_BUILD_DIR") or Path(self.build_temp).resolve() / "cmake")
+        # build-python/ beside build/: kept between installs (a second one rebuilds what changed), and at the
+        # same depth as build/, so that ccache (CCACHE_BASEDIR) finds objects that build compiled.
+        build_dir = Path(os.environ.get("AERIE_BUILD_DIR") or ROOT / "build-python")
         if not (build_dir / "CMakeCache.txt").exists():
             self._cmake("-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release", "-DAERIE_BUILD_TESTS=OFF",
                         "-DAERIE_BUILD_BENCH=OFF", "-DAERIE_PYTHON=ON", f"-DPython_EXECUTABLE={sys.executable}")

@@ -102,7 +102,7 @@ class LLM:
                                      ("n_threads", n_threads, 0), ("seed", seed, 0)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-        self._model = _aerie.Model(str(model), n_threads, _WEIGHTS[weights], tokenizer)
+        self._model = _aerie.Model(str(model), n_threads, _WEIGHTS[weights], None if tokenizer is None else str(tokenizer))
         self._engine = _aerie.Engine(self._model, draft, num_speculative_tokens or 0, max_num_seqs,
                                      max_model_len or 0, kv_cache_bytes or 0, max_in_flight)
         self._tokenizer = Tokenizer(self._model) if self._model.has_tokenizer else None

@@ -80,6 +80,61 @@ std::vector<T> sized_output(size_t guess, size_t extra, Fill&& fill) {
   return out;
 }
 
+// An aerie_event's contents, owned: its buffers are the engine's only until the next call on the request.
+struct Event {
+  Event() = default;
+  explicit Event(const aerie_event& e)
+      : tokens(e.tokens, e.tokens + e.n_tokens), text(e.text, e.text_length), finished(e.finished),
+        finish_reason(e.finish_reason), error(e.error), counts{e.prompt_tokens, e.cached_prompt_tokens,
+                                                               e.generated_tokens, e.draft_tokens,
+                                                               e.accepted_tokens, e.spec_rounds},
+        with_logprobs(e.logprobs != nullptr), n_top(e.n_top_logprobs) {
+    if (!with_logprobs) return;
+    logprobs.assign(e.logprobs, e.logprobs + e.n_tokens);
+    top_ids.assign(e.top_logprob_ids, e.top_logprob_ids + e.n_tokens * n_top);
+    top_logprobs.assign(e.top_logprobs, e.top_logprobs + e.n_tokens * n_top);
+  }
+
+  // What aerie/llm.py reads: the counts by the C API's names, log-probabilities as lists (None when not
+  // asked for), each position's top ones as (id, log-probability) pairs.
+  py::dict dict() const {
+    static const char* const kReasons[] = {"", "stop", "length", "cancelled", "error"};
+    static const char* const kCounts[] = {"prompt_tokens",  "cached_prompt_tokens", "generated_tokens",
+                                          "draft_tokens", "accepted_tokens",      "spec_rounds"};
+    py::dict d;
+    d["tokens"] = tokens;
+    d["text"] = utf8(text.data(), text.size());
+    d["finished"] = finished;
+    d["finish_reason"] = kReasons[int(finish_reason)];
+    d["error"] = error;
+    for (int i = 0; i < 6; ++i) d[kCounts[i]] = counts[i];
+    d["logprobs"] = py::none();
+    d["top_logprobs"] = py::none();
+    if (!with_logprobs) return d;
+    py::list top;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      py::list entries;
+      for (size_t j = i * n_top; j < (i + 1) * n_top; ++j) entries.append(py::make_tuple(top_ids[j], top_logprobs[j]));
+      top.append(entries);
+    }
+    d["logprobs"] = logprobs;
+    d["top_logprobs"] = top;
+    return d;
+  }
+
+  std::vector<int32_t> tokens;
+  std::string text;
+  bool finished = false;
+  aerie_finish_reason finish_reason = AERIE_FINISH_NONE;
+  std::string error;
+  int64_t counts[6] = {};  // prompt, cached prompt, generated, draft, accepted tokens; spec rounds
+  bool with_logprobs = false;
+  size_t n_top = 0;
+  std::vector<float> logprobs;      // [tokens]
+  std::vector<int32_t> top_ids;     // [tokens, n_top]
+  std::vector<float> top_logprobs;  // [tokens, n_top]
+};
+
 class Model {
  public:
   Model(const std::string& dir, int32_t n_threads, int weights, const std::optional<std::string>& tokenizer_dir) {
@@ -185,13 +240,18 @@ class Engine {
   py::object next_event(uint64_t id, double timeout_s) {
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s < 0 ? 0 : timeout_s);
-    aerie_event e{};
+    Event event;
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       const int32_t slice = timeout_s < 0 ? kSliceMs : int32_t(std::clamp<int64_t>(left, 0, kSliceMs));
       bool timed_out = false;
       checked([&] {
-        const aerie_status status = locked([&] { return aerie_request_next_event(engine_, id, slice, &e); });
+        const aerie_status status = locked([&] {
+          aerie_event e{};
+          const aerie_status s = aerie_request_next_event(engine_, id, slice, &e);
+          if (s == AERIE_OK) event = Event(e);  // copied while the engine surely lives (close() waits)
+          return s;
+        });
         timed_out = status == AERIE_ERROR_TIMEOUT;
         return timed_out ? AERIE_OK : status;
       });
@@ -199,7 +259,7 @@ class Engine {
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
       if (timeout_s >= 0 && Clock::now() >= deadline) return py::none();
     }
-    return event_dict(e);
+    return event.dict();
   }
 
   void cancel(uint64_t id) {
@@ -218,40 +278,6 @@ class Engine {
     std::shared_lock lock(mutex_);
     if (closing_ || !engine_) throw EngineClosed{};
     return call();
-  }
-
-  static py::dict event_dict(const aerie_event& e) {
-    static const char* const kReasons[] = {"", "stop", "length", "cancelled", "error"};
-    py::dict d;
-    d["tokens"] = std::vector<int32_t>(e.tokens, e.tokens + e.n_tokens);
-    d["text"] = utf8(e.text, e.text_length);
-    d["finished"] = e.finished;
-    d["finish_reason"] = kReasons[int(e.finish_reason)];
-    d["error"] = std::string(e.error);
-    d["prompt_tokens"] = e.prompt_tokens;
-    d["cached_prompt_tokens"] = e.cached_prompt_tokens;
-    d["generated_tokens"] = e.generated_tokens;
-    d["draft_tokens"] = e.draft_tokens;
-    d["accepted_tokens"] = e.accepted_tokens;
-    d["spec_rounds"] = e.spec_rounds;
-    if (!e.logprobs) {
-      d["logprobs"] = py::none();
-      d["top_logprobs"] = py::none();
-      return d;
-    }
-    py::list logprobs, top;
-    for (size_t i = 0; i < e.n_tokens; ++i) {
-      logprobs.append(e.logprobs[i]);
-      py::list entries;
-      for (size_t j = 0; j < e.n_top_logprobs; ++j) {
-        const size_t k = i * e.n_top_logprobs + j;
-        entries.append(py::make_tuple(e.top_logprob_ids[k], e.top_logprobs[k]));
-      }
-      top.append(entries);
-    }
-    d["logprobs"] = logprobs;
-    d["top_logprobs"] = top;
-    return d;
   }
 
   aerie_engine* engine_ = nullptr;
