@@ -84,11 +84,15 @@ std::vector<T> sized_output(size_t guess, size_t extra, Fill&& fill) {
 struct Event {
   Event() = default;
   explicit Event(const aerie_event& e)
-      : tokens(e.tokens, e.tokens + e.n_tokens), text(e.text, e.text_length), finished(e.finished),
-        finish_reason(e.finish_reason), error(e.error), counts{e.prompt_tokens, e.cached_prompt_tokens,
-                                                               e.generated_tokens, e.draft_tokens,
-                                                               e.accepted_tokens, e.spec_rounds},
-        with_logprobs(e.logprobs != nullptr), n_top(e.n_top_logprobs) {
+      : tokens(e.tokens, e.tokens + e.n_tokens),
+        text(e.text, e.text_length),
+        finished(e.finished),
+        finish_reason(e.finish_reason),
+        error(e.error),
+        counts{e.prompt_tokens, e.cached_prompt_tokens, e.generated_tokens,
+               e.draft_tokens,  e.accepted_tokens,      e.spec_rounds},
+        with_logprobs(e.logprobs != nullptr),
+        n_top(e.n_top_logprobs) {
     if (!with_logprobs) return;
     logprobs.assign(e.logprobs, e.logprobs + e.n_tokens);
     top_ids.assign(e.top_logprob_ids, e.top_logprob_ids + e.n_tokens * n_top);
@@ -99,8 +103,8 @@ struct Event {
   // asked for), each position's top ones as (id, log-probability) pairs.
   py::dict dict() const {
     static const char* const kReasons[] = {"", "stop", "length", "cancelled", "error"};
-    static const char* const kCounts[] = {"prompt_tokens",  "cached_prompt_tokens", "generated_tokens",
-                                          "draft_tokens", "accepted_tokens",      "spec_rounds"};
+    static const char* const kCounts[] = {"prompt_tokens", "cached_prompt_tokens", "generated_tokens",
+                                          "draft_tokens",  "accepted_tokens",      "spec_rounds"};
     py::dict d;
     d["tokens"] = tokens;
     d["text"] = utf8(text.data(), text.size());
@@ -161,9 +165,11 @@ class Model {
   }
 
   py::str detokenize(const std::vector<int32_t>& ids, bool skip_special) const {
-    const std::vector<char> text = sized_output<char>(ids.size() * 8, 1, [&](char* out, size_t capacity, size_t* length) {
-      return aerie_detokenize(model_, ids.data(), ids.size(), skip_special, out, capacity, length);
-    });
+    const std::vector<char> text = sized_output<char>(ids.size() * 8, 1,
+                                                      [&](char* out, size_t capacity, size_t* length) {
+                                                        return aerie_detokenize(model_, ids.data(), ids.size(),
+                                                                                skip_special, out, capacity, length);
+                                                      });
     return utf8(text.data(), text.size());
   }
 

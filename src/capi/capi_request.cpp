@@ -202,8 +202,8 @@ void Slot::copy_logprobs(const TokenEvent& e, PendingEvent& out) const {
   out.with_logprobs = true;
   out.n_top = size_t(n_top_logprobs);
   if (e.logprobs.size() != e.tokens.size())
-    throw Error(str_cat("the engine sent ", e.logprobs.size(), " log-probability entries for ", e.tokens.size(),
-                        " tokens"));
+    throw Error(
+        str_cat("the engine sent ", e.logprobs.size(), " log-probability entries for ", e.tokens.size(), " tokens"));
   for (const TokenLogprobs& entry : e.logprobs) {
     if (entry.top.size() != out.n_top)
       throw Error(str_cat("the engine sent ", entry.top.size(), " top log-probabilities, ", out.n_top, " asked"));

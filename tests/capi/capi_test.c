@@ -208,8 +208,7 @@ static void test_logprobs(aerie_model* model, aerie_engine* engine) {
   aerie_request_init(&request);
   request.prompt_text = kPrompt;
   request.logprobs = -2;
-  CHECK_FAILS(aerie_request_submit(engine, &request, &refused), AERIE_ERROR_INVALID_ARGUMENT,
-              "aerie_request.logprobs");
+  CHECK_FAILS(aerie_request_submit(engine, &request, &refused), AERIE_ERROR_INVALID_ARGUMENT, "aerie_request.logprobs");
   request.logprobs = aerie_model_n_vocab(model) + 1;
   CHECK_FAILS(aerie_request_submit(engine, &request, &refused), AERIE_ERROR_INVALID_ARGUMENT, "vocabulary size");
 }
