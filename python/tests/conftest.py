@@ -18,6 +18,7 @@ MODELS = Path(os.environ.get("AERIE_MODELS", SOURCE / "models"))
 CHAT_TOKENIZER = Path(os.environ.get("AERIE_CHAT_TOKENIZER", SOURCE / "build" / "tests" / "capi" / "chat_tokenizer"))
 MODEL = str(MODELS / "aerie-tiny-llama")
 HEAD = str(MODELS / "aerie-tiny-llama-eagle3")
+DEEPSEEK = str(MODELS / "aerie-tiny-deepseek")
 PROMPTS = ["Once upon a time", "The sea was", "It is a truth universally acknowledged, that"]
 
 

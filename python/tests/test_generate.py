@@ -3,7 +3,7 @@
 import json
 
 from aerie import LLM, SamplingParams
-from conftest import CHAT_TOKENIZER, MODEL, PROMPTS, run_aerie
+from conftest import CHAT_TOKENIZER, DEEPSEEK, MODEL, PROMPTS, run_aerie
 
 GREEDY = SamplingParams(temperature=0, max_tokens=24)
 
@@ -41,6 +41,14 @@ def test_speculative_greedy_equals_plain(llm, spec_llm):
     with LLM(model=MODEL, speculative_config={"method": "ngram", "num_speculative_tokens": 3}, n_threads=2) as ngram:
         assert [o.outputs[0].token_ids for o in ngram.generate(PROMPTS, GREEDY)] == \
                [p.outputs[0].token_ids for p in plain]
+
+
+def test_mtp_greedy_equals_plain():
+    with LLM(model=DEEPSEEK, n_threads=2) as plain, LLM(model=DEEPSEEK, draft="mtp", n_threads=2) as mtp:
+        want = [o.outputs[0].token_ids for o in plain.generate(PROMPTS, GREEDY)]
+        drafted = mtp.generate(PROMPTS, GREEDY)
+        assert [o.outputs[0].token_ids for o in drafted] == want
+        assert sum(o.metrics.accepted_tokens for o in drafted) > 0
 
 
 def test_seeded_sampling_is_reproducible(llm):
