@@ -28,7 +28,8 @@
 extern "C" {
 #endif
 
-#define AERIE_API_VERSION 1
+/* 2: log-probabilities (aerie_request.logprobs, aerie_event.logprobs ...), appended to both structs. */
+#define AERIE_API_VERSION 2
 
 typedef enum aerie_status {
   AERIE_OK = 0,
@@ -161,6 +162,18 @@ typedef struct aerie_event {
   int64_t draft_tokens;         /* speculation so far: drafts verified, */
   int64_t accepted_tokens;      /* of them accepted, */
   int64_t spec_rounds;          /* in this many target forwards that carried drafts */
+
+  /* Since version 2. The library writes these fields only for a request submitted with a version-2
+   * aerie_request (its size covers `logprobs`), so a version-1 program's smaller aerie_event is never
+   * written past spec_rounds. With aerie_request.logprobs = n >= 0, per token of `tokens`: its
+   * log-probability under the model's own distribution (log-softmax of the raw logits, before temperature,
+   * filters and constraints), and the n most likely tokens (fewer only when the vocabulary is smaller), most
+   * likely first, ties to the lower id. Token i's j-th is top_logprob_ids[i * n_top_logprobs + j]. NULL and
+   * 0 when the request asked for none. */
+  const float* logprobs;          /* [n_tokens] */
+  const int32_t* top_logprob_ids; /* [n_tokens, n_top_logprobs] */
+  const float* top_logprobs;      /* [n_tokens, n_top_logprobs] */
+  size_t n_top_logprobs;
 } aerie_event;
 
 /* Called on the engine's loop thread for each event of a request that streams (aerie_request.on_event).
@@ -200,6 +213,11 @@ typedef struct aerie_request {
   /* NULL: pull the events with aerie_request_next_event. Else they go to this callback. */
   aerie_event_callback on_event;
   void* user_data;
+
+  /* Since version 2 (read only when `size` covers it). -1 (the default): no log-probabilities; n >= 0 (at
+   * most the vocabulary size): each generated token's log-probability and the n most likely, in the
+   * events' logprobs fields (the server's OpenAI `logprobs` and `top_logprobs = n`). */
+  int64_t logprobs;
 } aerie_request;
 
 /* Defaults (greedy, 128 tokens, no prompt: set one). Any thread. */

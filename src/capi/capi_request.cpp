@@ -2,6 +2,7 @@
 // engine loop thread, turns each TokenEvent into ids and text (an incremental decoder, then the stop
 // strings) and hands it to the request's Slot: a queue its consumer pulls from, or the caller's callback.
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "capi/handles.h"
@@ -12,7 +13,11 @@ namespace aerie::capi {
 
 namespace {
 
-constexpr size_t kRequestV1 = sizeof(aerie_request);
+// The first version of each struct: what a version-1 caller's aerie_request holds and its aerie_event has
+// room for. Version 2 appended the log-probability fields to both.
+constexpr size_t kRequestV1 = offsetof(aerie_request, logprobs);
+constexpr size_t kRequestV2 = sizeof(aerie_request);
+constexpr size_t kEventV1 = offsetof(aerie_event, logprobs);
 
 // Stop strings over streamed text: releases what can no longer begin a stop string, holds back the longest
 // tail that still could, and at a match releases the text before it and nothing after (OpenAI semantics;
@@ -69,6 +74,12 @@ struct PendingEvent {
   std::string error;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
   int64_t draft_tokens = 0, accepted_tokens = 0, spec_rounds = 0;
+  // With aerie_request.logprobs: per token, and its n_top most likely flat ([tokens, n_top]).
+  bool with_logprobs = false;
+  std::vector<float> logprobs;
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
+  size_t n_top = 0;
 
   aerie_event view() const {
     aerie_event e{};
@@ -86,6 +97,12 @@ struct PendingEvent {
     e.draft_tokens = draft_tokens;
     e.accepted_tokens = accepted_tokens;
     e.spec_rounds = spec_rounds;
+    if (with_logprobs) {
+      e.logprobs = logprobs.data();
+      e.top_logprob_ids = top_ids.data();
+      e.top_logprobs = top_logprobs.data();
+      e.n_top_logprobs = n_top;
+    }
     return e;
   }
 };
@@ -112,6 +129,8 @@ struct Slot {
   bool ended = false;  // the finished event went out (a stop string ends it before the engine does)
   aerie_event_callback callback = nullptr;
   void* user_data = nullptr;
+  size_t event_size = kEventV1;  // how much of the consumer's aerie_event its version has (kEventV1 or all)
+  int64_t n_top_logprobs = -1;   // -1: the request asked for no log-probabilities
 
   // Between the loop thread and the consumer.
   std::mutex mutex;
@@ -122,6 +141,7 @@ struct Slot {
 
   void on_event(const TokenEvent& e);
   void translate(const TokenEvent& e);  // on_event's work: the event's ids and text, its stop strings
+  void copy_logprobs(const TokenEvent& e, PendingEvent& out) const;
   void deliver(PendingEvent&& event);
 };
 
@@ -156,6 +176,7 @@ void Slot::translate(const TokenEvent& e) {
     out.accepted_tokens = e.spec->accepted_tokens;
     out.spec_rounds = e.spec->rounds;
   }
+  if (n_top_logprobs >= 0) copy_logprobs(e, out);
   if (decoder) {
     std::string piece;
     for (int64_t token : e.tokens) decoder->push(int32_t(token), piece);
@@ -175,6 +196,23 @@ void Slot::translate(const TokenEvent& e) {
   }
   ended = out.finished;
   deliver(std::move(out));
+}
+
+void Slot::copy_logprobs(const TokenEvent& e, PendingEvent& out) const {
+  out.with_logprobs = true;
+  out.n_top = size_t(n_top_logprobs);
+  if (e.logprobs.size() != e.tokens.size())
+    throw Error(
+        str_cat("the engine sent ", e.logprobs.size(), " log-probability entries for ", e.tokens.size(), " tokens"));
+  for (const TokenLogprobs& entry : e.logprobs) {
+    if (entry.top.size() != out.n_top)
+      throw Error(str_cat("the engine sent ", entry.top.size(), " top log-probabilities, ", out.n_top, " asked"));
+    out.logprobs.push_back(entry.logprob);
+    for (const auto& [token, logprob] : entry.top) {
+      out.top_ids.push_back(int32_t(token));
+      out.top_logprobs.push_back(logprob);
+    }
+  }
 }
 
 void Slot::deliver(PendingEvent&& event) {
@@ -223,6 +261,12 @@ RequestOptions options_of(ModelState& model, const aerie_request& r) {
   o.sampling.min_p = r.min_p;
   o.sampling.seed = r.seed;
   o.ignore_eos = r.ignore_eos;
+  if (r.size >= kRequestV2) {  // a version-1 struct has no logprobs field: none asked
+    if (r.logprobs < -1 || r.logprobs > model.model->n_vocab())
+      throw Error(str_cat("aerie_request.logprobs must be -1 (none) or in [0, ", model.model->n_vocab(),
+                          "] (the vocabulary size), got ", r.logprobs));
+    o.logprobs = r.logprobs;
+  }
   if (!r.ignore_eos) o.stop_token_ids = model.eos_ids;
   if (r.n_stop_token_ids > 0) AERIE_CAPI_REQUIRE(r.stop_token_ids, "aerie_request.stop_token_ids");
   for (size_t i = 0; i < r.n_stop_token_ids; ++i) {
@@ -261,6 +305,7 @@ void aerie_request_init(aerie_request* request) {
   request->top_k = defaults.sampling.top_k;
   request->top_p = defaults.sampling.top_p;
   request->min_p = defaults.sampling.min_p;
+  request->logprobs = -1;
 }
 
 aerie_status aerie_request_submit(aerie_engine* engine, const aerie_request* request, uint64_t* id) {
@@ -269,7 +314,7 @@ aerie_status aerie_request_submit(aerie_engine* engine, const aerie_request* req
     *id = 0;
     AERIE_CAPI_REQUIRE(engine, "engine");
     AERIE_CAPI_REQUIRE(request, "request");
-    check_struct_size(request->size, kRequestV1, sizeof(aerie_request), "aerie_request");
+    check_struct_size(request->size, kRequestV1, kRequestV2, "aerie_request");
     EngineState& state = *engine->state;
     ModelState& model = *state.model;
     EngineJob job;
@@ -279,6 +324,8 @@ aerie_status aerie_request_submit(aerie_engine* engine, const aerie_request* req
     slot->loop = state.loop.get();
     slot->callback = request->on_event;
     slot->user_data = request->user_data;
+    if (request->size >= kRequestV2) slot->event_size = sizeof(aerie_event);
+    slot->n_top_logprobs = job.options.logprobs;
     if (model.tokenizer) {
       slot->tokenizer = model.tokenizer.get();
       slot->decoder.emplace(*model.tokenizer, /*skip_special_tokens=*/true);
@@ -319,8 +366,10 @@ aerie_status aerie_request_next_event(aerie_engine* engine, uint64_t id, int32_t
   return guarded(AERIE_ERROR_INVALID_ARGUMENT, [&] {
     AERIE_CAPI_REQUIRE(engine, "engine");
     AERIE_CAPI_REQUIRE(event, "event");
-    *event = aerie_event{};
+    // Only as much of *event as the request's version has: a version-1 program's struct is smaller.
+    std::memset(static_cast<void*>(event), 0, kEventV1);
     const std::shared_ptr<Slot> slot = engine->state->find(id);
+    std::memset(static_cast<void*>(event), 0, slot->event_size);
     if (slot->callback)
       throw Error(str_cat("request ", id, " streams its events to its on_event callback: there is nothing to pull"));
     std::unique_lock<std::mutex> lock(slot->mutex);
@@ -335,7 +384,8 @@ aerie_status aerie_request_next_event(aerie_engine* engine, uint64_t id, int32_t
     slot->current = std::move(slot->queue.front());
     slot->queue.pop_front();
     slot->taken_last = slot->current.finished;
-    *event = slot->current.view();
+    const aerie_event view = slot->current.view();
+    std::memcpy(static_cast<void*>(event), &view, slot->event_size);
   });
 }
 

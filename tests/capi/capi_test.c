@@ -1,7 +1,9 @@
 /* The C API from C (C11): generation against the `aerie` command's own output, speculation, seeded
- * sampling, stop strings, a JSON-schema constraint, cancellation, text functions, and the refusals.
+ * sampling, stop strings, a JSON-schema constraint, cancellation, log-probabilities, text functions, and the
+ * refusals.
  * Usage: capi_c_test AERIE_BINARY MODELS_DIR CHAT_TOKENIZER_DIR BROKEN_MODEL_DIR (tests/capi/CMakeLists.txt). */
 #define _POSIX_C_SOURCE 200809L /* popen: strict C11 declares only ISO C */
+#include <stddef.h>
 #include <stdint.h>
 
 #include "capi_test_util.h"
@@ -159,6 +161,58 @@ static void test_cancel(aerie_engine* engine) {
   REQUIRE_OK(aerie_request_release(engine, running)); /* cancelled and freed: the engine goes on */
 }
 
+/* Log-probabilities (version 2): one entry per token, greedy picks the most likely, the top list is sorted
+ * and they do not change the output. A version-1 request (its smaller size) gets no log-probabilities and
+ * its event is not written past the version-1 fields. */
+static void test_logprobs(aerie_model* model, aerie_engine* engine) {
+  aerie_request request;
+  aerie_request_init(&request);
+  CHECK(request.logprobs == -1);
+  request.prompt_text = kPrompt;
+  request.max_tokens = 16;
+  collect(engine, submit_text(engine, &request), &g_a);
+  request.logprobs = 3;
+  const uint64_t id = submit_text(engine, &request);
+  size_t n = 0;
+  aerie_event e;
+  memset(&e, 0, sizeof(e));
+  while (!e.finished) {
+    REQUIRE_OK(aerie_request_next_event(engine, id, -1, &e));
+    CHECK(e.n_tokens == 0 || (e.logprobs != NULL && e.n_top_logprobs == 3));
+    for (size_t i = 0; i < e.n_tokens; ++i, ++n) {
+      const int32_t* top = e.top_logprob_ids + i * e.n_top_logprobs;
+      const float* top_lp = e.top_logprobs + i * e.n_top_logprobs;
+      CHECK(n < g_a.n_ids && e.tokens[i] == g_a.ids[n]);
+      CHECK(top[0] == e.tokens[i] && top_lp[0] == e.logprobs[i]); /* greedy: the most likely */
+      CHECK(e.logprobs[i] <= 0.0f && top_lp[1] <= top_lp[0] && top_lp[2] <= top_lp[1]);
+      CHECK(top[0] != top[1] && top[1] != top[2] && top[0] != top[2]);
+    }
+  }
+  CHECK(n == g_a.n_ids);
+  REQUIRE_OK(aerie_request_release(engine, id));
+
+  aerie_request_init(&request);
+  request.prompt_text = kPrompt;
+  request.max_tokens = 4;
+  request.size = offsetof(aerie_request, logprobs);
+  const uint64_t old = submit_text(engine, &request);
+  memset(&e, 0xAB, sizeof(e));
+  REQUIRE_OK(aerie_request_next_event(engine, old, -1, &e));
+  const unsigned char* tail = (const unsigned char*)&e + offsetof(aerie_event, logprobs);
+  int untouched = 1;
+  for (size_t i = 0; i < sizeof(e) - offsetof(aerie_event, logprobs); ++i) untouched &= tail[i] == 0xAB;
+  CHECK(untouched);
+  REQUIRE_OK(aerie_request_release(engine, old));
+
+  uint64_t refused = 0;
+  aerie_request_init(&request);
+  request.prompt_text = kPrompt;
+  request.logprobs = -2;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &refused), AERIE_ERROR_INVALID_ARGUMENT, "aerie_request.logprobs");
+  request.logprobs = aerie_model_n_vocab(model) + 1;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &refused), AERIE_ERROR_INVALID_ARGUMENT, "vocabulary size");
+}
+
 /* Every refusal names what it refuses. */
 static void test_errors(aerie_model* model, aerie_engine* engine, const char* broken_dir) {
   aerie_model* none = (aerie_model*)1;
@@ -267,6 +321,7 @@ int main(int argc, char** argv) {
   REQUIRE_OK(aerie_engine_create(model, NULL, &engine));
   test_stop_and_schema(model, engine);
   test_cancel(engine);
+  test_logprobs(model, engine);
   test_errors(model, engine, argv[4]);
   aerie_engine_free(engine);
   aerie_model_free(model);

@@ -1,0 +1,68 @@
+"""SamplingParams: how one prompt is sampled, with vLLM's names and defaults."""
+
+import math
+from dataclasses import dataclass
+from typing import List, Optional, Union
+
+_MAX_SEED = 2**64
+
+
+@dataclass
+class SamplingParams:
+    """vLLM's SamplingParams, the fields aerie's engine has.
+
+    Defaults are vLLM's (temperature 1.0, max_tokens 16), not `aerie generate`'s (greedy, 128): pass
+    temperature=0 for greedy decoding. Every field is checked when the object is made (and when it is
+    changed and used again): a ValueError names the field and its range.
+    """
+
+    n: int = 1  # completions of each prompt (each its own request; seeds seed, seed + 1, ...)
+    temperature: float = 1.0  # 0: greedy
+    top_p: float = 1.0  # (0, 1]; 1: off
+    top_k: int = 0  # 0 or -1: off
+    min_p: float = 0.0  # [0, 1]; 0: off
+    seed: Optional[int] = None  # None: a fresh random seed per request
+    max_tokens: Optional[int] = 16  # None: until the end of sequence or the engine's max length
+    stop: Optional[Union[str, List[str]]] = None  # stop strings; the text ends before the first match
+    stop_token_ids: Optional[List[int]] = None  # besides the model's end-of-sequence ids
+    ignore_eos: bool = False
+    logprobs: Optional[int] = None  # None: none; k >= 0: the sampled token's log-probability and the top k
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """Checks every field; raises ValueError naming the first one out of range."""
+        _integer("n", self.n, 1)
+        if not _is_number(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
+        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        _integer("top_k", self.top_k, -1)
+        if not _is_number(self.min_p) or not 0 <= self.min_p <= 1:
+            raise ValueError(f"min_p must be in [0, 1], got {self.min_p!r}")
+        if self.seed is not None:
+            _integer("seed", self.seed, 0)
+            if self.seed >= _MAX_SEED:
+                raise ValueError(f"seed must be below 2**64, got {self.seed}")
+        if self.max_tokens is not None:
+            _integer("max_tokens", self.max_tokens, 1)
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        if self.stop is not None and not all(isinstance(s, str) for s in self.stop):
+            raise ValueError(f"stop must be a string or a list of strings, got {self.stop!r}")
+        for token in self.stop_token_ids or []:
+            _integer("stop_token_ids", token, 0)
+        if not isinstance(self.ignore_eos, bool):
+            raise ValueError(f"ignore_eos must be a bool, got {self.ignore_eos!r}")
+        if self.logprobs is not None:
+            _integer("logprobs", self.logprobs, 0)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _integer(name, value, minimum):
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
