@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Union
 
 _MAX_SEED = 2**64
+_MAX_N = 128  # the server's bound on n (src/server/openai_schema.cpp)
 
 
 @dataclass
@@ -16,7 +17,7 @@ class SamplingParams:
     changed and used again): a ValueError names the field and its range.
     """
 
-    n: int = 1  # completions of each prompt (each its own request; seeds seed, seed + 1, ...)
+    n: int = 1  # completions of each prompt, 1-128 as on the server (each its own request; seeds seed, seed + 1, ...)
     temperature: float = 1.0  # 0: greedy
     top_p: float = 1.0  # (0, 1]; 1: off
     top_k: int = 0  # 0 or -1: off
@@ -34,6 +35,8 @@ class SamplingParams:
     def validate(self):
         """Checks every field; raises ValueError naming the first one out of range."""
         _integer("n", self.n, 1)
+        if self.n > _MAX_N:
+            raise ValueError(f"n must be at most {_MAX_N} (as `aerie serve` allows), got {self.n}")
         if not _is_number(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0:
             raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
         if not _is_number(self.top_p) or not 0 < self.top_p <= 1:

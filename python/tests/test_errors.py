@@ -31,7 +31,7 @@ def test_a_bad_draft(tmp_path):
 
 @pytest.mark.parametrize("field, value", [
     ("temperature", -1.0), ("temperature", float("nan")), ("top_p", 0.0), ("top_p", 1.5), ("top_k", -2),
-    ("min_p", 1.5), ("max_tokens", 0), ("n", 0), ("seed", -1), ("seed", 2**64), ("logprobs", -1),
+    ("min_p", 1.5), ("max_tokens", 0), ("n", 0), ("n", 129), ("seed", -1), ("seed", 2**64), ("logprobs", -1),
     ("stop_token_ids", [-3]), ("stop", [3]), ("ignore_eos", "yes"),
 ])
 def test_sampling_values_out_of_range(field, value):
