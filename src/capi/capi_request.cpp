@@ -8,6 +8,7 @@
 #include "capi/handles.h"
 #include "grammar/json_constraint.h"
 #include "grammar/json_schema.h"
+#include "sched/stop_strings.h"
 
 namespace aerie::capi {
 
@@ -18,51 +19,6 @@ namespace {
 constexpr size_t kRequestV1 = offsetof(aerie_request, logprobs);
 constexpr size_t kRequestV2 = sizeof(aerie_request);
 constexpr size_t kEventV1 = offsetof(aerie_event, logprobs);
-
-// Stop strings over streamed text: releases what can no longer begin a stop string, holds back the longest
-// tail that still could, and at a match releases the text before it and nothing after (OpenAI semantics;
-// of several matches the one that ends first wins). The server's StopStringMatcher does the same for HTTP;
-// this copy keeps libaerie off the server library and its HTTP dependency.
-class StopText {
- public:
-  explicit StopText(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-
-  std::string push(std::string_view piece) {
-    held_ += piece;
-    // Only the new piece can complete a match: the held tail was shorter than every stop string it begins.
-    size_t best_start = std::string::npos, best_end = std::string::npos;
-    for (const std::string& s : stops_) {
-      const size_t at = held_.find(s);
-      if (at != std::string::npos && (at + s.size() < best_end || (at + s.size() == best_end && at < best_start))) {
-        best_start = at;
-        best_end = at + s.size();
-      }
-    }
-    if (best_start != std::string::npos) {
-      stopped_ = true;
-      std::string out = held_.substr(0, best_start);
-      held_.clear();
-      return out;
-    }
-    size_t keep = 0;
-    for (const std::string& s : stops_)
-      for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
-        if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
-          keep = k;
-          break;
-        }
-    std::string out = held_.substr(0, held_.size() - keep);
-    held_.erase(0, held_.size() - keep);
-    return out;
-  }
-  std::string finish() { return std::exchange(held_, {}); }
-  bool stopped() const { return stopped_; }
-
- private:
-  std::vector<std::string> stops_;  // non-empty
-  std::string held_;
-  bool stopped_ = false;
-};
 
 // One event as the consumer will see it (owns what aerie_event points into).
 struct PendingEvent {
@@ -125,7 +81,7 @@ struct Slot {
   // Loop thread only.
   const Tokenizer* tokenizer = nullptr;  // text events when set
   std::optional<IncrementalDecoder> decoder;
-  std::optional<StopText> stop;
+  std::optional<StopStringMatcher> stop;
   bool ended = false;  // the finished event went out (a stop string ends it before the engine does)
   aerie_event_callback callback = nullptr;
   void* user_data = nullptr;

@@ -18,7 +18,7 @@
 #include "engine/request.h"
 #include "server/openai_response.h"
 #include "server/reasoning.h"
-#include "server/stop_strings.h"
+#include "sched/stop_strings.h"
 #include "server/tool_parser.h"
 #include "tokenizer/tokenizer.h"
 

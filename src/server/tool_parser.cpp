@@ -3,7 +3,7 @@
 #include "core/error.h"
 #include "server/tool_parser_deepseek.h"
 #include "server/tool_parser_llama3.h"
-#include "server/text_markers.h"
+#include "sched/text_markers.h"
 
 namespace aerie::server {
 

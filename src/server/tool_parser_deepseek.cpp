@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-#include "server/text_markers.h"
+#include "sched/text_markers.h"
 
 namespace aerie::server {
 

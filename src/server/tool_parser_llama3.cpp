@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "server/text_markers.h"
+#include "sched/text_markers.h"
 
 namespace aerie::server {
 

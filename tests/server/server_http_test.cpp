@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "server/stop_strings.h"
+#include "sched/stop_strings.h"
 #include "server_fixture.h"
 
 namespace aerie::server::testing {

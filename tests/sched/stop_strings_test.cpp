@@ -1,10 +1,10 @@
 // Stop strings over streamed text: held back across piece boundaries, never emitted, same result for every
 // way of cutting the text into pieces.
-#include "server/stop_strings.h"
+#include "sched/stop_strings.h"
 
 #include <gtest/gtest.h>
 
-namespace aerie::server {
+namespace aerie {
 namespace {
 
 struct Streamed {
@@ -82,4 +82,4 @@ TEST(StopStrings, StopInsideOnePieceCutsThatPiece) {
 }
 
 }  // namespace
-}  // namespace aerie::server
+}  // namespace aerie

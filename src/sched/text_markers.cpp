@@ -1,8 +1,8 @@
-#include "server/text_markers.h"
+#include "sched/text_markers.h"
 
 #include <algorithm>
 
-namespace aerie::server {
+namespace aerie {
 
 MarkerHit find_first_marker(std::string_view text, std::span<const std::string> markers) {
   // One pass that stops at the earliest hit. Searching each marker through the whole text instead costs
@@ -43,4 +43,4 @@ size_t partial_marker_suffix(std::string_view text, std::span<const std::string>
 
 bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-}  // namespace aerie::server
+}  // namespace aerie

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace aerie::server {
+namespace aerie {
 
 struct MarkerHit {
   size_t pos = std::string_view::npos;  // byte offset of the earliest match; npos when none
@@ -27,4 +27,4 @@ size_t partial_marker_suffix(std::string_view text, std::span<const std::string>
 // True for ' ', '\t', '\n', '\r'.
 bool is_json_space(char c);
 
-}  // namespace aerie::server
+}  // namespace aerie

@@ -1,8 +1,8 @@
-#include "server/stop_strings.h"
+#include "sched/stop_strings.h"
 
-#include "server/text_markers.h"
+#include "sched/text_markers.h"
 
-namespace aerie::server {
+namespace aerie {
 
 StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings) {
   for (size_t i = 0; i < stop_strings.size(); ++i) {
@@ -53,4 +53,4 @@ std::string truncate_at_stop(std::string_view text, const std::vector<std::strin
   return out;
 }
 
-}  // namespace aerie::server
+}  // namespace aerie

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace aerie::server {
+namespace aerie {
 
 class StopStringMatcher {
  public:
@@ -38,4 +38,4 @@ class StopStringMatcher {
 // Whole-text form: the text up to the first stop string (all of it when none occurs).
 std::string truncate_at_stop(std::string_view text, const std::vector<std::string>& stop_strings);
 
-}  // namespace aerie::server
+}  // namespace aerie
