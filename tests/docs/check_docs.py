@@ -218,6 +218,8 @@ def parse_check(block, aerie, source, env, errors):
         program = tokens[0]
         if program in ("python3", "/usr/bin/python3", "bash") and len(tokens) > 1:
             script = tokens[1]
+            if script in ("-m", "-c"):
+                continue  # a module (python3 -m pytest ...) or inline code: no script file to hold flags to
             if script.startswith("../"):
                 continue  # outside the repository (../shared): nothing to hold it to
             path = source / script
