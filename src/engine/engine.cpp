@@ -30,6 +30,7 @@ Geometry geometry_of(const KvCache& probe) {
 Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, ThreadPool& pool)
     : target_(target), config_(config) {
   (void)pool;  // the models were loaded onto it; the engine itself runs on the calling thread
+  if (config.adapters) check_lora_fits(*config.adapters, target.lora_targets());
   if (drafter) {
     ProposerConfig pc;
     pc.spec = config.spec;

@@ -121,6 +121,7 @@ LoraTargets LlamaModel::lora_targets() const {
   t.shapes[size_t(LoraModule::kUp)] = {c.n_ff, c.n_embd};
   t.shapes[size_t(LoraModule::kDown)] = {c.n_embd, c.n_ff};
   t.qk_rows_permuted = c.qk_rows_interleaved;
+  t.head_dim = c.head_dim;
   return t;
 }
 

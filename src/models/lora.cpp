@@ -154,6 +154,20 @@ std::vector<float> to_f32(const Tensor& t, const std::string& where, const std::
   return out;
 }
 
+// GGUF stores a Llama's q/k rows with each head's two RoPE halves interleaved: its row h*d + 2i + j is the
+// published row h*d + j*d/2 + i (d = head_dim, i < d/2, j in {0, 1}). B's rows are the projection's output
+// rows, so they take the same order. Example, d = 4: published rows [a0 a1 b0 b1] -> [a0 b0 a1 b1].
+std::vector<float> interleave_head_rows(const std::vector<float>& b, int64_t n_out, int64_t rank, int64_t head_dim) {
+  std::vector<float> out(b.size());
+  const int64_t half = head_dim / 2;
+  for (int64_t row = 0; row < n_out; ++row) {
+    const int64_t h = row / head_dim, r = row % head_dim, i = r / 2, j = r % 2;
+    const int64_t source = h * head_dim + j * half + i;
+    std::memcpy(out.data() + row * rank, b.data() + source * rank, size_t(rank) * sizeof(float));
+  }
+  return out;
+}
+
 uint64_t hash_floats(uint64_t h, const std::vector<float>& v) {
   for (float f : v) {
     uint32_t bits;
@@ -190,10 +204,6 @@ LoraAdapter load_lora_adapter(const fs::path& dir, const LoraTargets& targets, c
   AERIE_CHECK(fs::exists(weights_path), weights_path.string(),
               ": missing (aerie reads PEFT adapters saved as safetensors; adapter_model.bin is not read)");
   const std::string where = weights_path.string();
-  if (targets.qk_rows_permuted)
-    AERIE_CHECK(!config.targeted[size_t(LoraModule::kQ)] && !config.targeted[size_t(LoraModule::kK)], where,
-                ": the adapter targets q_proj or k_proj, whose rows this model (a GGUF file) stores permuted; "
-                "load the model from its Hugging Face folder");
 
   LoraAdapter adapter;
   adapter.name = std::move(name);
@@ -245,6 +255,8 @@ LoraAdapter load_lora_adapter(const fs::path& dir, const LoraTargets& targets, c
       AERIE_CHECK(!pair.b.empty(), where, ": missing tensor '", path, ".lora_B.weight' (", lora_module_name(m),
                   " is a target module)");
       const LoraProjectionShape shape = targets.shapes[size_t(m)];
+      if (targets.qk_rows_permuted && (m == LoraModule::kQ || m == LoraModule::kK))
+        pair.b = interleave_head_rows(pair.b, shape.n_out, config.rank, targets.head_dim);
       pair.a_view = Tensor{DType::kF32, Shape{config.rank, shape.n_in}, pair.a.data()};
       pair.b_view = Tensor{DType::kF32, Shape{shape.n_out, config.rank}, pair.b.data()};
       identity = hash_floats(hash_floats(mix64(identity ^ uint64_t(il * kLoraModules + int(m))), pair.a), pair.b);
@@ -258,6 +270,23 @@ int32_t LoraSet::index_of(std::string_view name) const {
   for (size_t i = 0; i < adapters.size(); ++i)
     if (adapters[i].name == name) return int32_t(i);
   return -1;
+}
+
+void check_lora_fits(const LoraSet& set, const LoraTargets& targets) {
+  if (set.adapters.empty()) return;
+  AERIE_CHECK(targets.refusal.empty(), "LoRA adapters: ", targets.refusal);
+  for (const LoraAdapter& a : set.adapters) {
+    AERIE_CHECK(int64_t(a.layers.size()) == targets.n_layer, "LoRA adapter '", a.name, "' (", a.dir, ") has ",
+                a.layers.size(), " layers; the model has ", targets.n_layer);
+    for (const auto& layer : a.layers)
+      for (LoraModule m : kAllModules) {
+        const LoraPair& p = layer[size_t(m)];
+        const LoraProjectionShape s = targets.shapes[size_t(m)];
+        AERIE_CHECK(p.empty() || (p.a_view.dim(1) == s.n_in && p.b_view.dim(0) == s.n_out), "LoRA adapter '",
+                    a.name, "' (", a.dir, "): ", lora_module_name(m), " is [", p.b_view.dim(0), ", ", p.a_view.dim(1),
+                    "] and the model's is [", s.n_out, ", ", s.n_in, "]");
+      }
+  }
 }
 
 std::pair<std::string, std::string> parse_lora_module_spec(const std::string& spec) {

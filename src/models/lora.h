@@ -11,7 +11,7 @@
 // What a loader refuses, each an aerie::Error naming the file and the field or tensor: a config that is not
 // PEFT's LORA, use_dora, bias other than "none", modules_to_save, layers_to_transform / layers_pattern,
 // rank_pattern / alpha_pattern, fan_in_fan_out, a target module the model has not (lm_head, embed_tokens,
-// anything not q/k/v/o/gate/up/down_proj) or that the model refuses, a rank outside [1, max_rank], a
+// anything not q/k/v/o/gate/up/down_proj) or that the model refuses (LoraTargets::refusal), a rank outside [1, max_rank], a
 // missing, unexpected or misshapen tensor.
 #pragma once
 
@@ -75,6 +75,10 @@ struct LoraSet {
   // The adapter named `name`, or -1.
   int32_t index_of(std::string_view name) const;
 };
+
+// Every adapter of `set` fits `targets` (it was loaded against this model, or one of the same shapes); an
+// aerie::Error naming the adapter otherwise, or the refusal of a model that takes none.
+void check_lora_fits(const LoraSet& set, const LoraTargets& targets);
 
 // "name=DIR" (vLLM's --lora-modules form), or the JSON form {"name": ..., "path": ...}; an aerie::Error
 // naming `spec` otherwise. Returns {name, dir}.

@@ -27,9 +27,10 @@ struct LoraTargets {
   std::string refusal;
   int64_t n_layer = 0;
   std::array<LoraProjectionShape, kLoraModules> shapes{};  // by LoraModule
-  // The model's q/k rows are GGUF's (pairs interleaved per head) rather than the published order, so an
-  // adapter's q_proj / k_proj B rows would need the same permutation: refused for now.
+  // The model's q/k rows are GGUF's (each head's two RoPE halves interleaved, llama.cpp's permutation) rather
+  // than the published order: the loader permutes an adapter's q_proj / k_proj B rows the same way.
   bool qk_rows_permuted = false;
+  int64_t head_dim = 0;  // the heads' width, for that permutation
 };
 
 }  // namespace aerie
