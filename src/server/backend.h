@@ -42,10 +42,10 @@ struct ServedModel {
   bool priority_scheduling = false;
   // serve --lora-modules: each adapter's served name and folder, in the engine's adapter order (index i is
   // RequestOptions::adapter i). A request whose "model" names one runs with it.
-  struct LoraModule {
+  struct Adapter {
     std::string name, path;
   };
-  std::vector<LoraModule> lora_modules;
+  std::vector<Adapter> lora_modules;
   // Called by the engine loop while it has no work (a tensor-parallel driver's heartbeat); may be empty.
   std::function<void()> on_idle;
 };

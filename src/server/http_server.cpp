@@ -502,7 +502,7 @@ void HttpServer::Impl::routes() {
   http.Get("/v1/models", guarded([this](const auto&, auto& res) {
     std::vector<AdapterEntry> adapters;
     if (const std::shared_ptr<Backend> b = current())
-      for (const ServedModel::LoraModule& m : b->model.lora_modules) adapters.push_back({m.name, m.path});
+      for (const ServedModel::Adapter& m : b->model.lora_modules) adapters.push_back({m.name, m.path});
     send_json(res, 200, model_list_json({options.served_model_name}, created, "aerie", adapters));
   }));
   http.Post("/tokenize", with_body([this](const auto&, const std::string& body, auto& res) {
