@@ -133,7 +133,9 @@ TEST_F(LoraTest, OtherBaseFormatsTakeTheUpdate) {
   const fs::path gguf = fs::path(AERIE_TEST_DATA_DIR) / "gguf";
   const std::vector<Base> bases = {{"gguf f32", gguf / "llama_f32.gguf", WeightFormat::kAsStored, 2e-4},
                                    {"int8 at load", kBase, WeightFormat::kInt8, 5e-2},
-                                   {"gguf q8_0", gguf / "llama_q8_0.gguf", WeightFormat::kAsStored, 5e-2}};
+                                   // Q8_0 with int8 activations (VNNI) lands ~0.12 from the float reference
+                                   // here with the adapter, ~1.3 without it.
+                                   {"gguf q8_0", gguf / "llama_q8_0.gguf", WeightFormat::kAsStored, 0.2}};
   for (const Base& base : bases) {
     LoadOptions options;
     options.weights = base.weights;
@@ -149,7 +151,7 @@ TEST_F(LoraTest, OtherBaseFormatsTakeTheUpdate) {
       const auto out = forward_runs(*model, &set, {{ids, 0}, {ids, -1}});
       const double with = relative_max_error(out[0].data(), ref), without = relative_max_error(out[1].data(), ref);
       EXPECT_LT(with, base.tolerance) << "without " << without;
-      EXPECT_GT(without, 4 * with);
+      EXPECT_GT(without, 5 * with);
     }
   }
 }
