@@ -56,13 +56,16 @@ inline LoraFiles random_lora(const LoraTargets& targets, const LoraSpec& spec) {
   for (int64_t il = 0; il < targets.n_layer; ++il) {
     for (LoraModule m : spec.modules) {
       const LoraProjectionShape s = targets.shapes[size_t(m)];
-      files.tensors[lora_tensor_stem(il, m) + ".lora_A.weight"] = random_f32({spec.rank, s.n_in}, 1 / std::sqrt(double(s.n_in)), rng);
-      files.tensors[lora_tensor_stem(il, m) + ".lora_B.weight"] =
-          random_f32({s.n_out, spec.rank}, spec.b_std / std::sqrt(double(spec.rank)), rng);
+      files.tensors[lora_tensor_stem(il, m) + ".lora_A.weight"] = random_f32({spec.rank, s.n_in},
+                                                                             1 / std::sqrt(double(s.n_in)), rng);
+      files.tensors[lora_tensor_stem(il, m) + ".lora_B.weight"] = random_f32({s.n_out, spec.rank},
+                                                                             spec.b_std / std::sqrt(double(spec.rank)),
+                                                                             rng);
     }
   }
-  files.config = {{"peft_type", "LORA"}, {"r", spec.rank},  {"lora_alpha", spec.alpha}, {"target_modules", modules},
-                  {"bias", "none"},     {"use_rslora", false}, {"modules_to_save", nullptr}};
+  files.config = {{"peft_type", "LORA"},       {"r", spec.rank}, {"lora_alpha", spec.alpha},
+                  {"target_modules", modules}, {"bias", "none"}, {"use_rslora", false},
+                  {"modules_to_save", nullptr}};
   return files;
 }
 

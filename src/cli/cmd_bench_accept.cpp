@@ -109,10 +109,8 @@ struct RunTotals {
 };
 
 RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::vector<BenchPrompt>& prompts,
-                  const SpecOptions& k,
-                  double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype,
-                  const std::optional<RelaxedAcceptance>& relaxed,
-                  const std::shared_ptr<const LoraSet>& adapters) {
+                  const SpecOptions& k, double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype,
+                  const std::optional<RelaxedAcceptance>& relaxed, const std::shared_ptr<const LoraSet>& adapters) {
   RunTotals t;
   // auto learns its costs and the acceptance once over the prompts, as one serving engine would: each
   // prompt's engine goes on from the last one's (AdaptiveKMemory), instead of starting cold every time.
@@ -251,8 +249,8 @@ int run_bench_accept(const std::vector<std::string>& argv) {
                   "speedup", "  tau by source");
     for (double temperature : temperatures) {
       for (const SpecOptions& k : ks) {
-        const RunTotals t =
-            run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed, kv_dtype, relaxed, adapters);
+        const RunTotals t = run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed, kv_dtype, relaxed,
+                                    adapters);
         const double plain_tps = t.plain_tokens / t.plain_seconds, spec_tps = t.spec_tokens / t.spec_seconds;
         total_mismatches += t.mismatches;
         nlohmann::json by_source = nlohmann::json::object();
@@ -310,9 +308,12 @@ int run_bench_accept(const std::vector<std::string>& argv) {
     }
   }
   if (json) {
-    const nlohmann::json out = {{"model", choice.model.string()},       {"prompts", prompts.size()},
-                                {"prompt_file", prompt_file.string()}, {"max_tokens", max_tokens},
-                                {"threads", pool.n_threads()},         {"results", results},
+    const nlohmann::json out = {{"model", choice.model.string()},
+                                {"prompts", prompts.size()},
+                                {"prompt_file", prompt_file.string()},
+                                {"max_tokens", max_tokens},
+                                {"threads", pool.n_threads()},
+                                {"results", results},
                                 {"lora", adapters ? nlohmann::json(adapters->adapters[0].dir) : nlohmann::json()}};
     std::printf("%s\n", out.dump().c_str());
   }

@@ -206,7 +206,8 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   seq->prompt_logprobs = options.prompt_logprobs;
   seq->deterministic = options.deterministic;
   seq->adapter = options.adapter;
-  if (options.adapter >= 0) seq->prefix_root = mix64(BlockPool::kRootHash ^ config_.adapters->adapters[size_t(options.adapter)].identity);
+  if (options.adapter >= 0)
+    seq->prefix_root = mix64(BlockPool::kRootHash ^ config_.adapters->adapters[size_t(options.adapter)].identity);
   seq->priority = options.priority;
   if (options.constraint) seq->constraint = options.constraint->clone();
   seq->on_event = std::move(on_event);

@@ -6,10 +6,9 @@
 
 namespace aerie {
 
-void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
-                   const int64_t* positions, int64_t layer, const AttentionWeights& w,
-                   const AttentionShape& shape, const float* inv_freq, AttentionScratch& scratch, float* out,
-                   ThreadPool& pool, LoraAt lora) {
+void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences, const int64_t* positions,
+                   int64_t layer, const AttentionWeights& w, const AttentionShape& shape, const float* inv_freq,
+                   AttentionScratch& scratch, float* out, ThreadPool& pool, LoraAt lora) {
   const int64_t q_width = shape.n_head * shape.head_dim;      // n_head * head_dim
   const int64_t kv_width = shape.n_head_kv * shape.head_dim;  // n_head_kv * head_dim
   float* q = scratch.q.reserve(n_tokens * q_width);           // [n_tokens, n_head, head_dim]

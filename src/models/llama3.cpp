@@ -175,8 +175,8 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
     const trace::Where layer_trace("target", int(il));
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.attn_norm, eps, cur, pool_);
     AERIE_TRACE("attn_norm", cur, n_tokens, c.n_embd);
-    gqa_attention(cur, n_tokens, batch.sequences, positions_.data(), il, layer.attn, attn_shape_,
-                  inv_freq_.data(), attn_scratch_, block_out, pool_, LoraAt{&lora_, il});
+    gqa_attention(cur, n_tokens, batch.sequences, positions_.data(), il, layer.attn, attn_shape_, inv_freq_.data(),
+                  attn_scratch_, block_out, pool_, LoraAt{&lora_, il});
     if (trace::enabled()) trace_attention(attn_scratch_, attn_shape_, n_tokens, block_out, c.n_embd);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.ffn_norm, eps, cur, pool_);

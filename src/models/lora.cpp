@@ -69,8 +69,7 @@ std::array<bool, kLoraModules> parse_target_modules(const nlohmann::json& value,
 }
 
 // A field PEFT writes with a default that means "off"; anything else is a feature aerie does not implement.
-void refuse_unless_default(const nlohmann::json& config, const char* field, const std::string& where,
-                           const char* why) {
+void refuse_unless_default(const nlohmann::json& config, const char* field, const std::string& where, const char* why) {
   if (!config.contains(field)) return;
   const nlohmann::json& v = config.at(field);
   const bool off = v.is_null() || (v.is_boolean() && !v.get<bool>()) || (v.is_object() && v.empty()) ||
@@ -104,7 +103,8 @@ AdapterConfig read_adapter_config(const fs::path& path, const LoraOptions& optio
   AERIE_CHECK(config.contains("target_modules"), where, ": target_modules is missing");
   c.targeted = parse_target_modules(config.at("target_modules"), where);
   const std::string bias = config.value("bias", std::string("none"));
-  AERIE_CHECK(bias == "none", where, ": bias = \"", bias, "\" is not supported (adapters with trained biases; \"none\" only)");
+  AERIE_CHECK(bias == "none", where, ": bias = \"", bias,
+              "\" is not supported (adapters with trained biases; \"none\" only)");
   refuse_unless_default(config, "modules_to_save", where, "fully trained copies of whole modules");
   refuse_unless_default(config, "layers_to_transform", where, "an adapter on some layers only");
   refuse_unless_default(config, "layers_pattern", where, "an adapter on some layers only");
@@ -180,7 +180,7 @@ uint64_t hash_floats(uint64_t h, const std::vector<float>& v) {
 }  // namespace
 
 const char* lora_module_name(LoraModule module) {
-  static const char* const kNames[kLoraModules] = {"q_proj", "k_proj", "v_proj", "o_proj",
+  static const char* const kNames[kLoraModules] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                    "gate_proj", "up_proj", "down_proj"};
   return kNames[int(module)];
 }
@@ -209,7 +209,8 @@ LoraAdapter load_lora_adapter(const fs::path& dir, const LoraTargets& targets, c
   adapter.name = std::move(name);
   adapter.dir = dir.string();
   adapter.rank = config.rank;
-  adapter.scale = float(config.rslora ? config.alpha / std::sqrt(double(config.rank)) : config.alpha / double(config.rank));
+  adapter.scale = float(config.rslora ? config.alpha / std::sqrt(double(config.rank))
+                                      : config.alpha / double(config.rank));
   for (LoraModule m : kAllModules)
     if (config.targeted[size_t(m)]) adapter.target_modules.push_back(lora_module_name(m));
   adapter.layers.resize(size_t(targets.n_layer));
@@ -282,8 +283,8 @@ void check_lora_fits(const LoraSet& set, const LoraTargets& targets) {
       for (LoraModule m : kAllModules) {
         const LoraPair& p = layer[size_t(m)];
         const LoraProjectionShape s = targets.shapes[size_t(m)];
-        AERIE_CHECK(p.empty() || (p.a_view.dim(1) == s.n_in && p.b_view.dim(0) == s.n_out), "LoRA adapter '",
-                    a.name, "' (", a.dir, "): ", lora_module_name(m), " is [", p.b_view.dim(0), ", ", p.a_view.dim(1),
+        AERIE_CHECK(p.empty() || (p.a_view.dim(1) == s.n_in && p.b_view.dim(0) == s.n_out), "LoRA adapter '", a.name,
+                    "' (", a.dir, "): ", lora_module_name(m), " is [", p.b_view.dim(0), ", ", p.a_view.dim(1),
                     "] and the model's is [", s.n_out, ", ", s.n_in, "]");
       }
   }

@@ -39,8 +39,8 @@ struct LoraOptions {
 
 // One projection's update; empty when the adapter does not target it in this layer.
 struct LoraPair {
-  std::vector<float> a;  // [rank, n_in] f32
-  std::vector<float> b;  // [n_out, rank] f32
+  std::vector<float> a;   // [rank, n_in] f32
+  std::vector<float> b;   // [n_out, rank] f32
   Tensor a_view, b_view;  // F32 views of a and b (ops::matmul's weight argument)
   bool empty() const { return a.empty(); }
 };
@@ -49,7 +49,7 @@ struct LoraAdapter {
   std::string name;  // what a request selects it by (serve --lora-modules name=DIR); may be empty
   std::string dir;
   int64_t rank = 0;
-  float scale = 0.0f;  // lora_alpha / rank, or lora_alpha / sqrt(rank) with use_rslora
+  float scale = 0.0f;                       // lora_alpha / rank, or lora_alpha / sqrt(rank) with use_rslora
   std::vector<std::string> target_modules;  // module names, in LoraModule order
   // Names the adapter's contents (config and tensors): the prefix cache chains it into a sequence's first
   // block hash so that KV computed under one adapter is never served to another (or to the base model).

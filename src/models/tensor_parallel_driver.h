@@ -60,7 +60,8 @@ class TensorParallelDriver final : public Model {
   // The ranks' shards would each need their share of an adapter's factors (not implemented).
   LoraTargets lora_targets() const override {
     LoraTargets none;
-    none.refusal = "a model split over ranks (--tensor-parallel, --expert-parallel, --data-parallel) takes no LoRA adapters yet";
+    none.refusal =
+        "a model split over ranks (--tensor-parallel, --expert-parallel, --data-parallel) takes no LoRA adapters yet";
     return none;
   }
   const std::string& architecture() const override { return local_.architecture(); }

@@ -20,7 +20,9 @@ bool planned(const std::vector<ScheduledRows>& rows, const Sequence* seq) {
 // so its prefix chain starts with token 0 and hashes tokens 1, 2, ...
 }  // namespace
 
-uint64_t draft_root(const Sequence& seq) { return BlockPool::chain_hash(seq.prefix_root, std::span(seq.tokens).first(1)); }
+uint64_t draft_root(const Sequence& seq) {
+  return BlockPool::chain_hash(seq.prefix_root, std::span(seq.tokens).first(1));
+}
 
 Scheduler::Scheduler(const SchedulerConfig& config, BlockPool& pool, BlockPool* draft_pool)
     : config_(config), pool_(pool), draft_pool_(draft_pool) {

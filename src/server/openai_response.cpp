@@ -218,8 +218,12 @@ OrderedJson model_list_json(const std::vector<std::string>& model_names, int64_t
     data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", owned_by}});
   }
   for (const AdapterEntry& a : adapters) {
-    data.push_back({{"id", a.name}, {"object", "model"}, {"created", created}, {"owned_by", owned_by},
-                    {"root", a.path}, {"parent", model_names.empty() ? std::string() : model_names[0]}});
+    data.push_back({{"id", a.name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", owned_by},
+                    {"root", a.path},
+                    {"parent", model_names.empty() ? std::string() : model_names[0]}});
   }
   return {{"object", "list"}, {"data", std::move(data)}};
 }

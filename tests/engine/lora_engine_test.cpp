@@ -107,8 +107,11 @@ TEST_F(LoraEngineTest, GreedyWithAdapterMatchesReferenceOfMergedModel) {
 TEST_F(LoraEngineTest, MixedBatchEqualsEachRequestAlone) {
   std::unique_ptr<Model> model = load_model(kData / "llama" / "bf16_gqa_rope_scaled_tied", pool_);
   const auto set = two_adapters(*model, 0.5);
-  const std::vector<Job> jobs = {{{1, 17, 243, 99, 5}, -1}, {{1, 17, 243, 99, 5}, 0}, {{1, 64, 128, 7}, 1},
-                                 {{1, 200, 31, 9, 4, 6, 8}, 0}, {{1, 17, 243, 99, 5}, 1}};
+  const std::vector<Job> jobs = {{{1, 17, 243, 99, 5}, -1},
+                                 {{1, 17, 243, 99, 5}, 0},
+                                 {{1, 64, 128, 7}, 1},
+                                 {{1, 200, 31, 9, 4, 6, 8}, 0},
+                                 {{1, 17, 243, 99, 5}, 1}};
   Engine together(*model, nullptr, engine_config(set), pool_);
   const std::vector<Outcome> mixed = run(together, jobs);
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -133,7 +136,8 @@ TEST_F(LoraEngineTest, EagleSpeculationWithAdapterEqualsPlainGreedyWithAdapter) 
   const std::vector<Outcome> expected = run(plain, jobs);
   Engine speculative(*model, head.get(), engine_config(set, 3), pool_);
   const std::vector<Outcome> got = run(speculative, jobs);
-  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i << " " << got[i].error;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i << " " << got[i].error;
   EXPECT_GT(speculative.metrics().spec.accepted_tokens, 0);
   EXPECT_NE(expected[1].tokens, expected[0].tokens);
 }
@@ -173,8 +177,9 @@ TEST_F(LoraEngineTest, RequestForAnAdapterNotLoadedIsRefused) {
 TEST_F(LoraEngineTest, AdaptersThatDoNotFitTheTargetAreRefused) {
   std::unique_ptr<Model> small = load_model(kData / "llama" / "bf16_gqa_rope_scaled_tied", pool_);
   const auto set = two_adapters(*small, 0.5);
-  const std::pair<const char*, const char*> cases[] = {
-      {"aerie-tiny-llama", "LoRA adapter 'one' ("}, {"aerie-tiny-deepseek", "deepseek_v3 models take no LoRA adapters yet"}};
+  const std::pair<const char*, const char*> cases[] = {{"aerie-tiny-llama", "LoRA adapter 'one' ("},
+                                                       {"aerie-tiny-deepseek",
+                                                        "deepseek_v3 models take no LoRA adapters yet"}};
   for (const auto& [name, expected] : cases) {
     std::unique_ptr<Model> other = load_model(kModels / name, pool_);
     try {

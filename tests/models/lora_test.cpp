@@ -200,7 +200,10 @@ TEST_F(LoraTest, BadAdaptersAreRefusedByName) {
   const std::vector<Case> cases = {
       {"rank over the limit", [](auto& f) { f.config["r"] = 300; }, "rank r = 300 is outside [1, 256]"},
       {"rank zero", [](auto& f) { f.config["r"] = 0; }, "rank r = 0"},
-      {"unknown module", [](auto& f) { f.config["target_modules"] = {"q_proj", "qkv_proj"}; },
+      {"unknown module",
+       [](auto& f) {
+         f.config["target_modules"] = {"q_proj", "qkv_proj"};
+       },
        "target module 'qkv_proj' is not a projection aerie adapts"},
       {"output head", [](auto& f) { f.config["target_modules"] = {"lm_head"}; }, "target module 'lm_head'"},
       {"module in the wrong block", [](auto& f) { f.config["target_modules"] = {"mlp.q_proj"}; },
@@ -209,8 +212,16 @@ TEST_F(LoraTest, BadAdaptersAreRefusedByName) {
       {"bias", [](auto& f) { f.config["bias"] = "lora_only"; }, "bias = \"lora_only\" is not supported"},
       {"modules_to_save", [](auto& f) { f.config["modules_to_save"] = {"lm_head"}; }, "modules_to_save"},
       {"layers_to_transform", [](auto& f) { f.config["layers_to_transform"] = {0}; }, "layers_to_transform"},
-      {"rank_pattern", [](auto& f) { f.config["rank_pattern"] = {{"q_proj", 8}}; }, "rank_pattern"},
-      {"alpha_pattern", [](auto& f) { f.config["alpha_pattern"] = {{"q_proj", 8}}; }, "alpha_pattern"},
+      {"rank_pattern",
+       [](auto& f) {
+         f.config["rank_pattern"] = {{"q_proj", 8}};
+       },
+       "rank_pattern"},
+      {"alpha_pattern",
+       [](auto& f) {
+         f.config["alpha_pattern"] = {{"q_proj", 8}};
+       },
+       "alpha_pattern"},
       {"dora", [](auto& f) { f.config["use_dora"] = true; }, "use_dora"},
       {"fan_in_fan_out", [](auto& f) { f.config["fan_in_fan_out"] = true; }, "fan_in_fan_out"},
       {"not lora", [](auto& f) { f.config["peft_type"] = "IA3"; }, "is not a LoRA adapter"},
@@ -223,13 +234,19 @@ TEST_F(LoraTest, BadAdaptersAreRefusedByName) {
        },
        "q_proj.lora_B.weight' has shape [32, 8], expected [64, 4]"},
       {"layer the model has not",
-       [&](auto& f) { f.tensors[testing::lora_tensor_stem(5, LoraModule::kQ) + ".lora_A.weight"] = f.tensors[q0 + ".lora_A.weight"]; },
+       [&](auto& f) {
+         f.tensors[testing::lora_tensor_stem(5, LoraModule::kQ) + ".lora_A.weight"] = f.tensors[q0 + ".lora_A.weight"];
+       },
        "is for module 'model.layers.5.self_attn.q_proj', which this model has not"},
       {"tensor of a module not targeted",
-       [&](auto& f) { f.config["target_modules"] = {"k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}; },
+       [&](auto& f) {
+         f.config["target_modules"] = {"k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+       },
        "q_proj.lora_A.weight' is for q_proj, which is not among target_modules"},
       {"not a lora tensor",
-       [&](auto& f) { f.tensors["base_model.model.model.embed_tokens.lora_embedding_A"] = f.tensors[q0 + ".lora_A.weight"]; },
+       [&](auto& f) {
+         f.tensors["base_model.model.model.embed_tokens.lora_embedding_A"] = f.tensors[q0 + ".lora_A.weight"];
+       },
        "is not a LoRA factor"},
       {"non-finite",
        [&](auto& f) {
