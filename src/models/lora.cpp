@@ -111,6 +111,9 @@ AdapterConfig read_adapter_config(const fs::path& path, const LoraOptions& optio
   refuse_unless_default(config, "rank_pattern", where, "a rank per module");
   refuse_unless_default(config, "alpha_pattern", where, "an alpha per module");
   refuse_unless_default(config, "use_dora", where, "DoRA's magnitude vectors");
+  refuse_unless_default(config, "exclude_modules", where, "modules left out of target_modules");
+  refuse_unless_default(config, "layer_replication", where, "layers duplicated before adapting");
+  refuse_unless_default(config, "target_parameters", where, "adapters on raw parameters rather than modules");
   refuse_unless_default(config, "fan_in_fan_out", where, "transposed Conv1D weights, as GPT-2 has; Llama's are not");
   return c;
 }

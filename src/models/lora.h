@@ -4,15 +4,17 @@
 // W is never merged or copied, so one batch can mix the base model and several adapters, and every base
 // weight format (BF16, FP8, int8, int4, GGUF) takes adapters alike: the update only adds to linear()'s output.
 //
-// A and B are kept as f32: an adapter is small (rank x (n_in + n_out) per projection, about 2 % of a
-// Llama layer at rank 16), so f32 costs little memory and little bandwidth, is exact for the BF16/F16/F32
-// tensors PEFT saves, and keeps the update's rounding below the base matmul's.
+// A and B are kept as f32: an adapter is small (rank x (n_in + n_out) per projection; at rank 16 on all seven
+// projections of Llama-3.1-8B, 1.3 M values a layer, 1.2 % of the layer's BF16 bytes even in f32), so f32 costs
+// little memory and bandwidth, holds the BF16/F16/F32 tensors PEFT saves exactly, and keeps the update's
+// rounding below the base matmul's.
 //
 // What a loader refuses, each an aerie::Error naming the file and the field or tensor: a config that is not
-// PEFT's LORA, use_dora, bias other than "none", modules_to_save, layers_to_transform / layers_pattern,
-// rank_pattern / alpha_pattern, fan_in_fan_out, a target module the model has not (lm_head, embed_tokens,
-// anything not q/k/v/o/gate/up/down_proj) or that the model refuses (LoraTargets::refusal), a rank outside [1, max_rank], a
-// missing, unexpected or misshapen tensor.
+// PEFT's LORA; use_dora, bias other than "none", modules_to_save, layers_to_transform / layers_pattern,
+// rank_pattern / alpha_pattern, fan_in_fan_out, exclude_modules, layer_replication, target_parameters; a
+// target module the model has not (lm_head, embed_tokens, anything not q/k/v/o/gate/up/down_proj) or a model
+// that takes none (LoraTargets::refusal); a rank outside [1, max_rank]; a missing, unexpected or misshapen
+// tensor (docs/lora.md lists them).
 #pragma once
 
 #include <array>

@@ -223,6 +223,8 @@ TEST_F(LoraTest, BadAdaptersAreRefusedByName) {
        },
        "alpha_pattern"},
       {"dora", [](auto& f) { f.config["use_dora"] = true; }, "use_dora"},
+      {"exclude_modules", [](auto& f) { f.config["exclude_modules"] = {"q_proj"}; }, "exclude_modules"},
+      {"layer_replication", [](auto& f) { f.config["layer_replication"] = {{0, 2}}; }, "layer_replication"},
       {"fan_in_fan_out", [](auto& f) { f.config["fan_in_fan_out"] = true; }, "fan_in_fan_out"},
       {"not lora", [](auto& f) { f.config["peft_type"] = "IA3"; }, "is not a LoRA adapter"},
       {"missing A", [&](auto& f) { f.tensors.erase(q0 + ".lora_A.weight"); },
