@@ -197,29 +197,12 @@ uint64_t LoraAdapter::nbytes() const {
   return bytes;
 }
 
-LoraAdapter load_lora_adapter(const fs::path& dir, const LoraTargets& targets, const LoraOptions& options,
-                              std::string name) {
-  AERIE_CHECK(options.max_rank >= 1 && options.max_rank <= kMaxLoraRankLimit, "max LoRA rank ", options.max_rank,
-              " is outside [1, ", kMaxLoraRankLimit, "]");
-  AERIE_CHECK(targets.refusal.empty(), "LoRA adapter ", dir.string(), ": ", targets.refusal);
-  const AdapterConfig config = read_adapter_config(dir / "adapter_config.json", options);
-  const fs::path weights_path = dir / "adapter_model.safetensors";
-  AERIE_CHECK(fs::exists(weights_path), weights_path.string(),
-              ": missing (aerie reads PEFT adapters saved as safetensors; adapter_model.bin is not read)");
-  const std::string where = weights_path.string();
+namespace {
 
-  LoraAdapter adapter;
-  adapter.name = std::move(name);
-  adapter.dir = dir.string();
-  adapter.rank = config.rank;
-  adapter.scale = float(config.rslora ? config.alpha / std::sqrt(double(config.rank))
-                                      : config.alpha / double(config.rank));
-  for (LoraModule m : kAllModules)
-    if (config.targeted[size_t(m)]) adapter.target_modules.push_back(lora_module_name(m));
-  adapter.layers.resize(size_t(targets.n_layer));
-
-  // Every tensor must be a factor of a targeted projection of an existing layer, with the projection's shape.
-  const WeightStore store = WeightStore::open_file(weights_path);
+// Every tensor of the file must be a factor of a targeted projection of an existing layer, with the
+// projection's shape; each lands in adapter.layers as f32.
+void read_factors(const WeightStore& store, const std::string& where, const AdapterConfig& config,
+                  const LoraTargets& targets, LoraAdapter& adapter) {
   std::map<std::string, std::pair<int64_t, LoraModule>> paths;  // "model.layers.3.self_attn.q_proj" -> (3, kQ)
   for (int64_t il = 0; il < targets.n_layer; ++il)
     for (LoraModule m : kAllModules)
@@ -246,8 +229,16 @@ LoraAdapter load_lora_adapter(const fs::path& dir, const LoraTargets& targets, c
     AERIE_CHECK(dst.empty(), where, ": two tensors hold lora_", factor, " of ", path);
     dst = to_f32(t, where, tensor);
   }
-  // A targeted module has both factors in every layer (PEFT adapts every matching module).
-  uint64_t identity = mix64(uint64_t(config.rank) ^ (uint64_t(std::llround(adapter.scale * 1e6)) << 20));
+}
+
+// Checks that every targeted module has both factors in every layer (PEFT adapts every matching module),
+// puts q/k B rows in the model's order, makes the views, and returns the adapter's identity: a hash of its
+// rank, scale and factors.
+uint64_t bind_pairs(const std::string& where, const AdapterConfig& config, const LoraTargets& targets,
+                    LoraAdapter& adapter) {
+  uint32_t scale_bits;
+  std::memcpy(&scale_bits, &adapter.scale, sizeof scale_bits);
+  uint64_t identity = mix64(uint64_t(config.rank) ^ (uint64_t(scale_bits) << 20));
   for (int64_t il = 0; il < targets.n_layer; ++il) {
     for (LoraModule m : kAllModules) {
       LoraPair& pair = adapter.layers[size_t(il)][size_t(m)];
@@ -266,7 +257,33 @@ LoraAdapter load_lora_adapter(const fs::path& dir, const LoraTargets& targets, c
       identity = hash_floats(hash_floats(mix64(identity ^ uint64_t(il * kLoraModules + int(m))), pair.a), pair.b);
     }
   }
-  adapter.identity = identity;
+  return identity;
+}
+
+}  // namespace
+
+LoraAdapter load_lora_adapter(const fs::path& dir, const LoraTargets& targets, const LoraOptions& options,
+                              std::string name) {
+  AERIE_CHECK(options.max_rank >= 1 && options.max_rank <= kMaxLoraRankLimit, "max LoRA rank ", options.max_rank,
+              " is outside [1, ", kMaxLoraRankLimit, "]");
+  AERIE_CHECK(targets.refusal.empty(), "LoRA adapter ", dir.string(), ": ", targets.refusal);
+  const AdapterConfig config = read_adapter_config(dir / "adapter_config.json", options);
+  const fs::path weights_path = dir / "adapter_model.safetensors";
+  AERIE_CHECK(fs::exists(weights_path), weights_path.string(),
+              ": missing (aerie reads PEFT adapters saved as safetensors; adapter_model.bin is not read)");
+  LoraAdapter adapter;
+  adapter.name = std::move(name);
+  adapter.dir = dir.string();
+  adapter.rank = config.rank;
+  adapter.scale = float(config.rslora ? config.alpha / std::sqrt(double(config.rank))
+                                      : config.alpha / double(config.rank));
+  AERIE_CHECK(std::isfinite(adapter.scale), (dir / "adapter_config.json").string(), ": lora_alpha ", config.alpha,
+              " gives a scale beyond float's range");
+  for (LoraModule m : kAllModules)
+    if (config.targeted[size_t(m)]) adapter.target_modules.push_back(lora_module_name(m));
+  adapter.layers.resize(size_t(targets.n_layer));
+  read_factors(WeightStore::open_file(weights_path), weights_path.string(), config, targets, adapter);
+  adapter.identity = bind_pairs(weights_path.string(), config, targets, adapter);
   return adapter;
 }
 

@@ -200,6 +200,7 @@ TEST_F(LoraTest, BadAdaptersAreRefusedByName) {
   const std::vector<Case> cases = {
       {"rank over the limit", [](auto& f) { f.config["r"] = 300; }, "rank r = 300 is outside [1, 256]"},
       {"rank zero", [](auto& f) { f.config["r"] = 0; }, "rank r = 0"},
+      {"huge alpha", [](auto& f) { f.config["lora_alpha"] = 1e300; }, "gives a scale beyond float's range"},
       {"unknown module",
        [](auto& f) {
          f.config["target_modules"] = {"q_proj", "qkv_proj"};
