@@ -87,7 +87,17 @@ Args::Args(const std::vector<std::string>& argv, std::vector<OptionSpec> specs) 
     if (spec->range) check_range(name, *spec->range, *value);
     if (!spec->choices.empty()) check_choice(*spec, *value);
     values_[name] = value.value_or("");
+    if (spec->multiple) {
+      std::vector<std::string>& all = multiple_[name];
+      all.push_back(*value);
+      while (i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0) all.push_back(argv[++i]);
+    }
   }
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+  const auto it = multiple_.find(name);
+  return it != multiple_.end() ? it->second : std::vector<std::string>{};
 }
 
 const OptionSpec* Args::find(const std::string& name) const {

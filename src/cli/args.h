@@ -64,6 +64,9 @@ struct OptionSpec {
   std::vector<std::string> choices;  // an enumerated option: one of these names
   std::vector<std::string> aliases;  // further names it accepts without listing them (bfloat16 for bf16)
   bool bare_refusal = false;         // a refused choice is shown unquoted (--bf16-activations has always been)
+  // Takes every following argument up to the next option ("--lora-modules a=X b=Y", argparse's nargs='+'),
+  // and may be given again; Args::all() returns the values in order.
+  bool multiple = false;
   std::string free_text;             // neither: what the text is (PATH, FILE, JSON, LIST, ...), shown in --help
   Default fallback;                  // the value when absent; a flag is false when absent
 };
@@ -90,12 +93,15 @@ class Args {
   int64_t integer(const std::string& name, int64_t fallback) const;
   double number(const std::string& name, double fallback) const;
   std::vector<double> numbers(const std::string& name, const std::string& fallback) const;
+  // Every value of an option declared `multiple`, in order (empty when absent).
+  std::vector<std::string> all(const std::string& name) const;
 
  private:
   const OptionSpec* find(const std::string& name) const;
   const Default& fallback_of(const std::string& name) const;
   std::vector<OptionSpec> specs_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> multiple_;  // the values of `multiple` options
 };
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);

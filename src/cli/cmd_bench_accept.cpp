@@ -109,9 +109,8 @@ struct RunTotals {
 };
 
 RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::vector<BenchPrompt>& prompts,
-                  const SpecOptions& k,
-                  double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype,
-                  const std::optional<RelaxedAcceptance>& relaxed) {
+                  const SpecOptions& k, double temperature, int64_t max_tokens, uint64_t seed, KvDType kv_dtype,
+                  const std::optional<RelaxedAcceptance>& relaxed, const std::shared_ptr<const LoraSet>& adapters) {
   RunTotals t;
   // auto learns its costs and the acceptance once over the prompts, as one serving engine would: each
   // prompt's engine goes on from the last one's (AdaptiveKMemory), instead of starting cold every time.
@@ -125,6 +124,10 @@ RunTotals run_one(Model& target, Drafter& drafter, ThreadPool& pool, const std::
     // Relaxed: every output token counts as thinking (the end-of-thinking id is one no model emits).
     options.starts_in_thinking = relaxed.has_value();
     options.token_logprobs = relaxed.has_value();
+    // --lora: both runs with the adapter (the head drafts for the base model), so the figures say what the
+    // adapter costs in acceptance against a run without it.
+    options.adapters = adapters;
+    options.adapter = adapters ? 0 : -1;
     const GenerateResult plain = generate_with_engine(target, nullptr, pool, prompts[i].ids, options, SpecOptions{});
     SpecOptions spec;
     spec.num_speculative_tokens = k.num_speculative_tokens;
@@ -223,6 +226,7 @@ int run_bench_accept(const std::vector<std::string>& argv) {
   const KvDType kv_dtype = kv_cache_dtype(args);
   ThreadPool pool(thread_count(args));
   std::unique_ptr<Model> target = load_model_verbose(choice.model, pool, quiet, weight_choice(args));
+  const std::shared_ptr<const LoraSet> adapters = lora_adapters(args, *target, quiet);
 
   nlohmann::json results = nlohmann::json::array();
   int64_t total_mismatches = 0;
@@ -245,7 +249,8 @@ int run_bench_accept(const std::vector<std::string>& argv) {
                   "speedup", "  tau by source");
     for (double temperature : temperatures) {
       for (const SpecOptions& k : ks) {
-        const RunTotals t = run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed, kv_dtype, relaxed);
+        const RunTotals t = run_one(*target, *head, pool, prompts, k, temperature, max_tokens, seed, kv_dtype, relaxed,
+                                    adapters);
         const double plain_tps = t.plain_tokens / t.plain_seconds, spec_tps = t.spec_tokens / t.spec_seconds;
         total_mismatches += t.mismatches;
         nlohmann::json by_source = nlohmann::json::object();
@@ -303,9 +308,13 @@ int run_bench_accept(const std::vector<std::string>& argv) {
     }
   }
   if (json) {
-    const nlohmann::json out = {{"model", choice.model.string()},       {"prompts", prompts.size()},
-                                {"prompt_file", prompt_file.string()}, {"max_tokens", max_tokens},
-                                {"threads", pool.n_threads()},         {"results", results}};
+    const nlohmann::json out = {{"model", choice.model.string()},
+                                {"prompts", prompts.size()},
+                                {"prompt_file", prompt_file.string()},
+                                {"max_tokens", max_tokens},
+                                {"threads", pool.n_threads()},
+                                {"results", results},
+                                {"lora", adapters ? nlohmann::json(adapters->adapters[0].dir) : nlohmann::json()}};
     std::printf("%s\n", out.dump().c_str());
   }
   AERIE_CHECK(total_mismatches == 0, total_mismatches,

@@ -43,6 +43,8 @@ int run_generate(const std::vector<std::string>& argv) {
   EngineTarget loaded = load_engine_target(model_dir, pool, args.has("--quiet") || json, weight_choice(args), *ranks);
   Model* const model = &loaded.model();
   if (!args.has("--ignore-eos")) options.stop_token_ids = stop_token_ids(model_dir, model->eos_token_ids());
+  options.adapters = lora_adapters(args, *model, args.has("--quiet") || json);
+  if (options.adapters) options.adapter = 0;
 
   if (!json && args.has("--show-prompt") && !prompt_input.text.empty()) {
     std::fputs(prompt_input.text.c_str(), stdout);

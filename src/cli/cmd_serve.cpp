@@ -132,6 +132,7 @@ int run_serve(const std::vector<std::string>& argv) {
   EngineConfig config = engine_config(args);
   config.spec = spec_options(args, head.get());
   config.kv_disk = kv_disk_options(args, model_dir);
+  config.adapters = lora_adapters(args, *model, quiet);
   if (config.spec.synthetic_acceptance >= 0.0)
     std::fprintf(stderr,
                  "aerie serve: synthetic acceptance %.2f: responses are NOT the model's output (load tests "
@@ -174,6 +175,8 @@ int run_serve(const std::vector<std::string>& argv) {
   served.reasoning_parser = reasoning_parser_for(args, served.chat_template);
   served.relaxed_thinking = config.spec.relaxed_thinking;
   served.priority_scheduling = args.str("--scheduling-policy") == "priority";
+  if (config.adapters)
+    for (const LoraAdapter& a : config.adapters->adapters) served.lora_modules.push_back({a.name, a.dir});
   http.attach(served);
   waiter->ready.store(true);
   std::fprintf(stderr,

@@ -46,6 +46,11 @@ std::optional<RelaxedAcceptance> relaxed_acceptance(const Args& args);
 // its groups, the bf16 activation mode and the kernels' instruction set; for a draft head, --draft and the
 // options that change its rows. Refused beside --tensor-, --expert- or --data-parallel.
 KvDiskOptions kv_disk_options(const Args& args, const std::filesystem::path& model_dir);
+
+// The LoRA adapters of --lora-modules (serve) or --lora (generate, bench-accept; one adapter, index 0),
+// loaded against `target` with --max-lora-rank; null when none is given. Prints a line per adapter unless
+// quiet. Throws aerie::Error naming the adapter and what does not fit.
+std::shared_ptr<const LoraSet> lora_adapters(const Args& args, const Model& target, bool quiet);
 // kv_disk_options' checks that need no model (a directory that cannot be written, a flag without its
 // partner), for a command to run before it loads one.
 void check_kv_disk_flags(const Args& args);

@@ -48,6 +48,11 @@ OptionSpec with_aliases(OptionSpec s, std::vector<std::string> aliases) {
   return s;
 }
 
+OptionSpec multiple(OptionSpec s) {
+  s.multiple = true;
+  return s;
+}
+
 OptionSpec bare_refusal(OptionSpec s) {
   s.bare_refusal = true;
   return s;
@@ -123,6 +128,19 @@ std::vector<OptionRow> model_rows() {
                     {"bfloat16", "float32", "fp8_e4m3"}),
        kModelCommands,
        {{kLogits, "f32"}}},  // a reference check: exact KV unless asked
+      {text("--lora", "PATH", kOptional,
+            "a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) the target runs with; "
+            "the draft head drafts for the base model and verification is against the adapted target "
+            "(docs/lora.md; Llama 3 targets)"),
+       {kGenerate, kBenchAccept}},
+      {multiple(text("--lora-modules", "NAME=PATH ...", kOptional,
+                     "LoRA adapters to serve, as vLLM takes them: name=DIR (or {\"name\": ..., \"path\": ...}), "
+                     "several after one flag or the flag repeated; a request whose \"model\" is a name runs with "
+                     "that adapter, and /v1/models lists each with its parent (docs/lora.md)")),
+       {kServe}},
+      {ranged("--max-lora-rank", integers(1, kMaxLoraRankLimit), kDefaultMaxLoraRank,
+              "the largest rank r an adapter may have; a larger one is refused at load"),
+       {kGenerate, kServe, kBenchAccept}},
   };
 }
 

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "core/mix64.h"
 #include "kv/disk_block_store.h"
 #include "kv/disk_identity.h"
 #include "ops/ops.h"
@@ -30,6 +31,7 @@ Geometry geometry_of(const KvCache& probe) {
 Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, ThreadPool& pool)
     : target_(target), config_(config) {
   (void)pool;  // the models were loaded onto it; the engine itself runs on the calling thread
+  if (config.adapters) check_lora_fits(*config.adapters, target.lora_targets());
   if (drafter) {
     ProposerConfig pc;
     pc.spec = config.spec;
@@ -187,6 +189,9 @@ void Engine::check_request(std::span<const int64_t> prompt, const RequestOptions
   AERIE_CHECK(options.prompt_logprobs >= -1, "prompt_logprobs must be -1 (off) or >= 0, got ", options.prompt_logprobs);
   validate(options.sampling);
   validate(options.penalties);
+  const int32_t n_adapters = config_.adapters ? config_.adapters->size() : 0;
+  AERIE_CHECK(options.adapter >= -1 && options.adapter < n_adapters, "LoRA adapter ", options.adapter,
+              " is not loaded (", n_adapters, " adapters)");
 }
 
 uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& options, EventCallback on_event, uint64_t id) {
@@ -201,6 +206,9 @@ uint64_t Engine::submit(std::vector<int64_t> prompt, const RequestOptions& optio
   seq->options = options;
   seq->prompt_logprobs = options.prompt_logprobs;
   seq->deterministic = options.deterministic;
+  seq->adapter = options.adapter;
+  if (options.adapter >= 0)
+    seq->prefix_root = mix64(BlockPool::kRootHash ^ config_.adapters->adapters[size_t(options.adapter)].identity);
   seq->priority = options.priority;
   if (options.constraint) seq->constraint = options.constraint->clone();
   seq->on_event = std::move(on_event);
@@ -325,7 +333,7 @@ void Engine::run(std::span<const ScheduledRows> plan, size_t first) {
   input_.build(plan, tree_parents_);
   const std::vector<int> none;
   try {
-    out_ = target_.forward(input_.batch(proposer_ ? proposer_->target_layers() : none));
+    out_ = target_.forward(input_.batch(proposer_ ? proposer_->target_layers() : none, config_.adapters.get()));
   } catch (const FatalError&) {
     throw;  // no request's fault, and retrying one by one cannot help
   } catch (const std::exception& e) {

@@ -49,6 +49,7 @@
 #include "engine/step_stats.h"
 #include "engine/verifier.h"
 #include "kv/disk_kv_tier.h"
+#include "models/lora.h"
 #include "models/model.h"
 #include "sched/scheduler.h"
 #include "spec/drafter.h"
@@ -90,6 +91,9 @@ struct EngineConfig {
   // row-invariant kernels; cached prefixes stay usable.
   bool deterministic = false;
   KvDiskOptions kv_disk;  // --kv-cache-dir: the prefix cache's second tier, off by default
+  // LoRA adapters a request may select (RequestOptions::adapter), loaded against the target (models/lora.h);
+  // null or empty: none. Shared and immutable: the forward reads them as it reads weights.
+  std::shared_ptr<const LoraSet> adapters;
 };
 
 class Engine {

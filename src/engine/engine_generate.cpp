@@ -23,6 +23,7 @@ GenerateResult generate_with_engine(Model& target, Drafter* draft, ThreadPool& p
               " tokens does not fit max length ", config.max_length);
   config.kv_cache_dtype = options.kv_cache_dtype;
   config.deterministic = options.deterministic;
+  config.adapters = options.adapters;
   const DraftHead* head = draft ? draft->as_head() : nullptr;
   const uint64_t per_position = target.make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() +
                                 (head ? head->make_kv_cache(1, config.kv_cache_dtype).bytes_per_position() : 0);
@@ -47,6 +48,7 @@ GenerateResult generate_with_engine(Model& target, Drafter* draft, ThreadPool& p
   request.starts_in_thinking = options.starts_in_thinking;
   if (options.token_logprobs) request.logprobs = 0;
   request.max_tokens = options.max_tokens;
+  request.adapter = options.adapter;
   request.stop_token_ids = options.stop_token_ids;
   request.ignore_eos = true;  // the caller's stop ids already hold the EOS ids it wants
   Engine engine(target, draft, config, pool);

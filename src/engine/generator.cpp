@@ -29,6 +29,7 @@ GenerateResult generate(Model& model, std::span<const int64_t> prompt, const Gen
   AERIE_CHECK(options.max_tokens >= 0, "generate: max_tokens must be >= 0");
   validate(options.sampling);
   AERIE_CHECK(!options.penalties.active(), "generate: penalties are applied by the engine (engine_generate)");
+  AERIE_CHECK(options.adapter < 0, "generate: LoRA adapters are applied by the engine (engine_generate)");
   const int64_t n_prompt = int64_t(prompt.size());
   const int64_t capacity = options.max_length > 0 ? options.max_length : n_prompt + options.max_tokens;
   AERIE_CHECK(n_prompt < capacity, "generate: prompt of ", n_prompt, " tokens does not fit max length ", capacity);

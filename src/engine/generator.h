@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "models/lora.h"
 #include "models/model.h"
 #include "sample/penalties.h"
 #include "sample/sampling.h"
@@ -27,6 +29,9 @@ struct GenerateOptions {
   int64_t max_length = 0;               // KV capacity (prompt + output); 0: prompt + max_tokens
   KvDType kv_cache_dtype = KvDType::kBF16;
   bool deterministic = false;  // engine_generate only: EngineConfig::deterministic (the bits a deterministic server gives)
+  // engine_generate only: LoRA adapters for the engine, and which one the request runs with (-1: none).
+  std::shared_ptr<const LoraSet> adapters;
+  int32_t adapter = -1;
 };
 
 struct GenerateResult {

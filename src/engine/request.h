@@ -80,6 +80,10 @@ struct RequestOptions {
   int64_t priority = 0;
   // The client's id for it, for the latency histograms' exemplars (empty: none).
   RequestLabel label;
+  // The LoRA adapter the target runs with: an index into EngineConfig::adapters (the server resolves the
+  // request's model name to it), or -1 for the base model. The draft head drafts for the base model;
+  // verification is against the adapted target, so output stays the adapted model's.
+  int32_t adapter = -1;
 };
 
 // One prompt token's entry (RequestOptions::prompt_logprobs): `logprobs` holds its log-probability given

@@ -26,6 +26,7 @@ void StepInput::build(std::span<const ScheduledRows> plan, std::span<const int32
       for (int64_t r = 0; r < n; ++r) logit_rows.push_back(begin + r);
     }
     rows.push_back(SequenceRows{begin, n, &*seq.kv, tree_parent.empty() || seq.prefilling() ? nullptr : tree_parent[i]});
+    rows.back().adapter = seq.adapter;
   }
 }
 

@@ -32,7 +32,10 @@ struct StepInput {
   // tree_parent: empty, or per planned sequence its draft tree's row parents ([1 + drafts],
   // Sequence::draft_parents) or null for a chain.
   void build(std::span<const ScheduledRows> plan, std::span<const int32_t* const> tree_parent = {});
-  StepBatch batch(std::span<const int> capture_layers) const { return StepBatch{ids, rows, logit_rows, capture_layers}; }
+  // `adapters`: what SequenceRows::adapter indexes (the engine's, loaded once), or null.
+  StepBatch batch(std::span<const int> capture_layers, const LoraSet* adapters = nullptr) const {
+    return StepBatch{ids, rows, logit_rows, capture_layers, adapters};
+  }
 };
 
 }  // namespace aerie

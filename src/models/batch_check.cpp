@@ -1,6 +1,7 @@
 #include "models/batch_check.h"
 
 #include "core/error.h"
+#include "models/lora.h"
 #include "ops/tree_attention.h"
 
 namespace aerie {
@@ -23,6 +24,7 @@ void check_batch_rows(const char* batch_name, std::span<const int64_t> token_ids
                   " cached tree rows in a cache of ", seq.kv->length());
       ops::check_tree_parents(seq.tree_parent, seq.tree_cached + seq.n_rows, batch_name);
     }
+    AERIE_CHECK(seq.adapter == -1 || cache.lora, batch_name, ": LoRA adapters are not supported by ", cache.what);
     next_row += seq.n_rows;
   }
   AERIE_CHECK(next_row == n_tokens, batch_name, ": sequences cover ", next_row, " rows of ", n_tokens);
@@ -34,6 +36,10 @@ void check_batch_rows(const char* batch_name, std::span<const int64_t> token_ids
 
 void check_step_batch(const StepBatch& batch, const CacheFit& cache, int64_t n_vocab) {
   check_batch_rows("batch", batch.token_ids, batch.sequences, batch.logit_rows, cache, n_vocab);
+  const int32_t n_adapters = batch.adapters != nullptr ? batch.adapters->size() : 0;
+  for (const SequenceRows& seq : batch.sequences)
+    AERIE_CHECK(seq.adapter >= -1 && seq.adapter < n_adapters, "batch: adapter ", seq.adapter, " of ", n_adapters,
+                " loaded");
   for (int layer : batch.capture_layers)
     AERIE_CHECK(layer == kFinalNormLayer || (layer >= 0 && layer <= cache.n_layer), "batch: hidden layer ", layer,
                 " out of range [0, ", cache.n_layer, "]");

@@ -19,6 +19,7 @@ struct CacheFit {
   bool values = true;     // false: the latent (MLA) layout, keys only
   std::string what;       // in "KV cache does not fit <what>"
   bool tree_rows = false; // whether the forward takes SequenceRows::tree_parent (draft trees)
+  bool lora = false;      // whether the forward applies SequenceRows::adapter (models/lora.h)
 };
 
 // token_ids [n_tokens]; sequences cover rows 0..n_tokens in order; logit_rows ascending.

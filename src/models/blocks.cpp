@@ -6,10 +6,9 @@
 
 namespace aerie {
 
-void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
-                   const int64_t* positions, int64_t layer, const AttentionWeights& w,
-                   const AttentionShape& shape, const float* inv_freq, AttentionScratch& scratch, float* out,
-                   ThreadPool& pool) {
+void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences, const int64_t* positions,
+                   int64_t layer, const AttentionWeights& w, const AttentionShape& shape, const float* inv_freq,
+                   AttentionScratch& scratch, float* out, ThreadPool& pool, LoraAt lora) {
   const int64_t q_width = shape.n_head * shape.head_dim;      // n_head * head_dim
   const int64_t kv_width = shape.n_head_kv * shape.head_dim;  // n_head_kv * head_dim
   float* q = scratch.q.reserve(n_tokens * q_width);           // [n_tokens, n_head, head_dim]
@@ -19,6 +18,9 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
   linear(x, n_tokens, w.q, q, pool, w.q_bias);
   linear(x, n_tokens, w.k, k, pool, w.k_bias);
   linear(x, n_tokens, w.v, v, pool, w.v_bias);
+  lora.add(LoraModule::kQ, x, q, pool);  // before RoPE, as PEFT adapts the projection itself
+  lora.add(LoraModule::kK, x, k, pool);
+  lora.add(LoraModule::kV, x, v, pool);
   ops::rope(q, ops::rope_whole_heads(n_tokens, shape.n_head, shape.head_dim, shape.rope_layout), positions, inv_freq,
             1.0f, pool);
   ops::rope(k, ops::rope_whole_heads(n_tokens, shape.n_head_kv, shape.head_dim, shape.rope_layout), positions, inv_freq,
@@ -40,6 +42,7 @@ void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRow
                    attn + seq.row_begin * q_width, pool);
   }
   linear(attn, n_tokens, w.o, out, pool, w.o_bias);
+  lora.add(LoraModule::kO, attn, out, pool);
 }
 
 void trace_attention(AttentionScratch& scratch, const AttentionShape& shape, int64_t n_tokens, const float* out,

@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "models/linear.h"
+#include "models/lora.h"
 #include "models/model.h"
 #include "models/scratch.h"
 #include "ops/ops.h"
@@ -44,11 +45,10 @@ struct AttentionScratch {
 //   positions: [n_tokens] (each row's position in its sequence)
 //   out:       [n_tokens, n_out] f32
 // Writes each row's rotated key and value into its sequence's cache at its position; does not advance
-// the caches (the caller does once after the last layer).
-void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences,
-                   const int64_t* positions, int64_t layer, const AttentionWeights& w,
-                   const AttentionShape& shape, const float* inv_freq, AttentionScratch& scratch, float* out,
-                   ThreadPool& pool);
+// the caches (the caller does once after the last layer). `lora` adds the rows' adapters to q, k, v and o.
+void gqa_attention(const float* x, int64_t n_tokens, std::span<const SequenceRows> sequences, const int64_t* positions,
+                   int64_t layer, const AttentionWeights& w, const AttentionShape& shape, const float* inv_freq,
+                   AttentionScratch& scratch, float* out, ThreadPool& pool, LoraAt lora = {});
 
 // Traces (io/trace.h, under the caller's trace::Where) what gqa_attention left in `scratch` and `out`: q and
 // k after RoPE, v ([n_tokens, heads * head_dim] each), attn_out (after o_proj, [n_tokens, n_out]).

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "io/weight_store.h"
 #include "models/linear.h"
+#include "models/lora.h"
 #include "models/scratch.h"
 
 namespace aerie {
@@ -32,7 +33,8 @@ FfnWeights bind_ffn(const WeightStore& store, const std::string& prefix, int64_t
                     bool fp8_allowed);
 
 // out = down(silu(gate(x)) * up(x));  x: [n_tokens, n_in] f32 (n_tokens may be 0), out: [n_tokens, n_out] f32
+// `lora` adds the rows' adapters to each projection's output (a Llama MLP; experts take none).
 void swiglu_ffn(const float* x, int64_t n_tokens, const FfnWeights& w, FfnScratch& scratch, float* out,
-                ThreadPool& pool);
+                ThreadPool& pool, LoraAt lora = {});
 
 }  // namespace aerie

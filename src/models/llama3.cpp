@@ -65,6 +65,7 @@ LlamaModel::LlamaModel(LlamaConfig config, WeightStore store, ThreadPool& pool, 
   }
   cache_fit_ = CacheFit{config_.n_layer, attn_shape_.n_head_kv * config_.head_dim, true, "this model"};
   cache_fit_.tree_rows = true;  // gqa_attention takes draft tree rows
+  cache_fit_.lora = communicator_ == nullptr;  // adapters' factors are not sharded over ranks (lora_targets)
 }
 
 void LlamaModel::shard_weights() {
@@ -106,6 +107,24 @@ void LlamaModel::shard_weights() {
   attn_shape_.n_head_kv = heads.kv_heads.size();
 }
 
+LoraTargets LlamaModel::lora_targets() const {
+  const LlamaConfig& c = config_;
+  LoraTargets t;
+  if (communicator_ != nullptr) t.refusal = "a tensor-parallel llama model takes no LoRA adapters yet";
+  t.n_layer = c.n_layer;
+  const int64_t q_width = c.n_head * c.head_dim, kv_width = c.n_head_kv * c.head_dim;
+  t.shapes[size_t(LoraModule::kQ)] = {q_width, c.n_embd};
+  t.shapes[size_t(LoraModule::kK)] = {kv_width, c.n_embd};
+  t.shapes[size_t(LoraModule::kV)] = {kv_width, c.n_embd};
+  t.shapes[size_t(LoraModule::kO)] = {c.n_embd, q_width};
+  t.shapes[size_t(LoraModule::kGate)] = {c.n_ff, c.n_embd};
+  t.shapes[size_t(LoraModule::kUp)] = {c.n_ff, c.n_embd};
+  t.shapes[size_t(LoraModule::kDown)] = {c.n_embd, c.n_ff};
+  t.qk_rows_permuted = c.qk_rows_interleaved;
+  t.head_dim = c.head_dim;
+  return t;
+}
+
 KvCache LlamaModel::make_kv_cache(int64_t capacity, KvDType dtype) const {
   return KvCache(config_.n_layer, attn_shape_.n_head_kv, config_.head_dim, capacity, dtype);  // this rank's kv heads
 }
@@ -141,6 +160,7 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
   const float eps = float(c.rms_norm_eps);
   capture_.begin(batch);
   fill_positions(batch.sequences, n_tokens, positions_);
+  lora_.begin(batch);
 
   float* x = x_.reserve(n_tokens * c.n_embd);                  // [n_tokens, n_embd] residual stream
   float* cur = cur_.reserve(n_tokens * c.n_embd);              // [n_tokens, n_embd] normalised input
@@ -155,13 +175,13 @@ ForwardOutput LlamaModel::forward(const StepBatch& batch) {
     const trace::Where layer_trace("target", int(il));
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.attn_norm, eps, cur, pool_);
     AERIE_TRACE("attn_norm", cur, n_tokens, c.n_embd);
-    gqa_attention(cur, n_tokens, batch.sequences, positions_.data(), il, layer.attn, attn_shape_,
-                  inv_freq_.data(), attn_scratch_, block_out, pool_);
+    gqa_attention(cur, n_tokens, batch.sequences, positions_.data(), il, layer.attn, attn_shape_, inv_freq_.data(),
+                  attn_scratch_, block_out, pool_, LoraAt{&lora_, il});
     if (trace::enabled()) trace_attention(attn_scratch_, attn_shape_, n_tokens, block_out, c.n_embd);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
     ops::rms_norm(x, n_tokens, c.n_embd, *layer.ffn_norm, eps, cur, pool_);
     AERIE_TRACE("ffn_norm", cur, n_tokens, c.n_embd);
-    swiglu_ffn(cur, n_tokens, layer.mlp, ffn_scratch_, block_out, pool_);
+    swiglu_ffn(cur, n_tokens, layer.mlp, ffn_scratch_, block_out, pool_, LoraAt{&lora_, il});
     AERIE_TRACE("ffn_out", block_out, n_tokens, c.n_embd);
     ops::add_inplace(x, block_out, n_tokens * c.n_embd);
     AERIE_TRACE("out", x, n_tokens, c.n_embd);

@@ -68,6 +68,7 @@ class LlamaModel final : public Model {
   const LinearWeight& output_head() const override { return communicator_ ? whole_output_ : weights_.output; }
   ModelFamily family() const override { return ModelFamily::kLlama; }
   const std::string& architecture() const override { return config_.architecture; }
+  LoraTargets lora_targets() const override;
 
   const LlamaConfig& config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }
@@ -95,6 +96,7 @@ class LlamaModel final : public Model {
   std::vector<int64_t> positions_;
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;
+  LoraBatch lora_;  // this forward's rows grouped by adapter
 };
 
 }  // namespace aerie

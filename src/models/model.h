@@ -14,11 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 #include "kv/kv_cache.h"
 #include "models/linear.h"
+#include "models/lora_targets.h"
 
 namespace aerie {
+
+struct LoraSet;  // models/lora.h
 
 // Layer index of the final-normed hidden state in capture requests (layer i < kFinalNormLayer is the
 // residual stream entering decoder layer i; i = n_layer is the last layer's output before the norm).
@@ -37,6 +41,9 @@ struct SequenceRows {
   // covers tree_cached + n_rows rows, the cached ones first, and row i is tree row tree_cached + i, at position
   // kv->length() - tree_cached + its depth. 0: the rows are the whole tree.
   int64_t tree_cached = 0;
+  // The LoRA adapter these rows run with: an index into StepBatch::adapters, or -1 for the base model. A
+  // value, not a pointer into request state; a draft head's batch never has one (it drafts for the base).
+  int32_t adapter = -1;
 };
 
 struct StepBatch {
@@ -44,6 +51,9 @@ struct StepBatch {
   std::span<const SequenceRows> sequences;  // covers every row exactly once, in order
   std::span<const int64_t> logit_rows;      // rows whose logits are wanted, ascending
   std::span<const int> capture_layers;      // hidden states wanted (0..n_layer or kFinalNormLayer)
+  // The adapters SequenceRows::adapter indexes: loaded once and owned outside the forward, like weights.
+  // Null: no sequence may name one.
+  const LoraSet* adapters = nullptr;
 };
 
 struct CapturedHidden {
@@ -105,6 +115,13 @@ class Model {
   // kv_partition() is this process's. One partition, this one, otherwise.
   virtual int kv_partitions() const { return 1; }
   virtual int kv_partition() const { return 0; }
+  // The projections a LoRA adapter may target and their shapes (models/lora.h loads adapters against
+  // it), or why this model takes none.
+  virtual LoraTargets lora_targets() const {
+    LoraTargets none;
+    none.refusal = str_cat(model_family_name(family()), " models take no LoRA adapters yet");
+    return none;
+  }
 };
 
 }  // namespace aerie

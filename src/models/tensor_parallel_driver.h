@@ -57,6 +57,13 @@ class TensorParallelDriver final : public Model {
   const LinearWeight& output_head() const override { return local_.output_head(); }
   std::string describe() const override { return local_.describe(); }
   ModelFamily family() const override { return local_.family(); }
+  // The ranks' shards would each need their share of an adapter's factors (not implemented).
+  LoraTargets lora_targets() const override {
+    LoraTargets none;
+    none.refusal =
+        "a model split over ranks (--tensor-parallel, --expert-parallel, --data-parallel) takes no LoRA adapters yet";
+    return none;
+  }
   const std::string& architecture() const override { return local_.architecture(); }
   const Model& local() const override { return local_; }
   int kv_partitions() const override { return local_.kv_partitions(); }

@@ -20,7 +20,9 @@ bool planned(const std::vector<ScheduledRows>& rows, const Sequence* seq) {
 // so its prefix chain starts with token 0 and hashes tokens 1, 2, ...
 }  // namespace
 
-uint64_t draft_root(const Sequence& seq) { return BlockPool::chain_hash(BlockPool::kRootHash, std::span(seq.tokens).first(1)); }
+uint64_t draft_root(const Sequence& seq) {
+  return BlockPool::chain_hash(seq.prefix_root, std::span(seq.tokens).first(1));
+}
 
 Scheduler::Scheduler(const SchedulerConfig& config, BlockPool& pool, BlockPool* draft_pool)
     : config_(config), pool_(pool), draft_pool_(draft_pool) {
@@ -91,14 +93,14 @@ bool Scheduler::reserve(Sequence* seq, int64_t n_rows, int32_t partition) {
 
 int64_t Scheduler::match_prefix(Sequence* seq) {
   const std::span<const int64_t> tokens(seq->tokens);
-  int64_t matched = seq->table.match_prefix(pool_, tokens);
+  int64_t matched = seq->table.match_prefix(pool_, tokens, -1, seq->prefix_root);
   if (draft_pool_ && matched > 0) {
     // The head's blocks must cover the same positions: match its chain (tokens shifted by one), then
     // keep the shorter of the two prefixes.
     const int64_t head_matched = seq->draft_table.match_prefix(*draft_pool_, tokens.subspan(1), matched, draft_root(*seq));
     if (head_matched < matched) {
       seq->table.release_all(pool_);
-      matched = head_matched > 0 ? seq->table.match_prefix(pool_, tokens, head_matched) : 0;
+      matched = head_matched > 0 ? seq->table.match_prefix(pool_, tokens, head_matched, seq->prefix_root) : 0;
       if (matched < head_matched) {  // evicted in between: start both from scratch
         seq->table.release_all(pool_);
         seq->draft_table.release_all(*draft_pool_);
@@ -151,6 +153,7 @@ int32_t Scheduler::admit_prefix(Sequence* seq) {
       matched = 0;
     }
   }
+  if (seq->table.blocks.empty()) seq->table.last_hash = seq->prefix_root;  // the chain its own blocks register under
   if (draft_pool_ && seq->draft_table.blocks.empty()) seq->draft_table.last_hash = draft_root(*seq);
   seq->n_computed = matched;
   if (seq->preemptions == 0) seq->n_cached_prompt = std::min(matched, seq->n_prompt);

@@ -24,6 +24,11 @@ struct Sequence {
   // Of the request's options, what scheduling reads (RequestOptions: prompt_logprobs, deterministic).
   int64_t prompt_logprobs = -1;
   bool deterministic = false;
+  // RequestOptions::adapter: the LoRA adapter the target runs this sequence with (-1: the base model), and
+  // the root of its blocks' hash chain, which names the adapter (BlockPool::kRootHash for the base) so that
+  // the prefix cache never serves KV computed under one adapter to a sequence of another.
+  int32_t adapter = -1;
+  uint64_t prefix_root = BlockPool::kRootHash;
   std::vector<int64_t> tokens;
   int64_t n_prompt = 0;
   int64_t n_computed = 0;        // target positions in the cache

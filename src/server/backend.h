@@ -40,6 +40,12 @@ struct ServedModel {
   // serve --scheduling-policy priority: requests' `priority` orders admission and preemption
   // (RequestOptions::priority). Off (fcfs), a request with a non-zero priority is refused, as vLLM does.
   bool priority_scheduling = false;
+  // serve --lora-modules: each adapter's served name and folder, in the engine's adapter order (index i is
+  // RequestOptions::adapter i). A request whose "model" names one runs with it.
+  struct Adapter {
+    std::string name, path;
+  };
+  std::vector<Adapter> lora_modules;
   // Called by the engine loop while it has no work (a tensor-parallel driver's heartbeat); may be empty.
   std::function<void()> on_idle;
 };

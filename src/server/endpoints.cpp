@@ -23,8 +23,19 @@ std::mt19937_64& thread_rng() {
 
 const Backend& backend_of(const EndpointContext& context) { return *context.backend; }
 
-void check_model(const EndpointContext& context, const std::string& model) {
-  if (!model.empty() && model != context.model_name) throw ApiError::model_not_found(model);
+// The LoRA adapter a request's "model" selects: -1 for the served model (or no name), the index of a
+// --lora-modules name, else 404 model_not_found (as vLLM answers an unknown adapter).
+int32_t check_model(const EndpointContext& context, const std::string& model) {
+  if (model.empty() || model == context.model_name) return -1;
+  const auto& adapters = context.backend->model.lora_modules;
+  for (size_t i = 0; i < adapters.size(); ++i)
+    if (adapters[i].name == model) return int32_t(i);
+  throw ApiError::model_not_found(model);
+}
+
+// The name a response reports: the adapter's when the request chose one, as vLLM does.
+std::string served_name(const EndpointContext& context, int32_t adapter) {
+  return adapter < 0 ? context.model_name : context.backend->model.lora_modules[size_t(adapter)].name;
 }
 
 SamplingParams sampling_of(const SamplingRequest& request) {
@@ -141,7 +152,7 @@ std::shared_ptr<Generation> make_chat_generation_from_json(const EndpointContext
                                                            bool& stream, const std::string& id) {
   const Backend& backend = backend_of(context);
   const ChatRequest request = chat_request_from_json(json, context.request_limits);
-  check_model(context, request.model);
+  const int32_t adapter = check_model(context, request.model);
 
   GenerationPlan plan;
   const OutputSchema output = output_schema_for(request);
@@ -165,9 +176,10 @@ std::shared_ptr<Generation> make_chat_generation_from_json(const EndpointContext
   plan.id = id.empty() ? new_response_id("chatcmpl-") : id;
   plan.request_id = context.request_id;
   plan.created = int64_t(std::time(nullptr));
-  plan.model = context.model_name;
+  plan.model = served_name(context, adapter);
   plan.n = request.n;
   plan.options = request_options(backend, request, json);
+  plan.options.adapter = adapter;
   plan.options.max_tokens = resolve_max_tokens(backend, int64_t(prompt.ids.size()), request.max_tokens, "messages");
   plan.prompt_logprobs = plan.options.prompt_logprobs = request.prompt_logprobs.value_or(-1);
   if (output.constrained()) {
@@ -198,10 +210,11 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
   const Backend& backend = backend_of(context);
   const Json json = fields::parse_body(body, context.json_limits);
   const CompletionRequest request = completion_request_from_json(json, context.request_limits);
-  check_model(context, request.model);
+  const int32_t adapter = check_model(context, request.model);
   GenerationPlan plan;
   plan.chat = false;
   plan.options = request_options(backend, request, json);
+  plan.options.adapter = adapter;
   // Echo with logprobs reports the echoed prompt's tokens too (OpenAI's legacy shape); the engine computes
   // the larger k of that and vLLM's prompt_logprobs once.
   plan.prompt_logprobs = request.prompt_logprobs.value_or(-1);
@@ -231,7 +244,7 @@ std::shared_ptr<Generation> make_completion_generation(const EndpointContext& co
   plan.id = new_response_id("cmpl-");
   plan.request_id = context.request_id;
   plan.created = int64_t(std::time(nullptr));
-  plan.model = context.model_name;
+  plan.model = served_name(context, adapter);
   plan.n = request.n;
   plan.options.max_tokens = resolve_max_tokens(backend, longest, request.max_tokens, "prompt");
   if (const OutputSchema output = output_schema_for(static_cast<const SamplingRequest&>(request)); output.constrained())

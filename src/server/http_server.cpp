@@ -500,8 +500,11 @@ void HttpServer::Impl::routes() {
     res.set_content(std::string(kChatPageHtml), "text/html; charset=utf-8");
   }));
   http.Get("/v1/models", guarded([this](const auto&, auto& res) {
-    send_json(res, 200, model_list_json({options.served_model_name}, created, "aerie"));
-  }));
+             std::vector<AdapterEntry> adapters;
+             if (const std::shared_ptr<Backend> b = current())
+               for (const ServedModel::Adapter& m : b->model.lora_modules) adapters.push_back({m.name, m.path});
+             send_json(res, 200, model_list_json({options.served_model_name}, created, "aerie", adapters));
+           }));
   http.Post("/tokenize", with_body([this](const auto&, const std::string& body, auto& res) {
     send_json(res, 200, tokenize_body(context(require_backend()), body));
   }));

@@ -211,10 +211,19 @@ OrderedJson text_completion_usage_chunk_json(std::string_view id, int64_t create
   return body;
 }
 
-OrderedJson model_list_json(const std::vector<std::string>& model_names, int64_t created, std::string_view owned_by) {
+OrderedJson model_list_json(const std::vector<std::string>& model_names, int64_t created, std::string_view owned_by,
+                            const std::vector<AdapterEntry>& adapters) {
   OrderedJson data = OrderedJson::array();
   for (const std::string& name : model_names) {
     data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", owned_by}});
+  }
+  for (const AdapterEntry& a : adapters) {
+    data.push_back({{"id", a.name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", owned_by},
+                    {"root", a.path},
+                    {"parent", model_names.empty() ? std::string() : model_names[0]}});
   }
   return {{"object", "list"}, {"data", std::move(data)}};
 }

@@ -111,8 +111,13 @@ OrderedJson text_completion_chunk_json(std::string_view id, int64_t created, std
 OrderedJson text_completion_usage_chunk_json(std::string_view id, int64_t created, std::string_view model,
                                              const Usage& usage);
 
-// GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}
-OrderedJson model_list_json(const std::vector<std::string>& model_names, int64_t created, std::string_view owned_by);
+// GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}, then one
+// entry per LoRA adapter {..., "root": its folder, "parent": model_names[0]} (vLLM's fields).
+struct AdapterEntry {
+  std::string name, path;
+};
+OrderedJson model_list_json(const std::vector<std::string>& model_names, int64_t created, std::string_view owned_by,
+                            const std::vector<AdapterEntry>& adapters = {});
 
 // Serialization that never throws on invalid UTF-8 in generated text (it becomes U+FFFD).
 std::string dump_json(const OrderedJson& value);

@@ -37,6 +37,23 @@ TEST(Args, ErrorsNameTheOption) {
   EXPECT_THROW(Args({}, kSpecs).required("--model"), Error);
 }
 
+TEST(Args, MultipleValuesRunToTheNextOptionAndAccumulate) {
+  OptionSpec modules("--lora-modules", true, "");
+  modules.multiple = true;
+  std::vector<OptionSpec> specs = kSpecs;
+  specs.push_back(modules);
+  // vLLM's form: several values after one flag, and the flag again later; the "=" form counts as one value.
+  const Args args({"--lora-modules", "a=/x", "b=/y", "--json", "--lora-modules=c=/z", R"({"name": "d", "path": "/w"})",
+                   "--model", "m"},
+                  specs);
+  EXPECT_EQ(args.all("--lora-modules"),
+            (std::vector<std::string>{"a=/x", "b=/y", "c=/z", R"({"name": "d", "path": "/w"})"}));
+  EXPECT_TRUE(args.has("--json"));
+  EXPECT_EQ(args.required("--model"), "m");
+  EXPECT_TRUE(Args({"--json"}, specs).all("--lora-modules").empty());
+  EXPECT_THROW(Args({"--lora-modules"}, specs), Error);
+}
+
 TEST(Args, NumberLists) {
   const Args args({"--temperature", "0,0.7,1"}, kSpecs);
   EXPECT_EQ(args.numbers("--temperature", "1"), (std::vector<double>{0.0, 0.7, 1.0}));

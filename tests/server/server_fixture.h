@@ -133,6 +133,7 @@ struct TestServerConfig {
   bool reasoning = false;     // a <think> model (kThinkTemplate, think tokens) served with a reasoning parser
   int64_t poison_token = -1;  // >= 0: every target forward whose batch holds this id fails (fault injection)
   bool priority_scheduling = false;  // serve --scheduling-policy priority
+  std::vector<std::pair<std::string, fs::path>> lora_modules;  // serve --lora-modules name=DIR ...
 
   TestServerConfig() {
     options.port = 0;
@@ -157,6 +158,12 @@ class TestServer {
     if (config.draft) head_ = load_drafter(kData / "eagle/eagle3_midlayer_d2t", *model_, pool_);
     if (config.poison_token >= 0) poisoned_ = std::make_unique<aerie::testing::PoisonTarget>(*model_, config.poison_token);
     config_.engine.max_queue = config_.options.max_in_flight + 1;
+    if (!config.lora_modules.empty()) {
+      auto adapters = std::make_shared<LoraSet>();
+      for (const auto& [name, path] : config.lora_modules)
+        adapters->adapters.push_back(load_lora_adapter(path, model_->lora_targets(), LoraOptions{}, name));
+      config_.engine.adapters = adapters;
+    }
     engine_ = std::make_unique<Engine>(poisoned_ ? *poisoned_ : *model_, head_.get(), config_.engine, pool_);
     server_ = std::make_unique<HttpServer>(config_.options);
     port_ = server_->bind();
@@ -180,6 +187,7 @@ class TestServer {
     served.synthetic_acceptance = config_.engine.spec.synthetic_acceptance;
     served.priority_scheduling = config_.priority_scheduling;
     served.relaxed_thinking = config_.engine.spec.relaxed_thinking;
+    for (const auto& [name, path] : config_.lora_modules) served.lora_modules.push_back({name, path.string()});
     server_->attach(served);
   }
 

@@ -40,7 +40,7 @@ cd "$(dirname "$0")/../.."
 PY=/usr/bin/python3
 REFERENCE_BLAS=/usr/lib/x86_64-linux-gnu/blas             # libblas3
 OPEN_BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp       # libopenblas0-openmp
-STEPS=(io_npy io_torch_zip json_cases regex_cases chat_template llama llama_int8 llama_int4 eagle spec_tiny_vocab16
+STEPS=(io_npy io_torch_zip json_cases regex_cases chat_template llama lora llama_int8 llama_int4 eagle spec_tiny_vocab16
        deepseek deepseek_heads deepseek_int8 deepseek_tiny_vocab trained_corpus trained_llama trained_deepseek
        tokenizer_expected trained_tokenizer_expected)
 
@@ -113,6 +113,10 @@ run_chat_template() { "$PY" tools/gen/chat_template/render_reference.py; }
 outputs_llama() { echo "$L"; }
 needs_llama() { need_python torch; }
 run_llama() { with_reference_blas "$PY" tools/gen/reference/make_goldens.py; }
+
+outputs_lora() { echo tests/data/lora; }
+needs_lora() { need_python torch; }
+run_lora() { with_reference_blas bash tools/gen/make_lora_goldens.sh; }
 
 outputs_llama_int8() { echo tests/data/llama_int8; }
 needs_llama_int8() { need_python torch; }

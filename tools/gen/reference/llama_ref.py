@@ -20,7 +20,7 @@ with the casts transformers makes (norm and softmax in float32, cast back before
 RoPE angles are always float32 (position * inv_freq in float32, cos/sin in float32) as in transformers.
 
   llama_ref.py --model DIR --ids 1,2,3 --out-logits L.npy [--hidden-layers 0,2,final_norm --hidden-prefix P]
-               [--greedy N --out-greedy G.json] [--compute f32|f64|stored] [--trace-dir T]
+               [--greedy N --out-greedy G.json] [--compute f32|f64|stored] [--lora ADAPTER] [--trace-dir T]
 """
 import argparse
 import json
@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from aerie_trace import NO_LAYER, Tracer  # noqa: E402
-from checkpoint_io import load_state_dict  # noqa: E402
+from checkpoint_io import load_state_dict, read_safetensors  # noqa: E402
 
 FINAL_NORM = "final_norm"
 
@@ -65,6 +65,24 @@ class LlamaRef:
                 raise ValueError(f"{folder}: tied embeddings but an lm_head.weight is stored")
             self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
         self.inv_freq = rope_inv_freq(self.head_dim, c["rope_theta"], c.get("rope_scaling"))
+
+    def add_lora(self, folder):
+        """Merges a PEFT LoRA adapter into the weights, explicitly: W <- W + scale * B @ A for every
+        targeted projection, scale = lora_alpha / r (/ sqrt(r) with use_rslora). Computed in the compute
+        dtype (use f64 for a reference of the adapted model)."""
+        with open(os.path.join(folder, "adapter_config.json")) as f:
+            ac = json.load(f)
+        r = ac["r"]
+        scale = ac["lora_alpha"] / (math.sqrt(r) if ac.get("use_rslora") else r)
+        factors = read_safetensors(os.path.join(folder, "adapter_model.safetensors"))
+        prefix = "base_model.model."
+        for name, a in factors.items():
+            if not name.endswith(".lora_A.weight"):
+                continue
+            module = name[len(prefix):-len(".lora_A.weight")]
+            b = factors[name.replace(".lora_A.", ".lora_B.")]
+            w = self.w[module + ".weight"]
+            self.w[module + ".weight"] = w + scale * (b.to(self.dtype) @ a.to(self.dtype))
 
     def layer(self, i, name):
         return self.w[f"model.layers.{i}.{name}.weight"]
@@ -212,9 +230,12 @@ def main(argv):
     p.add_argument("--greedy", type=int, default=0, help="also generate N greedy tokens")
     p.add_argument("--out-greedy", help="JSON {ids, greedy, greedy_margins} (default: printed)")
     p.add_argument("--compute", choices=["f32", "f64", "stored"], default="f32")
+    p.add_argument("--lora", help="a PEFT LoRA adapter folder, merged into the weights (W + scale * B @ A)")
     p.add_argument("--trace-dir", help="write the named intermediates of aerie's AERIE_TRACE_DIR here")
     a = p.parse_args(argv)
     m = LlamaRef(a.model, a.compute)
+    if a.lora:
+        m.add_lora(a.lora)
     ids = [int(x) for x in a.ids.split(",")]
     logits, hidden = forward(m, ids, Tracer(a.trace_dir))
     if a.out_logits:
