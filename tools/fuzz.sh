@@ -3,7 +3,7 @@
 # templates, tokenizer.json, safetensors, torch zip, pickle) under ASan + UBSan, in the sanitizer stage's
 # build folder ${AERIE_ASAN_BUILD_DIR:-build-asan}. Each target first replays its committed corpus
 # (tests/fuzz/corpus/<target>: real inputs and the inputs of past crashes), then mutates it for
-# FUZZ_SECONDS (default 20) seconds; AERIE_JOBS targets run at once. Exits non-zero on any crash, hang or
+# FUZZ_SECONDS (default 15) seconds; AERIE_JOBS targets run at once. Exits non-zero on any crash, hang or
 # out-of-memory, printing the reproducer's path; replay one with build-asan/tests/fuzz/fuzz_<target> PATH.
 #
 #   FUZZ_TARGETS="jinja pickle"   only these targets
@@ -13,7 +13,7 @@
 #                                 for long local runs; new inputs it finds go to <build>/fuzz-out/corpus-*
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${FUZZ_SECONDS:-20}"
+seconds="${FUZZ_SECONDS:-15}"
 jobs="${AERIE_JOBS:-$(nproc)}"
 all_targets="openai_request tool_parser json_schema grammar jinja tokenizer safetensors torch_zip pickle gguf"
 read -r -a targets <<< "${FUZZ_TARGETS:-$all_targets}"

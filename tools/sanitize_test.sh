@@ -40,7 +40,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 #   drafts and verification rows, penalties in the speculative step) runs here in constrained_test's and
 #   penalties_test's other tests.
 excluded='_NOT_BUILT$|^scalar[.]|AttentionSplit[.]LongContextsMatchTheUnchunkedReference$'
-excluded+='|^(avx2|bf16attn)[.]TreeAttentionOrder[.]EachRowIsItsPathsChainBitForBitAtEveryContextLength$'
+excluded+='|TreeAttentionOrder[.]EachRowIsItsPathsChainBitForBitAtEveryContextLength$'
 excluded+='|^EngineLosslessConstraints[.]RegexAndGrammarMasksKeepSamplingLossless$'
 excluded+='|^PenaltiesLossless[.]SpeculativeSamplingMatchesThePenalisedTarget$'
 cd "$build_dir"
