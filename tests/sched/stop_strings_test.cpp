@@ -35,13 +35,13 @@ TEST(StopStrings, EverySplitGivesTheSameResult) {
   const std::vector<Case> cases = {
       {{"\n\n"}, "Hello\nworld\n\nrest", "Hello\nworld", 0},
       {{"</s>", "STOP"}, "abc STO STOP def</s>", "abc STO ", 1},
-      {{"aab"}, "aaab", "a", 0},                          // overlapping prefix: the match starts at byte 1
-      {{"abcd", "bc"}, "xabcd", "xa", 1},                  // the earliest match wins, even if shorter
+      {{"aab"}, "aaab", "a", 0},           // overlapping prefix: the match starts at byte 1
+      {{"abcd", "bc"}, "xabcd", "xa", 1},  // the earliest match wins, even if shorter
       {{"abc", "abcdef"}, "..abcdef", "..", 0},
       {{"end"}, "no stop here, just en", "no stop here, just en", std::nullopt},  // held tail released at finish
       {{"Observation:"}, "Thought: x\nObservation: y", "Thought: x\n", 0},
       {{"日本"}, "今日は日曜日、日本へ", "今日は日曜日、", 0},
-      {{"", "x"}, "abxcd", "ab", 1},                       // the empty string is ignored; indices stay the caller's
+      {{"", "x"}, "abxcd", "ab", 1},  // the empty string is ignored; indices stay the caller's
       {{}, "anything", "anything", std::nullopt},
   };
   for (const Case& c : cases) {
