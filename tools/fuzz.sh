@@ -35,6 +35,7 @@ else
   cmake --build "$build_dir" -j"$jobs" --target "${targets[@]/#/fuzz_}"
 fi
 echo "fuzz.sh: built ${#targets[@]} fuzz targets in ${SECONDS}s"
+echo "fuzz.sh build: ${SECONDS}s" >> "${AERIE_STAGE_LOG:-/dev/null}"
 
 # A finding stops the target at once; one allocation over 2 GiB, or 3 GiB resident, is a finding too.
 # Leaks are checked once, at each target's exit.

@@ -21,6 +21,7 @@ for module in "${modules[@]}"; do
 done
 cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
 echo "sanitize_test.sh: built ${targets[*]} in ${SECONDS}s"
+echo "sanitize_test.sh build: ${SECONDS}s" >> "${AERIE_STAGE_LOG:-/dev/null}"
 
 # halt_on_error: the first report fails the test; detect_leaks: LeakSanitizer at every test's exit.
 # oneDNN (a system library without ASan) has needed no suppression so far.

@@ -36,6 +36,7 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
     ProposerConfig pc;
     pc.spec = config.spec;
     pc.target_vocab = target.n_vocab();
+    pc.target_n_embd = target.n_embd();
     proposer_ = drafter->make_proposer(pc);
     // A token drafter's proposal is deterministic: q is one-hot, verified by target match.
     if (proposer_->one_hot()) config_.spec.proposal = DraftProposal::kArgmax;
@@ -104,6 +105,22 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   vc.spec = config_.spec;
   vc.has_draft = proposer_ != nullptr;
   verifier_ = std::make_unique<Verifier>(std::move(vc), target.n_vocab());
+  // Per-sequence step buffers at their bounds now: under adaptive K the first long acceptance or deep tree
+  // of a run comes when the clock says, and a steady step must not allocate. (A sampled round's draft
+  // distributions, q, still grow to their high-water mark: rows of the whole draft vocabulary each.)
+  results_.resize(size_t(std::max<int64_t>(config.max_num_seqs, 1)));
+  for (StepResult& r : results_) {
+    r.tokens.reserve(size_t(max_rows) + 1);
+    r.tree_path.reserve(size_t(max_rows) + 1);
+  }
+  if (proposer_) {
+    proposals_.resize(results_.size());
+    for (SequenceProposal& p : proposals_) {
+      p.drafts.reserve(size_t(max_rows));
+      p.draft_ids.reserve(size_t(max_rows));
+      p.tree_parent.reserve(size_t(max_rows) + 1);
+    }
+  }
   metrics_.kv_blocks_total = plan_.n_blocks;
   if (partitions > 1) {
     metrics_.attention_rows_per_rank.assign(size_t(partitions), 0);
@@ -246,6 +263,10 @@ void Engine::drain_inbox() {
       seq->drafts.reserve(size_t(max_draft_tokens_));
       seq->draft_ids.reserve(size_t(max_draft_tokens_));
       seq->draft_parents.reserve(size_t(max_draft_tokens_) + 1);
+      // Drafts drawn for rejection sampling: their distributions, a chain's K rows or a tree's rows with
+      // children (at most 1 + its nodes), of the draft vocabulary. Untouched pages cost nothing.
+      if (accept_rule(seq->options.sampling, config_.spec, true) == AcceptRule::kRejection)
+        seq->q.reserve(size_t(max_draft_tokens_ + 1) * size_t(proposer_->n_draft_vocab()));
       seq->spec.proposed_at.reserve(size_t(max_draft_tokens_));
       seq->spec.accepted_at.reserve(size_t(max_draft_tokens_));
       seq->speculation.proposer = proposer_->start(int64_t(seq->tokens.capacity()));

@@ -37,7 +37,8 @@ std::unique_ptr<Proposer> DraftHead::make_proposer(const ProposerConfig& config)
   return std::make_unique<HeadProposer>(*this, config);
 }
 
-HeadProposer::HeadProposer(DraftHead& head, const ProposerConfig& config) : head_(head), spec_(config.spec) {
+HeadProposer::HeadProposer(DraftHead& head, const ProposerConfig& config)
+    : head_(head), spec_(config.spec), deferred_row_floats_(int64_t(head.target_layers().size()) * config.target_n_embd) {
   if (head.reduced_vocab()) {
     draft_to_target_.resize(size_t(head.n_vocab()));
     for (int64_t d = 0; d < head.n_vocab(); ++d) {
@@ -53,8 +54,13 @@ HeadProposer::HeadProposer(DraftHead& head, const ProposerConfig& config) : head
 }
 
 std::unique_ptr<ProposerState> HeadProposer::start(int64_t capacity) const {
-  (void)capacity;  // the deferred rows are bounded by kMaxDeferredRows, reserved at the first deferral
-  return std::make_unique<State>();
+  auto state = std::make_unique<State>();
+  // Reserved now, when the request starts, not at its first step at K = 0, which adaptive K takes by the
+  // clock (a steady step must not allocate). Pages the rows never reach are never touched.
+  const int64_t rows = std::min(std::max<int64_t>(capacity, 0), kMaxDeferredRows);
+  state->deferred_features.reserve(size_t(rows * deferred_row_floats_));
+  if (head_.takes_tree_rows() && spec_.tree.enabled()) state->learned_tree.reserve(size_t(spec_.tree.total_tokens) + 1);
+  return state;
 }
 
 void HeadProposer::restart(ProposerState& state) const {

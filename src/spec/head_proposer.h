@@ -88,6 +88,7 @@ class HeadProposer : public Proposer {
   DraftHead& head_;
   std::vector<int64_t> draft_to_target_;
   SpecOptions spec_;
+  int64_t deferred_row_floats_;  // a held-back row's target features: its parts times the target's width
 
   // Per-step buffers, reused.
   std::vector<float> gathered_;          // features of the pass's rows, per part [n_rows, width]
