@@ -190,19 +190,12 @@ TEST_P(DraftModelLossless, FirstThreeTokensOfEveryRequestMatchTheTarget) {
   ThreadPool pool(1);
   std::unique_ptr<Model> target = load_model(kSpec / "tiny_vocab16", pool);
   std::unique_ptr<DraftHead> head = load_draft(kSpec / "tiny_vocab16_draft", *target, pool);
-#ifdef __SANITIZE_ADDRESS__
-  const int runs = 1500;
-  const bool few_runs = true;
-#else
-  const int runs = 8000;
-  const bool few_runs = false;
-#endif
-  testing::LosslessSetup setup = testing::lossless_setup(
-      str_cat("draft model", testing::case_suffix(proposal, constrained)), 1, proposal, constrained, runs, false);
-  // Argmax drafts of a random model are rarely the target's draws in a peaked case, and with the sanitizer
-  // build's 1500 runs a low-acceptance case may see no second draft accepted (min-p: 0 of 237): the accept
-  // and reject paths are then checked over the whole block.
-  setup.paths_per_block = proposal == DraftProposal::kArgmax || few_runs;
+  testing::LosslessSetup setup = testing::lossless_setup(str_cat("draft model",
+                                                                 testing::case_suffix(proposal, constrained)),
+                                                         1, proposal, constrained, 8000, false);
+  // Argmax drafts of a random model are rarely the target's draws in a peaked case: the accept and reject
+  // paths are then checked over the whole block.
+  setup.paths_per_block = proposal == DraftProposal::kArgmax;
   testing::expect_engine_lossless(*target, *head, pool, setup);
 }
 

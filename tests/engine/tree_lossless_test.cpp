@@ -32,10 +32,11 @@ namespace {
 namespace fs = std::filesystem;
 
 #ifdef __SANITIZE_ADDRESS__
-constexpr int kDraws = 4000, kRuns = 1500;
+constexpr int kDraws = 4000;
 #else
-constexpr int kDraws = 40000, kRuns = 8000;
+constexpr int kDraws = 40000;
 #endif
+constexpr int kRuns = 8000;  // the sanitizer build's are fewer (testing::kSanitizerRuns)
 
 constexpr int64_t kVocab = 8;
 // Rows: root, then nodes a = 1, b = 2, c = 3 (children of the root) and d = 4, e = 5 (children of a).
