@@ -28,8 +28,10 @@
 extern "C" {
 #endif
 
-/* 2: log-probabilities (aerie_request.logprobs, aerie_event.logprobs ...), appended to both structs. */
-#define AERIE_API_VERSION 2
+/* 2: log-probabilities (aerie_request.logprobs, aerie_event.logprobs ...), appended to both structs.
+ * 3: LoRA adapters (aerie_engine_options.lora_names ..., aerie_request.lora_name), penalties and logit bias
+ *    (aerie_request.presence_penalty ...), appended to both structs. */
+#define AERIE_API_VERSION 3
 
 typedef enum aerie_status {
   AERIE_OK = 0,
@@ -124,10 +126,27 @@ typedef struct aerie_engine_options {
   int64_t max_length;             /* per sequence, prompt + output; 0: the model's context */
   uint64_t kv_cache_bytes;        /* 0: what max_num_seqs x max_length need, within half of free memory */
   int64_t max_in_flight;          /* requests queued or running at once; beyond: AERIE_ERROR_OVERLOADED */
+
+  /* Since version 3 (read only when `size` covers them). LoRA adapters in PEFT's layout (a folder with
+   * adapter_config.json and adapter_model.safetensors), loaded with the engine and served beside the base
+   * model: a request picks one by name (aerie_request.lora_name). lora_names[i] (unique, non-empty) names
+   * the folder lora_paths[i]; n_loras 0: none. max_lora_rank: the largest rank accepted, in [1, 1024]; 0: 256.
+   * A folder that does not load, or does not fit the model, fails with AERIE_ERROR_LOAD naming it. */
+  const char* const* lora_names;
+  const char* const* lora_paths;
+  size_t n_loras;
+  int64_t max_lora_rank;
 } aerie_engine_options;
 
-/* Defaults. Any thread. */
+/* Defaults. Any thread. Through the macro below, the caller's sizeof(*options) goes along: the library writes
+ * the fields it knows within that size and zeroes the rest, so an older program's smaller struct is never
+ * written past its end (and a newer program's is refused by aerie_engine_create, by name). The function
+ * itself, without a size, is what programs built against version 1 call: it writes version 1's fields. */
+AERIE_API void aerie_engine_options_init_sized(aerie_engine_options* options, size_t size);
 AERIE_API void aerie_engine_options_init(aerie_engine_options* options);
+#ifndef AERIE_BUILDING_LIBRARY
+#define aerie_engine_options_init(options) aerie_engine_options_init_sized((options), sizeof(*(options)))
+#endif
 /* Loads the draft (if any) and starts the engine's loop thread. `options` may be NULL. On success *out is a
  * new engine, to be freed with aerie_engine_free. Any thread. */
 AERIE_API aerie_status aerie_engine_create(aerie_model* model, const aerie_engine_options* options,
@@ -218,10 +237,29 @@ typedef struct aerie_request {
    * most the vocabulary size): each generated token's log-probability and the n most likely, in the
    * events' logprobs fields (the server's OpenAI `logprobs` and `top_logprobs = n`). */
   int64_t logprobs;
+
+  /* Since version 3. NULL or "": the base model; else the name of one of the engine's LoRA adapters
+   * (aerie_engine_options.lora_names); another name is AERIE_ERROR_INVALID_ARGUMENT. */
+  const char* lora_name;
+  /* Since version 3. Penalties on the tokens the sequence holds (prompt and output), as the server's OpenAI
+   * fields: presence and frequency in [-2, 2] (0: off) on the output's tokens, vLLM's repetition in (0, 10]
+   * (1, the default: off) on every token's. logit_bias: n_logit_bias distinct ids, each bias in [-100, 100],
+   * added to the logits first. Sampling and speculation stay exact with respect to the penalised model;
+   * log-probabilities stay the model's own. */
+  float presence_penalty;
+  float frequency_penalty;
+  float repetition_penalty;
+  const int32_t* logit_bias_ids;
+  const float* logit_bias_values;
+  size_t n_logit_bias;
 } aerie_request;
 
-/* Defaults (greedy, 128 tokens, no prompt: set one). Any thread. */
+/* Defaults (greedy, 128 tokens, no prompt: set one). Any thread. Sized as aerie_engine_options_init. */
+AERIE_API void aerie_request_init_sized(aerie_request* request, size_t size);
 AERIE_API void aerie_request_init(aerie_request* request);
+#ifndef AERIE_BUILDING_LIBRARY
+#define aerie_request_init(request) aerie_request_init_sized((request), sizeof(*(request)))
+#endif
 /* Checks and queues a request; *id names it in the calls below. Everything the request points to is copied:
  * it may be freed on return. Refuses a request the engine can never run (AERIE_ERROR_INVALID_ARGUMENT,
  * naming the field), and AERIE_ERROR_OVERLOADED beyond max_in_flight. Any thread. */

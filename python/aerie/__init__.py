@@ -11,11 +11,12 @@ Reference: docs/python.md.
 from . import errors
 from .errors import AerieError, InvalidArgumentError, LoadError, RequestFailedError, UnsupportedError
 from .llm import LLM
+from .lora import LoRARequest
 from .outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
-from .sampling_params import SamplingParams
+from .sampling_params import SamplingParams, StructuredOutputsParams
 from .tokenizer import Tokenizer
 
 __all__ = [
-    "LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "RequestMetrics", "Tokenizer",
+    "LLM", "SamplingParams", "StructuredOutputsParams", "LoRARequest", "RequestOutput", "CompletionOutput", "Logprob", "RequestMetrics", "Tokenizer",
     "AerieError", "InvalidArgumentError", "LoadError", "UnsupportedError", "RequestFailedError", "errors",
 ]

@@ -7,6 +7,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _aerie
 from .errors import InvalidArgumentError, OverloadedError, RequestFailedError, UnsupportedError
+from .lora import LoRARequest
 from .outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
 from .sampling_params import SamplingParams
 from .tokenizer import Tokenizer, conversation_pairs
@@ -17,6 +18,7 @@ _UNLIMITED = 2**62  # max_tokens None: the engine's max length ends the request
 _SEED_SPACE = 2**64
 
 PromptType = Union[str, Dict[str, Any]]
+LoRAType = Union[LoRARequest, Sequence[Optional[LoRARequest]], None]
 
 
 class _Completion:
@@ -86,25 +88,37 @@ class LLM:
 
     model: a Hugging Face folder or a GGUF file. draft: None (plain decoding), an EAGLE head folder, a draft
     model folder, "mtp" or "ngram"; or vLLM's speculative_config={"method": ..., "model": ...,
-    "num_speculative_tokens": K}. The rest are the C API's model and engine options (docs/python.md).
+    "num_speculative_tokens": K}. enable_lora: requests may name LoRA adapters (lora_request=LoRARequest(...)),
+    of rank at most max_lora_rank (None: 256), at most max_loras of them loaded (None: no limit). The rest are
+    the C API's model and engine options (docs/python.md).
     """
 
     def __init__(self, model: str, draft: Optional[str] = None, num_speculative_tokens: Optional[int] = None, *,
                  speculative_config: Optional[Dict[str, Any]] = None, tokenizer: Optional[str] = None,
                  weights: str = "auto", max_model_len: Optional[int] = None, max_num_seqs: int = 16,
                  kv_cache_bytes: Optional[int] = None, max_in_flight: int = 256, n_threads: int = 0,
-                 seed: Optional[int] = None):
+                 seed: Optional[int] = None, enable_lora: bool = False, max_lora_rank: Optional[int] = None,
+                 max_loras: Optional[int] = None):
         draft, num_speculative_tokens = _speculation(draft, num_speculative_tokens, speculative_config)
         if weights not in _WEIGHTS:
             raise ValueError(f"weights must be one of {sorted(_WEIGHTS)}, got {weights!r}")
         for name, value, minimum in (("max_model_len", max_model_len, 1), ("max_num_seqs", max_num_seqs, 1),
                                      ("kv_cache_bytes", kv_cache_bytes, 1), ("max_in_flight", max_in_flight, 1),
-                                     ("n_threads", n_threads, 0), ("seed", seed, 0)):
+                                     ("n_threads", n_threads, 0), ("seed", seed, 0),
+                                     ("max_lora_rank", max_lora_rank, 1), ("max_loras", max_loras, 1)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        if not isinstance(enable_lora, bool):
+            raise ValueError(f"enable_lora must be a bool, got {enable_lora!r}")
+        if not enable_lora and (max_lora_rank is not None or max_loras is not None):
+            raise ValueError("max_lora_rank and max_loras need enable_lora=True")
         self._model = _aerie.Model(str(model), n_threads, _WEIGHTS[weights], None if tokenizer is None else str(tokenizer))
-        self._engine = _aerie.Engine(self._model, draft, num_speculative_tokens or 0, max_num_seqs,
-                                     max_model_len or 0, kv_cache_bytes or 0, max_in_flight)
+        self._engine_args = (self._model, draft, num_speculative_tokens or 0, max_num_seqs, max_model_len or 0,
+                             kv_cache_bytes or 0, max_in_flight)
+        self._enable_lora, self._max_lora_rank, self._max_loras = enable_lora, max_lora_rank or 0, max_loras
+        self._loras: List[LoRARequest] = []  # the adapters the engine holds, in its order
+        self._open_streams = 0  # streams being iterated: the engine cannot be remade under them
+        self._engine = self._new_engine(self._loras)
         self._tokenizer = Tokenizer(self._model) if self._model.has_tokenizer else None
         self._rng = random.Random(seed) if seed is not None else random.SystemRandom()
         self._request_ids = itertools.count()
@@ -132,34 +146,38 @@ class LLM:
 
     def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
                  sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
-                 use_tqdm: bool = False) -> List[RequestOutput]:
+                 use_tqdm: bool = False, lora_request: LoRAType = None) -> List[RequestOutput]:
         """Completes every prompt (text, or {"prompt_token_ids": [...]}) at once in the engine; one
-        RequestOutput per prompt, in order. use_tqdm is accepted for vLLM's callers and ignored."""
+        RequestOutput per prompt, in order. lora_request: one LoRARequest for every prompt, or one (or None,
+        the base model) per prompt. use_tqdm is accepted for vLLM's callers and ignored."""
         del use_tqdm
         items = [self._prompt(p) for p in _as_list(prompts, (str, dict))]
-        return self._run(items, _params_for(sampling_params, len(items)))
+        return self._run(items, _params_for(sampling_params, len(items)), self._adapters_for(lora_request, len(items)))
 
     def chat(self, messages, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
-             add_generation_prompt: bool = True, use_tqdm: bool = False) -> List[RequestOutput]:
+             add_generation_prompt: bool = True, use_tqdm: bool = False,
+             lora_request: LoRAType = None) -> List[RequestOutput]:
         """generate() for a conversation (a list of {"role", "content"} dicts) or a list of them, rendered with
         the model's chat template (the C API's renderer) and encoded without adding special tokens."""
         del use_tqdm
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
         items = [self._chat_prompt(c, add_generation_prompt) for c in conversations]
-        return self._run(items, _params_for(sampling_params, len(items)))
+        return self._run(items, _params_for(sampling_params, len(items)), self._adapters_for(lora_request, len(items)))
 
-    def generate_stream(self, prompt: PromptType,
-                        sampling_params: Optional[SamplingParams] = None) -> Iterator[RequestOutput]:
+    def generate_stream(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None,
+                        lora_request: Optional[LoRARequest] = None) -> Iterator[RequestOutput]:
         """Streams one prompt: yields a RequestOutput per engine event whose outputs[0] holds the new text,
         token ids and logprobs since the previous one (vLLM's RequestOutputKind.DELTA); the last has
         finished=True, the finish reason and the whole request's metrics. Leaving the loop early (break,
         an exception, Ctrl-C) cancels the request."""
-        return self._stream(self._prompt(prompt), sampling_params)
+        return self._stream(self._prompt(prompt), sampling_params, self._adapters_for(lora_request, 1)[0])
 
     def chat_stream(self, messages, sampling_params: Optional[SamplingParams] = None,
-                    add_generation_prompt: bool = True) -> Iterator[RequestOutput]:
+                    add_generation_prompt: bool = True,
+                    lora_request: Optional[LoRARequest] = None) -> Iterator[RequestOutput]:
         """generate_stream for one conversation."""
-        return self._stream(self._chat_prompt(messages, add_generation_prompt), sampling_params)
+        return self._stream(self._chat_prompt(messages, add_generation_prompt), sampling_params,
+                            self._adapters_for(lora_request, 1)[0])
 
     # -- internals ------------------------------------------------------------------------------------------
 
@@ -182,28 +200,73 @@ class LLM:
         text = self._model.apply_chat_template(conversation_pairs(conversation), add_generation_prompt)
         return text, self._model.tokenize(text, False)  # the rendered text carries its own BOS
 
-    def _submit(self, prompt_ids: List[int], completion: _Completion, seed: int) -> None:
+    def _new_engine(self, loras: List[LoRARequest]):
+        return _aerie.Engine(*self._engine_args, [r.lora_name for r in loras], [r.lora_path for r in loras],
+                             self._max_lora_rank)
+
+    def _adapters_for(self, lora_request: LoRAType, n_prompts: int) -> List[Optional[str]]:
+        """The adapter name of each prompt (None: the base model). An adapter the engine does not hold yet is
+        loaded now: the engine is made again with it (its prefix cache starts empty), which a stream being
+        iterated forbids. Raises LoadError, leaving the engine as it was, when the folder does not load."""
+        if lora_request is None:
+            return [None] * n_prompts
+        requests = [lora_request] * n_prompts if isinstance(lora_request, LoRARequest) else list(lora_request)
+        if len(requests) != n_prompts:
+            raise ValueError(f"lora_request: {len(requests)} given for {n_prompts} prompts")
+        new: List[LoRARequest] = []
+        for r in requests:
+            if r is None:
+                continue
+            if not isinstance(r, LoRARequest):
+                raise ValueError(f"lora_request must be a LoRARequest or None, got {type(r).__name__}")
+            if not self._enable_lora:
+                raise ValueError("lora_request needs LLM(..., enable_lora=True)")
+            known = [k for k in self._loras + new if k.lora_int_id == r.lora_int_id or k.lora_name == r.lora_name]
+            if any(k != r for k in known):
+                raise ValueError(f"lora_request {r}: its id or name is already {known[0]}")
+            if not known:
+                new.append(r)
+        if new:
+            loras = self._loras + new
+            if self._max_loras is not None and len(loras) > self._max_loras:
+                raise ValueError(f"lora_request: {len(loras)} adapters would be loaded, beyond max_loras="
+                                 f"{self._max_loras}")
+            if self._open_streams:
+                raise UnsupportedError("lora_request: a new adapter remakes the engine, and a stream is still "
+                                       "being read: finish or close it first")
+            self._engine.close()
+            try:
+                self._engine = self._new_engine(loras)
+            except Exception:
+                self._engine = self._new_engine(self._loras)
+                raise
+            self._loras = loras
+        return [None if r is None else r.lora_name for r in requests]
+
+    def _submit(self, prompt_ids: List[int], completion: _Completion, seed: int, adapter: Optional[str]) -> None:
         p = completion.params
         completion.id = self._engine.submit(
             prompt_ids, _UNLIMITED if p.max_tokens is None else p.max_tokens, float(p.temperature), max(p.top_k, 0),
             float(p.top_p), float(p.min_p), seed, list(p.stop or []), list(p.stop_token_ids or []), p.ignore_eos,
-            -1 if p.logprobs is None else p.logprobs)
+            -1 if p.logprobs is None else p.logprobs, adapter, float(p.presence_penalty), float(p.frequency_penalty),
+            float(p.repetition_penalty), sorted((p.logit_bias or {}).items()),
+            None if p.structured_outputs is None else p.structured_outputs.schema_text())
 
     def _seeds(self, params: SamplingParams) -> List[int]:
         base = params.seed if params.seed is not None else self._rng.getrandbits(64)
         return [(base + i) % _SEED_SPACE for i in range(params.n)]
 
-    def _run(self, items, params: List[SamplingParams]) -> List[RequestOutput]:
+    def _run(self, items, params: List[SamplingParams], adapters: List[Optional[str]]) -> List[RequestOutput]:
         """Submits every completion of every prompt, then reads them in order. Beyond the engine's
         max_in_flight it reads the oldest to make room. Any exception cancels what is still in flight."""
         completions = [[_Completion(i, p) for i in range(p.n)] for p in params]
         live: deque = deque()
         try:
-            for (text, ids), p, group in zip(items, params, completions):
+            for (text, ids), p, group, adapter in zip(items, params, completions, adapters):
                 for completion, seed in zip(group, self._seeds(p)):
                     while True:
                         try:
-                            self._submit(ids, completion, seed)
+                            self._submit(ids, completion, seed, adapter)
                             break
                         except OverloadedError:
                             if not live:
@@ -237,19 +300,21 @@ class LLM:
                 pass
             completion.id = 0
 
-    def _stream(self, item, sampling_params: Optional[SamplingParams]) -> Iterator[RequestOutput]:
+    def _stream(self, item, sampling_params: Optional[SamplingParams],
+                adapter: Optional[str]) -> Iterator[RequestOutput]:
         """Checks the parameters now; the request is submitted when the iteration starts (a stream that is
         never iterated leaves nothing running)."""
         params = _params_for(sampling_params, 1)[0]
         if params.n != 1:
             raise ValueError(f"generate_stream streams one completion: n must be 1, got {params.n}")
-        return self._stream_events(item, params)
+        return self._stream_events(item, params, adapter)
 
-    def _stream_events(self, item, params: SamplingParams) -> Iterator[RequestOutput]:
+    def _stream_events(self, item, params: SamplingParams, adapter: Optional[str]) -> Iterator[RequestOutput]:
         text, ids = item
         completion = _Completion(0, params)
-        self._submit(ids, completion, self._seeds(params)[0])
+        self._submit(ids, completion, self._seeds(params)[0], adapter)
         request_id = str(next(self._request_ids))
+        self._open_streams += 1
         try:
             while completion.finish_reason is None:
                 delta = completion.absorb(self._engine.next_event(completion.id), self._decode_one)
@@ -258,6 +323,7 @@ class LLM:
                 yield RequestOutput(request_id, text, ids, [delta], delta.finish_reason is not None,
                                     completion.metrics)
         finally:
+            self._open_streams -= 1
             self._abandon(completion)
 
     def _decode_one(self, token: int) -> Optional[str]:

@@ -1,11 +1,37 @@
 """SamplingParams: how one prompt is sampled, with vLLM's names and defaults."""
 
+import json
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 _MAX_SEED = 2**64
 _MAX_N = 128  # the server's bound on n (src/server/openai_schema.cpp)
+
+
+@dataclass
+class StructuredOutputsParams:
+    """vLLM's structured outputs, the kinds aerie's C API takes: `json`, a JSON schema (a dict or its text) the
+    output must match, or `json_object=True`, any JSON object. Token masks, as the server's response_format."""
+
+    json: Optional[Union[str, Dict[str, Any]]] = None
+    json_object: Optional[bool] = None
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        if (self.json is None) == (not self.json_object):
+            raise ValueError("structured_outputs: give exactly one of json (a schema) and json_object=True")
+        if self.json is not None and not isinstance(self.json, (str, dict)):
+            raise ValueError(f"structured_outputs.json must be a schema (a dict or its JSON text), got "
+                             f"{type(self.json).__name__}")
+
+    def schema_text(self) -> str:
+        """The schema as the C API's aerie_request.json_schema takes it."""
+        if self.json_object:
+            return '{"type": "object"}'
+        return self.json if isinstance(self.json, str) else json.dumps(self.json)
 
 
 @dataclass
@@ -28,6 +54,11 @@ class SamplingParams:
     stop_token_ids: Optional[List[int]] = None  # besides the model's end-of-sequence ids
     ignore_eos: bool = False
     logprobs: Optional[int] = None  # None: none; k >= 0: the sampled token's log-probability and the top k
+    presence_penalty: float = 0.0  # [-2, 2], on tokens the output holds; 0: off
+    frequency_penalty: float = 0.0  # [-2, 2], by how often the output holds them; 0: off
+    repetition_penalty: float = 1.0  # (0, 10], vLLM's, on tokens of the prompt and output; 1: off
+    logit_bias: Optional[Dict[int, float]] = None  # token id -> bias in [-100, 100], added to the logits
+    structured_outputs: Optional[StructuredOutputsParams] = None  # a JSON schema the output must match
 
     def __post_init__(self):
         self.validate()
@@ -60,6 +91,26 @@ class SamplingParams:
             raise ValueError(f"ignore_eos must be a bool, got {self.ignore_eos!r}")
         if self.logprobs is not None:
             _integer("logprobs", self.logprobs, 0)
+        for name, low, high in (("presence_penalty", -2, 2), ("frequency_penalty", -2, 2)):
+            value = getattr(self, name)
+            if not _is_number(value) or not low <= value <= high:
+                raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
+        if not _is_number(self.repetition_penalty) or not 0 < self.repetition_penalty <= 10:
+            raise ValueError(f"repetition_penalty must be in (0, 10], got {self.repetition_penalty!r}")
+        if self.logit_bias is not None:
+            if not isinstance(self.logit_bias, dict):
+                raise ValueError(f"logit_bias must be a dict of token id -> bias, got {self.logit_bias!r}")
+            for token, bias in self.logit_bias.items():
+                _integer("logit_bias token", token, 0)
+                if token >= 2**31:
+                    raise ValueError(f"logit_bias token ids must be below 2**31, got {token}")
+                if not _is_number(bias) or not -100 <= bias <= 100:
+                    raise ValueError(f"logit_bias[{token}] must be in [-100, 100], got {bias!r}")
+        if self.structured_outputs is not None:
+            if not isinstance(self.structured_outputs, StructuredOutputsParams):
+                raise ValueError("structured_outputs must be a StructuredOutputsParams, got "
+                                 f"{type(self.structured_outputs).__name__}")
+            self.structured_outputs.validate()
 
 
 def _is_number(value):

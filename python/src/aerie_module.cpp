@@ -192,10 +192,24 @@ class Model {
 // another call on the engine, so every call holds a shared lock and close() the exclusive one.
 class Engine {
  public:
+  // lora_names[i] names the adapter folder lora_paths[i]; max_lora_rank 0: the library's default.
   Engine(const Model& model, const std::optional<std::string>& draft, int32_t num_speculative_tokens,
-         int64_t max_num_seqs, int64_t max_length, uint64_t kv_cache_bytes, int64_t max_in_flight) {
+         int64_t max_num_seqs, int64_t max_length, uint64_t kv_cache_bytes, int64_t max_in_flight,
+         const std::vector<std::string>& lora_names, const std::vector<std::string>& lora_paths,
+         int64_t max_lora_rank) {
+    if (lora_names.size() != lora_paths.size())
+      throw py::value_error("Engine: lora_names and lora_paths differ in length");
+    std::vector<const char*> names, paths;
+    for (size_t i = 0; i < lora_names.size(); ++i) {
+      names.push_back(lora_names[i].c_str());
+      paths.push_back(lora_paths[i].c_str());
+    }
     aerie_engine_options options;
     aerie_engine_options_init(&options);
+    options.lora_names = names.data();
+    options.lora_paths = paths.data();
+    options.n_loras = names.size();
+    options.max_lora_rank = max_lora_rank;
     options.draft = draft ? draft->c_str() : nullptr;
     options.num_speculative_tokens = num_speculative_tokens;
     options.max_num_seqs = max_num_seqs;
@@ -217,7 +231,10 @@ class Engine {
 
   uint64_t submit(const std::vector<int32_t>& prompt_ids, int64_t max_tokens, float temperature, int64_t top_k,
                   float top_p, float min_p, uint64_t seed, const std::vector<std::string>& stop,
-                  const std::vector<int32_t>& stop_token_ids, bool ignore_eos, int64_t logprobs) {
+                  const std::vector<int32_t>& stop_token_ids, bool ignore_eos, int64_t logprobs,
+                  const std::optional<std::string>& lora_name, float presence_penalty, float frequency_penalty,
+                  float repetition_penalty, const std::vector<std::pair<int32_t, float>>& logit_bias,
+                  const std::optional<std::string>& json_schema) {
     aerie_request r;
     aerie_request_init(&r);
     r.prompt_ids = prompt_ids.data();
@@ -236,6 +253,20 @@ class Engine {
     r.n_stop_token_ids = stop_token_ids.size();
     r.ignore_eos = ignore_eos;
     r.logprobs = logprobs;
+    r.lora_name = lora_name ? lora_name->c_str() : nullptr;
+    r.presence_penalty = presence_penalty;
+    r.frequency_penalty = frequency_penalty;
+    r.repetition_penalty = repetition_penalty;
+    std::vector<int32_t> bias_ids;
+    std::vector<float> bias_values;
+    for (const auto& [token, bias] : logit_bias) {
+      bias_ids.push_back(token);
+      bias_values.push_back(bias);
+    }
+    r.logit_bias_ids = bias_ids.data();
+    r.logit_bias_values = bias_values.data();
+    r.n_logit_bias = bias_ids.size();
+    r.json_schema = json_schema ? json_schema->c_str() : nullptr;
     uint64_t id = 0;
     checked([&] { return locked([&] { return aerie_request_submit(engine_, &r, &id); }); });
     return id;
@@ -306,13 +337,18 @@ PYBIND11_MODULE(_aerie, m) {
       .def("detokenize", &Model::detokenize, py::arg("ids"), py::arg("skip_special"))
       .def("apply_chat_template", &Model::apply_chat_template, py::arg("messages"), py::arg("add_generation_prompt"));
   py::class_<Engine>(m, "Engine")
-      .def(py::init<const Model&, const std::optional<std::string>&, int32_t, int64_t, int64_t, uint64_t, int64_t>(),
+      .def(py::init<const Model&, const std::optional<std::string>&, int32_t, int64_t, int64_t, uint64_t, int64_t,
+                    const std::vector<std::string>&, const std::vector<std::string>&, int64_t>(),
            py::arg("model"), py::arg("draft"), py::arg("num_speculative_tokens"), py::arg("max_num_seqs"),
-           py::arg("max_length"), py::arg("kv_cache_bytes"), py::arg("max_in_flight"))
+           py::arg("max_length"), py::arg("kv_cache_bytes"), py::arg("max_in_flight"), py::arg("lora_names"),
+           py::arg("lora_paths"), py::arg("max_lora_rank"))
       .def("close", &Engine::close)
       .def("submit", &Engine::submit, py::arg("prompt_ids"), py::arg("max_tokens"), py::arg("temperature"),
            py::arg("top_k"), py::arg("top_p"), py::arg("min_p"), py::arg("seed"), py::arg("stop"),
-           py::arg("stop_token_ids"), py::arg("ignore_eos"), py::arg("logprobs"))
+           py::arg("stop_token_ids"), py::arg("ignore_eos"), py::arg("logprobs"), py::arg("lora_name") = std::nullopt,
+           py::arg("presence_penalty") = 0.0f, py::arg("frequency_penalty") = 0.0f,
+           py::arg("repetition_penalty") = 1.0f, py::arg("logit_bias") = std::vector<std::pair<int32_t, float>>{},
+           py::arg("json_schema") = std::nullopt)
       .def("next_event", &Engine::next_event, py::arg("id"), py::arg("timeout_s") = -1.0)
       .def("cancel", &Engine::cancel, py::arg("id"))
       .def("release", &Engine::release, py::arg("id"));

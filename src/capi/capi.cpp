@@ -1,10 +1,12 @@
 // The C API's models, engines and text functions (include/aerie.h); requests and events are in
 // capi_request.cpp. Every entry point runs inside guarded() (handles.h): no exception leaves this file.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "capi/handles.h"
 #include "io/generation_config.h"
+#include "models/lora.h"
 #include "models/registry.h"
 #include "spec/drafter_registry.h"
 #include "tokenizer/tokenizer_gguf.h"
@@ -16,7 +18,7 @@ thread_local std::string last_error;
 
 // The first version of each options struct: the fields a caller's struct must hold at least.
 constexpr size_t kModelOptionsV1 = sizeof(aerie_model_options);
-constexpr size_t kEngineOptionsV1 = sizeof(aerie_engine_options);
+constexpr size_t kEngineOptionsV1 = offsetof(aerie_engine_options, lora_names);
 
 ModelState& model_of(const aerie_model* model) {
   AERIE_CAPI_REQUIRE(model, "model");
@@ -256,13 +258,18 @@ aerie_status aerie_apply_chat_template(const aerie_model* model, const aerie_cha
   });
 }
 
-void aerie_engine_options_init(aerie_engine_options* options) {
-  if (!options) return;
-  *options = aerie_engine_options{};
-  options->size = sizeof(aerie_engine_options);
+void aerie_engine_options_init_sized(aerie_engine_options* options, size_t size) {
+  if (!options || size == 0) return;
+  aerie_engine_options o{};
+  o.size = size;  // a larger (newer) struct keeps its size: aerie_engine_create refuses it by name
   const EngineConfig defaults;
-  options->max_num_seqs = defaults.max_num_seqs;
-  options->max_in_flight = 256;
+  o.max_num_seqs = defaults.max_num_seqs;
+  o.max_in_flight = 256;
+  write_sized(options, o, size);
+}
+
+void aerie_engine_options_init(aerie_engine_options* options) {
+  aerie_engine_options_init_sized(options, kEngineOptionsV1);  // the symbol version-1 programs call
 }
 
 aerie_status aerie_engine_create(aerie_model* model, const aerie_engine_options* options, aerie_engine** out) {
@@ -271,17 +278,37 @@ aerie_status aerie_engine_create(aerie_model* model, const aerie_engine_options*
     *out = nullptr;
     ModelState& m = model_of(model);
     aerie_engine_options o;
-    aerie_engine_options_init(&o);
+    aerie_engine_options_init_sized(&o, sizeof(o));
     if (options) {
       check_struct_size(options->size, kEngineOptionsV1, sizeof(aerie_engine_options), "aerie_engine_options");
-      o = *options;
+      std::memcpy(&o, options, options->size);  // an older struct: the fields it lacks keep their defaults
     }
     if (o.max_num_seqs < 1 || o.max_length < 0 || o.max_in_flight < 1 || o.num_speculative_tokens < 0)
       throw Error(str_cat("aerie_engine_options: max_num_seqs (", o.max_num_seqs, ") and max_in_flight (",
                           o.max_in_flight, ") must be >= 1, max_length (", o.max_length,
                           ") and num_speculative_tokens (", o.num_speculative_tokens, ") >= 0"));
+    if (o.max_lora_rank < 0 || o.max_lora_rank > kMaxLoraRankLimit)
+      throw Error(str_cat("aerie_engine_options.max_lora_rank is ", o.max_lora_rank, ": outside [1, ",
+                          kMaxLoraRankLimit, "] (0: ", kDefaultMaxLoraRank, ")"));
+    if (o.n_loras > 0 && (!o.lora_names || !o.lora_paths))
+      throw Error(str_cat("aerie_engine_options: n_loras is ", o.n_loras, " and lora_names or lora_paths is NULL"));
     auto state = std::make_unique<EngineState>();
     state->model = model->state;
+    std::shared_ptr<const LoraSet> adapters;
+    if (o.n_loras > 0) {
+      std::vector<std::pair<std::string, std::string>> specs;
+      for (size_t i = 0; i < o.n_loras; ++i) {
+        if (!o.lora_names[i] || !o.lora_paths[i])
+          throw Error(str_cat("aerie_engine_options: lora_names[", i, "] or lora_paths[", i, "] is NULL"));
+        specs.emplace_back(o.lora_names[i], o.lora_paths[i]);
+      }
+      try {
+        adapters = load_lora_set(specs, m.model->lora_targets(),
+                                 LoraOptions{o.max_lora_rank > 0 ? o.max_lora_rank : kDefaultMaxLoraRank});
+      } catch (const Error& e) {
+        throw StatusError(AERIE_ERROR_LOAD, str_cat("aerie_engine_options.lora_paths: ", e.what()));
+      }
+    }
     if (o.draft && *o.draft) {
       DraftLoadOptions draft;
       draft.target_dir = m.dir;  // a whole draft model's tokenizer is compared with the target's
@@ -296,6 +323,7 @@ aerie_status aerie_engine_create(aerie_model* model, const aerie_engine_options*
     config.max_length = o.max_length;
     config.kv_cache_memory = o.kv_cache_bytes;
     if (o.num_speculative_tokens > 0) config.spec.num_speculative_tokens = o.num_speculative_tokens;
+    config.adapters = state->adapters = adapters;
     try {
       state->engine = std::make_unique<Engine>(*m.model, state->draft.get(), config, *m.pool);
     } catch (const std::bad_alloc&) {

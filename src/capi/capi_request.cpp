@@ -1,6 +1,7 @@
 // The C API's requests and events (include/aerie.h): a request becomes an EngineJob whose callback, on the
 // engine loop thread, turns each TokenEvent into ids and text (an incremental decoder, then the stop
 // strings) and hands it to the request's Slot: a queue its consumer pulls from, or the caller's callback.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -17,7 +18,8 @@ namespace {
 // The first version of each struct: what a version-1 caller's aerie_request holds and its aerie_event has
 // room for. Version 2 appended the log-probability fields to both.
 constexpr size_t kRequestV1 = offsetof(aerie_request, logprobs);
-constexpr size_t kRequestV2 = sizeof(aerie_request);
+constexpr size_t kRequestV2 = offsetof(aerie_request, lora_name);
+constexpr size_t kRequestV3 = sizeof(aerie_request);
 constexpr size_t kEventV1 = offsetof(aerie_event, logprobs);
 
 // One event as the consumer will see it (owns what aerie_event points into).
@@ -208,6 +210,41 @@ std::vector<int64_t> prompt_of(ModelState& model, const aerie_request& r) {
   return prompt;
 }
 
+// The engine's adapter named `name` (RequestOptions::adapter).
+int32_t adapter_index(const EngineState& state, const char* name) {
+  const int32_t index = state.adapters ? state.adapters->index_of(name) : -1;
+  if (index >= 0) return index;
+  std::string loaded;
+  if (state.adapters)
+    for (const LoraAdapter& a : state.adapters->adapters)
+      loaded += str_cat(loaded.empty() ? "" : ", ", "'", a.name, "'");
+  throw Error(str_cat("aerie_request.lora_name: the engine has no LoRA adapter named '", name, "' (",
+                      loaded.empty() ? "it loaded none: aerie_engine_options.lora_names" : "it has " + loaded, ")"));
+}
+
+// The request's logit bias, by token id (RequestOptions::logit_bias), each entry checked.
+std::vector<LogitBias> logit_bias_of(ModelState& model, const aerie_request& r) {
+  std::vector<LogitBias> out;
+  if (r.n_logit_bias == 0) return out;
+  AERIE_CAPI_REQUIRE(r.logit_bias_ids, "aerie_request.logit_bias_ids");
+  AERIE_CAPI_REQUIRE(r.logit_bias_values, "aerie_request.logit_bias_values");
+  for (size_t i = 0; i < r.n_logit_bias; ++i) {
+    const int32_t id = r.logit_bias_ids[i];
+    const float bias = r.logit_bias_values[i];
+    if (id < 0 || id >= model.model->n_vocab())
+      throw Error(str_cat("aerie_request.logit_bias_ids[", i, "] = ", id, " is outside the vocabulary [0, ",
+                          model.model->n_vocab(), ")"));
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      throw Error(str_cat("aerie_request.logit_bias_values[", i, "] = ", bias, " is outside [-100, 100]"));
+    out.push_back({id, bias});
+  }
+  std::sort(out.begin(), out.end(), [](const LogitBias& a, const LogitBias& b) { return a.token < b.token; });
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].token == out[i - 1].token)
+      throw Error(str_cat("aerie_request.logit_bias_ids: token ", out[i].token, " is given twice"));
+  return out;
+}
+
 RequestOptions options_of(ModelState& model, const aerie_request& r) {
   RequestOptions o;
   o.max_tokens = r.max_tokens;
@@ -222,6 +259,19 @@ RequestOptions options_of(ModelState& model, const aerie_request& r) {
       throw Error(str_cat("aerie_request.logprobs must be -1 (none) or in [0, ", model.model->n_vocab(),
                           "] (the vocabulary size), got ", r.logprobs));
     o.logprobs = r.logprobs;
+  }
+  if (r.size >= kRequestV3) {  // older structs have no penalties: none
+    o.penalties.presence = r.presence_penalty;
+    o.penalties.frequency = r.frequency_penalty;
+    o.penalties.repetition = r.repetition_penalty;
+    try {
+      validate(o.penalties);
+    } catch (const Error& e) {
+      throw Error(str_cat("aerie_request.", e.what()));
+    }
+    if (o.penalties.repetition > 10.0f)  // the server's bound
+      throw Error(str_cat("aerie_request.repetition_penalty must be in (0, 10], got ", o.penalties.repetition));
+    o.logit_bias = logit_bias_of(model, r);
   }
   if (!r.ignore_eos) o.stop_token_ids = model.eos_ids;
   if (r.n_stop_token_ids > 0) AERIE_CAPI_REQUIRE(r.stop_token_ids, "aerie_request.stop_token_ids");
@@ -251,17 +301,23 @@ using namespace aerie::capi;
 
 extern "C" {
 
-void aerie_request_init(aerie_request* request) {
-  if (!request) return;
-  *request = aerie_request{};
-  request->size = sizeof(aerie_request);
+void aerie_request_init_sized(aerie_request* request, size_t size) {
+  if (!request || size == 0) return;
+  aerie_request r{};
+  r.size = size;  // a larger (newer) struct keeps its size: aerie_request_submit refuses it by name
   const RequestOptions defaults;
-  request->max_tokens = defaults.max_tokens;
-  request->temperature = defaults.sampling.temperature;
-  request->top_k = defaults.sampling.top_k;
-  request->top_p = defaults.sampling.top_p;
-  request->min_p = defaults.sampling.min_p;
-  request->logprobs = -1;
+  r.max_tokens = defaults.max_tokens;
+  r.temperature = defaults.sampling.temperature;
+  r.top_k = defaults.sampling.top_k;
+  r.top_p = defaults.sampling.top_p;
+  r.min_p = defaults.sampling.min_p;
+  r.logprobs = -1;
+  r.repetition_penalty = defaults.penalties.repetition;
+  write_sized(request, r, size);
+}
+
+void aerie_request_init(aerie_request* request) {
+  aerie_request_init_sized(request, kRequestV1);  // the symbol version-1 programs call
 }
 
 aerie_status aerie_request_submit(aerie_engine* engine, const aerie_request* request, uint64_t* id) {
@@ -270,12 +326,14 @@ aerie_status aerie_request_submit(aerie_engine* engine, const aerie_request* req
     *id = 0;
     AERIE_CAPI_REQUIRE(engine, "engine");
     AERIE_CAPI_REQUIRE(request, "request");
-    check_struct_size(request->size, kRequestV1, kRequestV2, "aerie_request");
+    check_struct_size(request->size, kRequestV1, kRequestV3, "aerie_request");
     EngineState& state = *engine->state;
     ModelState& model = *state.model;
     EngineJob job;
     job.prompt = prompt_of(model, *request);
     job.options = options_of(model, *request);
+    if (request->size >= kRequestV3 && request->lora_name && *request->lora_name)
+      job.options.adapter = adapter_index(state, request->lora_name);
     auto slot = std::make_shared<Slot>();
     slot->loop = state.loop.get();
     slot->callback = request->on_event;

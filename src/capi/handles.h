@@ -2,7 +2,9 @@
 // status codes and a per-thread message (aerie_last_error), so none crosses the C boundary.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -19,6 +21,7 @@
 #include "engine/engine_loop.h"
 #include "grammar/token_trie.h"
 #include "jinja/chat_template.h"
+#include "models/lora.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,6 +46,14 @@ aerie_status guarded(aerie_status error_status, Body&& body) noexcept;
 // Fails with AERIE_ERROR_INVALID_ARGUMENT naming `what` when `p` is null.
 #define AERIE_CAPI_REQUIRE(p, what) \
   if ((p) == nullptr) throw ::aerie::capi::StatusError(AERIE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL")
+
+// Copies `ours` into the caller's struct of `size` bytes: the part both have, and zeroes past ours (the fields
+// of a newer header this library does not know). Never writes beyond `size`.
+template <typename Struct>
+void write_sized(Struct* out, const Struct& ours, size_t size) {
+  std::memcpy(static_cast<void*>(out), &ours, std::min(size, sizeof(Struct)));
+  if (size > sizeof(Struct)) std::memset(reinterpret_cast<char*>(out) + sizeof(Struct), 0, size - sizeof(Struct));
+}
 
 // Checks a caller's struct version: `size` must cover the first version of the struct and not exceed this
 // library's (a newer header's struct is refused by name rather than half read).
@@ -70,6 +81,7 @@ struct Slot;
 struct EngineState {
   std::shared_ptr<ModelState> model;
   std::unique_ptr<Drafter> draft;
+  std::shared_ptr<const LoraSet> adapters;  // null: none (aerie_engine_options.lora_names)
   std::unique_ptr<Engine> engine;
   std::unique_ptr<EngineLoop> loop;
 

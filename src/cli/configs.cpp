@@ -179,18 +179,13 @@ std::shared_ptr<const LoraSet> lora_adapters(const Args& args, const Model& targ
     for (const std::string& spec : args.all("--lora-modules")) specs.push_back(parse_lora_module_spec(spec));
   if (args.declares("--lora") && args.has("--lora")) specs.push_back({"lora", args.str("--lora")});
   if (specs.empty()) return nullptr;
-  const LoraOptions options{args.integer("--max-lora-rank")};
-  const LoraTargets targets = target.lora_targets();
-  auto set = std::make_shared<LoraSet>();
-  for (const auto& [name, dir] : specs) {
-    AERIE_CHECK(set->index_of(name) < 0, "--lora-modules: the name '", name, "' is given twice");
-    set->adapters.push_back(load_lora_adapter(dir, targets, options, name));
-    const LoraAdapter& a = set->adapters.back();
-    if (!quiet)
+  std::shared_ptr<const LoraSet> set = load_lora_set(specs, target.lora_targets(),
+                                                     LoraOptions{args.integer("--max-lora-rank")});
+  if (!quiet)
+    for (const LoraAdapter& a : set->adapters)
       std::fprintf(stderr, "LoRA adapter '%s' (%s): rank %lld, scale %g, %zu modules, %.1f MiB\n", a.name.c_str(),
                    a.dir.c_str(), (long long)a.rank, double(a.scale), a.target_modules.size(),
                    double(a.nbytes()) / (1 << 20));
-  }
   return set;
 }
 

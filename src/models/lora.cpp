@@ -293,6 +293,17 @@ int32_t LoraSet::index_of(std::string_view name) const {
   return -1;
 }
 
+std::shared_ptr<const LoraSet> load_lora_set(std::span<const std::pair<std::string, std::string>> specs,
+                                             const LoraTargets& targets, const LoraOptions& options) {
+  auto set = std::make_shared<LoraSet>();
+  for (const auto& [name, dir] : specs) {
+    AERIE_CHECK(!name.empty(), "LoRA adapter ", dir, ": the name is empty");
+    AERIE_CHECK(set->index_of(name) < 0, "LoRA adapters: the name '", name, "' is given twice");
+    set->adapters.push_back(load_lora_adapter(dir, targets, options, name));
+  }
+  return set;
+}
+
 void check_lora_fits(const LoraSet& set, const LoraTargets& targets) {
   if (set.adapters.empty()) return;
   AERIE_CHECK(targets.refusal.empty(), "LoRA adapters: ", targets.refusal);

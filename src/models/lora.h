@@ -20,8 +20,11 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -77,6 +80,12 @@ struct LoraSet {
   // The adapter named `name`, or -1.
   int32_t index_of(std::string_view name) const;
 };
+
+// The adapters named by `specs` ({name, dir} each, names unique and non-empty), loaded in that order: what
+// `serve --lora-modules`, `generate --lora` and the C API's engine options load. An aerie::Error naming the
+// adapter otherwise.
+std::shared_ptr<const LoraSet> load_lora_set(std::span<const std::pair<std::string, std::string>> specs,
+                                             const LoraTargets& targets, const LoraOptions& options);
 
 // Every adapter of `set` fits `targets` (it was loaded against this model, or one of the same shapes); an
 // aerie::Error naming the adapter otherwise, or the refusal of a model that takes none.

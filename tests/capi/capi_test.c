@@ -1,7 +1,8 @@
 /* The C API from C (C11): generation against the `aerie` command's own output, speculation, seeded
  * sampling, stop strings, a JSON-schema constraint, cancellation, log-probabilities, text functions, and the
  * refusals.
- * Usage: capi_c_test AERIE_BINARY MODELS_DIR CHAT_TOKENIZER_DIR BROKEN_MODEL_DIR (tests/capi/CMakeLists.txt). */
+ * Usage: capi_c_test AERIE_BINARY MODELS_DIR CHAT_TOKENIZER_DIR BROKEN_MODEL_DIR TEST_DATA_DIR
+ * (tests/capi/CMakeLists.txt). */
 #define _POSIX_C_SOURCE 200809L /* popen: strict C11 declares only ISO C */
 #include <stddef.h>
 #include <stdint.h>
@@ -306,8 +307,8 @@ static void test_errors(aerie_model* model, aerie_engine* engine, const char* br
 }
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s AERIE_BINARY MODELS_DIR CHAT_TOKENIZER_DIR BROKEN_MODEL_DIR\n", argv[0]);
+  if (argc != 6) { /* TEST_DATA_DIR: the C++ program's (LoRA goldens) */
+    fprintf(stderr, "usage: %s AERIE_BINARY MODELS_DIR CHAT_TOKENIZER_DIR BROKEN_MODEL_DIR TEST_DATA_DIR\n", argv[0]);
     return 2;
   }
   g_aerie = argv[1];

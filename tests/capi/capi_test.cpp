@@ -1,10 +1,14 @@
 // The C API from C++ (the same header, no C++ wrapper): the chat template against Hugging Face's renders,
 // chat requests against the `aerie` command, events streamed to a callback, several threads at once,
-// admission limits, and handles freed in either order while requests run.
-// Usage: capi_cpp_test AERIE_BINARY MODELS_DIR CHAT_TOKENIZER_DIR BROKEN_MODEL_DIR.
+// admission limits, handles freed in either order while requests run, penalties and logit bias, and LoRA
+// adapters against the float64 reference. Usage: capi_cpp_test AERIE_BINARY MODELS_DIR CHAT_TOKENIZER_DIR BROKEN_MODEL_DIR TEST_DATA_DIR.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -203,11 +207,247 @@ void test_limits_and_lifetimes() {
   aerie_engine_free(engine);  // cancels the running request
 }
 
+// Struct versions: the init functions never write past the caller's size. Through the header's macros the
+// caller's sizeof goes along; the bare symbols (what a program built against version 1 calls) write version
+// 1's fields only; a newer program's larger struct gets its unknown tail zeroed, and is refused by name.
+void test_struct_versions(aerie_model* model) {
+  struct {
+    aerie_request request;
+    unsigned char canary[32];
+  } big;
+  std::memset(&big, 0xAB, sizeof(big));
+  (aerie_request_init)(&big.request);  // the function, not the macro
+  const size_t v1 = offsetof(aerie_request, logprobs);
+  CHECK(big.request.size == v1 && big.request.max_tokens == 128);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&big);
+  CHECK(std::all_of(bytes + v1, bytes + sizeof(big), [](unsigned char b) { return b == 0xAB; }));
+  aerie_request_init_sized(&big.request, sizeof(big));  // a newer header's struct, 32 bytes longer
+  CHECK(big.request.size == sizeof(big) && big.request.logprobs == -1 && big.request.repetition_penalty == 1.0f);
+  CHECK(std::all_of(big.canary, big.canary + sizeof(big.canary), [](unsigned char b) { return b == 0; }));
+
+  struct {
+    aerie_engine_options options;
+    unsigned char canary[32];
+  } engine_options;
+  std::memset(&engine_options, 0xAB, sizeof(engine_options));
+  (aerie_engine_options_init)(&engine_options.options);
+  const size_t options_v1 = offsetof(aerie_engine_options, lora_names);
+  CHECK(engine_options.options.size == options_v1 && engine_options.options.max_in_flight == 256);
+  bytes = reinterpret_cast<const unsigned char*>(&engine_options);
+  CHECK(std::all_of(bytes + options_v1, bytes + sizeof(engine_options), [](unsigned char b) { return b == 0xAB; }));
+  aerie_engine* engine = nullptr;
+  REQUIRE_OK(aerie_engine_create(model, &engine_options.options, &engine));  // a version-1 struct works
+  aerie_engine_options_init_sized(&engine_options.options, sizeof(engine_options));
+  aerie_engine* refused = nullptr;
+  CHECK_FAILS(aerie_engine_create(model, &engine_options.options, &refused), AERIE_ERROR_INVALID_ARGUMENT,
+              "a newer aerie.h than this library");
+  CHECK(refused == nullptr);
+  big.request.prompt_text = "Once upon a time";
+  uint64_t id = 0;
+  CHECK_FAILS(aerie_request_submit(engine, &big.request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "a newer aerie.h than this library");
+  aerie_engine_free(engine);
+}
+
+// Penalties and logit bias (version 3): penalised greedy output equals `aerie generate`'s with the same
+// penalties (and differs from the plain one); a bias of +100 makes its token every output token, -100 keeps
+// the plain first token out; out-of-range values are refused by name.
+void test_penalties_and_logit_bias(aerie_model* model) {
+  const char* prompt = "Once upon a time";
+  static int32_t plain[kMaxIds], want[kMaxIds];
+  const std::string base = g_aerie + " generate --model " + g_model + " --draft none --prompt '" + prompt +
+                           "' --max-tokens 24 --ignore-eos --temperature 0 --json --quiet";
+  const int n_plain = reference_ids(base.c_str(), plain);
+  const int n_want =
+      reference_ids((base + " --repetition-penalty 1.3 --presence-penalty 0.5 --frequency-penalty 0.4").c_str(), want);
+  CHECK(n_plain == 24 && n_want == 24 && !same_ids(plain, 24, want, 24));
+
+  aerie_engine* engine = nullptr;
+  REQUIRE_OK(aerie_engine_create(model, nullptr, &engine));
+  aerie_request request;
+  aerie_request_init(&request);
+  CHECK(request.repetition_penalty == 1.0f && request.presence_penalty == 0.0f && request.n_logit_bias == 0);
+  request.prompt_text = prompt;
+  request.max_tokens = 24;
+  request.ignore_eos = true;
+  request.repetition_penalty = 1.3f;
+  request.presence_penalty = 0.5f;
+  request.frequency_penalty = 0.4f;
+  uint64_t id = 0;
+  static collected got;
+  REQUIRE_OK(aerie_request_submit(engine, &request, &id));
+  collect(engine, id, &got);
+  CHECK(same_ids(got.ids, got.n_ids, want, size_t(n_want)));
+
+  request.repetition_penalty = 1.0f;
+  request.presence_penalty = request.frequency_penalty = 0.0f;
+  const int32_t bias_ids[] = {plain[0], 77};
+  const float bias_values[] = {-100.0f, 100.0f};
+  request.logit_bias_ids = bias_ids;
+  request.logit_bias_values = bias_values;
+  request.n_logit_bias = 1;  // the plain first token, -100: another comes first
+  request.max_tokens = 4;
+  REQUIRE_OK(aerie_request_submit(engine, &request, &id));
+  collect(engine, id, &got);
+  CHECK(got.n_ids == 4 && got.ids[0] != plain[0]);
+  request.n_logit_bias = 2;  // and 77 at +100: every token is 77
+  REQUIRE_OK(aerie_request_submit(engine, &request, &id));
+  collect(engine, id, &got);
+  const int32_t all_77[] = {77, 77, 77, 77};
+  CHECK(same_ids(got.ids, got.n_ids, all_77, 4));
+
+  const int32_t twice[] = {5, 5}, outside[] = {1 << 20};
+  const float too_much[] = {101.0f, 1.0f};
+  request.logit_bias_ids = twice;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT, "token 5 is given twice");
+  request.logit_bias_values = too_much;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "logit_bias_values[0] = 101 is outside [-100, 100]");
+  request.logit_bias_ids = outside;
+  request.n_logit_bias = 1;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "logit_bias_ids[0] = 1048576 is outside the vocabulary");
+  request.logit_bias_ids = nullptr;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "aerie_request.logit_bias_ids is NULL");
+  request.n_logit_bias = 0;
+  request.repetition_penalty = 0.0f;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "aerie_request.repetition_penalty must be a finite number > 0");
+  request.repetition_penalty = 11.0f;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "repetition_penalty must be in (0, 10]");
+  request.repetition_penalty = 1.0f;
+  request.presence_penalty = 3.0f;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "aerie_request.presence_penalty must be in [-2, 2], got 3");
+  aerie_engine_free(engine);
+}
+
+// The first `n` greedy ids of the float64 reference (tests/data/lora/<adapter>/golden.json).
+std::vector<int32_t> golden_greedy(const std::string& adapter_dir, size_t n) {
+  std::ifstream file(adapter_dir + "/golden.json");
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  int32_t ids[64];
+  const int count = json_ints(text.c_str(), "greedy", ids, 64);
+  CHECK(count >= int(n));
+  return std::vector<int32_t>(ids, ids + std::max(0, std::min(count, int(n))));
+}
+
+// Greedy ids of the golden prompt under `lora_name` (NULL: the base model), all requests in flight at once.
+std::vector<std::vector<int32_t>> greedy_under(aerie_engine* engine, const std::vector<int32_t>& prompt,
+                                               const std::vector<const char*>& lora_names, int64_t max_tokens) {
+  std::vector<uint64_t> ids;
+  for (const char* name : lora_names) {
+    aerie_request request;
+    aerie_request_init(&request);
+    request.prompt_ids = prompt.data();
+    request.n_prompt_ids = prompt.size();
+    request.max_tokens = max_tokens;
+    request.ignore_eos = true;
+    request.lora_name = name;
+    REQUIRE_OK(aerie_request_submit(engine, &request, &ids.emplace_back()));
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (uint64_t id : ids) {
+    static collected c;
+    collect(engine, id, &c);
+    out.emplace_back(c.ids, c.ids + c.n_ids);
+  }
+  return out;
+}
+
+// LoRA adapters (API version 3): requests pick one by name, beside the base model in the same batch, and get
+// the float64 reference's greedy tokens; bad names, folders and ranks are refused clearly, and a version-2
+// struct (no LoRA fields) still works.
+void test_lora(const std::string& data_dir) {
+  const std::string sql = data_dir + "/lora/bf16_all_modules", other = data_dir + "/lora/f32_rslora_some_modules";
+  aerie_model_options model_options;
+  aerie_model_options_init(&model_options);
+  model_options.n_threads = 2;
+  aerie_model* model = nullptr;
+  REQUIRE_OK(aerie_model_load((data_dir + "/llama/bf16_gqa_rope_scaled_tied").c_str(), &model_options, &model));
+  std::ifstream golden_file(sql + "/golden.json");
+  const std::string golden((std::istreambuf_iterator<char>(golden_file)), std::istreambuf_iterator<char>());
+  int32_t prompt_ids[64];
+  const int n_prompt = json_ints(golden.c_str(), "ids", prompt_ids, 64);
+  CHECK(n_prompt > 0);
+  const std::vector<int32_t> prompt(prompt_ids, prompt_ids + std::max(n_prompt, 0));
+
+  const char* names[] = {"sql", "other"};
+  const char* paths[] = {sql.c_str(), other.c_str()};
+  aerie_engine_options options;
+  aerie_engine_options_init(&options);
+  options.lora_names = names;
+  options.lora_paths = paths;
+  options.n_loras = 2;
+  aerie_engine* engine = nullptr;
+  REQUIRE_OK(aerie_engine_create(model, &options, &engine));
+  // The reference's first 4 tokens of "sql" have top-1 margins of 0.36 and up (they hold under bf16-rounded
+  // activations and cache); of "other" only the first has a margin that wide (0.29; the second's is 0.03).
+  const std::vector<std::vector<int32_t>> out = greedy_under(engine, prompt, {"sql", nullptr, "other", ""}, 4);
+  CHECK(out[0] == golden_greedy(sql, 4));
+  CHECK(out[2].size() == 4 && out[2][0] == golden_greedy(other, 1)[0]);
+  CHECK(out[1].size() == 4 && out[1] != out[0] && out[3] == out[1]);  // NULL and "": the base model
+  CHECK(greedy_under(engine, prompt, {nullptr}, 4)[0] == out[1]);     // the same alone
+
+  aerie_request request;
+  aerie_request_init(&request);
+  request.prompt_ids = prompt.data();
+  request.n_prompt_ids = prompt.size();
+  request.lora_name = "sq";
+  uint64_t id = 0;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "no LoRA adapter named 'sq' (it has 'sql', 'other')");
+  request.size = offsetof(aerie_request, lora_name);  // a version-2 program: no lora_name field, the base model
+  REQUIRE_OK(aerie_request_submit(engine, &request, &id));
+  static collected c;
+  collect(engine, id, &c);
+  CHECK(c.n_ids > 0);
+  aerie_engine_free(engine);
+
+  // A version-2 options struct: no adapters; a request naming one is refused.
+  aerie_engine_options v2;
+  aerie_engine_options_init(&v2);
+  v2.size = offsetof(aerie_engine_options, lora_names);
+  REQUIRE_OK(aerie_engine_create(model, &v2, &engine));
+  request.size = sizeof(request);
+  request.lora_name = "sql";
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "it loaded none: aerie_engine_options.lora_names");
+  aerie_engine_free(engine);
+
+  // Refusals, each naming what is wrong; nothing is created.
+  const char* missing[] = {"/nonexistent/adapter"};
+  options.lora_paths = missing;
+  options.n_loras = 1;
+  engine = nullptr;
+  CHECK_FAILS(aerie_engine_create(model, &options, &engine), AERIE_ERROR_LOAD, "/nonexistent/adapter");
+  CHECK(engine == nullptr);
+  const char* twice[] = {"sql", "sql"};
+  options.lora_names = twice;
+  options.lora_paths = paths;
+  options.n_loras = 2;
+  CHECK_FAILS(aerie_engine_create(model, &options, &engine), AERIE_ERROR_LOAD, "the name 'sql' is given twice");
+  options.lora_names = names;
+  options.max_lora_rank = 2;  // "sql" has rank 4
+  CHECK_FAILS(aerie_engine_create(model, &options, &engine), AERIE_ERROR_LOAD, "rank r = 4 is outside [1, 2]");
+  options.max_lora_rank = 1025;
+  CHECK_FAILS(aerie_engine_create(model, &options, &engine), AERIE_ERROR_INVALID_ARGUMENT,
+              "max_lora_rank is 1025: outside [1, 1024]");
+  options.max_lora_rank = 0;
+  options.lora_paths = nullptr;
+  CHECK_FAILS(aerie_engine_create(model, &options, &engine), AERIE_ERROR_INVALID_ARGUMENT,
+              "n_loras is 2 and lora_names or lora_paths is NULL");
+  CHECK(engine == nullptr);
+  aerie_model_free(model);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s AERIE_BINARY MODELS_DIR CHAT_TOKENIZER_DIR BROKEN_MODEL_DIR\n", argv[0]);
+  if (argc != 6) {
+    fprintf(stderr, "usage: %s AERIE_BINARY MODELS_DIR CHAT_TOKENIZER_DIR BROKEN_MODEL_DIR TEST_DATA_DIR\n", argv[0]);
     return 2;
   }
   g_aerie = argv[1];
@@ -219,6 +459,11 @@ int main(int argc, char** argv) {
   test_callback_and_threads(chat);
   aerie_model_free(chat);
   test_limits_and_lifetimes();
+  aerie_model* plain = load(nullptr);
+  test_struct_versions(plain);
+  test_penalties_and_logit_bias(plain);
+  aerie_model_free(plain);
+  test_lora(argv[5]);
   if (g_failures) fprintf(stderr, "%d checks failed\n", g_failures);
   else printf("capi C++ test: all checks passed\n");
   return g_failures ? 1 : 0;

@@ -44,6 +44,26 @@ static int g_failures = 0;
 
 enum { kMaxIds = 4096 };
 
+/* Parses the integers of the first list after `"key"` in the JSON text `json` into out (at most `max`);
+ * returns how many, or -1 when there is no such key. */
+static int json_ints(const char* json, const char* key, int32_t* out, int max) {
+  char quoted[64];
+  snprintf(quoted, sizeof(quoted), "\"%s\"", key);
+  const char* p = strstr(json, quoted);
+  if (!p || !(p = strchr(p, '['))) return -1;
+  ++p;
+  int count = 0;
+  while (count < max) {
+    char* end = NULL;
+    const long value = strtol(p, &end, 10);
+    if (end == p) break; /* ']' (after any white space) */
+    out[count++] = (int32_t)value;
+    p = end;
+    while (*p == ' ' || *p == '\n' || *p == ',') ++p;
+  }
+  return count;
+}
+
 /* Runs `command` (an `aerie generate --json` line) and parses the integers of its output's "ids" list into
  * ids; returns how many, or -1 when the command failed or printed no list. */
 static int reference_ids(const char* command, int32_t* ids) {
@@ -56,17 +76,7 @@ static int reference_ids(const char* command, int32_t* ids) {
     fprintf(stderr, "reference command failed: %s\n%s\n", command, out);
     return -1;
   }
-  const char* p = strstr(out, "\"ids\":[");
-  if (!p) return -1;
-  p += strlen("\"ids\":[");
-  int count = 0;
-  while (*p && *p != ']' && count < kMaxIds) {
-    char* end = NULL;
-    ids[count++] = (int32_t)strtol(p, &end, 10);
-    p = end;
-    if (*p == ',') ++p;
-  }
-  return count;
+  return json_ints(out, "ids", ids, kMaxIds);
 }
 
 /* What a pulled request produced: its ids, text and last event's figures. */
