@@ -29,8 +29,9 @@ extern "C" {
 #endif
 
 /* 2: log-probabilities (aerie_request.logprobs, aerie_event.logprobs ...), appended to both structs.
- * 3: LoRA adapters (aerie_engine_options.lora_names ..., aerie_request.lora_name), penalties and logit bias
- *    (aerie_request.presence_penalty ...), appended to both structs. */
+ * 3: LoRA adapters (aerie_engine_options.lora_names ..., aerie_request.lora_name), penalties, logit bias and
+ *    prompt log-probabilities (aerie_request.presence_penalty ..., aerie_event.prompt_logprob_tokens ...),
+ *    appended to the three structs. */
 #define AERIE_API_VERSION 3
 
 typedef enum aerie_status {
@@ -193,6 +194,20 @@ typedef struct aerie_event {
   const int32_t* top_logprob_ids; /* [n_tokens, n_top_logprobs] */
   const float* top_logprobs;      /* [n_tokens, n_top_logprobs] */
   size_t n_top_logprobs;
+
+  /* Since version 3, written for a version-3 request only. With aerie_request.prompt_logprobs = n >= 0: the
+   * entries of prompt tokens 1, 2, ... (the first has none), in order, each reported once, across the events
+   * of the prefill (the last chunk's come with the first generated token). Entry i: the prompt token
+   * prompt_logprob_tokens[i], its log-probability given the tokens before it (as `logprobs`), its rank in that
+   * distribution (1: the most likely; ties to the lower id), and the n most likely in
+   * prompt_top_logprob_ids[i * n + j] / prompt_top_logprobs[i * n + j], n = n_prompt_top_logprobs. */
+  const int32_t* prompt_logprob_tokens;  /* [n_prompt_logprobs] */
+  const float* prompt_logprobs;          /* [n_prompt_logprobs] */
+  const int64_t* prompt_logprob_ranks;   /* [n_prompt_logprobs] */
+  const int32_t* prompt_top_logprob_ids; /* [n_prompt_logprobs, n_prompt_top_logprobs] */
+  const float* prompt_top_logprobs;      /* [n_prompt_logprobs, n_prompt_top_logprobs] */
+  size_t n_prompt_logprobs;
+  size_t n_prompt_top_logprobs;
 } aerie_event;
 
 /* Called on the engine's loop thread for each event of a request that streams (aerie_request.on_event).
@@ -252,6 +267,11 @@ typedef struct aerie_request {
   const int32_t* logit_bias_ids;
   const float* logit_bias_values;
   size_t n_logit_bias;
+  /* Since version 3. -1 (the default): none; n >= 0 (at most the vocabulary size): every prompt token's
+   * log-probability, rank and n most likely, in the events' prompt_logprob fields (vLLM's prompt_logprobs).
+   * Such a request computes every prompt position itself (no prefix cache); with max_tokens 0 it ends after
+   * the prompt (scoring). */
+  int64_t prompt_logprobs;
 } aerie_request;
 
 /* Defaults (greedy, 128 tokens, no prompt: set one). Any thread. Sized as aerie_engine_options_init. */

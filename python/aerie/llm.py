@@ -33,6 +33,9 @@ class _Completion:
         self.cumulative_logprob = 0.0 if params.logprobs is not None else None
         self.finish_reason: Optional[str] = None
         self.metrics = RequestMetrics()
+        # vLLM's shape: None for the first prompt token, then a dict per token (itself and the top k).
+        self.prompt_logprobs: Optional[List[Optional[Dict[int, Logprob]]]] = \
+            [None] if params.prompt_logprobs is not None else None
 
     def absorb(self, event, decode_one) -> CompletionOutput:
         """Adds an event; returns the delta it brought (what a stream yields)."""
@@ -45,6 +48,9 @@ class _Completion:
                               for token, lp, top in zip(tokens, event["logprobs"] or [], event["top_logprobs"] or [])]
             self.logprobs += delta_logprobs
             self.cumulative_logprob += sum(event["logprobs"] or [])
+        if self.prompt_logprobs is not None:
+            for token, logprob, rank, top in event["prompt_logprobs"] or []:
+                self.prompt_logprobs.append(_prompt_position_logprobs(token, logprob, rank, top, decode_one))
         self.metrics = RequestMetrics(*(event[k] for k in ("prompt_tokens", "cached_prompt_tokens", "generated_tokens",
                                                            "draft_tokens", "accepted_tokens", "spec_rounds")))
         if event["finished"]:
@@ -71,6 +77,15 @@ class _Completion:
                 if stop and rest.startswith(stop):
                     return stop
         return None
+
+
+def _prompt_position_logprobs(token: int, logprob: float, rank: int, top, decode_one) -> Dict[int, Logprob]:
+    """A prompt token's entry: the token first with its own rank, then the top k by rank."""
+    entry = {token: Logprob(logprob, rank, decode_one(token))}
+    for r, (t, lp) in enumerate(top, start=1):
+        if t not in entry:
+            entry[t] = Logprob(lp, r, decode_one(t))
+    return entry
 
 
 def _position_logprobs(token: int, logprob: float, top, decode_one) -> Dict[int, Logprob]:
@@ -250,7 +265,8 @@ class LLM:
             float(p.top_p), float(p.min_p), seed, list(p.stop or []), list(p.stop_token_ids or []), p.ignore_eos,
             -1 if p.logprobs is None else p.logprobs, adapter, float(p.presence_penalty), float(p.frequency_penalty),
             float(p.repetition_penalty), sorted((p.logit_bias or {}).items()),
-            None if p.structured_outputs is None else p.structured_outputs.schema_text())
+            None if p.structured_outputs is None else p.structured_outputs.schema_text(),
+            -1 if p.prompt_logprobs is None else p.prompt_logprobs)
 
     def _seeds(self, params: SamplingParams) -> List[int]:
         base = params.seed if params.seed is not None else self._rng.getrandbits(64)
@@ -281,7 +297,8 @@ class LLM:
             for completion in live:
                 self._abandon(completion)
         return [RequestOutput(str(next(self._request_ids)), text, ids,
-                              [c.output(self._tokenizer) for c in group], True, _merged_metrics(group))
+                              [c.output(self._tokenizer) for c in group], True, _merged_metrics(group),
+                              group[0].prompt_logprobs)
                 for (text, ids), group in zip(items, completions)]
 
     def _drain(self, completion: _Completion) -> None:
@@ -321,7 +338,7 @@ class LLM:
                 if delta.finish_reason is not None:
                     delta.stop_reason = completion.output(self._tokenizer).stop_reason
                 yield RequestOutput(request_id, text, ids, [delta], delta.finish_reason is not None,
-                                    completion.metrics)
+                                    completion.metrics, completion.prompt_logprobs)
         finally:
             self._open_streams -= 1
             self._abandon(completion)

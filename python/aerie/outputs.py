@@ -75,7 +75,9 @@ class RequestOutput:
     outputs: List[CompletionOutput]
     finished: bool
     metrics: RequestMetrics = field(default_factory=RequestMetrics)
-    prompt_logprobs: None = None  # not reported by aerie's C API yet
+    # With SamplingParams.prompt_logprobs: None for the first prompt token, then per token a dict of it and the
+    # k most likely (vLLM's PromptLogprobs).
+    prompt_logprobs: Optional[List[Optional[Dict[int, Logprob]]]] = None
 
     @property
     def num_cached_tokens(self) -> int:

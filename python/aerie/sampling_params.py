@@ -59,6 +59,7 @@ class SamplingParams:
     repetition_penalty: float = 1.0  # (0, 10], vLLM's, on tokens of the prompt and output; 1: off
     logit_bias: Optional[Dict[int, float]] = None  # token id -> bias in [-100, 100], added to the logits
     structured_outputs: Optional[StructuredOutputsParams] = None  # a JSON schema the output must match
+    prompt_logprobs: Optional[int] = None  # None: none; k >= 0: each prompt token's log-probability and the top k
 
     def __post_init__(self):
         self.validate()
@@ -91,6 +92,8 @@ class SamplingParams:
             raise ValueError(f"ignore_eos must be a bool, got {self.ignore_eos!r}")
         if self.logprobs is not None:
             _integer("logprobs", self.logprobs, 0)
+        if self.prompt_logprobs is not None:
+            _integer("prompt_logprobs", self.prompt_logprobs, 0)
         for name, low, high in (("presence_penalty", -2, 2), ("frequency_penalty", -2, 2)):
             value = getattr(self, name)
             if not _is_number(value) or not low <= value <= high:

@@ -92,11 +92,22 @@ struct Event {
         counts{e.prompt_tokens, e.cached_prompt_tokens, e.generated_tokens,
                e.draft_tokens,  e.accepted_tokens,      e.spec_rounds},
         with_logprobs(e.logprobs != nullptr),
-        n_top(e.n_top_logprobs) {
-    if (!with_logprobs) return;
-    logprobs.assign(e.logprobs, e.logprobs + e.n_tokens);
-    top_ids.assign(e.top_logprob_ids, e.top_logprob_ids + e.n_tokens * n_top);
-    top_logprobs.assign(e.top_logprobs, e.top_logprobs + e.n_tokens * n_top);
+        n_top(e.n_top_logprobs),
+        with_prompt_logprobs(e.prompt_logprob_tokens != nullptr),
+        n_prompt_top(e.n_prompt_top_logprobs) {
+    if (with_logprobs) {
+      logprobs.assign(e.logprobs, e.logprobs + e.n_tokens);
+      top_ids.assign(e.top_logprob_ids, e.top_logprob_ids + e.n_tokens * n_top);
+      top_logprobs.assign(e.top_logprobs, e.top_logprobs + e.n_tokens * n_top);
+    }
+    if (with_prompt_logprobs) {
+      const size_t n = e.n_prompt_logprobs;
+      prompt_tokens.assign(e.prompt_logprob_tokens, e.prompt_logprob_tokens + n);
+      prompt_logprobs.assign(e.prompt_logprobs, e.prompt_logprobs + n);
+      prompt_ranks.assign(e.prompt_logprob_ranks, e.prompt_logprob_ranks + n);
+      prompt_top_ids.assign(e.prompt_top_logprob_ids, e.prompt_top_logprob_ids + n * n_prompt_top);
+      prompt_top_logprobs.assign(e.prompt_top_logprobs, e.prompt_top_logprobs + n * n_prompt_top);
+    }
   }
 
   // What aerie/llm.py reads: the counts by the C API's names, log-probabilities as lists (None when not
@@ -114,16 +125,30 @@ struct Event {
     for (int i = 0; i < 6; ++i) d[kCounts[i]] = counts[i];
     d["logprobs"] = py::none();
     d["top_logprobs"] = py::none();
-    if (!with_logprobs) return d;
-    py::list top;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      py::list entries;
-      for (size_t j = i * n_top; j < (i + 1) * n_top; ++j) entries.append(py::make_tuple(top_ids[j], top_logprobs[j]));
-      top.append(entries);
+    d["prompt_logprobs"] = py::none();
+    if (with_logprobs) {
+      d["logprobs"] = logprobs;
+      d["top_logprobs"] = pairs(top_ids, top_logprobs, tokens.size(), n_top);
     }
-    d["logprobs"] = logprobs;
-    d["top_logprobs"] = top;
+    if (with_prompt_logprobs) {  // (token, log-probability, rank, [(id, log-probability), ...]) per entry
+      const py::list top = pairs(prompt_top_ids, prompt_top_logprobs, prompt_tokens.size(), n_prompt_top);
+      py::list entries;
+      for (size_t i = 0; i < prompt_tokens.size(); ++i)
+        entries.append(py::make_tuple(prompt_tokens[i], prompt_logprobs[i], prompt_ranks[i], top[i]));
+      d["prompt_logprobs"] = entries;
+    }
     return d;
+  }
+
+  // Per row of n (id, log-probability) pairs: a list of n tuples.
+  static py::list pairs(const std::vector<int32_t>& ids, const std::vector<float>& values, size_t rows, size_t n) {
+    py::list out;
+    for (size_t i = 0; i < rows; ++i) {
+      py::list row;
+      for (size_t j = i * n; j < (i + 1) * n; ++j) row.append(py::make_tuple(ids[j], values[j]));
+      out.append(row);
+    }
+    return out;
   }
 
   std::vector<int32_t> tokens;
@@ -137,6 +162,13 @@ struct Event {
   std::vector<float> logprobs;      // [tokens]
   std::vector<int32_t> top_ids;     // [tokens, n_top]
   std::vector<float> top_logprobs;  // [tokens, n_top]
+  bool with_prompt_logprobs = false;
+  size_t n_prompt_top = 0;
+  std::vector<int32_t> prompt_tokens;      // [entries]: prompt tokens 1, 2, ...
+  std::vector<float> prompt_logprobs;      // [entries]
+  std::vector<int64_t> prompt_ranks;       // [entries]
+  std::vector<int32_t> prompt_top_ids;     // [entries, n_prompt_top]
+  std::vector<float> prompt_top_logprobs;  // [entries, n_prompt_top]
 };
 
 class Model {
@@ -234,7 +266,7 @@ class Engine {
                   const std::vector<int32_t>& stop_token_ids, bool ignore_eos, int64_t logprobs,
                   const std::optional<std::string>& lora_name, float presence_penalty, float frequency_penalty,
                   float repetition_penalty, const std::vector<std::pair<int32_t, float>>& logit_bias,
-                  const std::optional<std::string>& json_schema) {
+                  const std::optional<std::string>& json_schema, int64_t prompt_logprobs) {
     aerie_request r;
     aerie_request_init(&r);
     r.prompt_ids = prompt_ids.data();
@@ -267,6 +299,7 @@ class Engine {
     r.logit_bias_values = bias_values.data();
     r.n_logit_bias = bias_ids.size();
     r.json_schema = json_schema ? json_schema->c_str() : nullptr;
+    r.prompt_logprobs = prompt_logprobs;
     uint64_t id = 0;
     checked([&] { return locked([&] { return aerie_request_submit(engine_, &r, &id); }); });
     return id;
@@ -348,7 +381,7 @@ PYBIND11_MODULE(_aerie, m) {
            py::arg("stop_token_ids"), py::arg("ignore_eos"), py::arg("logprobs"), py::arg("lora_name") = std::nullopt,
            py::arg("presence_penalty") = 0.0f, py::arg("frequency_penalty") = 0.0f,
            py::arg("repetition_penalty") = 1.0f, py::arg("logit_bias") = std::vector<std::pair<int32_t, float>>{},
-           py::arg("json_schema") = std::nullopt)
+           py::arg("json_schema") = std::nullopt, py::arg("prompt_logprobs") = -1)
       .def("next_event", &Engine::next_event, py::arg("id"), py::arg("timeout_s") = -1.0)
       .def("cancel", &Engine::cancel, py::arg("id"))
       .def("release", &Engine::release, py::arg("id"));

@@ -69,3 +69,27 @@ def test_sampled_logprobs_match_the_logits(llm, tmp_path):
     zero = llm.generate(PROMPTS[1], SamplingParams(temperature=1.0, seed=5, max_tokens=20, logprobs=0))[0]
     assert zero.outputs[0].token_ids == out.outputs[0].token_ids
     assert all(len(e) == 1 for e in zero.outputs[0].logprobs)
+
+
+def test_prompt_logprobs_match_the_logits(llm, tmp_path):
+    k = 3
+    out = llm.generate(PROMPTS[2], SamplingParams(temperature=0, max_tokens=1, prompt_logprobs=k))[0]
+    ids = out.prompt_token_ids
+    reference = reference_logprobs(ids, tmp_path)
+    assert len(out.prompt_logprobs) == len(ids) and out.prompt_logprobs[0] is None
+    for i, (token, entry) in enumerate(zip(ids[1:], out.prompt_logprobs[1:])):
+        row = reference[i]  # the row that predicted prompt token i + 1
+        assert next(iter(entry)) == token
+        assert abs(entry[token].logprob - row[token]) < TOLERANCE
+        # Its rank: 1 + the tokens the reference puts clearly above it (a near tie may go either way).
+        above = int((row > row[token] + TOLERANCE).sum())
+        near = int((abs(row - row[token]) <= TOLERANCE).sum())
+        assert above + 1 <= entry[token].rank <= above + near
+        top = sorted((lp.rank, t) for t, lp in entry.items() if t != token or lp.rank <= k)
+        assert [rank for rank, _ in top] == list(range(1, k + 1))
+        for rank, t in top:
+            assert abs(entry[t].logprob - row[t]) < TOLERANCE
+    # The same entries in a stream, and none unless asked.
+    streamed = list(llm.generate_stream(PROMPTS[2], SamplingParams(temperature=0, max_tokens=1, prompt_logprobs=k)))
+    assert streamed[-1].prompt_logprobs == out.prompt_logprobs
+    assert llm.generate(PROMPTS[2], SamplingParams(temperature=0, max_tokens=1))[0].prompt_logprobs is None

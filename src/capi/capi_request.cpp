@@ -21,6 +21,7 @@ constexpr size_t kRequestV1 = offsetof(aerie_request, logprobs);
 constexpr size_t kRequestV2 = offsetof(aerie_request, lora_name);
 constexpr size_t kRequestV3 = sizeof(aerie_request);
 constexpr size_t kEventV1 = offsetof(aerie_event, logprobs);
+constexpr size_t kEventV2 = offsetof(aerie_event, prompt_logprob_tokens);
 
 // One event as the consumer will see it (owns what aerie_event points into).
 struct PendingEvent {
@@ -38,6 +39,14 @@ struct PendingEvent {
   std::vector<int32_t> top_ids;
   std::vector<float> top_logprobs;
   size_t n_top = 0;
+  // With aerie_request.prompt_logprobs: per prompt entry, and its n_prompt_top most likely flat.
+  bool with_prompt_logprobs = false;
+  std::vector<int32_t> prompt_tokens_lp;
+  std::vector<float> prompt_logprobs;
+  std::vector<int64_t> prompt_ranks;
+  std::vector<int32_t> prompt_top_ids;
+  std::vector<float> prompt_top_logprobs;
+  size_t n_prompt_top = 0;
 
   aerie_event view() const {
     aerie_event e{};
@@ -60,6 +69,15 @@ struct PendingEvent {
       e.top_logprob_ids = top_ids.data();
       e.top_logprobs = top_logprobs.data();
       e.n_top_logprobs = n_top;
+    }
+    if (with_prompt_logprobs) {
+      e.prompt_logprob_tokens = prompt_tokens_lp.data();
+      e.prompt_logprobs = prompt_logprobs.data();
+      e.prompt_logprob_ranks = prompt_ranks.data();
+      e.prompt_top_logprob_ids = prompt_top_ids.data();
+      e.prompt_top_logprobs = prompt_top_logprobs.data();
+      e.n_prompt_logprobs = prompt_tokens_lp.size();
+      e.n_prompt_top_logprobs = n_prompt_top;
     }
     return e;
   }
@@ -87,8 +105,9 @@ struct Slot {
   bool ended = false;  // the finished event went out (a stop string ends it before the engine does)
   aerie_event_callback callback = nullptr;
   void* user_data = nullptr;
-  size_t event_size = kEventV1;  // how much of the consumer's aerie_event its version has (kEventV1 or all)
+  size_t event_size = kEventV1;  // how much of the consumer's aerie_event its version has (kEventV1, V2 or all)
   int64_t n_top_logprobs = -1;   // -1: the request asked for no log-probabilities
+  int64_t n_prompt_top_logprobs = -1;  // -1: no prompt log-probabilities
 
   // Between the loop thread and the consumer.
   std::mutex mutex;
@@ -100,6 +119,7 @@ struct Slot {
   void on_event(const TokenEvent& e);
   void translate(const TokenEvent& e);  // on_event's work: the event's ids and text, its stop strings
   void copy_logprobs(const TokenEvent& e, PendingEvent& out) const;
+  void copy_prompt_logprobs(const TokenEvent& e, PendingEvent& out) const;
   void deliver(PendingEvent&& event);
 };
 
@@ -135,6 +155,7 @@ void Slot::translate(const TokenEvent& e) {
     out.spec_rounds = e.spec->rounds;
   }
   if (n_top_logprobs >= 0) copy_logprobs(e, out);
+  if (n_prompt_top_logprobs >= 0) copy_prompt_logprobs(e, out);
   if (decoder) {
     std::string piece;
     for (int64_t token : e.tokens) decoder->push(int32_t(token), piece);
@@ -169,6 +190,23 @@ void Slot::copy_logprobs(const TokenEvent& e, PendingEvent& out) const {
     for (const auto& [token, logprob] : entry.top) {
       out.top_ids.push_back(int32_t(token));
       out.top_logprobs.push_back(logprob);
+    }
+  }
+}
+
+void Slot::copy_prompt_logprobs(const TokenEvent& e, PendingEvent& out) const {
+  out.with_prompt_logprobs = true;
+  out.n_prompt_top = size_t(n_prompt_top_logprobs);
+  for (const PromptTokenLogprob& entry : e.prompt_logprobs) {
+    if (entry.logprobs.top.size() != out.n_prompt_top)
+      throw Error(str_cat("the engine sent ", entry.logprobs.top.size(), " top prompt log-probabilities, ",
+                          out.n_prompt_top, " asked"));
+    out.prompt_tokens_lp.push_back(int32_t(entry.token));
+    out.prompt_logprobs.push_back(entry.logprobs.logprob);
+    out.prompt_ranks.push_back(entry.rank);
+    for (const auto& [token, logprob] : entry.logprobs.top) {
+      out.prompt_top_ids.push_back(int32_t(token));
+      out.prompt_top_logprobs.push_back(logprob);
     }
   }
 }
@@ -272,6 +310,10 @@ RequestOptions options_of(ModelState& model, const aerie_request& r) {
     if (o.penalties.repetition > 10.0f)  // the server's bound
       throw Error(str_cat("aerie_request.repetition_penalty must be in (0, 10], got ", o.penalties.repetition));
     o.logit_bias = logit_bias_of(model, r);
+    if (r.prompt_logprobs < -1 || r.prompt_logprobs > model.model->n_vocab())
+      throw Error(str_cat("aerie_request.prompt_logprobs must be -1 (none) or in [0, ", model.model->n_vocab(),
+                          "] (the vocabulary size), got ", r.prompt_logprobs));
+    o.prompt_logprobs = r.prompt_logprobs;
   }
   if (!r.ignore_eos) o.stop_token_ids = model.eos_ids;
   if (r.n_stop_token_ids > 0) AERIE_CAPI_REQUIRE(r.stop_token_ids, "aerie_request.stop_token_ids");
@@ -313,6 +355,7 @@ void aerie_request_init_sized(aerie_request* request, size_t size) {
   r.min_p = defaults.sampling.min_p;
   r.logprobs = -1;
   r.repetition_penalty = defaults.penalties.repetition;
+  r.prompt_logprobs = -1;
   write_sized(request, r, size);
 }
 
@@ -338,7 +381,10 @@ aerie_status aerie_request_submit(aerie_engine* engine, const aerie_request* req
     slot->loop = state.loop.get();
     slot->callback = request->on_event;
     slot->user_data = request->user_data;
-    if (request->size >= kRequestV2) slot->event_size = sizeof(aerie_event);
+    // The event's version follows the request's: a version-2 struct has no room for the prompt fields.
+    if (request->size >= kRequestV3) slot->event_size = sizeof(aerie_event);
+    else if (request->size >= kRequestV2) slot->event_size = kEventV2;
+    slot->n_prompt_top_logprobs = job.options.prompt_logprobs;
     slot->n_top_logprobs = job.options.logprobs;
     if (model.tokenizer) {
       slot->tokenizer = model.tokenizer.get();

@@ -249,6 +249,69 @@ void test_struct_versions(aerie_model* model) {
   aerie_engine_free(engine);
 }
 
+// Prompt log-probabilities (version 3): one entry per prompt token after the first, across the prefill's
+// events, each consistent with its own top list; max_tokens 0 scores the prompt and ends; a version-2
+// request's event is not written past its log-probability fields. (Their values against the model's logits:
+// python/tests/test_logprobs.py.)
+void test_prompt_logprobs(aerie_model* model) {
+  aerie_engine* engine = nullptr;
+  REQUIRE_OK(aerie_engine_create(model, nullptr, &engine));
+  aerie_request request;
+  aerie_request_init(&request);
+  CHECK(request.prompt_logprobs == -1);
+  request.prompt_text = "It is a truth universally acknowledged, that a single man in possession";
+  request.max_tokens = 0;
+  request.prompt_logprobs = 3;
+  uint64_t id = 0;
+  REQUIRE_OK(aerie_request_submit(engine, &request, &id));
+  std::vector<int32_t> tokens;
+  int64_t prompt_tokens = 0;
+  for (bool finished = false; !finished;) {
+    aerie_event e;
+    REQUIRE_OK(aerie_request_next_event(engine, id, -1, &e));
+    finished = e.finished;
+    prompt_tokens = e.prompt_tokens;
+    CHECK(e.n_tokens == 0 && (e.n_prompt_logprobs == 0 || e.n_prompt_top_logprobs == 3));
+    for (size_t i = 0; i < e.n_prompt_logprobs; ++i) {
+      tokens.push_back(e.prompt_logprob_tokens[i]);
+      const int32_t* top = e.prompt_top_logprob_ids + i * 3;
+      const float* top_lp = e.prompt_top_logprobs + i * 3;
+      CHECK(e.prompt_logprobs[i] <= 0.0f && top_lp[0] >= top_lp[1] && top_lp[1] >= top_lp[2]);
+      const int64_t rank = e.prompt_logprob_ranks[i];
+      CHECK(rank >= 1);
+      if (rank <= 3) CHECK(top[rank - 1] == e.prompt_logprob_tokens[i] && top_lp[rank - 1] == e.prompt_logprobs[i]);
+      else CHECK(e.prompt_logprobs[i] <= top_lp[2]);
+    }
+    if (finished) CHECK(e.finish_reason == AERIE_FINISH_LENGTH);
+  }
+  REQUIRE_OK(aerie_request_release(engine, id));
+  std::vector<int32_t> prompt(256);
+  size_t n_prompt = 0;
+  REQUIRE_OK(aerie_tokenize(model, request.prompt_text, std::strlen(request.prompt_text), true, prompt.data(),
+                            prompt.size(), &n_prompt));
+  CHECK(prompt_tokens == int64_t(n_prompt) &&
+        tokens == std::vector<int32_t>(prompt.begin() + 1, prompt.begin() + n_prompt));
+
+  request.size = offsetof(aerie_request, lora_name);  // version 2: no prompt fields in the request or event
+  request.max_tokens = 2;
+  request.logprobs = 1;
+  REQUIRE_OK(aerie_request_submit(engine, &request, &id));
+  struct {
+    aerie_event event;
+  } v3;
+  std::memset(&v3, 0xAB, sizeof(v3));
+  REQUIRE_OK(aerie_request_next_event(engine, id, -1, &v3.event));
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&v3.event);
+  CHECK(std::all_of(bytes + offsetof(aerie_event, prompt_logprob_tokens), bytes + sizeof(aerie_event),
+                    [](unsigned char b) { return b == 0xAB; }));
+  REQUIRE_OK(aerie_request_release(engine, id));
+  request.size = sizeof(request);
+  request.prompt_logprobs = 1 << 20;
+  CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
+              "aerie_request.prompt_logprobs must be -1 (none) or in [0, 6144]");
+  aerie_engine_free(engine);
+}
+
 // Penalties and logit bias (version 3): penalised greedy output equals `aerie generate`'s with the same
 // penalties (and differs from the plain one); a bias of +100 makes its token every output token, -100 keeps
 // the plain first token out; out-of-range values are refused by name.
@@ -461,6 +524,7 @@ int main(int argc, char** argv) {
   test_limits_and_lifetimes();
   aerie_model* plain = load(nullptr);
   test_struct_versions(plain);
+  test_prompt_logprobs(plain);
   test_penalties_and_logit_bias(plain);
   aerie_model_free(plain);
   test_lora(argv[5]);
