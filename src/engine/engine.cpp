@@ -36,7 +36,11 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
     ProposerConfig pc;
     pc.spec = config.spec;
     pc.target_vocab = target.n_vocab();
-    pc.target_n_embd = target.n_embd();
+    // Steps at K = 0, whose rows a head holds back, come only from adaptive K or a K-by-batch-size schedule.
+    const bool k_may_be_zero = config.spec.adaptive_k ||
+                               std::any_of(config.k_by_batch_size.ranges.begin(), config.k_by_batch_size.ranges.end(),
+                                           [](const DraftTokensByBatchSize::Range& r) { return r.k == 0; });
+    pc.target_n_embd = k_may_be_zero ? target.n_embd() : 0;
     proposer_ = drafter->make_proposer(pc);
     // A token drafter's proposal is deterministic: q is one-hot, verified by target match.
     if (proposer_->one_hot()) config_.spec.proposal = DraftProposal::kArgmax;
@@ -106,8 +110,9 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
   vc.has_draft = proposer_ != nullptr;
   verifier_ = std::make_unique<Verifier>(std::move(vc), target.n_vocab());
   // Per-sequence step buffers at their bounds now: under adaptive K the first long acceptance or deep tree
-  // of a run comes when the clock says, and a steady step must not allocate. (A sampled round's draft
-  // distributions, q, still grow to their high-water mark: rows of the whole draft vocabulary each.)
+  // of a run comes when the clock says, and a steady step must not allocate. (The proposals' draft
+  // distributions, SequenceProposal::q, still grow to their high-water mark: rows of the whole draft
+  // vocabulary each; each request's own q is reserved when it starts, below.)
   results_.resize(size_t(std::max<int64_t>(config.max_num_seqs, 1)));
   for (StepResult& r : results_) {
     r.tokens.reserve(size_t(max_rows) + 1);

@@ -87,7 +87,8 @@ struct ProposerConfig {
   SpecOptions spec;
   int64_t target_vocab = 0;
   // The target's hidden width (Model::n_embd): each captured feature part's, which a head's state reserves
-  // for the rows it holds back at step K = 0 (0: reserved at the first such step instead).
+  // for the rows it holds back at step K = 0 when the request starts; 0 where K is never 0 (then reserved
+  // at the first such step, if one comes).
   int64_t target_n_embd = 0;
 };
 
