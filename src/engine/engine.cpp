@@ -127,6 +127,15 @@ Engine::Engine(Model& target, Drafter* drafter, const EngineConfig& config, Thre
     }
   }
   metrics_.kv_blocks_total = plan_.n_blocks;
+  if (config.adapters && config.adapters->size() > 0) {
+    const size_t n = size_t(config.adapters->size());
+    for (const LoraAdapter& a : config.adapters->adapters) metrics_.lora_names.push_back(a.name);
+    metrics_.lora_running.assign(n, 0);
+    metrics_.lora_waiting.assign(n, 0);
+    metrics_.lora_requests_ended.assign(n, 0);
+    stats_.lora_running.assign(n, 0);
+    stats_.lora_waiting.assign(n, 0);
+  }
   if (partitions > 1) {
     metrics_.attention_rows_per_rank.assign(size_t(partitions), 0);
     stats_.attention_rows_per_rank.assign(size_t(partitions), 0);
@@ -327,6 +336,7 @@ void Engine::observe_finished(const Request& seq, FinishReason reason) {
   FinishedRequest& f = stats_.finished.emplace_back();
   f.reason = reason;
   f.label = seq.options.label;
+  f.adapter = seq.adapter;
   f.prompt_tokens = seq.n_prompt;
   f.cached_prompt_tokens = seq.n_cached_prompt;
   f.generated_tokens = seq.n_generated();
@@ -548,6 +558,14 @@ const StepStats& Engine::step() {
   stats_.worked = step_once();
   stats_.running = scheduler_->n_running();
   stats_.waiting = scheduler_->n_waiting();
+  if (!stats_.lora_running.empty()) {  // per adapter: a pass over the scheduled sequences
+    std::fill(stats_.lora_running.begin(), stats_.lora_running.end(), 0);
+    std::fill(stats_.lora_waiting.begin(), stats_.lora_waiting.end(), 0);
+    for (const Sequence* s : scheduler_->running())
+      if (s->adapter >= 0) ++stats_.lora_running[size_t(s->adapter)];
+    for (const Sequence* s : scheduler_->waiting())
+      if (s->adapter >= 0) ++stats_.lora_waiting[size_t(s->adapter)];
+  }
   stats_.kv_blocks_in_use = pool_->n_in_use();
   stats_.kv_blocks_cached = pool_->n_cached_idle();
   stats_.prefix_block_lookups = pool_->lookups();

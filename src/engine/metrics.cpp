@@ -72,8 +72,11 @@ void EngineMetrics::record(const StepStats& step, double now) {
   spec.add(step.spec);
   for (const Observation& o : step.time_to_first_token) time_to_first_token.observe(o.value, o.label, now);
   for (const Observation& o : step.inter_token_latency) inter_token_latency.observe(o.value, o.label, now);
+  std::copy(step.lora_running.begin(), step.lora_running.end(), lora_running.begin());
+  std::copy(step.lora_waiting.begin(), step.lora_waiting.end(), lora_waiting.begin());
   for (const FinishedRequest& f : step.finished) {
     cached_prompt_tokens += f.cached_prompt_tokens;
+    if (f.adapter >= 0 && size_t(f.adapter) < lora_requests_ended.size()) ++lora_requests_ended[size_t(f.adapter)];
     if (f.reason == FinishReason::kCancelled) {
       ++requests_cancelled;
       continue;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/request.h"
@@ -58,6 +59,10 @@ struct EngineMetrics {
   std::vector<int64_t> attention_rows_per_rank;
   SpecStats spec;                // summed over requests
   int64_t finished_stop = 0, finished_length = 0;  // requests_finished by reason
+  // With LoRA adapters (EngineConfig::adapters), per adapter in its order: its name, the requests running and
+  // waiting with it (as of the last step) and those that ended, whatever the reason. Empty without adapters.
+  std::vector<std::string> lora_names;
+  std::vector<int64_t> lora_running, lora_waiting, lora_requests_ended;
   Histogram time_to_first_token;  // seconds
   Histogram inter_token_latency;  // seconds between a request's consecutive token events, per token
   // Per request that finished (stop or length), the phases of vLLM's request metrics, in seconds:

@@ -22,6 +22,7 @@ struct Observation {
 struct FinishedRequest {
   FinishReason reason = FinishReason::kNone;
   RequestLabel label;
+  int32_t adapter = -1;  // its LoRA adapter (RequestOptions::adapter), -1: the base model
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
   // Stop and length only, in seconds (EngineMetrics has what each phase is); time_per_output_token < 0
   // for a request of fewer than two tokens.
@@ -43,6 +44,7 @@ struct StepStats {
   int64_t running = 0, waiting = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0;
   int64_t prefix_block_lookups = 0, prefix_block_hits = 0;  // cumulative (the pool's counters)
   DiskStoreStats kv_disk;  // the disk tiers, target's and head's together (zero without --kv-cache-dir)
+  std::vector<int64_t> lora_running, lora_waiting;  // [adapters]: requests running and waiting with each
 
   void clear();
 };

@@ -71,6 +71,7 @@ class Scheduler {
   int64_t n_running() const { return int64_t(running_.size()); }
   int64_t n_waiting() const { return int64_t(waiting_.size()); }
   const std::vector<Sequence*>& running() const { return running_; }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
 
  private:
   // Blocks for n_rows more; a table without blocks starts in `partition` (-1: the pool's roomiest).

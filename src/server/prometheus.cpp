@@ -1,6 +1,7 @@
 // GET /metrics: the engine's counters, gauges and latency histograms in the Prometheus text format, or in
 // OpenMetrics 1.0 with exemplars when the scraper asks for it (Accept).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -148,6 +149,21 @@ void vllm_metrics(Writer& w, const EngineMetrics& m, const std::string& model_na
   for (size_t i = 0; i < s.accepted_at.size(); ++i)
     out += "vllm:spec_decode_num_accepted_tokens_per_pos_total{" + model + ",position=\"" + std::to_string(i) +
            "\"} " + std::to_string(s.accepted_at[i]) + "\n";
+  if (!m.lora_names.empty()) {
+    // vLLM's: the adapters with requests running and waiting (comma-separated names) and how many are
+    // loaded, as labels; the value is the time of the scrape.
+    auto with_requests = [&](const std::vector<int64_t>& counts) {
+      std::string names;
+      for (size_t i = 0; i < counts.size() && i < m.lora_names.size(); ++i)
+        if (counts[i] > 0) names += (names.empty() ? "" : ",") + m.lora_names[i];
+      return label_value(names);
+    };
+    header(w, "vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    out += "vllm:lora_requests_info{max_lora=\"" + std::to_string(m.lora_names.size()) + "\",running_lora_adapters=\"" +
+           with_requests(m.lora_running) + "\",waiting_lora_adapters=\"" + with_requests(m.lora_waiting) + "\"} " +
+           number(now) + "\n";
+  }
 }
 
 std::string_view trimmed(std::string_view s) {
@@ -253,6 +269,22 @@ std::string prometheus_text(const EngineMetrics& m, const HttpCounters& http, in
   metric(w, "aerie_prefilled_tokens_total", "counter", "Prompt tokens computed.", double(m.prefilled_tokens));
   metric(w, "aerie_generation_tokens_total", "counter", "Tokens generated.", double(m.generated_tokens));
   metric(w, "aerie_engine_steps_total", "counter", "Engine steps.", double(m.steps));
+  if (!m.lora_names.empty()) {  // LoRA adapters (serve --lora-modules), one sample per adapter
+    const std::pair<const char*, const std::vector<int64_t>*> per_adapter[] = {
+        {"aerie_lora_requests_running", &m.lora_running},
+        {"aerie_lora_requests_waiting", &m.lora_waiting},
+        {"aerie_lora_requests_ended_total", &m.lora_requests_ended}};
+    const char* const helps[] = {"Requests running with each LoRA adapter.",
+                                 "Requests waiting to run with each LoRA adapter.",
+                                 "Requests with each LoRA adapter that ended (any reason)."};
+    for (size_t k = 0; k < 3; ++k) {
+      const auto& [name, counts] = per_adapter[k];
+      header(w, name, k == 2 ? "counter" : "gauge", helps[k]);
+      for (size_t i = 0; i < counts->size() && i < m.lora_names.size(); ++i)
+        out += std::string(name) + "{adapter=\"" + label_value(m.lora_names[i]) + "\"} " +
+               std::to_string((*counts)[i]) + "\n";
+    }
+  }
   if (!m.attention_rows_per_rank.empty()) {  // data-parallel attention
     header(w, "aerie_attention_rows_total", "counter", "Target rows whose attention each rank ran (data-parallel attention).");
     for (size_t r = 0; r < m.attention_rows_per_rank.size(); ++r)

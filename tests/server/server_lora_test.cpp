@@ -1,10 +1,13 @@
 // LoRA adapters through real HTTP (serve --lora-modules): a request's "model" selects an adapter by name and
 // gets the adapted model's greedy output (the float64 reference's, tools/gen/make_lora_goldens.sh), the
 // response names the adapter, the base model's name or none runs the base, an unknown name is 404
-// model_not_found as in vLLM, and /v1/models lists each adapter with its parent.
+// model_not_found as in vLLM, /v1/models lists each adapter with its parent, and /metrics counts requests per
+// adapter.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "server_fixture.h"
 
@@ -85,6 +88,40 @@ TEST(ServerLora, ModelListShowsAdaptersWithTheirParent) {
   TestServer plain;
   auto plain_client = plain.client();
   EXPECT_EQ(get(*plain_client, "/v1/models").json()["data"].size(), 1u);
+}
+
+// /metrics per adapter: while a stream with "other" runs, it is the one running (aerie_lora_requests_running
+// and vLLM's vllm:lora_requests_info); once it is gone (a hang-up) and a "sql" request has finished, each
+// has ended once and none runs.
+TEST(ServerLora, MetricsCountRequestsPerAdapter) {
+  TestServer server(with_adapters());
+  auto client = server.client();
+  auto scraper = server.client();
+  const Json body = {{"model", "other"}, {"prompt", "x"}, {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}};
+  int status = 0;
+  std::string during;
+  testing::send_streaming(*client, "/v1/completions", body, {}, status, [&](const char*, size_t) {
+    during = get(*scraper, "/metrics").body;
+    return false;  // hang up: the request is cancelled
+  });
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(during.find("aerie_lora_requests_running{adapter=\"other\"} 1\n"), std::string::npos) << during;
+  EXPECT_NE(during.find("aerie_lora_requests_running{adapter=\"sql\"} 0\n"), std::string::npos) << during;
+  EXPECT_NE(during.find("vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"other\","
+                        "waiting_lora_adapters=\"\"} "),
+            std::string::npos)
+      << during;
+  EXPECT_EQ(post(*client, "/v1/completions", R"({"model": "sql", "prompt": "x", "max_tokens": 2})").status, 200);
+  std::string after;
+  for (int i = 0; i < 200; ++i) {  // the hang-up's cancellation reaches the engine within a step or two
+    after = get(*scraper, "/metrics").body;
+    if (after.find("aerie_lora_requests_ended_total{adapter=\"other\"} 1\n") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(after.find("aerie_lora_requests_ended_total{adapter=\"other\"} 1\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("aerie_lora_requests_ended_total{adapter=\"sql\"} 1\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("aerie_lora_requests_running{adapter=\"other\"} 0\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("running_lora_adapters=\"\""), std::string::npos) << after;
 }
 
 }  // namespace

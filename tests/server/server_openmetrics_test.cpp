@@ -82,6 +82,10 @@ TEST(OpenMetricsPage, IsValidAndCarriesTheLabelledObservations) {
   m.kv_blocks_total = 8;
   m.attention_rows_per_rank = {3, 4};
   m.spec.accepted_at = {5, 2};
+  m.lora_names = {"sql", "odd \"name\""};  // adapter names are labels too
+  m.lora_running = {1, 0};
+  m.lora_waiting = {0, 2};
+  m.lora_requests_ended = {3, 1};
   // An id with the characters a label value must escape; an unlabelled observation leaves its bucket's
   // exemplar alone; a later one in the same bucket replaces it.
   m.e2e_request_latency.observe(0.004, RequestLabel::from("agent \"7\"\\turn-3"), 1765000000.25);
@@ -103,6 +107,10 @@ TEST(OpenMetricsPage, IsValidAndCarriesTheLabelledObservations) {
   EXPECT_EQ(parsed["families"]["aerie_generation_tokens"], "counter");
   EXPECT_EQ(parsed["families"]["vllm:request_success"], "counter");
   EXPECT_EQ(parsed["families"]["aerie_attention_rows"], "counter");
+  EXPECT_EQ(parsed["families"]["aerie_lora_requests_ended"], "counter");
+  EXPECT_EQ(parsed["families"]["aerie_lora_requests_running"], "gauge");
+  EXPECT_EQ(parsed["families"]["vllm:lora_requests_info"], "gauge");
+  EXPECT_NE(page.find("waiting_lora_adapters=\"odd \\\"name\\\"\""), std::string::npos) << page;
   EXPECT_EQ(parsed["families"]["aerie_kv_blocks_total"], "gauge");
   EXPECT_EQ(parsed["families"]["vllm:e2e_request_latency_seconds"], "histogram");
 
