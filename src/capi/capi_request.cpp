@@ -307,8 +307,6 @@ RequestOptions options_of(ModelState& model, const aerie_request& r) {
     } catch (const Error& e) {
       throw Error(str_cat("aerie_request.", e.what()));
     }
-    if (o.penalties.repetition > 10.0f)  // the server's bound
-      throw Error(str_cat("aerie_request.repetition_penalty must be in (0, 10], got ", o.penalties.repetition));
     o.logit_bias = logit_bias_of(model, r);
     if (r.prompt_logprobs < -1 || r.prompt_logprobs > model.model->n_vocab())
       throw Error(str_cat("aerie_request.prompt_logprobs must be -1 (none) or in [0, ", model.model->n_vocab(),

@@ -326,7 +326,7 @@ std::vector<OptionRow> generation_rows() {
       {ranged("--frequency-penalty", numbers(-2, 2), penalties.frequency,
               "subtract this times a token's count in the output from its logit (0 = off)"),
        {kGenerate}},
-      {ranged("--repetition-penalty", numbers(0, 10, /*min_exclusive=*/true), penalties.repetition,
+      {ranged("--repetition-penalty", numbers(0, kMaxRepetitionPenalty, /*min_exclusive=*/true), penalties.repetition,
               "divide positive (multiply negative) logits of tokens in the prompt or output by this (1 = off; "
               "vLLM's and llama.cpp's repetition penalty)"),
        {kGenerate}},

@@ -11,8 +11,8 @@ void validate(const Penalties& p) {
               "presence_penalty must be in [-2, 2], got ", p.presence);
   AERIE_CHECK(std::isfinite(p.frequency) && p.frequency >= -2.0f && p.frequency <= 2.0f,
               "frequency_penalty must be in [-2, 2], got ", p.frequency);
-  AERIE_CHECK(std::isfinite(p.repetition) && p.repetition > 0.0f,
-              "repetition_penalty must be a finite number > 0, got ", p.repetition);
+  AERIE_CHECK(std::isfinite(p.repetition) && p.repetition > 0.0f && p.repetition <= kMaxRepetitionPenalty,
+              "repetition_penalty must be in (0, ", kMaxRepetitionPenalty, "], got ", p.repetition);
 }
 
 void PenaltyCounts::touch(int64_t token) {

@@ -20,10 +20,14 @@ namespace aerie {
 struct Penalties {
   float presence = 0.0f;    // OpenAI presence_penalty, [-2, 2]
   float frequency = 0.0f;   // OpenAI frequency_penalty, [-2, 2]
-  float repetition = 1.0f;  // vLLM repetition_penalty, > 0 (1: off)
+  float repetition = 1.0f;  // vLLM repetition_penalty, (0, kMaxRepetitionPenalty] (1: off)
   bool active() const { return presence != 0.0f || frequency != 0.0f || repetition != 1.0f; }
   bool operator==(const Penalties&) const = default;
 };
+
+// The largest repetition penalty any entry point takes (the CLI, the server, the C API): beyond it a token
+// seen once is as good as banned, which logit_bias says directly.
+inline constexpr float kMaxRepetitionPenalty = 10.0f;
 
 // Throws aerie::Error naming the field ("presence_penalty must be in [-2, 2], got 3").
 void validate(const Penalties& penalties);

@@ -5,6 +5,7 @@
 
 #include "core/json_parse.h"
 #include "core/json_scan.h"
+#include "sample/penalties.h"
 #include "server/openai_fields.h"
 #include "server/openai_structured_request.h"
 
@@ -184,8 +185,9 @@ void read_sampling_fields(const Json& body, const RequestLimits& limits, Samplin
   out.min_p = get_float(body, "min_p", "min_p", 0.0f, 1.0f).value_or(0.0f);
   out.presence_penalty = get_float(body, "presence_penalty", "presence_penalty", -2.0f, 2.0f).value_or(0.0f);
   out.frequency_penalty = get_float(body, "frequency_penalty", "frequency_penalty", -2.0f, 2.0f).value_or(0.0f);
-  out.repetition_penalty =
-      get_float(body, "repetition_penalty", "repetition_penalty", 0.0f, 10.0f, /*min_exclusive=*/true).value_or(1.0f);
+  out.repetition_penalty = get_float(body, "repetition_penalty", "repetition_penalty", 0.0f, kMaxRepetitionPenalty,
+                                     /*min_exclusive=*/true)
+                               .value_or(1.0f);
   out.seed = get_integer(body, "seed", "seed", std::numeric_limits<int64_t>::min(), kInt64Max);
   out.n = get_integer(body, "n", "n", 1, 128).value_or(1);
   out.stream = get_bool(body, "stream", "stream").value_or(false);

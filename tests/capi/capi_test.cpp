@@ -376,10 +376,10 @@ void test_penalties_and_logit_bias(aerie_model* model) {
   request.n_logit_bias = 0;
   request.repetition_penalty = 0.0f;
   CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
-              "aerie_request.repetition_penalty must be a finite number > 0");
+              "aerie_request.repetition_penalty must be in (0, 10], got 0");
   request.repetition_penalty = 11.0f;
   CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
-              "repetition_penalty must be in (0, 10]");
+              "aerie_request.repetition_penalty must be in (0, 10], got 11");
   request.repetition_penalty = 1.0f;
   request.presence_penalty = 3.0f;
   CHECK_FAILS(aerie_request_submit(engine, &request, &id), AERIE_ERROR_INVALID_ARGUMENT,
